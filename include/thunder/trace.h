@@ -1,0 +1,156 @@
+/* thunder/trace.h — the trace IR: values (proxies), bound symbols, traces; build, print, parse, verify.
+ *
+ * A trace is straight-line code: its inputs, a list of bound symbols (bsyms: an op applied to
+ * arguments, producing output proxies, with its decomposition as subsymbols) and a return. It prints
+ * as Thunder prints it (runnable-looking Python) and parses back from that text. Every value has a
+ * unique id within its compilation; its name (t0, x, ...) is only for printing. A trace owns an arena
+ * holding everything in it; th_trace_free releases it at once.
+ *
+ * Arguments are plain values (th_arg): a proxy or a Python-like constant (None, bool, int, float,
+ * str, dtype, device, tuple, list, dict, slice, ...). */
+#ifndef THUNDER_TRACE_H
+#define THUNDER_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "thunder/device.h"
+#include "thunder/dtype.h"
+#include "thunder/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TH_MAX_DIMS 8 /* tensors of rank above this are rejected with TH_ERR_NOT_IMPLEMENTED */
+
+typedef struct th_trace th_trace;
+typedef struct th_value th_value;
+typedef struct th_bsym th_bsym;
+
+typedef enum th_arg_kind {
+  TH_ARG_NONE = 0, /* Python None (also an absent optional argument) */
+  TH_ARG_VALUE,    /* a proxy: tensor or number */
+  TH_ARG_BOOL,
+  TH_ARG_INT,
+  TH_ARG_FLOAT,
+  TH_ARG_STR,
+  TH_ARG_DTYPE,
+  TH_ARG_DEVICE,
+  TH_ARG_TUPLE,
+  TH_ARG_LIST,
+  TH_ARG_DICT, /* string keys (seq.keys) */
+  TH_ARG_SLICE,
+  TH_ARG_ELLIPSIS,
+  TH_ARG_OBJECT /* an opaque named object printed by name (e.g. _torch_memory_format_0) */
+} th_arg_kind;
+
+typedef struct th_arg {
+  th_arg_kind kind;
+  union {
+    th_value *value;
+    bool b;
+    int64_t i;
+    double f;
+    const char *s; /* STR and OBJECT: owned by the trace (or the caller, for arguments passed in) */
+    th_dtype dtype;
+    th_device device;
+    struct {
+      int n;
+      struct th_arg *items;
+      const char **keys; /* DICT only */
+    } seq;
+    struct {
+      bool has_start, has_stop, has_step;
+      int64_t start, stop, step;
+    } slice;
+  } u;
+} th_arg;
+
+/* Small constructors for C callers. */
+static inline th_arg th_arg_none(void) { th_arg a = {TH_ARG_NONE, {0}}; return a; }
+static inline th_arg th_arg_value(th_value *v) { th_arg a = {TH_ARG_VALUE, {0}}; a.u.value = v; return a; }
+static inline th_arg th_arg_bool(bool b) { th_arg a = {TH_ARG_BOOL, {0}}; a.u.b = b; return a; }
+static inline th_arg th_arg_int(int64_t i) { th_arg a = {TH_ARG_INT, {0}}; a.u.i = i; return a; }
+static inline th_arg th_arg_float(double f) { th_arg a = {TH_ARG_FLOAT, {0}}; a.u.f = f; return a; }
+static inline th_arg th_arg_str(const char *s) { th_arg a = {TH_ARG_STR, {0}}; a.u.s = s; return a; }
+static inline th_arg th_arg_dtype(th_dtype d) { th_arg a = {TH_ARG_DTYPE, {0}}; a.u.dtype = d; return a; }
+static inline th_arg th_arg_tuple(int n, th_arg *items) {
+  th_arg a = {TH_ARG_TUPLE, {0}}; a.u.seq.n = n; a.u.seq.items = items; a.u.seq.keys = 0; return a;
+}
+static inline th_arg th_arg_list(int n, th_arg *items) {
+  th_arg a = {TH_ARG_LIST, {0}}; a.u.seq.n = n; a.u.seq.items = items; a.u.seq.keys = 0; return a;
+}
+
+/* ---- traces ------------------------------------------------------------------------------------ */
+
+/* A new, empty trace for function `fn_name` ("computation" if NULL) that starts a new compilation
+ * (its own id counter and name supply). Returns NULL (TH_ERR_NOMEM) on allocation failure. */
+th_trace *th_trace_new(const char *fn_name);
+/* Frees the trace and everything in its arena. NULL is fine. */
+void th_trace_free(th_trace *tr);
+
+/* Adds a tensor input. name may be NULL (a fresh t<N>); a name already used in this compilation is
+ * an error. shape has ndim entries (ndim <= TH_MAX_DIMS, each >= 0). Returns NULL on error. */
+th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
+                                    int ndim, const int64_t *shape);
+
+/* Records one call of op `qualname` ("ltorch.add", "prims.linear", "add" = ltorch.add) at the
+ * trace's top level, binding the positional and keyword arguments against the op's schema
+ * (defaults filled in, as Thunder's bind does) and running its meta (prims) or its decomposition
+ * (torch-level ops, recorded as subsymbols). On success *out is the output: a VALUE, a TUPLE of
+ * values, or NONE. Errors: unknown op (TH_ERR_VALUE), bad arguments (TH_ERR_TYPE), and the op's own
+ * meta errors (shapes, dtypes), with PyTorch/Thunder wording. Nothing is recorded on error. */
+th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_arg *args, int nkwargs,
+                        const char *const *kwnames, const th_arg *kwargs, th_arg *out);
+
+/* Sets the return value (any th_arg: a value, a tuple/list/dict of values, None). Appends the RETURN
+ * bsym; it must be the last call. */
+th_status th_trace_set_return(th_trace *tr, th_arg ret);
+
+/* Prints the trace in Thunder's format. print_depth -1 prints every subsymbol level (str(trace)),
+ * 1 prints top-level bsyms only (trace.python()). Returns a malloc'd NUL-terminated string the
+ * caller frees with free(), or NULL on allocation failure. */
+char *th_trace_print(const th_trace *tr, int print_depth);
+
+/* Parses trace text (Thunder's printed format). filename is used in error messages. On a syntax error
+ * returns TH_ERR_SYNTAX with "file:line:col: message" followed by the line and a caret. *out is set
+ * only on success; the caller frees it with th_trace_free. */
+th_status th_trace_parse(const char *text, const char *filename, th_trace **out);
+
+/* Checks the trace: every bsym's meta re-run reproduces the recorded shape, dtype and device of
+ * each output; each value is defined before use and defined once; RETURN is present and last.
+ * TH_ERR_VERIFY with a message naming the value and the op on failure. */
+th_status th_trace_verify(const th_trace *tr);
+
+/* Provenance line ("Constructed by Dead Code Elimination (took 0 milliseconds)"), printed as
+ * "# Constructed by ..." above the trace. NULL clears it. The string is copied. */
+th_status th_trace_set_provenance(th_trace *tr, const char *pss);
+
+/* ---- inspection -------------------------------------------------------------------------------- */
+int th_trace_num_inputs(const th_trace *tr);
+th_value *th_trace_input(const th_trace *tr, int i);
+/* The return value (TH_ARG_NONE if no RETURN). */
+th_arg th_trace_output(const th_trace *tr);
+int th_trace_num_bsyms(const th_trace *tr);
+const th_bsym *th_trace_bsym(const th_trace *tr, int i);
+
+const char *th_value_name(const th_value *v);
+uint32_t th_value_id(const th_value *v);
+bool th_value_is_tensor(const th_value *v);
+th_dtype th_value_dtype(const th_value *v);
+th_device th_value_device(const th_value *v);
+int th_value_ndim(const th_value *v);
+const int64_t *th_value_shape(const th_value *v);
+int64_t th_value_numel(const th_value *v);
+
+/* "prims.add", "ltorch.linear", "fusion0", ... */
+const char *th_bsym_qualname(const th_bsym *b);
+th_arg th_bsym_output(const th_bsym *b);
+int th_bsym_num_subsymbols(const th_bsym *b);
+const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,203 @@
+/* ir.h — internal definitions of the trace IR: values (proxies), symbols and their schemas, bound
+ * symbols, traces and the recording machinery that op decompositions use.
+ *
+ * Identity is by value (pointer / id), never by name: a name is only how a value prints. One
+ * th_session (id counter + name supply) is shared by all traces of one compilation, so no two traces
+ * of it print one name for two different values. A trace owns an arena with its bsyms and args;
+ * values are owned by the session (so a transform's new trace can refer to the values of the old one
+ * without copying, and freeing an old trace never dangles them).
+ *
+ * Recording: th_call() binds arguments against the symbol's schema (defaults filled in, as Thunder's
+ * bind does), then runs the symbol's meta (prims: computes output values) or its decomposition
+ * (torch-level ops: records subsymbols into a new scope and returns their result), and appends the
+ * bound symbol to the current scope. Nothing is appended on error. */
+#ifndef TH_IR_H
+#define TH_IR_H
+
+#include "core/core.h"
+#include "thunder/trace.h"
+
+/* ---- tags (bit set) ------------------------------------------------------------------------------ */
+enum {
+  TH_TAG_ELEMENTWISE = 1u << 0,
+  TH_TAG_REDUCTION = 1u << 1,
+  TH_TAG_SHAPE = 1u << 2,     /* layout/shape op */
+  TH_TAG_VIEW = 1u << 3,      /* may return a view of its input at run time */
+  TH_TAG_IN_PLACE = 1u << 4,  /* mutates an argument (functionalized before execution) */
+  TH_TAG_RANDOM = 1u << 5,    /* consumes RNG state: an effect, never reordered or CSE'd */
+  TH_TAG_DONT_DCE = 1u << 6,  /* never removed by DCE */
+  TH_TAG_MATMUL = 1u << 7,
+  TH_TAG_UTILITY = 1u << 8,   /* RETURN, DEL, COMMENT: no computation */
+  TH_TAG_CONVERT = 1u << 9,   /* dtype conversion (fp8-legal) */
+  TH_TAG_CREATION = 1u << 10, /* makes a tensor from nothing (full, iota, ...) */
+  TH_TAG_FP8_OK = 1u << 11,   /* accepts fp8 tensors (conversion, data movement, layout, scaled mm) */
+  /* autocast policy, as PyTorch AMP's lists */
+  TH_TAG_AC_LOWER = 1u << 16,   /* runs in the autocast dtype (matmul, linear, conv, sdpa) */
+  TH_TAG_AC_FP32 = 1u << 17,    /* runs in float32 under autocast */
+  TH_TAG_AC_PROMOTE = 1u << 18, /* takes the widest floating input dtype */
+};
+
+/* ---- values (proxies) ---------------------------------------------------------------------------- */
+struct th_value {
+  uint32_t id;      /* unique within the session */
+  const char *name; /* printing only; owned by the session */
+  bool is_tensor;
+  th_dtype dtype; /* tensor dtype; number proxies: TH_BOOL / TH_I64 / TH_F64 = Python bool/int/float */
+  th_device device;
+  int ndim;
+  int64_t shape[TH_MAX_DIMS];
+  bool requires_grad;
+  bool has_value; /* number proxies: value known */
+  double fvalue;
+  int64_t ivalue;
+};
+
+/* ---- schemas --------------------------------------------------------------------------------------
+ * Written like PyTorch's native_functions.yaml: "linear(Tensor a, Tensor w, Tensor? bias=None) -> Tensor".
+ * A "/" parameter ends the positional-only ones, "*" starts the keyword-only ones. Types:
+ *   Tensor Tensor? Tensor[] TensorOrScalar Scalar Scalar? int int? int[] int[]? float float? bool bool?
+ *   str str? ScalarType ScalarType? Device Device? Any
+ * Returns: Tensor, (Tensor, Tensor), Tensor[], None. */
+typedef enum th_ptype {
+  TH_PT_TENSOR, TH_PT_TENSOR_LIST, TH_PT_TENSOR_OR_SCALAR, TH_PT_SCALAR, TH_PT_INT, TH_PT_INT_LIST,
+  TH_PT_FLOAT, TH_PT_BOOL, TH_PT_STR, TH_PT_DTYPE, TH_PT_DEVICE, TH_PT_ANY
+} th_ptype;
+
+typedef struct th_param {
+  const char *name;
+  th_ptype type;
+  bool optional; /* "?": None accepted */
+  bool posonly;
+  bool kwonly;
+  bool has_default;
+  th_arg deflt; /* constants only (None, bool, int, float, str, int list as TUPLE of INT) */
+} th_param;
+
+typedef enum th_rtype { TH_RT_TENSOR, TH_RT_TUPLE, TH_RT_TENSOR_LIST, TH_RT_NONE, TH_RT_ANY } th_rtype;
+
+typedef struct th_schema {
+  int nparams;
+  th_param *params;
+  th_rtype ret;
+  int nret; /* TUPLE: number of tensors */
+} th_schema;
+
+/* ---- symbols --------------------------------------------------------------------------------------- */
+typedef enum th_op_id {
+#define TH_PRIM(name, schema, tags, meta, cexpr) TH_OP_prims_##name,
+#define TH_TORCH(name, schema, tags, decomp, aliases) TH_OP_ltorch_##name,
+#include "ops/ops.def"
+#undef TH_PRIM
+#undef TH_TORCH
+  TH_OP_COUNT,
+  TH_OP_DYNAMIC = 100000 /* fusion regions and ops this build does not know (parsed executor ops) */
+} th_op_id;
+
+typedef struct th_symbol th_symbol;
+
+/* A meta (prims) or decomposition (torch-level ops) receives the bound arguments, one per schema
+ * parameter, and sets *out (a VALUE, a TUPLE of values, or NONE). A meta creates its outputs with
+ * th_value_new_tensor; a decomposition calls other ops with th_call and returns their outputs. */
+typedef th_status (*th_impl_fn)(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out);
+
+struct th_symbol {
+  th_op_id id;
+  const char *module;   /* "prims", "ltorch", or NULL for dynamic symbols (printed bare: fusion0) */
+  const char *name;     /* "add" */
+  const char *qualname; /* "prims.add" */
+  const char *schema_text;
+  unsigned tags;
+  bool is_prim;
+  th_impl_fn meta;      /* prims */
+  th_impl_fn decomp;    /* torch-level ops */
+  const char *cexpr;    /* prims: scalar C template for the fuser, or NULL */
+  const char *aliases;  /* torch-level: '|'-separated names the parser maps here ("torch.add|Tensor.add") */
+  th_schema schema;     /* parsed from schema_text on first use */
+};
+
+/* The descriptor of a built-in op (schema parsed). NULL for TH_OP_COUNT and beyond. */
+const th_symbol *th_symbol_get(th_op_id id);
+/* Lookup by "prims.add", "ltorch.add", an alias ("torch.nn.functional.linear", "Tensor.to"), or a
+ * bare name ("add" = ltorch.add if it exists, else prims.add). NULL if unknown. */
+const th_symbol *th_symbol_lookup(const char *name);
+/* A symbol made at run time (fusion regions "fusion0", unknown executor ops from parsed text); it
+ * takes any arguments and has no schema. Allocated in tr's arena. */
+th_symbol *th_symbol_new_dynamic(th_trace *tr, const char *name);
+
+/* ---- bound symbols ---------------------------------------------------------------------------------- */
+struct th_bsym {
+  const th_symbol *sym;
+  int nargs;
+  th_arg *args; /* schema symbols: one per parameter, defaults filled in; dynamic: positional */
+  int nkwargs;  /* dynamic symbols only: trailing keyword arguments */
+  const char **kwnames;
+  th_arg *kwargs;
+  th_arg out;   /* VALUE, TUPLE/LIST of values, or NONE */
+  int nsubs;
+  th_bsym **subs; /* decomposition (printed as comments underneath) */
+  const char *executor; /* the executor that claimed it, NULL if none */
+  int line;             /* source line when parsed, else 0 */
+};
+
+/* ---- sessions and traces ------------------------------------------------------------------------- */
+typedef struct th_session th_session;
+
+struct th_trace {
+  th_arena *arena;
+  th_session *sess;
+  const char *fn_name; /* "computation" */
+  const char *provenance;
+  th_vec inputs;   /* th_value* */
+  th_vec bsyms;    /* top-level th_bsym* */
+  th_vec *scope;   /* where th_call appends: &bsyms or a decomposition's subsymbol list */
+  bool verify_mode; /* metas only: nothing named, nothing appended (the verifier and the parser) */
+  bool has_return;
+  int nfusions;    /* fusion region counter for names fusion0, fusion1, ... */
+};
+
+/* A new empty trace in the same compilation as `like` (shares its session: ids and names). */
+th_trace *th_trace_derive(const th_trace *like, const char *fn_name);
+
+/* Reserves `name` in the session's name supply; TH_ERR_VALUE if already used ("Trying to add the name
+ * X to a trace, but that name is already used"). */
+th_status th_name_reserve(th_trace *tr, const char *name);
+/* A fresh name "<prefix><N>" (one counter for all prefixes, as Thunder). NULL on OOM. */
+const char *th_name_fresh(th_trace *tr, const char *prefix);
+/* True if the name is used in this compilation. */
+bool th_name_used(const th_trace *tr, const char *name);
+
+/* A new tensor value (unnamed until recorded; th_call names it t<N>). NULL on error: ndim beyond
+ * TH_MAX_DIMS or a negative extent. like_requires_grad applies Thunder's rule (only float dtypes). */
+th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim,
+                              const int64_t *shape, bool requires_grad);
+/* A new number proxy (dtype TH_BOOL/TH_I64/TH_F64), value known or not. */
+th_value *th_value_new_number(th_trace *tr, th_dtype pytype, bool has_value, double f, int64_t i);
+/* Gives v a fresh name if it has none. */
+th_status th_value_name_if_needed(th_trace *tr, th_value *v);
+
+/* Records a call of symbol `sym` with positional args (and keyword args by name) into the current
+ * scope; see the file comment. *out receives the output. */
+th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, int nkw,
+                     const char *const *kwnames, const th_arg *kwargs, th_arg *out);
+/* Positional-only shorthand used by decompositions. */
+th_status th_call(th_trace *tr, th_op_id op, int nargs, const th_arg *args, th_arg *out);
+/* Binds args against sym's schema into a full parameter array (arena). Errors name the op and
+ * the parameter ("ltorch.add() got an unexpected keyword argument 'beta'"). */
+th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, int nkw,
+                         const char *const *kwnames, const th_arg *kwargs, th_arg **bound);
+/* Runs sym's meta/decomposition on already-bound args without recording (verify mode). */
+th_status th_symbol_infer(th_trace *tr, const th_symbol *sym, const th_arg *bound, th_arg *out);
+
+/* Appends a ready-made bsym to the current scope (parser, transforms). */
+th_status th_trace_append(th_trace *tr, th_bsym *b);
+th_bsym *th_bsym_new(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, th_arg out);
+
+/* Deep-copies an argument into tr's arena (strings, sequences); values are shared, not copied. */
+th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst);
+/* Calls fn on every value in an arg (recursively through sequences). */
+void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx);
+
+/* "cpu f32[2, 2]" / "int 4" / "float 3.0" / "bool True" — Thunder's type string. */
+void th_value_type_string(const th_value *v, char *buf, size_t n);
+
+#endif

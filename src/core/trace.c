@@ -1,0 +1,563 @@
+/* trace.c — sessions (ids + name supply), values, bound symbols, traces and recording (th_call).
+ *
+ * A session is shared by every trace of one compilation: it hands out value ids and names (one
+ * counter for all prefixes, as Thunder: t0, t1, i2, t3) and owns the values, so transforms can build
+ * new traces over the same values. Recording is described in ir.h. */
+#include <math.h>
+#include <string.h>
+
+#include "core/ir.h"
+
+struct th_session {
+  int refcnt;
+  th_arena *arena; /* values and names */
+  uint32_t next_id;
+  uint32_t name_ctr;
+  /* open-addressing set of names */
+  const char **names;
+  size_t nnames, cap;
+};
+
+/* ---- sessions and names ---------------------------------------------------------------------------- */
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static th_session *session_new(void) {
+  th_session *s = th_calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->arena = th_arena_new();
+  s->cap = 256;
+  s->names = th_calloc(s->cap, sizeof(char *));
+  if (!s->arena || !s->names) {
+    th_arena_free(s->arena);
+    th_free(s->names);
+    th_free(s);
+    return NULL;
+  }
+  s->refcnt = 1;
+  return s;
+}
+
+static void session_release(th_session *s) {
+  if (!s || --s->refcnt > 0) return;
+  th_arena_free(s->arena);
+  th_free(s->names);
+  th_free(s);
+}
+
+static bool names_contains(const th_session *s, const char *name) {
+  for (size_t i = hash_str(name) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+    if (!s->names[i]) return false;
+    if (!strcmp(s->names[i], name)) return true;
+  }
+}
+
+static th_status names_insert(th_session *s, const char *name) {
+  if ((s->nnames + 1) * 2 > s->cap) {
+    size_t cap = s->cap * 2;
+    const char **names = th_calloc(cap, sizeof(char *));
+    if (!names) return th_error(TH_ERR_NOMEM, "out of memory growing the name table");
+    for (size_t i = 0; i < s->cap; i++) {
+      if (!s->names[i]) continue;
+      size_t j = hash_str(s->names[i]) & (cap - 1);
+      while (names[j]) j = (j + 1) & (cap - 1);
+      names[j] = s->names[i];
+    }
+    th_free(s->names);
+    s->names = names;
+    s->cap = cap;
+  }
+  const char *copy = th_arena_strdup(s->arena, name);
+  if (!copy) return TH_ERR_NOMEM;
+  size_t i = hash_str(name) & (s->cap - 1);
+  while (s->names[i]) i = (i + 1) & (s->cap - 1);
+  s->names[i] = copy;
+  s->nnames++;
+  return TH_OK;
+}
+
+bool th_name_used(const th_trace *tr, const char *name) { return names_contains(tr->sess, name); }
+
+th_status th_name_reserve(th_trace *tr, const char *name) {
+  if (names_contains(tr->sess, name))
+    return th_error(TH_ERR_VALUE, "Trying to add the name %s to a trace, but that name is already used",
+                    name);
+  return names_insert(tr->sess, name);
+}
+
+const char *th_name_fresh(th_trace *tr, const char *prefix) {
+  char buf[64];
+  for (;;) {
+    snprintf(buf, sizeof buf, "%s%u", prefix, tr->sess->name_ctr++);
+    if (!names_contains(tr->sess, buf)) break;
+  }
+  if (names_insert(tr->sess, buf) != TH_OK) return NULL;
+  /* return the stored copy */
+  for (size_t i = hash_str(buf) & (tr->sess->cap - 1);; i = (i + 1) & (tr->sess->cap - 1))
+    if (!strcmp(tr->sess->names[i], buf)) return tr->sess->names[i];
+}
+
+/* ---- traces -------------------------------------------------------------------------------------- */
+
+static th_trace *trace_alloc(th_session *sess, const char *fn_name) {
+  th_trace *tr = th_calloc(1, sizeof *tr);
+  if (!tr) goto oom;
+  tr->arena = th_arena_new();
+  if (!tr->arena) goto oom;
+  tr->fn_name = th_arena_strdup(tr->arena, fn_name ? fn_name : "computation");
+  if (!tr->fn_name) goto oom;
+  tr->sess = sess;
+  tr->scope = &tr->bsyms;
+  return tr;
+oom:
+  if (tr) th_arena_free(tr->arena);
+  th_free(tr);
+  th_error(TH_ERR_NOMEM, "out of memory creating a trace");
+  return NULL;
+}
+
+th_trace *th_trace_new(const char *fn_name) {
+  th_session *s = session_new();
+  if (!s) {
+    th_error(TH_ERR_NOMEM, "out of memory creating a trace");
+    return NULL;
+  }
+  th_trace *tr = trace_alloc(s, fn_name);
+  if (!tr) session_release(s);
+  return tr;
+}
+
+th_trace *th_trace_derive(const th_trace *like, const char *fn_name) {
+  th_trace *tr = trace_alloc(like->sess, fn_name ? fn_name : like->fn_name);
+  if (tr) like->sess->refcnt++;
+  return tr;
+}
+
+void th_trace_free(th_trace *tr) {
+  if (!tr) return;
+  session_release(tr->sess);
+  th_arena_free(tr->arena);
+  th_free(tr);
+}
+
+th_status th_trace_set_provenance(th_trace *tr, const char *pss) {
+  if (!pss) {
+    tr->provenance = NULL;
+    return TH_OK;
+  }
+  const char *p = th_arena_strdup(tr->arena, pss);
+  if (!p) return TH_ERR_NOMEM;
+  tr->provenance = p;
+  return TH_OK;
+}
+
+/* ---- values -------------------------------------------------------------------------------------- */
+
+th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim,
+                              const int64_t *shape, bool requires_grad) {
+  if (ndim < 0 || ndim > TH_MAX_DIMS) {
+    th_error(TH_ERR_NOT_IMPLEMENTED, "tensors of rank %d are not supported (at most %d dimensions)", ndim,
+             TH_MAX_DIMS);
+    return NULL;
+  }
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0) {
+      th_error(TH_ERR_RUNTIME, "Trying to create tensor with negative dimension %lld", (long long)shape[i]);
+      return NULL;
+    }
+  th_value *v = th_arena_alloc(tr->sess->arena, sizeof *v);
+  if (!v) return NULL;
+  v->id = tr->sess->next_id++;
+  v->is_tensor = true;
+  v->dtype = dtype;
+  v->device = device;
+  v->ndim = ndim;
+  if (ndim) memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  v->requires_grad = requires_grad && th_dtype_is_float(dtype);
+  return v;
+}
+
+th_value *th_value_new_number(th_trace *tr, th_dtype pytype, bool has_value, double f, int64_t i) {
+  th_value *v = th_arena_alloc(tr->sess->arena, sizeof *v);
+  if (!v) return NULL;
+  v->id = tr->sess->next_id++;
+  v->dtype = pytype;
+  v->has_value = has_value;
+  v->fvalue = f;
+  v->ivalue = i;
+  return v;
+}
+
+th_status th_value_name_if_needed(th_trace *tr, th_value *v) {
+  if (v->name) return TH_OK;
+  const char *prefix = v->is_tensor ? "t" : v->dtype == TH_F64 ? "f" : "i";
+  v->name = th_name_fresh(tr, prefix);
+  return v->name ? TH_OK : TH_ERR_NOMEM;
+}
+
+th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
+                                    int ndim, const int64_t *shape) {
+  if ((unsigned)dtype >= TH_DTYPE_COUNT) {
+    th_error(TH_ERR_VALUE, "add_tensor_input: invalid dtype %d", (int)dtype);
+    return NULL;
+  }
+  if (name && th_name_reserve(tr, name) != TH_OK) return NULL;
+  th_value *v = th_value_new_tensor(tr, dtype, device, ndim, shape, false);
+  if (!v) return NULL;
+  if (name) {
+    for (size_t i = hash_str(name) & (tr->sess->cap - 1);; i = (i + 1) & (tr->sess->cap - 1))
+      if (!strcmp(tr->sess->names[i], name)) {
+        v->name = tr->sess->names[i];
+        break;
+      }
+  } else if (th_value_name_if_needed(tr, v) != TH_OK) {
+    return NULL;
+  }
+  if (th_vec_push(tr->arena, &tr->inputs, v) != TH_OK) return NULL;
+  return v;
+}
+
+void th_value_type_string(const th_value *v, char *buf, size_t n) {
+  if (!v->is_tensor) {
+    const char *ty = v->dtype == TH_BOOL ? "bool" : v->dtype == TH_F64 ? "float" : "int";
+    if (!v->has_value) snprintf(buf, n, "%s ?", ty);
+    else if (v->dtype == TH_BOOL) snprintf(buf, n, "bool %s", v->ivalue ? "True" : "False");
+    else if (v->dtype == TH_F64) snprintf(buf, n, "float %.17g", v->fvalue);
+    else snprintf(buf, n, "int %lld", (long long)v->ivalue);
+    return;
+  }
+  char dev[32];
+  th_device_str(v->device, dev, sizeof dev);
+  size_t k = (size_t)snprintf(buf, n, "%s %s[", dev, th_dtype_short(v->dtype));
+  for (int i = 0; i < v->ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)v->shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* ---- args ------------------------------------------------------------------------------------------ */
+
+th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst) {
+  *dst = *src;
+  switch (src->kind) {
+    case TH_ARG_STR:
+    case TH_ARG_OBJECT:
+      dst->u.s = th_arena_strdup(tr->arena, src->u.s);
+      return dst->u.s ? TH_OK : TH_ERR_NOMEM;
+    case TH_ARG_TUPLE:
+    case TH_ARG_LIST:
+    case TH_ARG_DICT: {
+      int n = src->u.seq.n;
+      dst->u.seq.items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(n ? n : 1));
+      if (!dst->u.seq.items) return TH_ERR_NOMEM;
+      dst->u.seq.keys = NULL;
+      if (src->kind == TH_ARG_DICT) {
+        dst->u.seq.keys = th_arena_alloc(tr->arena, sizeof(char *) * (size_t)(n ? n : 1));
+        if (!dst->u.seq.keys) return TH_ERR_NOMEM;
+      }
+      for (int i = 0; i < n; i++) {
+        TH_TRY(th_arg_copy(tr, &src->u.seq.items[i], &dst->u.seq.items[i]));
+        if (src->kind == TH_ARG_DICT) {
+          dst->u.seq.keys[i] = th_arena_strdup(tr->arena, src->u.seq.keys[i]);
+          if (!dst->u.seq.keys[i]) return TH_ERR_NOMEM;
+        }
+      }
+      return TH_OK;
+    }
+    default:
+      return TH_OK;
+  }
+}
+
+void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx) {
+  if (a->kind == TH_ARG_VALUE) fn(a->u.value, ctx);
+  else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
+    for (int i = 0; i < a->u.seq.n; i++) th_arg_foreach_value(&a->u.seq.items[i], fn, ctx);
+}
+
+/* ---- binding ------------------------------------------------------------------------------------------ */
+
+static const char *ptype_name(const th_param *p) {
+  switch (p->type) {
+    case TH_PT_TENSOR: return "Tensor";
+    case TH_PT_TENSOR_LIST: return "a sequence of Tensors";
+    case TH_PT_TENSOR_OR_SCALAR: return "Tensor or number";
+    case TH_PT_SCALAR: return "number";
+    case TH_PT_INT: return "int";
+    case TH_PT_INT_LIST: return "int or sequence of ints";
+    case TH_PT_FLOAT: return "float";
+    case TH_PT_BOOL: return "bool";
+    case TH_PT_STR: return "str";
+    case TH_PT_DTYPE: return "dtype";
+    case TH_PT_DEVICE: return "device";
+    case TH_PT_ANY: return "any value";
+  }
+  return "?";
+}
+
+static const char *arg_kind_name(const th_arg *a) {
+  switch (a->kind) {
+    case TH_ARG_NONE: return "None";
+    case TH_ARG_VALUE: return a->u.value->is_tensor ? "Tensor" : "number proxy";
+    case TH_ARG_BOOL: return "bool";
+    case TH_ARG_INT: return "int";
+    case TH_ARG_FLOAT: return "float";
+    case TH_ARG_STR: return "str";
+    case TH_ARG_DTYPE: return "dtype";
+    case TH_ARG_DEVICE: return "device";
+    case TH_ARG_TUPLE: return "tuple";
+    case TH_ARG_LIST: return "list";
+    case TH_ARG_DICT: return "dict";
+    case TH_ARG_SLICE: return "slice";
+    case TH_ARG_ELLIPSIS: return "Ellipsis";
+    case TH_ARG_OBJECT: return "object";
+  }
+  return "?";
+}
+
+static bool is_number(const th_arg *a) {
+  return a->kind == TH_ARG_BOOL || a->kind == TH_ARG_INT || a->kind == TH_ARG_FLOAT ||
+         (a->kind == TH_ARG_VALUE && !a->u.value->is_tensor);
+}
+
+static bool is_tensor(const th_arg *a) { return a->kind == TH_ARG_VALUE && a->u.value->is_tensor; }
+
+static bool arg_fits(const th_param *p, const th_arg *a) {
+  if (a->kind == TH_ARG_NONE) return p->optional || p->type == TH_PT_ANY;
+  switch (p->type) {
+    case TH_PT_TENSOR: return is_tensor(a);
+    case TH_PT_TENSOR_LIST:
+      if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST) return false;
+      for (int i = 0; i < a->u.seq.n; i++)
+        if (!is_tensor(&a->u.seq.items[i])) return false;
+      return true;
+    case TH_PT_TENSOR_OR_SCALAR: return is_tensor(a) || is_number(a);
+    case TH_PT_SCALAR: return is_number(a);
+    case TH_PT_INT:
+      return a->kind == TH_ARG_INT || a->kind == TH_ARG_BOOL ||
+             (a->kind == TH_ARG_VALUE && !a->u.value->is_tensor && a->u.value->dtype != TH_F64);
+    case TH_PT_INT_LIST:
+      if (a->kind == TH_ARG_INT) return true;
+      if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST) return false;
+      for (int i = 0; i < a->u.seq.n; i++) {
+        const th_arg *x = &a->u.seq.items[i];
+        if (x->kind != TH_ARG_INT && !(x->kind == TH_ARG_VALUE && !x->u.value->is_tensor)) return false;
+      }
+      return true;
+    case TH_PT_FLOAT: return is_number(a);
+    case TH_PT_BOOL: return a->kind == TH_ARG_BOOL || (a->kind == TH_ARG_VALUE && !a->u.value->is_tensor);
+    case TH_PT_STR: return a->kind == TH_ARG_STR;
+    case TH_PT_DTYPE: return a->kind == TH_ARG_DTYPE;
+    case TH_PT_DEVICE: return a->kind == TH_ARG_DEVICE || a->kind == TH_ARG_STR;
+    case TH_PT_ANY: return true;
+  }
+  return false;
+}
+
+th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, int nkw,
+                         const char *const *kwnames, const th_arg *kwargs, th_arg **bound) {
+  const th_schema *sc = &sym->schema;
+  int np = sc->nparams;
+  th_arg *out = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(np ? np : 1));
+  bool set[64] = {false};
+  if (!out) return TH_ERR_NOMEM;
+  if (np > 64) return th_error(TH_ERR_RUNTIME, "%s: schema too long", sym->qualname);
+  int npos_max = 0;
+  for (int i = 0; i < np; i++)
+    if (!sc->params[i].kwonly) npos_max++;
+  if (nargs > npos_max)
+    return th_error(TH_ERR_TYPE, "%s() takes %d positional argument%s but %d were given", sym->qualname,
+                    npos_max, npos_max == 1 ? "" : "s", nargs);
+  for (int i = 0; i < nargs; i++) {
+    TH_TRY(th_arg_copy(tr, &args[i], &out[i]));
+    set[i] = true;
+  }
+  for (int k = 0; k < nkw; k++) {
+    int j = -1;
+    for (int i = 0; i < np; i++)
+      if (!strcmp(sc->params[i].name, kwnames[k])) j = i;
+    if (j < 0 || sc->params[j].posonly)
+      return th_error(TH_ERR_TYPE, "%s() got an unexpected keyword argument '%s'", sym->qualname,
+                      kwnames[k]);
+    if (set[j])
+      return th_error(TH_ERR_TYPE, "%s() got multiple values for argument '%s'", sym->qualname, kwnames[k]);
+    TH_TRY(th_arg_copy(tr, &kwargs[k], &out[j]));
+    set[j] = true;
+  }
+  for (int i = 0; i < np; i++) {
+    const th_param *p = &sc->params[i];
+    if (!set[i]) {
+      if (!p->has_default)
+        return th_error(TH_ERR_TYPE, "%s() missing required argument '%s'", sym->qualname, p->name);
+      TH_TRY(th_arg_copy(tr, &p->deflt, &out[i]));
+    }
+    if (!arg_fits(p, &out[i]))
+      return th_error(TH_ERR_TYPE, "%s: argument '%s' expected %s%s, but got %s", sym->qualname, p->name,
+                      ptype_name(p), p->optional ? " or None" : "", arg_kind_name(&out[i]));
+  }
+  *bound = out;
+  return TH_OK;
+}
+
+/* ---- recording ---------------------------------------------------------------------------------------- */
+
+th_bsym *th_bsym_new(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, th_arg out) {
+  th_bsym *b = th_arena_alloc(tr->arena, sizeof *b);
+  if (!b) return NULL;
+  b->sym = sym;
+  b->nargs = nargs;
+  b->args = (th_arg *)args;
+  b->out = out;
+  return b;
+}
+
+th_status th_trace_append(th_trace *tr, th_bsym *b) {
+  if (tr->verify_mode) return TH_OK;
+  return th_vec_push(tr->arena, tr->scope, b);
+}
+
+
+typedef struct {
+  th_trace *tr;
+  th_status st;
+} name_ctx;
+
+static void name_cb(th_value *v, void *p) {
+  name_ctx *c = p;
+  if (c->st == TH_OK && !v->name) c->st = th_value_name_if_needed(c->tr, v);
+}
+
+static bool arg_mentions(const th_arg *a, const th_value *v) {
+  if (a->kind == TH_ARG_VALUE) return a->u.value == v;
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
+    for (int i = 0; i < a->u.seq.n; i++)
+      if (arg_mentions(&a->u.seq.items[i], v)) return true;
+  return false;
+}
+
+th_status th_symbol_infer(th_trace *tr, const th_symbol *sym, const th_arg *bound, th_arg *out) {
+  bool saved = tr->verify_mode;
+  tr->verify_mode = true;
+  th_status st = sym->is_prim ? sym->meta(tr, sym, bound, out) : sym->decomp(tr, sym, bound, out);
+  tr->verify_mode = saved;
+  return st;
+}
+
+th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, int nkw,
+                     const char *const *kwnames, const th_arg *kwargs, th_arg *out) {
+  if (sym->id == TH_OP_DYNAMIC)
+    return th_error(TH_ERR_VALUE, "%s cannot be called: it is not an op of this build", sym->qualname);
+  if (tr->has_return && tr->scope == &tr->bsyms && !tr->verify_mode)
+    return th_error(TH_ERR_RUNTIME, "%s: the trace already has a return; nothing may follow it",
+                    sym->qualname);
+  th_arg *bound;
+  TH_TRY(th_schema_bind(tr, sym, nargs, args, nkw, kwnames, kwargs, &bound));
+  th_arg result = th_arg_none();
+  th_vec subs = {0};
+  if (sym->is_prim) {
+    TH_TRY(sym->meta(tr, sym, bound, &result));
+  } else {
+    th_vec *saved = tr->scope;
+    tr->scope = &subs;
+    th_status st = sym->decomp(tr, sym, bound, &result);
+    /* Outputs are always fresh proxies: an input returned as-is becomes prims.shallow_copy(input). */
+    if (st == TH_OK && result.kind == TH_ARG_VALUE) {
+      bool is_input = false;
+      for (int i = 0; i < sym->schema.nparams; i++) is_input |= arg_mentions(&bound[i], result.u.value);
+      const th_symbol *sc = is_input ? th_symbol_lookup("prims.shallow_copy") : NULL;
+      if (is_input && sc) {
+        th_arg in = result;
+        st = th_call(tr, sc->id, 1, &in, &result);
+      }
+    }
+    tr->scope = saved;
+    TH_TRY(st);
+  }
+  if (tr->verify_mode) {
+    *out = result;
+    return TH_OK;
+  }
+  name_ctx nc = {tr, TH_OK};
+  th_arg_foreach_value(&result, name_cb, &nc);
+  TH_TRY(nc.st);
+  th_bsym *b = th_bsym_new(tr, sym, sym->schema.nparams, bound, result);
+  if (!b) return TH_ERR_NOMEM;
+  b->nsubs = subs.n;
+  b->subs = (th_bsym **)subs.items;
+  TH_TRY(th_trace_append(tr, b));
+  *out = result;
+  return TH_OK;
+}
+
+th_status th_call(th_trace *tr, th_op_id op, int nargs, const th_arg *args, th_arg *out) {
+  const th_symbol *sym = th_symbol_get(op);
+  if (!sym) return th_error(TH_ERR_VALUE, "unknown op id %d", (int)op);
+  return th_call_kw(tr, sym, nargs, args, 0, NULL, NULL, out);
+}
+
+th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_arg *args, int nkwargs,
+                        const char *const *kwnames, const th_arg *kwargs, th_arg *out) {
+  const th_symbol *sym = th_symbol_lookup(qualname);
+  if (!sym || (sym->tags & TH_TAG_UTILITY))
+    return th_error(TH_ERR_VALUE, "unknown op '%s'", qualname);
+  th_vec *saved = tr->scope;
+  tr->scope = &tr->bsyms;
+  th_status st = th_call_kw(tr, sym, nargs, args, nkwargs, kwnames, kwargs, out);
+  tr->scope = saved;
+  return st;
+}
+
+th_status th_trace_set_return(th_trace *tr, th_arg ret) {
+  if (tr->has_return) return th_error(TH_ERR_RUNTIME, "the trace already has a return");
+  th_arg a;
+  TH_TRY(th_arg_copy(tr, &ret, &a));
+  th_arg *args = th_arena_alloc(tr->arena, sizeof(th_arg));
+  if (!args) return TH_ERR_NOMEM;
+  args[0] = a;
+  th_bsym *b = th_bsym_new(tr, th_symbol_get(TH_OP_prims_python_return), 1, args, th_arg_none());
+  if (!b) return TH_ERR_NOMEM;
+  TH_TRY(th_vec_push(tr->arena, &tr->bsyms, b));
+  tr->has_return = true;
+  return TH_OK;
+}
+
+/* ---- inspection ------------------------------------------------------------------------------------ */
+
+int th_trace_num_inputs(const th_trace *tr) { return tr->inputs.n; }
+th_value *th_trace_input(const th_trace *tr, int i) {
+  return i >= 0 && i < tr->inputs.n ? tr->inputs.items[i] : NULL;
+}
+th_arg th_trace_output(const th_trace *tr) {
+  for (int i = tr->bsyms.n - 1; i >= 0; i--) {
+    const th_bsym *b = tr->bsyms.items[i];
+    if (b->sym->id == TH_OP_prims_python_return) return b->args[0];
+  }
+  return th_arg_none();
+}
+int th_trace_num_bsyms(const th_trace *tr) { return tr->bsyms.n; }
+const th_bsym *th_trace_bsym(const th_trace *tr, int i) {
+  return i >= 0 && i < tr->bsyms.n ? tr->bsyms.items[i] : NULL;
+}
+
+const char *th_value_name(const th_value *v) { return v->name; }
+uint32_t th_value_id(const th_value *v) { return v->id; }
+bool th_value_is_tensor(const th_value *v) { return v->is_tensor; }
+th_dtype th_value_dtype(const th_value *v) { return v->dtype; }
+th_device th_value_device(const th_value *v) { return v->device; }
+int th_value_ndim(const th_value *v) { return v->ndim; }
+const int64_t *th_value_shape(const th_value *v) { return v->shape; }
+int64_t th_value_numel(const th_value *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ndim; i++) n *= v->shape[i];
+  return n;
+}
+
+const char *th_bsym_qualname(const th_bsym *b) { return b->sym->qualname; }
+th_arg th_bsym_output(const th_bsym *b) { return b->out; }
+int th_bsym_num_subsymbols(const th_bsym *b) { return b->nsubs; }
+const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i) {
+  return i >= 0 && i < b->nsubs ? b->subs[i] : NULL;
+}

@@ -1,0 +1,460 @@
+/* blas.c — the BLAS executor ("blas"): prims.matmul and prims.linear through oneDNN's matmul primitive.
+ *
+ * Every call becomes one oneDNN matmul dst(B, M, N) = src(B, M, K) @ wei(B, K, N) [+ bias(1, 1, N)],
+ * described with strided memory descriptors straight over the tensors' memory:
+ *   matmul  ND @ ND  identical batch dims, collapsed into one batch dim B (when their strides allow)
+ *           1D @ ND  src is a row vector (1, 1, K), broadcast over the batch
+ *           ND @ 1D  wei is a column vector (1, K, 1)
+ *   linear  a(..., K) @ w(N, K)^T + bias(N): a's leading dims collapse into M, wei is w's transposed
+ *           view (strides swapped, no copy), bias is oneDNN's bias argument
+ * A matrix operand must be row- or column-major (one of its two inner strides 1; size-1 dims take
+ * whatever stride makes that true); anything else (a slice with a step in both dims, a broadcast
+ * with stride 0, batch dims that do not collapse) is first copied to a contiguous tensor. Without
+ * batch (B = 1 everywhere) the problem is 2-D. The output is the contiguous tensor the runtime
+ * allocates.
+ *
+ * dtypes: f32, and bf16 (f32 accumulation, result rounded to bf16 like PyTorch). oneDNN 2.6 has no
+ * bf16 matmul on CPUs without AVX-512 (probed once at start); there bf16 operands are widened to f32,
+ * multiplied by the f32 primitive and rounded back, which gives the same result up to the order of
+ * the f32 accumulation. oneDNN's CPU matmul has no f64 at all, so the checker leaves f64 (and every
+ * other dtype) to the eager executor.
+ *
+ * Primitives are cached by (dtype, rank, layouts of src/wei/bias/dst) in a small LRU table shared by
+ * all programs (a mutex guards lookups; a primitive in use is never evicted; oneDNN primitives may run
+ * concurrently). oneDNN threads with its default OpenMP runtime. */
+#include <string.h>
+#include <threads.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "core/scalar.h"
+#include "executors/kernel.h"
+
+/* ---- operand layouts ----------------------------------------------------------------------------- */
+
+/* A 3-D view (batch, rows, cols) in elements over some tensor's data. */
+typedef struct {
+  int64_t dims[3];
+  int64_t strides[3];
+} layout;
+
+typedef enum {
+  V_MAT,     /* (..., r, c): batch dims collapse into one */
+  V_ROWS,    /* (..., K) as (1, prod(...), K): linear's input */
+  V_ROWVEC,  /* 1-D (n) as (1, 1, n) */
+  V_COLVEC,  /* 1-D (n) as (1, n, 1) */
+  V_WT,      /* 2-D w (N, K) as w^T (1, K, N) */
+} view_kind;
+
+/* Collapses dims [lo, hi) into one strided dim (size-1 dims ignored). False if they do not form one
+ * run with a single stride. An empty or all-ones range gives size 1, stride 0. */
+static bool collapse(const th_tensor *t, int lo, int hi, int64_t *size, int64_t *stride) {
+  int64_t sz = 1, st = 0;
+  for (int i = hi - 1; i >= lo; i--) {
+    if (t->shape[i] == 1) continue;
+    if (sz == 1) {
+      sz = t->shape[i];
+      st = t->strides[i];
+    } else if (t->strides[i] == st * sz) {
+      sz *= t->shape[i];
+    } else {
+      return false;
+    }
+  }
+  *size = sz;
+  *stride = st;
+  return true;
+}
+
+/* Gives size-1 dims strides that make the matrix plainly row-major where possible (else column-major:
+ * oneDNN's gemm takes both, its fallback for anything else is slow), and checks that it is one of
+ * the two. The batch stride of a single batch is the matrix's span. */
+static bool normalize(layout *l) {
+  int64_t r = l->dims[1], c = l->dims[2];
+  int64_t *rs = &l->strides[1], *cs = &l->strides[2];
+  if (c == 1) *cs = 1;
+  if (r == 1) *rs = *cs == 1 ? c : 1;
+  if (*rs < 1 || *cs < 1) return false;
+  if (!((*cs == 1 && *rs >= c) || (*rs == 1 && *cs >= r))) return false;
+  if (l->dims[0] == 1) l->strides[0] = (r - 1) * *rs + (c - 1) * *cs + 1;
+  return l->strides[0] >= 1;
+}
+
+static bool describe(const th_tensor *t, view_kind k, layout *l) {
+  int nd = t->ndim;
+  int64_t b = 1, bs = 0, r, rs, c, cs;
+  switch (k) {
+    case V_MAT:
+      if (!collapse(t, 0, nd - 2, &b, &bs)) return false;
+      r = t->shape[nd - 2], rs = t->strides[nd - 2], c = t->shape[nd - 1], cs = t->strides[nd - 1];
+      break;
+    case V_ROWS:
+      if (!collapse(t, 0, nd - 1, &r, &rs)) return false;
+      c = t->shape[nd - 1], cs = t->strides[nd - 1];
+      break;
+    case V_ROWVEC: r = 1, rs = 0, c = t->shape[0], cs = t->strides[0]; break;
+    case V_COLVEC: r = t->shape[0], rs = t->strides[0], c = 1, cs = 0; break;
+    case V_WT: r = t->shape[1], rs = t->strides[1], c = t->shape[0], cs = t->strides[0]; break;
+    default: return false;
+  }
+  *l = (layout){{b, r, c}, {bs, rs, cs}};
+  return normalize(l);
+}
+
+static layout dense(int64_t b, int64_t r, int64_t c) {
+  layout l = {{b, r, c}, {r * c, c, 1}};
+  normalize(&l);
+  return l;
+}
+
+/* ---- engine, probe, primitive cache ------------------------------------------------------------------ */
+
+static once_flag init_once = ONCE_FLAG_INIT;
+static dnnl_engine_t engine;
+static bool bf16_native;
+static mtx_t cache_mtx;
+
+typedef struct { /* no padding: compared with memcmp */
+  int64_t dt; /* dnnl_data_type_t */
+  int64_t ndims;
+  int64_t has_bias;
+  layout src, wei, bias, dst;
+} mm_key;
+
+typedef struct {
+  mm_key key;
+  dnnl_primitive_t prim;
+  dnnl_memory_desc_t md[4]; /* src wei bias dst */
+  uint64_t tick;
+  int inuse;
+  bool cached; /* false: a one-off primitive, destroyed after its call */
+} mm_entry;
+
+#define CACHE_SIZE 32
+static mm_entry cache[CACHE_SIZE];
+static uint64_t cache_tick;
+
+static void md_init(dnnl_memory_desc_t *md, int64_t ndims, int64_t dt, const layout *l) {
+  int off = 3 - (int)ndims;
+  dnnl_dims_t dims, strides;
+  for (int i = 0; i < ndims; i++) {
+    dims[i] = l->dims[off + i];
+    strides[i] = l->strides[off + i];
+  }
+  dnnl_memory_desc_init_by_strides(md, (int)ndims, dims, (dnnl_data_type_t)dt, strides);
+}
+
+static dnnl_status_t create(const mm_key *k, mm_entry *e) {
+  md_init(&e->md[0], k->ndims, k->dt, &k->src);
+  md_init(&e->md[1], k->ndims, k->dt, &k->wei);
+  if (k->has_bias) md_init(&e->md[2], k->ndims, k->dt, &k->bias);
+  md_init(&e->md[3], k->ndims, k->dt, &k->dst);
+  dnnl_matmul_desc_t d;
+  dnnl_status_t s = dnnl_matmul_desc_init(&d, &e->md[0], &e->md[1], k->has_bias ? &e->md[2] : NULL,
+                                          &e->md[3]);
+  if (s != dnnl_success) return s;
+  dnnl_primitive_desc_t pd;
+  if ((s = dnnl_primitive_desc_create(&pd, &d, NULL, engine, NULL)) != dnnl_success) return s;
+  s = dnnl_primitive_create(&e->prim, pd);
+  dnnl_primitive_desc_destroy(pd);
+  return s;
+}
+
+static void init(void) {
+  if (mtx_init(&cache_mtx, mtx_plain) != thrd_success) return;
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+    engine = NULL;
+    return;
+  }
+  /* does this CPU have a bf16 matmul? */
+  mm_key k = {dnnl_bf16, 2, 0, dense(1, 2, 2), dense(1, 2, 2), dense(1, 1, 1), dense(1, 2, 2)};
+  mm_entry e = {0};
+  if (create(&k, &e) == dnnl_success) {
+    bf16_native = true;
+    dnnl_primitive_destroy(e.prim);
+  }
+}
+
+static th_status dnnl_err(const char *what, dnnl_status_t s) {
+  return th_error(s == dnnl_out_of_memory ? TH_ERR_NOMEM : TH_ERR_RUNTIME, "oneDNN %s failed: %s", what,
+                  dnnl_status2str(s));
+}
+
+/* A primitive for k: from the cache, or created (and cached when a slot is free). */
+static th_status acquire(const mm_key *k, mm_entry **out) {
+  mtx_lock(&cache_mtx);
+  mm_entry *victim = NULL;
+  for (int i = 0; i < CACHE_SIZE; i++) {
+    mm_entry *e = &cache[i];
+    if (e->prim && !memcmp(&e->key, k, sizeof *k)) {
+      e->inuse++;
+      e->tick = ++cache_tick;
+      mtx_unlock(&cache_mtx);
+      *out = e;
+      return TH_OK;
+    }
+    if (!e->inuse && (!victim || !e->prim || (victim->prim && e->tick < victim->tick))) victim = e;
+  }
+  mm_entry tmp = {0};
+  dnnl_status_t s = create(k, &tmp);
+  if (s != dnnl_success) {
+    mtx_unlock(&cache_mtx);
+    return dnnl_err("matmul primitive creation", s);
+  }
+  tmp.key = *k;
+  tmp.inuse = 1;
+  tmp.tick = ++cache_tick;
+  if (victim) {
+    if (victim->prim) dnnl_primitive_destroy(victim->prim);
+    tmp.cached = true;
+    *victim = tmp;
+    *out = victim;
+  } else {
+    *out = th_malloc(sizeof tmp);
+    if (*out) **out = tmp;
+  }
+  mtx_unlock(&cache_mtx);
+  if (!*out) {
+    dnnl_primitive_destroy(tmp.prim);
+    return th_error(TH_ERR_NOMEM, "out of memory caching a oneDNN primitive");
+  }
+  return TH_OK;
+}
+
+static void release(mm_entry *e) {
+  if (!e->cached) {
+    dnnl_primitive_destroy(e->prim);
+    th_free(e);
+    return;
+  }
+  mtx_lock(&cache_mtx);
+  e->inuse--;
+  mtx_unlock(&cache_mtx);
+}
+
+static th_status execute(mm_entry *e, void *src, void *wei, void *bias, void *dst) {
+  void *data[4] = {src, wei, bias, dst};
+  static const int which[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
+  dnnl_exec_arg_t args[4];
+  int n = 0;
+  dnnl_status_t s = dnnl_success;
+  dnnl_stream_t stream = NULL;
+  for (int i = 0; i < 4 && s == dnnl_success; i++) {
+    if (i == 2 && !e->key.has_bias) continue;
+    args[n].arg = which[i];
+    s = dnnl_memory_create(&args[n].memory, &e->md[i], engine, data[i]);
+    if (s == dnnl_success) n++;
+  }
+  if (s == dnnl_success) s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+  if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, stream, n, args);
+  if (s == dnnl_success) s = dnnl_stream_wait(stream);
+  if (stream) dnnl_stream_destroy(stream);
+  for (int i = 0; i < n; i++) dnnl_memory_destroy(args[i].memory);
+  return s == dnnl_success ? TH_OK : dnnl_err("matmul", s);
+}
+
+/* ---- one problem ------------------------------------------------------------------------------------ */
+
+typedef struct {
+  th_tensor *t; /* the tensor (borrowed), or a contiguous/widened copy (owned) */
+  bool owned;
+  view_kind kind;
+  layout l;
+} operand;
+
+static void op_drop(operand *o) {
+  if (o->owned) th_tensor_release(o->t);
+  o->owned = false;
+}
+
+/* Describes o, copying its tensor to a contiguous one first if its layout is not one oneDNN takes. */
+static th_status op_prepare(operand *o) {
+  if (describe(o->t, o->kind, &o->l)) return TH_OK;
+  th_tensor *c = th_tensor_contiguous_copy(o->t);
+  if (!c) return th_last_status();
+  op_drop(o);
+  o->t = c;
+  o->owned = true;
+  TH_ASSERT(describe(o->t, o->kind, &o->l));
+  return TH_OK;
+}
+
+/* bf16 (strided, layout l) -> a new dense f32 (B, r, c) tensor. */
+static th_tensor *widen(const th_tensor *t, const layout *l) {
+  int64_t shape[3] = {l->dims[0], l->dims[1], l->dims[2]};
+  th_tensor *w = th_tensor_empty(TH_F32, 3, shape);
+  if (!w) return NULL;
+  const uint16_t *s = th_tensor_data(t);
+  float *d = th_tensor_data(w);
+  const int64_t R = l->dims[0] * l->dims[1], r = l->dims[1], c = l->dims[2];
+  const int64_t bs = l->strides[0], rs = l->strides[1], cs = l->strides[2];
+#pragma omp parallel for schedule(static) if (R * c > 65536)
+  for (int64_t i = 0; i < R; i++) {
+    const uint16_t *row = s + (i / r) * bs + (i % r) * rs;
+    for (int64_t j = 0; j < c; j++) d[i * c + j] = th_sc_bf16_to_f32(row[j * cs]);
+  }
+  return w;
+}
+
+static void narrow(const float *s, uint16_t *d, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; i++) d[i] = th_sc_f32_to_bf16(s[i]);
+}
+
+static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_tensor *out);
+
+/* bf16 on a CPU without a bf16 matmul: widen to f32, multiply, round back to bf16. */
+static th_status run_widened(operand *src, operand *wei, operand *bias, th_tensor *out) {
+  operand *ops[3] = {src, wei, bias};
+  for (int i = 0; i < 3; i++) {
+    if (!ops[i]) continue;
+    th_tensor *w = widen(ops[i]->t, &ops[i]->l);
+    if (!w) return th_last_status();
+    op_drop(ops[i]);
+    ops[i]->t = w;
+    ops[i]->owned = true;
+    ops[i]->kind = V_MAT;
+  }
+  th_tensor *tmp = th_tensor_empty(TH_F32, out->ndim, out->shape);
+  if (!tmp) return th_last_status();
+  th_status st = run(TH_F32, src, wei, bias, tmp);
+  if (st == TH_OK) narrow(th_tensor_data(tmp), th_tensor_data(out), th_tensor_numel(out));
+  th_tensor_release(tmp);
+  return st;
+}
+
+/* dst (B, M, N) = src @ wei [+ bias]; out is contiguous, so dense (B, M, N) describes it in every
+ * case (1-D operands make M or N 1). Owned copies in the operands are released by the caller. */
+static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_tensor *out) {
+  TH_TRY(op_prepare(src));
+  TH_TRY(op_prepare(wei));
+  if (bias) TH_TRY(op_prepare(bias));
+  if (dt == TH_BF16 && !bf16_native) return run_widened(src, wei, bias, out);
+  mm_key k;
+  memset(&k, 0, sizeof k); /* padding too: the key is compared with memcmp */
+  k.dt = dt == TH_BF16 ? dnnl_bf16 : dnnl_f32;
+  k.src = src->l;
+  k.wei = wei->l;
+  k.has_bias = bias != NULL;
+  if (bias) k.bias = bias->l;
+  int64_t B = src->l.dims[0] > wei->l.dims[0] ? src->l.dims[0] : wei->l.dims[0];
+  k.dst = dense(B, src->l.dims[1], wei->l.dims[2]);
+  k.ndims = src->l.dims[0] == 1 && wei->l.dims[0] == 1 ? 2 : 3;
+  mm_entry *e;
+  th_status st = acquire(&k, &e);
+  if (st != TH_OK && (src->owned == false || wei->owned == false)) {
+    /* an unusual stride oneDNN refused: retry on contiguous copies */
+    operand *ops[3] = {src, wei, bias};
+    for (int i = 0; i < 3; i++) {
+      if (!ops[i] || ops[i]->owned) continue;
+      th_tensor *c = th_tensor_contiguous_copy(ops[i]->t);
+      if (!c) return th_last_status();
+      ops[i]->t = c;
+      ops[i]->owned = true;
+      TH_ASSERT(describe(c, ops[i]->kind, &ops[i]->l));
+    }
+    return run(dt, src, wei, bias, out);
+  }
+  TH_TRY(st);
+  st = execute(e, th_tensor_data(src->t), th_tensor_data(wei->t), bias ? th_tensor_data(bias->t) : NULL,
+               th_tensor_data(out));
+  release(e);
+  return st;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+
+static bool init_ok(void) {
+  call_once(&init_once, init);
+  return engine != NULL;
+}
+
+/* Zero output, plus the bias broadcast over rows: the K == 0 case, which oneDNN does not take. */
+static void fill_empty_k(th_tensor *out, const th_tensor *bias) {
+  int64_t n = th_tensor_numel(out);
+  memset(th_tensor_data(out), 0, (size_t)n * th_dtype_size(out->dtype));
+  if (!bias) return;
+  int64_t N = bias->shape[0], bs = bias->strides[0];
+  size_t es = th_dtype_size(out->dtype);
+  char *d = th_tensor_data(out);
+  const char *b = th_tensor_data(bias);
+  for (int64_t i = 0; i < n; i++) memcpy(d + (size_t)i * es, b + (size_t)((i % N) * bs) * es, es);
+}
+
+static th_status finish(th_status st, operand *a, operand *b, operand *c) {
+  op_drop(a);
+  op_drop(b);
+  if (c) op_drop(c);
+  return st;
+}
+
+static th_status matmul_kernel(th_rt_env *env, const th_bsym *b) {
+  th_tensor *x = th_rt_tensor(env, &b->args[0]), *y = th_rt_tensor(env, &b->args[1]);
+  if (!x || !y || b->out.kind != TH_ARG_VALUE) return th_error(TH_ERR_RUNTIME, "expected two tensor operands");
+  if (!init_ok()) return th_error(TH_ERR_RUNTIME, "the oneDNN CPU engine could not be created");
+  th_tensor *out = th_rt_alloc_output(env, b->out.u.value);
+  if (!out) return th_last_status();
+  if (th_tensor_numel(out) == 0) return TH_OK;
+  int64_t K = x->shape[x->ndim - 1];
+  if (K == 0) {
+    fill_empty_k(out, NULL);
+    return TH_OK;
+  }
+  operand a = {x, false, x->ndim == 1 ? V_ROWVEC : V_MAT, {{0}, {0}}};
+  operand w = {y, false, y->ndim == 1 ? V_COLVEC : V_MAT, {{0}, {0}}};
+  return finish(run(x->dtype, &a, &w, NULL, out), &a, &w, NULL);
+}
+
+static th_status linear_kernel(th_rt_env *env, const th_bsym *b) {
+  th_tensor *x = th_rt_tensor(env, &b->args[0]), *y = th_rt_tensor(env, &b->args[1]);
+  th_tensor *z = th_rt_tensor(env, &b->args[2]);
+  if (!x || !y || b->out.kind != TH_ARG_VALUE) return th_error(TH_ERR_RUNTIME, "expected tensor operands");
+  if (!init_ok()) return th_error(TH_ERR_RUNTIME, "the oneDNN CPU engine could not be created");
+  th_tensor *out = th_rt_alloc_output(env, b->out.u.value);
+  if (!out) return th_last_status();
+  if (th_tensor_numel(out) == 0) return TH_OK;
+  if (y->shape[1] == 0) {
+    fill_empty_k(out, z);
+    return TH_OK;
+  }
+  operand a = {x, false, x->ndim == 1 ? V_ROWVEC : V_ROWS, {{0}, {0}}};
+  operand w = {y, false, V_WT, {{0}, {0}}};
+  operand c = {z, false, V_ROWVEC, {{0}, {0}}};
+  return finish(run(x->dtype, &a, &w, z ? &c : NULL, out), &a, &w, z ? &c : NULL);
+}
+
+/* ---- checkers ---------------------------------------------------------------------------------------- */
+
+static const th_value *tensor_arg(const th_bsym *b, int i) {
+  if (i >= b->nargs || b->args[i].kind != TH_ARG_VALUE || !b->args[i].u.value->is_tensor) return NULL;
+  return b->args[i].u.value;
+}
+
+static bool dtype_ok(th_dtype dt) { return dt == TH_F32 || dt == TH_BF16; }
+
+static bool matmul_checker(const th_bsym *b) {
+  const th_value *x = tensor_arg(b, 0), *y = tensor_arg(b, 1);
+  if (!x || !y || !dtype_ok(x->dtype) || y->dtype != x->dtype || x->ndim < 1 || y->ndim < 1) return false;
+  if (x->ndim >= 2 && y->ndim >= 2) { /* identical batch dims (the prim's rule; no broadcasting) */
+    if (x->ndim != y->ndim) return false;
+    for (int i = 0; i < x->ndim - 2; i++)
+      if (x->shape[i] != y->shape[i]) return false;
+  }
+  return true;
+}
+
+static bool linear_checker(const th_bsym *b) {
+  const th_value *x = tensor_arg(b, 0), *y = tensor_arg(b, 1), *z = tensor_arg(b, 2);
+  if (!x || !y || !dtype_ok(x->dtype) || y->dtype != x->dtype || x->ndim < 1 || y->ndim != 2) return false;
+  if (b->nargs < 3) return false;
+  if (b->args[2].kind == TH_ARG_NONE) return true;
+  return z && z->dtype == x->dtype && z->ndim == 1;
+}
+
+static const th_operator_impl blas_impls[] = {
+    {TH_OP_prims_matmul, matmul_kernel, matmul_checker},
+    {TH_OP_prims_linear, linear_kernel, linear_checker},
+};
+
+const th_executor_desc th_blas_executor = {"blas", 2, blas_impls};

@@ -1,0 +1,412 @@
+/* reduction.c — reference kernels of the reduction prims: sum, prod, amax, amin, var, var_mean,
+ * argmax, argmin.
+ *
+ * The input's dims split into kept dims (the output's, in order) and reduced dims. Each output element
+ * reduces the sub-tensor at its offset: the reduced dims form one strided loop (th_eg_iter, coalesced,
+ * walked in row-major order so argmax/argmin can count flat positions) whose rows feed an
+ * accumulator. Outputs are independent, so large work runs them on OpenMP threads; when there are
+ * fewer outputs than threads (a full reduction) each output's range is cut into chunks reduced in
+ * parallel and merged in chunk order (ties in argmax/argmin keep the earlier chunk).
+ *
+ * Accumulation: floats (any width) in float64, bool/integers in int64 with wrap-around, so f16/bf16/f32
+ * sums are at least as accurate as PyTorch's float cascade. var/var_mean: each row's mean and sum of
+ * squared deviations in two passes, merged across rows and chunks with Chan et al.'s formula; the
+ * result divides by max(0, N - correction) (0/0 = NaN, x/0 = inf, as PyTorch). NaN propagates through
+ * amax/amin, and argmax/argmin return the first NaN. amax/amin/argmax/argmin of an empty reduction
+ * are errors, as in PyTorch; sum of nothing is 0, prod 1, var_mean NaN. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "executors/eager/eager_internal.h"
+
+typedef enum red_kind { RED_SUM, RED_PROD, RED_MAX, RED_MIN, RED_VAR, RED_ARGMAX, RED_ARGMIN } red_kind;
+
+/* What one output element (or a chunk of its reduction) has accumulated. */
+typedef struct red_acc {
+  double f;     /* float sum / product / extreme; var: mean */
+  double m2;    /* var: sum of squared deviations from the mean */
+  int64_t i;    /* exact sum / product / extreme */
+  int64_t n;    /* elements seen */
+  int64_t pos;  /* flat index (within the reduction) of the next element */
+  int64_t arg;  /* argmax/argmin: flat index of the extreme */
+  bool nan;     /* a NaN has been seen (extremes) */
+} red_acc;
+
+typedef struct red_job {
+  red_kind kind;
+  th_dtype dt;   /* input dtype */
+  bool exact;    /* bool/integer input: sum, prod, extremes in int64 */
+  th_eg_iter rit; /* the reduced dims (one operand; base set per output) */
+  int64_t nred;  /* elements per reduction */
+  int nkept;
+  int64_t kshape[TH_MAX_DIMS], kbs[TH_MAX_DIMS]; /* kept dims and their input byte strides */
+  char *data;    /* input element [0, ..., 0] */
+} red_job;
+
+typedef struct red_row_ctx {
+  const red_job *job;
+  red_acc acc;
+} red_row_ctx;
+
+static void acc_init(const red_job *j, red_acc *a, int64_t pos) {
+  memset(a, 0, sizeof *a);
+  a->pos = pos;
+  a->arg = pos;
+  if (j->kind == RED_PROD) {
+    a->f = 1.0;
+    a->i = 1;
+  }
+}
+
+/* ---- rows ----------------------------------------------------------------------------------------- */
+
+/* Sum of a float row in float64, eight lanes for the contiguous f32/f64 cases (vectorizes). */
+static double sum_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
+  int64_t i = 0;
+  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4)) {
+    const float *x = (const float *)(const void *)p;
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; l++) lane[l] += (double)x[i + l];
+    for (; i < n; i++) s += x[i];
+  } else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8)) {
+    const double *x = (const double *)(const void *)p;
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; l++) lane[l] += x[i + l];
+    for (; i < n; i++) s += x[i];
+  } else {
+    for (; i < n; i++) s += th_load_f64(p + i * bs, dt);
+  }
+  return s + ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+/* p[0]: the row of the input. */
+static void red_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) {
+  red_row_ctx *c = vctx;
+  const red_job *j = c->job;
+  red_acc *a = &c->acc;
+  const char *p = pp[0];
+  int64_t bs = bsp[0];
+  th_dtype dt = j->dt;
+  switch (j->kind) {
+  case RED_SUM:
+    if (j->exact) {
+      uint64_t s = (uint64_t)a->i;
+      for (int64_t i = 0; i < n; i++) s += (uint64_t)th_load_i64(p + i * bs, dt);
+      a->i = (int64_t)s;
+    } else {
+      a->f += sum_row_f(p, bs, n, dt);
+    }
+    break;
+  case RED_PROD:
+    if (j->exact) {
+      uint64_t s = (uint64_t)a->i;
+      for (int64_t i = 0; i < n; i++) s *= (uint64_t)th_load_i64(p + i * bs, dt);
+      a->i = (int64_t)s;
+    } else {
+      for (int64_t i = 0; i < n; i++) a->f *= th_load_f64(p + i * bs, dt);
+    }
+    break;
+  case RED_MAX:
+  case RED_MIN: {
+    bool mx = j->kind == RED_MAX;
+    if (j->exact) {
+      for (int64_t i = 0; i < n; i++) {
+        int64_t x = th_load_i64(p + i * bs, dt);
+        if (a->n == 0 && i == 0) a->i = x;
+        else if (mx ? x > a->i : x < a->i) a->i = x;
+      }
+    } else if (!a->nan) {
+      for (int64_t i = 0; i < n; i++) {
+        double x = th_load_f64(p + i * bs, dt);
+        if (x != x) { /* NaN propagates */
+          a->f = x;
+          a->nan = true;
+          break;
+        }
+        if (a->n == 0 && i == 0) a->f = x;
+        else if (mx ? x > a->f : x < a->f) a->f = x;
+      }
+    }
+    a->n += n;
+    break;
+  }
+  case RED_ARGMAX:
+  case RED_ARGMIN: {
+    bool mx = j->kind == RED_ARGMAX;
+    for (int64_t i = 0; i < n && !a->nan; i++) {
+      bool first = a->n == 0 && i == 0;
+      if (j->exact) {
+        int64_t x = th_load_i64(p + i * bs, dt);
+        if (first || (mx ? x > a->i : x < a->i)) {
+          a->i = x;
+          a->arg = a->pos + i;
+        }
+      } else {
+        double x = th_load_f64(p + i * bs, dt);
+        if (x != x) { /* the first NaN is the answer */
+          a->f = x;
+          a->nan = true;
+          a->arg = a->pos + i;
+        } else if (first || (mx ? x > a->f : x < a->f)) {
+          a->f = x;
+          a->arg = a->pos + i;
+        }
+      }
+    }
+    a->n += n;
+    break;
+  }
+  case RED_VAR: {
+    /* this row's mean and squared deviations (two passes), merged into the running ones */
+    double mean = sum_row_f(p, bs, n, dt) / (double)n, m2 = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double d = th_load_f64(p + i * bs, dt) - mean;
+      m2 += d * d;
+    }
+    if (a->n == 0) {
+      a->f = mean;
+      a->m2 = m2;
+    } else {
+      double na = (double)a->n, nb = (double)n, nt = na + nb, delta = mean - a->f;
+      a->f += delta * nb / nt;
+      a->m2 += m2 + delta * delta * na * nb / nt;
+    }
+    a->n += n;
+    break;
+  }
+  }
+  a->pos += n;
+}
+
+/* Merges chunk b (which follows chunk a) into a. */
+static void acc_merge(const red_job *j, red_acc *a, const red_acc *b) {
+  if (b->n == 0 && j->kind != RED_SUM && j->kind != RED_PROD) return;
+  switch (j->kind) {
+  case RED_SUM:
+    a->f += b->f;
+    a->i = (int64_t)((uint64_t)a->i + (uint64_t)b->i);
+    break;
+  case RED_PROD:
+    a->f *= b->f;
+    a->i = (int64_t)((uint64_t)a->i * (uint64_t)b->i);
+    break;
+  case RED_MAX:
+  case RED_MIN: {
+    bool mx = j->kind == RED_MAX;
+    if (a->n == 0 || b->nan) {
+      a->f = b->f, a->i = b->i, a->nan = b->nan;
+    } else if (!a->nan) {
+      if (j->exact ? (mx ? b->i > a->i : b->i < a->i) : (mx ? b->f > a->f : b->f < a->f)) a->f = b->f, a->i = b->i;
+    }
+    break;
+  }
+  case RED_ARGMAX:
+  case RED_ARGMIN: {
+    bool mx = j->kind == RED_ARGMAX;
+    bool better;
+    if (a->n == 0) better = true;
+    else if (a->nan) better = false;
+    else if (b->nan) better = true;
+    else better = j->exact ? (mx ? b->i > a->i : b->i < a->i) : (mx ? b->f > a->f : b->f < a->f);
+    if (better) a->f = b->f, a->i = b->i, a->nan = b->nan, a->arg = b->arg;
+    break;
+  }
+  case RED_VAR:
+    if (a->n == 0) {
+      a->f = b->f, a->m2 = b->m2;
+    } else {
+      double na = (double)a->n, nb = (double)b->n, nt = na + nb, delta = b->f - a->f;
+      a->f += delta * nb / nt;
+      a->m2 += b->m2 + delta * delta * na * nb / nt;
+    }
+    break;
+  }
+  a->n += b->n;
+}
+
+/* Writes the result of one output element: out0 (and out1, the mean of var_mean). */
+static void acc_finish(const red_job *j, const red_acc *a, th_tensor *out0, th_tensor *out1, int64_t o,
+                       double correction) {
+  char *p0 = th_eg_data(out0) + o * (int64_t)th_dtype_size(out0->dtype);
+  switch (j->kind) {
+  case RED_SUM:
+  case RED_PROD:
+  case RED_MAX:
+  case RED_MIN:
+    if (j->exact)
+      th_store_i64(p0, out0->dtype, a->i);
+    else
+      th_store_f64(p0, out0->dtype, a->f);
+    break;
+  case RED_ARGMAX:
+  case RED_ARGMIN:
+    th_store_i64(p0, out0->dtype, a->arg);
+    break;
+  case RED_VAR: {
+    double dof = (double)a->n - correction;
+    double var = a->n == 0 ? NAN : a->m2 / (dof > 0 ? dof : 0.0);
+    th_store_f64(p0, out0->dtype, var);
+    if (out1)
+      th_store_f64(th_eg_data(out1) + o * (int64_t)th_dtype_size(out1->dtype), out1->dtype,
+                   a->n == 0 ? NAN : a->f);
+    break;
+  }
+  }
+}
+
+/* Reduces elements [begin, end) of output o's reduction into a. */
+static void reduce_part(const red_job *j, int64_t o, int64_t begin, int64_t end, red_acc *a) {
+  /* the input offset of output o: its multi-index over the kept dims */
+  char *base = j->data;
+  int64_t rest = o;
+  for (int d = j->nkept - 1; d >= 0; d--) {
+    base += (rest % j->kshape[d]) * j->kbs[d];
+    rest /= j->kshape[d];
+  }
+  red_row_ctx c;
+  c.job = j;
+  acc_init(j, &c.acc, begin);
+  th_eg_iter_range_from(&j->rit, &base, begin, end, red_row, &c);
+  *a = c.acc;
+}
+
+/* The common driver: reduces t over the dims in `mask` into out0 (and out1). */
+static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, const bool *mask,
+                               double correction, th_tensor *out0, th_tensor *out1) {
+  /* Step 1: split the input's dims into kept (outer, the output's order) and reduced ones. */
+  red_job j;
+  memset(&j, 0, sizeof j);
+  j.kind = kind;
+  j.dt = t->dtype;
+  j.exact = !th_dtype_is_float(t->dtype);
+  j.data = th_eg_data(t);
+  int64_t bs[TH_MAX_DIMS], rshape[TH_MAX_DIMS], rbs[1][TH_MAX_DIMS];
+  th_eg_tensor_bstrides(t, bs);
+  int nred_dims = 0;
+  int64_t nout = 1;
+  j.nred = 1;
+  for (int d = 0; d < t->ndim; d++) {
+    if (mask[d]) {
+      rshape[nred_dims] = t->shape[d];
+      rbs[0][nred_dims++] = bs[d];
+      j.nred *= t->shape[d];
+    } else {
+      j.kshape[j.nkept] = t->shape[d];
+      j.kbs[j.nkept++] = bs[d];
+      nout *= t->shape[d];
+    }
+  }
+  if (nout != th_tensor_numel(out0))
+    return th_error(TH_ERR_RUNTIME, "%s: the output has %lld elements, but the reduction gives %lld",
+                    th_eg_name(b), (long long)th_tensor_numel(out0), (long long)nout);
+  if (nout == 0) return TH_OK;
+  /* Step 2: extremes of nothing are errors, as in PyTorch. */
+  if (j.nred == 0 && kind != RED_SUM && kind != RED_PROD && kind != RED_VAR)
+    return th_error(TH_ERR_INDEX, "%s: Expected reduction dim to have non-zero size (cannot reduce an "
+                    "empty tensor to its %s)", th_eg_name(b),
+                    kind == RED_MAX || kind == RED_ARGMAX ? "maximum" : "minimum");
+  char *base0 = j.data;
+  th_eg_iter_init(&j.rit, 1, nred_dims, rshape, &base0, (const int64_t(*)[TH_MAX_DIMS])rbs);
+  /* Step 3: how to split: one task per output, or chunks of each reduction when outputs are fewer
+   * than the threads and each reduction is large. */
+  int nthreads = omp_get_max_threads();
+  int64_t nchunks = 1;
+  if (nout < nthreads && j.nred > TH_EG_PAR_MIN) {
+    nchunks = (int64_t)nthreads * 4 / nout;
+    if (nchunks > j.nred / (TH_EG_PAR_MIN / 4)) nchunks = j.nred / (TH_EG_PAR_MIN / 4);
+    if (nchunks < 1) nchunks = 1;
+  }
+  bool par = nout * j.nred > TH_EG_PAR_MIN && nthreads > 1;
+  if (nchunks == 1) {
+    /* Step 4a: outputs in parallel, each reduced whole. */
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t o = 0; o < nout; o++) {
+      red_acc a;
+      reduce_part(&j, o, 0, j.nred, &a);
+      acc_finish(&j, &a, out0, out1, o, correction);
+    }
+    return TH_OK;
+  }
+  /* Step 4b: chunks in parallel, merged in order. */
+  red_acc *parts = th_malloc(sizeof *parts * (size_t)(nout * nchunks));
+  if (!parts) return th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
+  int64_t q = j.nred / nchunks, r = j.nred % nchunks;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t task = 0; task < nout * nchunks; task++) {
+    int64_t o = task / nchunks, c = task % nchunks;
+    int64_t begin = c * q + (c < r ? c : r), end = begin + q + (c < r ? 1 : 0);
+    reduce_part(&j, o, begin, end, &parts[task]);
+  }
+  for (int64_t o = 0; o < nout; o++) {
+    red_acc *a = &parts[o * nchunks];
+    for (int64_t c = 1; c < nchunks; c++) acc_merge(&j, a, &parts[o * nchunks + c]);
+    acc_finish(&j, a, out0, out1, o, correction);
+  }
+  th_free(parts);
+  return TH_OK;
+}
+
+/* Marks the dims in list dims[n] (negative ones wrap) in mask; errors name the op. */
+static th_status mark_dims(const th_bsym *b, int ndim, const int64_t *dims, int n, bool *mask) {
+  for (int d = 0; d < TH_MAX_DIMS; d++) mask[d] = false;
+  for (int k = 0; k < n; k++) {
+    int64_t d = dims[k];
+    int64_t lim = ndim > 0 ? ndim : 1;
+    if (d < -lim || d >= lim)
+      return th_error(TH_ERR_INDEX, "%s: Dimension out of range (expected to be in range of [%lld, %lld], "
+                      "but got %lld)", th_eg_name(b), (long long)-lim, (long long)(lim - 1), (long long)d);
+    if (d < 0) d += lim;
+    if (ndim > 0) mask[d] = true;
+  }
+  return TH_OK;
+}
+
+th_status th_eg_reduce_ref(th_rt_env *env, const th_bsym *b) {
+  red_kind kind;
+  switch (b->sym->id) {
+  case TH_OP_prims_sum: kind = RED_SUM; break;
+  case TH_OP_prims_prod: kind = RED_PROD; break;
+  case TH_OP_prims_amax: kind = RED_MAX; break;
+  case TH_OP_prims_amin: kind = RED_MIN; break;
+  case TH_OP_prims_var:
+  case TH_OP_prims_var_mean: kind = RED_VAR; break;
+  default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: not a reduction prim", th_eg_name(b));
+  }
+  /* Step 1: the input, the reduced dims and (var) the correction. */
+  th_tensor *t = th_eg_tensor_arg(env, b, 0);
+  if (!t) return th_last_status();
+  int64_t dims[TH_MAX_DIMS];
+  int ndims = 0;
+  TH_TRY(th_eg_int_list_arg(env, b, 1, dims, TH_MAX_DIMS, &ndims));
+  bool mask[TH_MAX_DIMS];
+  TH_TRY(mark_dims(b, t->ndim, dims, ndims, mask));
+  double correction = 0;
+  if (kind == RED_VAR) TH_TRY(th_eg_float_arg(env, b, 2, &correction));
+  /* Step 2: the outputs (var_mean: var, then mean) and the reduction. */
+  th_tensor *out0 = th_eg_alloc_out(env, b, 0);
+  if (!out0) return th_last_status();
+  th_tensor *out1 = NULL;
+  if (b->sym->id == TH_OP_prims_var_mean && !(out1 = th_eg_alloc_out(env, b, 1))) return th_last_status();
+  return run_reduction(b, kind, t, mask, correction, out0, out1);
+}
+
+th_status th_eg_argminmax_ref(th_rt_env *env, const th_bsym *b) {
+  red_kind kind = b->sym->id == TH_OP_prims_argmax ? RED_ARGMAX : RED_ARGMIN;
+  /* Step 1: the input and the dim (None: the flattened tensor). */
+  th_tensor *t = th_eg_tensor_arg(env, b, 0);
+  if (!t) return th_last_status();
+  bool mask[TH_MAX_DIMS];
+  if (b->nargs < 2 || b->args[1].kind == TH_ARG_NONE) {
+    for (int d = 0; d < TH_MAX_DIMS; d++) mask[d] = d < t->ndim;
+  } else {
+    int64_t dim;
+    TH_TRY(th_eg_int_arg(env, b, 1, &dim));
+    TH_TRY(mark_dims(b, t->ndim, &dim, 1, mask));
+  }
+  /* Step 2: the int64 output of flat indices. */
+  th_tensor *out = th_eg_alloc_out(env, b, 0);
+  if (!out) return th_last_status();
+  return run_reduction(b, kind, t, mask, 0.0, out, NULL);
+}

@@ -1,0 +1,199 @@
+/* passes.c — "Transform for execution": every top-level bsym of the result is claimed by an executor.
+ *
+ * The pass walks the trace's bsyms in order and copies each into a new trace of the same compilation:
+ *   - utility prims (return, del, comment) are kept as they are, unclaimed;
+ *   - the first executor in priority order whose impl table has the symbol, and whose checker accepts
+ *     the call, claims it: the copy gets ->executor = that executor's name;
+ *   - fusion regions and other dynamic symbols are replaced by their subsymbols;
+ *   - an unclaimed torch-level bsym is replaced by its subsymbols, which are tried in turn. If it has
+ *     none (a parsed trace printed at depth 1), its decomposition is re-run into the new trace and the
+ *     decomposition's results are renamed to the bsym's recorded outputs (an input returned as-is
+ *     becomes prims.shallow_copy), so later uses still refer to the same values;
+ *   - an unclaimed prim is an error (Thunder: "Failed to find an executor for bound symbol").
+ * Dead code is then removed (decompositions may compute outputs nobody uses). Renaming is by value
+ * identity: a map from value id to value, filled only for values made by re-run decompositions. */
+#include <string.h>
+
+#include "transforms/transforms.h"
+
+typedef struct {
+  th_trace *out;
+  const th_executor_desc *const *execs;
+  int nexecs;
+  th_value **rename; /* indexed by value id; NULL = keep */
+  uint32_t nrename;
+} pass_ctx;
+
+static th_value *rename_value(th_value *v, void *p) {
+  pass_ctx *c = p;
+  return v->id < c->nrename && c->rename[v->id] ? c->rename[v->id] : v;
+}
+
+static th_status set_rename(pass_ctx *c, th_value *from, th_value *to) {
+  if (from->id >= c->nrename) {
+    uint32_t n = c->nrename ? c->nrename : 64;
+    while (n <= from->id) n *= 2;
+    th_value **r = th_realloc(c->rename, sizeof(th_value *) * n);
+    if (!r) return th_error(TH_ERR_NOMEM, "out of memory in the execution transform");
+    memset(r + c->nrename, 0, sizeof(th_value *) * (n - c->nrename));
+    c->rename = r;
+    c->nrename = n;
+  }
+  c->rename[from->id] = to;
+  return TH_OK;
+}
+
+static const th_operator_impl *find_impl(const th_executor_desc *e, th_op_id id) {
+  for (int i = 0; i < e->nimpls; i++)
+    if (e->impls[i].op == id) return &e->impls[i];
+  return NULL;
+}
+
+/* ---- values of an arg, flattened ------------------------------------------------------------ */
+
+typedef struct {
+  th_value *v[256];
+  int n;
+  bool overflow;
+} value_list;
+
+static void collect_cb(th_value *v, void *p) {
+  value_list *l = p;
+  if (l->n < 256) l->v[l->n++] = v;
+  else l->overflow = true;
+}
+
+static bool produced_by(th_bsym *const *bs, int n, const th_value *v) {
+  for (int i = 0; i < n; i++) {
+    value_list l = {{0}, 0, false};
+    th_arg_foreach_value(&bs[i]->out, collect_cb, &l);
+    for (int j = 0; j < l.n; j++)
+      if (l.v[j] == v) return true;
+  }
+  return false;
+}
+
+static th_status process(pass_ctx *c, const th_bsym *b);
+
+/* Re-runs the decomposition of torch-level bsym b (already copied into the new trace as `copy`) and
+ * processes the subsymbols it records. */
+static th_status redecompose(pass_ctx *c, th_bsym *copy) {
+  const th_symbol *sym = copy->sym;
+  if (!sym->decomp || copy->nargs != sym->schema.nparams)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no executor claims it and it cannot be decomposed",
+                    sym->qualname);
+  th_trace *tr = c->out;
+  th_vec subs = {0};
+  th_vec *saved = tr->scope;
+  bool saved_verify = tr->verify_mode;
+  tr->scope = &subs;
+  tr->verify_mode = false;
+  th_arg result = th_arg_none();
+  th_status st = sym->decomp(tr, sym, copy->args, &result);
+  tr->scope = saved;
+  tr->verify_mode = saved_verify;
+  TH_TRY(st);
+
+  value_list got = {{0}, 0, false}, want = {{0}, 0, false};
+  th_arg_foreach_value(&result, collect_cb, &got);
+  th_arg_foreach_value(&copy->out, collect_cb, &want);
+  if (got.overflow || want.overflow || got.n != want.n)
+    return th_error(TH_ERR_VERIFY, "%s: its decomposition gives %d outputs, but the trace records %d",
+                    sym->qualname, got.n, want.n);
+  th_bsym **bs = (th_bsym **)subs.items;
+  for (int i = 0; i < got.n; i++) {
+    th_value *r = got.v[i], *o = want.v[i];
+    if (r == o) continue;
+    if (produced_by(bs, subs.n, r)) {
+      TH_TRY(set_rename(c, r, o));
+      continue;
+    }
+    /* the decomposition returned one of its inputs: the recorded output is a copy of it */
+    const th_symbol *sc = th_symbol_get(TH_OP_prims_shallow_copy);
+    th_arg *args = th_arena_alloc(tr->arena, sizeof(th_arg));
+    if (!args) return TH_ERR_NOMEM;
+    if (!r->is_tensor || !o->is_tensor)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: its decomposition returns the number %s unchanged",
+                      sym->qualname, r->name ? r->name : "?");
+    args[0] = th_arg_value(r);
+    th_bsym *nb = th_bsym_new(tr, sc, 1, args, th_arg_value(o));
+    if (!nb) return TH_ERR_NOMEM;
+    TH_TRY(th_vec_push(tr->arena, &subs, nb));
+  }
+  for (int i = 0; i < subs.n; i++) TH_TRY(process(c, subs.items[i]));
+  return TH_OK;
+}
+
+static th_status unclaimed_error(const pass_ctx *c, const th_bsym *b) {
+  char names[256] = "";
+  size_t k = 0;
+  for (int i = 0; i < c->nexecs && k < sizeof names; i++)
+    k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", c->execs[i]->name);
+  value_list outs = {{0}, 0, false};
+  th_arg_foreach_value(&b->out, collect_cb, &outs);
+  const char *oname = outs.n && outs.v[0]->name ? outs.v[0]->name : "";
+  return th_error(TH_ERR_NOT_IMPLEMENTED,
+                  "Failed to find an executor for bound symbol %s%s%s (executors: %s)", oname,
+                  oname[0] ? " = " : "", b->sym->qualname, names[0] ? names : "none");
+}
+
+static th_status process(pass_ctx *c, const th_bsym *b) {
+  th_trace *tr = c->out;
+  const th_symbol *sym = b->sym;
+  if (sym->id == TH_OP_DYNAMIC) {
+    if (b->nsubs == 0)
+      return th_error(TH_ERR_NOT_IMPLEMENTED,
+                      "%s: no executor claims it and it has no subsymbols to run instead (a trace "
+                      "printed without subsymbols cannot run its fusion regions)",
+                      sym->qualname);
+    for (int i = 0; i < b->nsubs; i++) TH_TRY(process(c, b->subs[i]));
+    return TH_OK;
+  }
+  th_bsym *copy;
+  TH_TRY(th_bsym_clone(tr, b, rename_value, c, &copy));
+  copy->executor = NULL;
+  if (sym->tags & TH_TAG_UTILITY) {
+    TH_TRY(th_vec_push(tr->arena, &tr->bsyms, copy));
+    if (sym->id == TH_OP_prims_python_return) tr->has_return = true;
+    return TH_OK;
+  }
+  for (int i = 0; i < c->nexecs; i++) {
+    const th_operator_impl *impl = find_impl(c->execs[i], sym->id);
+    if (impl && (!impl->checker || impl->checker(copy))) {
+      copy->executor = c->execs[i]->name;
+      return th_vec_push(tr->arena, &tr->bsyms, copy);
+    }
+  }
+  if (sym->is_prim) return unclaimed_error(c, b);
+  if (b->nsubs == 0) return redecompose(c, copy);
+  for (int i = 0; i < b->nsubs; i++) TH_TRY(process(c, b->subs[i]));
+  return TH_OK;
+}
+
+th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc *const *execs,
+                                     int nexecs, th_trace **out) {
+  double t0 = th_pass_clock_ms();
+  th_trace *nt = th_trace_derive(tr, tr->fn_name);
+  if (!nt) return TH_ERR_NOMEM;
+  pass_ctx c = {nt, execs, nexecs, NULL, 0};
+  th_status st = TH_OK;
+  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++)
+    st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
+  for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) st = process(&c, tr->bsyms.items[i]);
+  if (st == TH_OK) st = th_dce_in_place(nt);
+  if (st == TH_OK) {
+    char pss[96];
+    snprintf(pss, sizeof pss, "Transform for execution (took %ld milliseconds)",
+             (long)(th_pass_clock_ms() - t0));
+    st = th_trace_set_provenance(nt, pss);
+  }
+  th_free(c.rename);
+  if (st != TH_OK) {
+    if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM)
+      th_error(TH_ERR_NOMEM, "out of memory in the execution transform");
+    th_trace_free(nt);
+    return st;
+  }
+  *out = nt;
+  return TH_OK;
+}

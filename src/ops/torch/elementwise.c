@@ -1,0 +1,555 @@
+/* elementwise.c — torch-level elementwise ops (ltorch.add, ltorch.exp, ltorch.where, ...): PyTorch
+ * semantics on top of the strict elementwise prims.
+ *
+ * Nearly every op is promote -> broadcast -> convert -> prim -> convert (th_tu_unary / th_tu_binary in
+ * promote.c) with the promotion kind Thunder uses for it. Where a decomposition needs several prims
+ * (add with alpha, div with a rounding mode, floor_divide, sigmoid, lerp), all of them run in the
+ * computation dtype and the result is converted once at the end, so a bf16 op rounds once, as
+ * PyTorch's kernels do (which compute in float and store once). */
+#include <math.h>
+#include <string.h>
+
+#include "ops/torch/torch_util.h"
+
+static th_dtype arg_dtype(const th_arg *a) { return th_meta_is_tensor(a) ? a->u.value->dtype : th_meta_number_type(a); }
+
+static bool is_unsigned_dtype(th_dtype dt) { return dt == TH_BOOL || dt == TH_U8; }
+
+/* ---- unary math --------------------------------------------------------------------------------- */
+
+#define INT_TO_FLOAT TH_TU_PROMO_INT_TO_FLOAT
+
+th_status ltorch_acos_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_acos, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_acosh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_acosh, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_asin_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_asin, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_asinh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_asinh, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_atan_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_atan, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_atanh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_atanh, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_cos_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_cos, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_cosh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_cosh, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_erf_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_erf, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_erfc_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_erfc, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_exp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_exp, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_exp2_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_exp2, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_expm1_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_expm1, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_lgamma_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_lgamma, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_log_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_log10_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log10, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_log1p_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log1p, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_log2_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log2, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_reciprocal_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_reciprocal, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_rsqrt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_rsqrt, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_sin_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sin, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_sinh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sinh, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_sqrt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sqrt, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_tan_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_tan, args[0], INT_TO_FLOAT, out);
+}
+th_status ltorch_tanh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_tanh, args[0], INT_TO_FLOAT, out);
+}
+
+#undef INT_TO_FLOAT
+
+/* ---- unary: sign, rounding, predicates ------------------------------------------------------------ */
+
+/* abs is the identity on unsigned dtypes (bool, uint8), as Thunder's clang.abs. */
+th_status ltorch_abs_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (is_unsigned_dtype(arg_dtype(&args[0]))) {
+    *out = args[0];
+    return TH_OK;
+  }
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_abs, args[0], TH_TU_PROMO_COMPLEX_TO_FLOAT, out);
+}
+
+th_status ltorch_neg_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (arg_dtype(&args[0]) == TH_BOOL)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
+                    "mask, use the `~` or `logical_not()` operator instead.",
+                    sym->qualname);
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_neg, args[0], TH_TU_PROMO_DEFAULT, out);
+}
+
+/* ceil/floor/round/trunc are the identity on exact dtypes. */
+static th_status rounding(th_trace *tr, const th_symbol *sym, th_op_id prim, const th_arg *a, th_tu_promo kind,
+                          th_arg *out) {
+  if (th_meta_dtype_is_exact(arg_dtype(a))) {
+    *out = *a;
+    return TH_OK;
+  }
+  return th_tu_unary(tr, sym->qualname, prim, *a, kind, out);
+}
+th_status ltorch_ceil_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rounding(tr, sym, TH_OP_prims_ceil, &args[0], TH_TU_PROMO_NUMBER_TO_INT, out);
+}
+th_status ltorch_floor_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rounding(tr, sym, TH_OP_prims_floor, &args[0], TH_TU_PROMO_NUMBER_TO_INT, out);
+}
+th_status ltorch_round_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rounding(tr, sym, TH_OP_prims_round, &args[0], TH_TU_PROMO_DEFAULT, out);
+}
+th_status ltorch_trunc_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rounding(tr, sym, TH_OP_prims_trunc, &args[0], TH_TU_PROMO_DEFAULT, out);
+}
+
+th_status ltorch_sign_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  /* DEFAULT rather than Thunder's PRESERVE: prims.sign rejects f16/bf16, and sign is exact in f32 */
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sign, args[0], TH_TU_PROMO_DEFAULT, out);
+}
+
+th_status ltorch_bitwise_not_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_bitwise_not, args[0], TH_TU_PROMO_PRESERVE, out);
+}
+
+/* A bool tensor of a's shape and device filled with `value` (isfinite on exact dtypes, ...). */
+static th_status full_bool_like(th_trace *tr, const th_arg *a, bool value, th_arg *out) {
+  const th_value *v = a->u.value;
+  return th_tu_full(tr, v->ndim, v->shape, th_arg_bool(value), v->device, TH_BOOL, out);
+}
+
+th_status ltorch_isfinite_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (th_meta_dtype_is_exact(arg_dtype(&args[0]))) return full_bool_like(tr, &args[0], true, out);
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_isfinite, args[0], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+
+/* isnan(a) = a != a (Thunder's clang.isnan), exact for every dtype. */
+th_status ltorch_isnan_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  (void)sym;
+  return th_tu_call2(tr, TH_OP_prims_ne, args[0], args[0], out);
+}
+
+th_status ltorch_signbit_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (is_unsigned_dtype(arg_dtype(&args[0]))) return full_bool_like(tr, &args[0], false, out);
+  return th_tu_unary(tr, sym->qualname, TH_OP_prims_signbit, args[0], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+
+/* logical_not: bool -> bitwise_not; otherwise a == 0. */
+th_status ltorch_logical_not_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (arg_dtype(&args[0]) == TH_BOOL) return th_tu_call1(tr, TH_OP_prims_bitwise_not, args[0], out);
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_eq, args[0], th_arg_int(0), TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+
+/* sigmoid(a) = 1 / (1 + exp(-a)) in the computation dtype (PyTorch's kernel and Thunder's clang). */
+th_status ltorch_sigmoid_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  th_tu_type comp, res;
+  th_arg a = args[0], t;
+  TH_TRY(th_tu_promote(sym->qualname, 1, &a, TH_TU_PROMO_INT_TO_FLOAT, &comp, &res));
+  TH_TRY(th_tu_convert_type(tr, &a, comp));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, a, &t));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_exp, t, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, th_arg_float(1.0), t, &t));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_reciprocal, t, out));
+  return th_tu_convert_type(tr, out, res);
+}
+
+/* ---- binary arithmetic -------------------------------------------------------------------------- */
+
+/* a + alpha * b (sign = +1) or a - alpha * b (sign = -1), computed in the computation dtype so low
+ * precision rounds once. alpha must not be a float for exact results (PyTorch's check). */
+static th_status add_sub(th_trace *tr, const th_symbol *sym, const th_arg *args, th_op_id prim, th_arg *out) {
+  const char *op = sym->qualname;
+  th_arg ab[2] = {args[0], args[1]};
+  th_tu_type comp, res;
+  TH_TRY(th_tu_promote(op, 2, ab, TH_TU_PROMO_DEFAULT, &comp, &res));
+  if (prim == TH_OP_prims_sub && arg_dtype(&ab[0]) == TH_BOOL && arg_dtype(&ab[1]) == TH_BOOL &&
+      (th_meta_is_tensor(&ab[0]) || th_meta_is_tensor(&ab[1])))
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                    "`logical_xor()` operator instead.",
+                    op);
+  const th_arg *alpha = &args[2];
+  if (alpha->kind != TH_ARG_NONE) {
+    th_dtype rdt = th_tu_tensor_dtype(res);
+    if (th_meta_dtype_is_exact(rdt) && th_meta_number_type(alpha) == TH_F64)
+      return th_error(TH_ERR_TYPE, "%s: For integral input tensors, argument alpha must not be a floating point number.",
+                      op);
+    if (rdt == TH_BOOL && th_meta_number_type(alpha) != TH_BOOL)
+      return th_error(TH_ERR_TYPE, "%s: Boolean alpha only supported for Boolean results.", op);
+  }
+  TH_TRY(th_tu_broadcast(tr, op, 2, ab));
+  TH_TRY(th_tu_convert_type(tr, &ab[0], comp));
+  TH_TRY(th_tu_convert_type(tr, &ab[1], comp));
+  if (alpha->kind != TH_ARG_NONE) {
+    th_arg al = *alpha;
+    TH_TRY(th_tu_convert_type(tr, &al, comp));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, ab[1], al, &ab[1]));
+  }
+  TH_TRY(th_tu_call2(tr, prim, ab[0], ab[1], out));
+  return th_tu_convert_type(tr, out, res);
+}
+
+th_status ltorch_add_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return add_sub(tr, sym, args, TH_OP_prims_add, out);
+}
+th_status ltorch_sub_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return add_sub(tr, sym, args, TH_OP_prims_sub, out);
+}
+
+th_status ltorch_mul_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_mul, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+
+th_status ltorch_true_divide_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_div, args[0], args[1], TH_TU_PROMO_INT_TO_FLOAT, out);
+}
+
+/* Promotes (DEFAULT), broadcasts and converts a and b to the computation dtype. */
+static th_status prepare_binary(th_trace *tr, const char *op, const th_arg *args, th_arg ab[2], th_tu_type *comp,
+                                th_tu_type *res) {
+  ab[0] = args[0];
+  ab[1] = args[1];
+  TH_TRY(th_tu_promote(op, 2, ab, TH_TU_PROMO_DEFAULT, comp, res));
+  TH_TRY(th_tu_broadcast(tr, op, 2, ab));
+  TH_TRY(th_tu_convert_type(tr, &ab[0], *comp));
+  return th_tu_convert_type(tr, &ab[1], *comp);
+}
+
+/* Records prim(a, b) for the bool logic of floor_divide, folding what is known at trace time: both
+ * operands constant (a number divisor), or a constant bool with a bool tensor (ne: x or ~x; and: x or
+ * False). Nothing is recorded for a folded result, which is a BOOL constant or one of the operands. */
+static bool const_of(const th_arg *x, double *v) {
+  int64_t i;
+  if (x->kind != TH_ARG_BOOL && x->kind != TH_ARG_INT && x->kind != TH_ARG_FLOAT) return false;
+  th_meta_number_value(x, v, &i);
+  if (x->kind != TH_ARG_FLOAT) *v = (double)i;
+  return true;
+}
+
+static th_status logic2(th_trace *tr, th_op_id prim, th_arg a, th_arg b, th_arg *out) {
+  double x, y;
+  bool ca = const_of(&a, &x), cb = const_of(&b, &y);
+  if (ca && cb) {
+    bool r = prim == TH_OP_prims_lt ? x < y
+             : prim == TH_OP_prims_eq ? x == y
+             : prim == TH_OP_prims_ne ? x != y
+                                      : (x != 0) && (y != 0); /* bitwise_and of bools */
+    *out = th_arg_bool(r);
+    return TH_OK;
+  }
+  if ((ca ? a.kind : cb ? b.kind : TH_ARG_NONE) == TH_ARG_BOOL &&
+      (prim == TH_OP_prims_ne || prim == TH_OP_prims_bitwise_and)) {
+    bool c = (ca ? x : y) != 0;
+    th_arg t = ca ? b : a;
+    if (prim == TH_OP_prims_bitwise_and) {
+      *out = c ? t : th_arg_bool(false);
+      return TH_OK;
+    }
+    if (!c) {
+      *out = t;
+      return TH_OK;
+    }
+    return th_tu_call1(tr, TH_OP_prims_bitwise_not, t, out);
+  }
+  return th_tu_call2(tr, prim, a, b, out);
+}
+
+/* prims.where with a constant predicate folded. */
+static th_status where3(th_trace *tr, th_arg p, th_arg a, th_arg b, th_arg *out) {
+  if (p.kind == TH_ARG_BOOL) {
+    *out = p.u.b ? a : b;
+    return TH_OK;
+  }
+  return th_tu_call3(tr, TH_OP_prims_where, p, a, b, out);
+}
+
+/* Floor division, PyTorch's div_floor_floating / div_floor_integer, in the computation dtype:
+ *   float:   b == 0 ? a / b : { mod = fmod(a, b); div = (a - mod) / b;
+ *                               if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+ *                               div != 0 ? floor(div) + (div - floor(div) > 0.5) : copysign(0, a / b) }
+ *   integer: a / b (truncating) - (signs differ && a % b != 0).
+ * A number operand's tests are folded at trace time. */
+static th_status floor_divide(th_trace *tr, const char *op, const th_arg *args, th_arg *out) {
+  th_arg ab[2], t1, t2, t3;
+  th_tu_type comp, res;
+  TH_TRY(prepare_binary(tr, op, args, ab, &comp, &res));
+  th_arg a = ab[0], b = ab[1];
+  th_dtype cdt = th_tu_tensor_dtype(comp);
+  if (cdt == TH_BOOL) return th_error(TH_ERR_RUNTIME, "%s: \"div_floor_cpu\" not implemented for 'Bool'", op);
+  if (th_meta_dtype_is_exact(cdt)) {
+    th_arg q, mod, sa, sb, differ, nz, off;
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_div, a, b, &q));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_fmod, a, b, &mod));
+    TH_TRY(logic2(tr, TH_OP_prims_lt, a, th_arg_int(0), &sa));
+    TH_TRY(logic2(tr, TH_OP_prims_lt, b, th_arg_int(0), &sb));
+    TH_TRY(logic2(tr, TH_OP_prims_ne, sa, sb, &differ));
+    TH_TRY(logic2(tr, TH_OP_prims_ne, mod, th_arg_int(0), &nz));
+    TH_TRY(logic2(tr, TH_OP_prims_bitwise_and, differ, nz, &off));
+    if (off.kind == TH_ARG_BOOL) {
+      if (!off.u.b) {
+        *out = q;
+        return th_tu_convert_type(tr, out, res);
+      }
+      off = th_arg_int(1);
+    }
+    TH_TRY(th_tu_convert(tr, &off, cdt));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, q, off, out));
+    return th_tu_convert_type(tr, out, res);
+  }
+  th_arg mod, div, q, fl, zero, mask;
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_fmod, a, b, &mod));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, a, mod, &t1));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_div, t1, b, &div));
+  /* if (mod != 0 && (b < 0) != (mod < 0)) div -= 1 */
+  TH_TRY(logic2(tr, TH_OP_prims_ne, mod, th_arg_float(0.0), &t1));
+  TH_TRY(logic2(tr, TH_OP_prims_lt, b, th_arg_float(0.0), &t2));
+  TH_TRY(logic2(tr, TH_OP_prims_lt, mod, th_arg_float(0.0), &t3));
+  TH_TRY(logic2(tr, TH_OP_prims_ne, t2, t3, &t2));
+  TH_TRY(logic2(tr, TH_OP_prims_bitwise_and, t1, t2, &mask));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, div, th_arg_float(1.0), &t1));
+  TH_TRY(where3(tr, mask, t1, div, &div));
+  /* floordiv = floor(div), rounded up when div - floor(div) > 0.5 */
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_floor, div, &fl));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, div, fl, &t1));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_gt, t1, th_arg_float(0.5), &mask));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, fl, th_arg_float(1.0), &t1));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_where, mask, t1, fl, &fl));
+  /* div == 0: copysign(0, a / b) = (a / b) * 0 (a / b is finite there) */
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_div, a, b, &q));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, q, th_arg_float(0.0), &zero));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_ne, div, th_arg_float(0.0), &mask));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_where, mask, fl, zero, &fl));
+  /* b == 0: true division (inf or nan) */
+  TH_TRY(logic2(tr, TH_OP_prims_eq, b, th_arg_float(0.0), &mask));
+  TH_TRY(where3(tr, mask, q, fl, out));
+  return th_tu_convert_type(tr, out, res);
+}
+
+th_status ltorch_floor_divide_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return floor_divide(tr, sym->qualname, args, out);
+}
+
+/* div(a, b, rounding_mode): None = true division (ltorch.true_divide), 'trunc' = trunc(a / b) in the
+ * computation dtype (C division for integers), 'floor' = ltorch.floor_divide. */
+th_status ltorch_div_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const th_arg *mode = &args[2];
+  if (mode->kind == TH_ARG_NONE) return th_tu_call2(tr, TH_OP_ltorch_true_divide, args[0], args[1], out);
+  if (!strcmp(mode->u.s, "floor")) return th_tu_call2(tr, TH_OP_ltorch_floor_divide, args[0], args[1], out);
+  if (strcmp(mode->u.s, "trunc"))
+    return th_error(TH_ERR_VALUE,
+                    "%s: div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'",
+                    sym->qualname, mode->u.s);
+  th_arg ab[2];
+  th_tu_type comp, res;
+  TH_TRY(prepare_binary(tr, sym->qualname, args, ab, &comp, &res));
+  if (th_tu_tensor_dtype(comp) == TH_BOOL)
+    return th_error(TH_ERR_RUNTIME, "%s: \"div_trunc_cpu\" not implemented for 'Bool'", sym->qualname);
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_div, ab[0], ab[1], out));
+  if (!th_meta_dtype_is_exact(th_tu_tensor_dtype(comp))) TH_TRY(th_tu_call1(tr, TH_OP_prims_trunc, *out, out));
+  return th_tu_convert_type(tr, out, res);
+}
+
+th_status ltorch_remainder_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_remainder, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+th_status ltorch_fmod_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_fmod, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+th_status ltorch_pow_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_pow, args[0], args[1], TH_TU_PROMO_BOOL_TO_LONG, out);
+}
+th_status ltorch_atan2_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_atan2, args[0], args[1], TH_TU_PROMO_INT_TO_FLOAT, out);
+}
+th_status ltorch_maximum_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_maximum, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+th_status ltorch_minimum_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_minimum, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+
+/* ---- comparisons and logical/bitwise ops ---------------------------------------------------------- */
+
+th_status ltorch_eq_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_eq, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+th_status ltorch_ne_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_ne, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+th_status ltorch_lt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_lt, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+th_status ltorch_le_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_le, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+th_status ltorch_gt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_gt, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+th_status ltorch_ge_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_ge, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
+}
+
+th_status ltorch_bitwise_and_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_bitwise_and, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+th_status ltorch_bitwise_or_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_bitwise_or, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+th_status ltorch_bitwise_xor_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return th_tu_binary(tr, sym->qualname, TH_OP_prims_bitwise_xor, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
+
+/* A logical operand as bool: bool tensors as they are, other tensors x != 0, numbers as Python bools. */
+static th_status to_logical(th_trace *tr, const char *op, th_arg *x) {
+  if (th_meta_is_tensor(x)) {
+    if (x->u.value->dtype == TH_BOOL) return TH_OK;
+    return th_tu_binary(tr, op, TH_OP_prims_ne, *x, th_arg_int(0), TH_TU_PROMO_ALWAYS_BOOL, x);
+  }
+  return th_tu_convert(tr, x, TH_BOOL);
+}
+
+static th_status logical(th_trace *tr, const th_symbol *sym, const th_arg *args, th_op_id prim, th_arg *out) {
+  th_arg a = args[0], b = args[1];
+  TH_TRY(to_logical(tr, sym->qualname, &a));
+  TH_TRY(to_logical(tr, sym->qualname, &b));
+  return th_tu_binary(tr, sym->qualname, prim, a, b, TH_TU_PROMO_DEFAULT, out);
+}
+th_status ltorch_logical_and_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return logical(tr, sym, args, TH_OP_prims_bitwise_and, out);
+}
+th_status ltorch_logical_or_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return logical(tr, sym, args, TH_OP_prims_bitwise_or, out);
+}
+th_status ltorch_logical_xor_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return logical(tr, sym, args, TH_OP_prims_bitwise_xor, out);
+}
+
+/* ---- conditional ops ------------------------------------------------------------------------------ */
+
+/* where(pred, a, b): a and b promoted with PRESERVE, then all three broadcast (Thunder's clang.where). */
+th_status ltorch_where_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  if (args[0].u.value->dtype != TH_BOOL)
+    return th_error(TH_ERR_RUNTIME, "%s: where expected condition to be a boolean tensor, but got a tensor with dtype %s",
+                    op, th_dtype_name(args[0].u.value->dtype));
+  th_arg x[3] = {args[0], args[1], args[2]};
+  th_tu_type comp, res;
+  TH_TRY(th_tu_promote(op, 2, x + 1, TH_TU_PROMO_PRESERVE, &comp, &res));
+  TH_TRY(th_tu_convert_type(tr, &x[1], comp));
+  TH_TRY(th_tu_convert_type(tr, &x[2], comp));
+  TH_TRY(th_tu_broadcast(tr, op, 3, x));
+  return th_tu_call3(tr, TH_OP_prims_where, x[0], x[1], x[2], out);
+}
+
+/* clamp(a, min, max) = where(a != a, a, where(a > min, a, min)), then the same with max and <: NaN
+ * in a propagates, NaN in min/max propagates, and min > max gives max, as torch.clamp. */
+th_status ltorch_clamp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_arg *lo = &args[1], *hi = &args[2];
+  if (lo->kind == TH_ARG_NONE && hi->kind == TH_ARG_NONE)
+    return th_error(TH_ERR_VALUE, "%s: clamp: At least one of 'min' or 'max' must not be None", op);
+  bool all_bool = arg_dtype(&args[0]) == TH_BOOL;
+  if (lo->kind != TH_ARG_NONE) all_bool &= arg_dtype(lo) == TH_BOOL;
+  if (hi->kind != TH_ARG_NONE) all_bool &= arg_dtype(hi) == TH_BOOL;
+  if (all_bool) return th_error(TH_ERR_RUNTIME, "%s: clamp is not supported for boolean type", op);
+  th_arg a = args[0];
+  const struct { const th_arg *bound; th_op_id cmp; } steps[2] = {{lo, TH_OP_ltorch_gt}, {hi, TH_OP_ltorch_lt}};
+  for (int i = 0; i < 2; i++) {
+    if (steps[i].bound->kind == TH_ARG_NONE) continue;
+    th_arg isnan, keep, inner;
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_ne, a, a, &isnan));
+    TH_TRY(th_tu_call2(tr, steps[i].cmp, a, *steps[i].bound, &keep));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, keep, a, *steps[i].bound, &inner));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, isnan, a, inner, &a));
+  }
+  *out = a;
+  return TH_OK;
+}
+
+/* masked_fill(a, mask, value): where(mask, value, a) with value converted to a's dtype first, so the
+ * result keeps a's dtype as in PyTorch (value must be a number or a 0-dim tensor). */
+th_status ltorch_masked_fill_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *a = args[0].u.value, *mask = args[1].u.value;
+  if (mask->dtype != TH_BOOL)
+    return th_error(TH_ERR_RUNTIME, "%s: masked_fill_ only supports boolean masks, but got mask with dtype %s", op,
+                    th_dtype_name(mask->dtype));
+  th_arg value = args[2];
+  if (th_meta_is_tensor(&value) && value.u.value->ndim != 0)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).",
+                    op, value.u.value->ndim);
+  TH_TRY(th_tu_convert(tr, &value, a->dtype)); /* a float fill for an integer tensor truncates, as PyTorch */
+  return th_tu_call3(tr, TH_OP_ltorch_where, args[1], value, args[0], out);
+}
+
+/* lerp(start, end, w) = |w| < 0.5 ? start + w * (end - start) : end - (end - start) * (1 - w),
+ * PyTorch's formula, in the computation dtype. A number weight picks the branch at trace time. */
+th_status ltorch_lerp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  th_arg x[3] = {args[0], args[1], args[2]};
+  th_tu_type comp, res;
+  TH_TRY(th_tu_promote(op, 3, x, TH_TU_PROMO_DEFAULT, &comp, &res));
+  TH_TRY(th_tu_broadcast(tr, op, 3, x));
+  for (int i = 0; i < 3; i++) TH_TRY(th_tu_convert_type(tr, &x[i], comp));
+  th_arg s = x[0], e = x[1], w = x[2], diff, lo, hi, t;
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, e, s, &diff));
+  bool number_weight = !th_meta_is_tensor(&w);
+  double wv = 0.0;
+  if (number_weight) TH_TRY(th_tu_float(op, "weight", &w, &wv));
+  if (!number_weight || fabs(wv) < 0.5) {
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, w, diff, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_add, s, t, &lo));
+  }
+  if (!number_weight || !(fabs(wv) < 0.5)) {
+    if (number_weight) t = th_arg_float(1.0 - wv);
+    else TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, th_arg_float(1.0), w, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, diff, t, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, e, t, &hi));
+  }
+  if (number_weight) {
+    *out = fabs(wv) < 0.5 ? lo : hi;
+  } else {
+    th_arg aw, mask;
+    TH_TRY(th_tu_call1(tr, TH_OP_prims_abs, w, &aw));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_lt, aw, th_arg_float(0.5), &mask));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, mask, lo, hi, out));
+  }
+  return th_tu_convert_type(tr, out, res);
+}

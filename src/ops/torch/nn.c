@@ -1,0 +1,642 @@
+/* nn.c — torch.nn.functional-level ops: activations (relu, gelu, silu), softmax / log_softmax /
+ * logsumexp, layer_norm, rms_norm, embedding, scaled_dot_product_attention, the losses (cross_entropy,
+ * nll_loss, mse_loss) and dropout.
+ *
+ * Numerics are designed to match PyTorch's kernels: activations and normalizations run every step in
+ * the computation dtype (float32 for f16/bf16) and round once at the end, with PyTorch's formulas and
+ * operation order (gelu: x * 0.5 * (1 + erf(x * M_SQRT1_2)); layer_norm: biased var_mean in f32,
+ * (x - mean) * rsqrt(var + eps); softmax: exp(x - max) / sum). Composite ops that PyTorch itself
+ * builds from other ops (scaled_dot_product_attention's math path, logsumexp, mse_loss) are recorded
+ * as nested ltorch calls, as Thunder does. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "ops/torch/torch_util.h"
+
+/* sqrt(1/2) and sqrt(2/pi) = M_SQRT2 * M_2_SQRTPI * 0.5, as PyTorch's gelu kernels spell them */
+static const double k_sqrt1_2 = 0.70710678118654752440;
+static const double k_beta = 0.79788456080286535588;
+
+static th_status kw_call1(th_trace *tr, th_op_id op, int nargs, const th_arg *args, const char *kwname, th_arg kwval,
+                          th_arg *out) {
+  const char *const names[1] = {kwname};
+  return th_tu_call_kw(tr, op, nargs, args, 1, names, &kwval, out);
+}
+
+/* ---- activations ------------------------------------------------------------------------------------ */
+
+static th_status no_inplace(const char *op, const th_arg *inplace) {
+  bool b;
+  TH_TRY(th_tu_bool(op, "inplace", inplace, &b));
+  if (b) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: only inplace=False is supported", op);
+  return TH_OK;
+}
+
+/* relu(a) = where(a <= 0, 0, a): NaN propagates (torch.relu(nan) is nan). */
+th_status ltorch_relu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  TH_TRY(no_inplace(sym->qualname, &args[1]));
+  th_arg mask;
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_le, args[0], th_arg_int(0), &mask));
+  return th_tu_call3(tr, TH_OP_ltorch_where, mask, th_arg_int(0), args[0], out);
+}
+
+/* The input in its (INT_TO_FLOAT) computation dtype and the result dtype to convert back to. */
+static th_status float_compute(th_trace *tr, const char *op, th_arg a, th_arg *x, th_tu_type *res) {
+  th_tu_type comp;
+  TH_TRY(th_tu_promote(op, 1, &a, TH_TU_PROMO_INT_TO_FLOAT, &comp, res));
+  *x = a;
+  return th_tu_convert_type(tr, x, comp);
+}
+
+/* gelu, PyTorch's formulas in the computation dtype:
+ *   'none': x * 0.5 * (1 + erf(x * M_SQRT1_2))
+ *   'tanh': 0.5 * x * (1 + tanh(kBeta * (x + kKappa * x^3))), kBeta = sqrt(2 / pi), kKappa = 0.044715 */
+th_status ltorch_gelu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname, *approx = args[1].u.s;
+  bool tanh_form = !strcmp(approx, "tanh");
+  if (!tanh_form && strcmp(approx, "none"))
+    return th_error(TH_ERR_VALUE, "%s: gelu does not support the approximate=%s argument (expected 'none' or 'tanh')",
+                    op, approx);
+  th_arg x, t, u;
+  th_tu_type res;
+  TH_TRY(float_compute(tr, op, args[0], &x, &res));
+  if (!tanh_form) {
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, th_arg_float(k_sqrt1_2), &t));
+    TH_TRY(th_tu_call1(tr, TH_OP_prims_erf, t, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_add, th_arg_float(1.0), t, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, th_arg_float(0.5), &u));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, u, t, out));
+  } else {
+    const double kKappa = 0.044715;
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, x, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, t, x, &t)); /* x^3 */
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, th_arg_float(kKappa), t, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_add, x, t, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, th_arg_float(k_beta), t, &t));
+    TH_TRY(th_tu_call1(tr, TH_OP_prims_tanh, t, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_add, th_arg_float(1.0), t, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, th_arg_float(0.5), x, &u));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, u, t, out));
+  }
+  return th_tu_convert_type(tr, out, res);
+}
+
+/* silu(x) = x / (1 + exp(-x)) in the computation dtype (PyTorch's kernel). */
+th_status ltorch_silu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  TH_TRY(no_inplace(sym->qualname, &args[1]));
+  th_arg x, t;
+  th_tu_type res;
+  TH_TRY(float_compute(tr, sym->qualname, args[0], &x, &res));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, x, &t));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_exp, t, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, th_arg_float(1.0), t, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_div, x, t, out));
+  return th_tu_convert_type(tr, out, res);
+}
+
+/* ---- softmax family ------------------------------------------------------------------------------ */
+
+th_status th_tu_softmax(th_trace *tr, const char *op, th_arg a, int64_t dim, bool has_dtype, th_dtype dtype, bool log,
+                        th_arg *out) {
+  const th_value *v = a.u.value;
+  th_dtype rdt = has_dtype ? dtype : v->dtype;
+  int d;
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  th_arg x = a, dim_arg = th_arg_int(d), r;
+  TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(rdt)));
+  if (log) {
+    th_arg lse;
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_logsumexp, x, dim_arg, th_arg_bool(true), &lse));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, x, lse, &r));
+  } else {
+    th_arg e, s;
+    if (th_value_numel(v) == 0) {
+      TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, x, &e));
+    } else {
+      th_arg m;
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_amax, x, dim_arg, th_arg_bool(true), &m));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, x, m, &e));
+      TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, e, &e));
+    }
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, e, dim_arg, th_arg_bool(true), &s));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, e, s, &r));
+  }
+  *out = r;
+  return th_tu_convert(tr, out, rdt);
+}
+
+static th_status softmax_op(th_trace *tr, const th_symbol *sym, const th_arg *args, bool log, th_arg *out) {
+  int64_t dim;
+  bool has_dtype;
+  th_dtype dtype;
+  TH_TRY(th_meta_int(sym->qualname, "dim", &args[1], &dim));
+  TH_TRY(th_tu_dtype_arg(sym->qualname, "dtype", &args[2], &dtype, &has_dtype));
+  return th_tu_softmax(tr, sym->qualname, args[0], dim, has_dtype, dtype, log, out);
+}
+
+th_status ltorch_softmax_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return softmax_op(tr, sym, args, false, out);
+}
+th_status ltorch_log_softmax_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return softmax_op(tr, sym, args, true, out);
+}
+
+/* logsumexp(a, dim, keepdim) = log(sum(exp(a - m))) + m with m = amax(a, dim, keepdim=True) and
+ * infinite maxima replaced by 0 (so all -inf rows give -inf, not nan), as PyTorch and Thunder. */
+th_status ltorch_logsumexp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = args[0].u.value;
+  int64_t dims[TH_MAX_DIMS];
+  int nd;
+  bool keepdim;
+  TH_TRY(th_tu_reduction_dims(op, &args[1], v->ndim, dims, &nd));
+  TH_TRY(th_tu_bool(op, "keepdim", &args[2], &keepdim));
+  th_arg items[TH_MAX_DIMS], dim_arg = th_tu_ints(items, nd, dims);
+  th_arg m, t, inf, s;
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_amax, args[0], dim_arg, th_arg_bool(true), &m));
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_abs, m, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, t, th_arg_float(INFINITY), &inf));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, inf, th_arg_int(0), m, &m));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, args[0], m, &t));
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, t, &t));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, t, dim_arg, th_arg_bool(keepdim), &s));
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_log, s, &s));
+  if (!keepdim && v->ndim > 0) TH_TRY(th_tu_squeeze(tr, m, nd, dims, &m));
+  return th_tu_call2(tr, TH_OP_ltorch_add, s, m, out);
+}
+
+/* ---- normalization ---------------------------------------------------------------------------------- */
+
+/* Checks that `shape` (n entries) is the trailing shape of a and that weight/bias (if given) have it. */
+static th_status check_normalized_shape(const char *op, const th_value *a, const int64_t *shape, int n,
+                                        const th_arg *weight, const th_arg *bias) {
+  char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
+  if (n < 1)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, "
+                    "but got normalized_shape = []",
+                    op);
+  const th_arg *params[2] = {weight, bias};
+  const char *names[2] = {"weight", "bias"};
+  for (int i = 0; i < 2; i++) {
+    if (!params[i] || params[i]->kind == TH_ARG_NONE) continue;
+    const th_value *p = params[i]->u.value;
+    if (p->ndim != n || memcmp(p->shape, shape, sizeof(int64_t) * (size_t)n))
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: Expected %s to be of same shape as normalized_shape, but got %s of shape %s and "
+                      "normalized_shape = %s",
+                      op, names[i], names[i], th_meta_shape_str(p->shape, p->ndim, b0, sizeof b0),
+                      th_meta_shape_str(shape, n, b1, sizeof b1));
+  }
+  if (a->ndim < n || memcmp(a->shape + a->ndim - n, shape, sizeof(int64_t) * (size_t)n)) {
+    char b2[TH_META_SHAPE_BUF];
+    char star[TH_META_SHAPE_BUF + 4];
+    th_meta_shape_str(shape, n, b2, sizeof b2);
+    snprintf(star, sizeof star, "[*, %s", b2 + 1);
+    return th_error(TH_ERR_RUNTIME, "%s: Given normalized_shape=%s, expected input with shape %s, but got input of size%s",
+                    op, th_meta_shape_str(shape, n, b0, sizeof b0), star,
+                    th_meta_shape_str(a->shape, a->ndim, b1, sizeof b1));
+  }
+  return TH_OK;
+}
+
+/* Broadcasts a tensor reduced over the last n dims of v back to v's shape (one broadcast_in_dim). */
+static th_status unreduce(th_trace *tr, th_arg r, const th_value *v, int n, th_arg *out) {
+  int64_t kept[TH_MAX_DIMS];
+  for (int i = 0; i < v->ndim - n; i++) kept[i] = i;
+  th_arg si[TH_MAX_DIMS], bi[TH_MAX_DIMS];
+  return th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, r, th_tu_ints(si, v->ndim, v->shape),
+                     th_tu_ints(bi, v->ndim - n, kept), out);
+}
+
+/* layer_norm: var_mean(x, correction=0) in the computation dtype; out = (x - mean) * rsqrt(var + eps);
+ * out * weight + bias (still in the computation dtype); one conversion back to a's dtype. */
+th_status ltorch_layer_norm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = args[0].u.value;
+  int64_t nshape[TH_MAX_DIMS], dims[TH_MAX_DIMS];
+  int n;
+  double eps;
+  TH_TRY(th_meta_int_list(op, "normalized_shape", &args[1], nshape, &n));
+  TH_TRY(check_normalized_shape(op, v, nshape, n, &args[2], &args[3]));
+  TH_TRY(th_tu_float(op, "eps", &args[4], &eps));
+  for (int i = 0; i < n; i++) dims[i] = v->ndim - n + i;
+  th_arg x = args[0], items[TH_MAX_DIMS], vm, var, mean, y;
+  TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(v->dtype)));
+  th_arg pargs[2] = {x, th_tu_ints(items, n, dims)};
+  TH_TRY(kw_call1(tr, TH_OP_prims_var_mean, 2, pargs, "correction", th_arg_float(0.0), &vm));
+  var = vm.u.seq.items[0];
+  mean = vm.u.seq.items[1];
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, var, th_arg_float(eps), &var));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_rsqrt, var, &var)); /* rstd */
+  TH_TRY(unreduce(tr, mean, v, n, &mean));
+  TH_TRY(unreduce(tr, var, v, n, &var));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, x, mean, &y));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, y, var, &y));
+  if (args[2].kind != TH_ARG_NONE) TH_TRY(th_tu_binary(tr, op, TH_OP_prims_mul, y, args[2], TH_TU_PROMO_DEFAULT, &y));
+  if (args[3].kind != TH_ARG_NONE) TH_TRY(th_tu_binary(tr, op, TH_OP_prims_add, y, args[3], TH_TU_PROMO_DEFAULT, &y));
+  *out = y;
+  return th_tu_convert(tr, out, v->dtype);
+}
+
+/* rms_norm, PyTorch's composite: x = a upcast; y = x * rsqrt(mean(x * x, dims, keepdim) + eps);
+ * y converted to a's dtype; then y * weight (with the usual promotion). eps defaults to the epsilon of
+ * the computation dtype and, as PyTorch stores it in a's scalar type, is rounded to a's dtype. */
+th_status ltorch_rms_norm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = args[0].u.value;
+  if (!th_dtype_is_float(v->dtype) || th_dtype_is_fp8(v->dtype))
+    return th_error(TH_ERR_RUNTIME, "%s: \"rms_norm\" not implemented for '%s'", op, th_dtype_name(v->dtype));
+  int64_t nshape[TH_MAX_DIMS], dims[TH_MAX_DIMS];
+  int n;
+  TH_TRY(th_meta_int_list(op, "normalized_shape", &args[1], nshape, &n));
+  TH_TRY(check_normalized_shape(op, v, nshape, n, &args[2], NULL));
+  th_dtype comp = th_tu_computation_dtype(v->dtype);
+  double eps = comp == TH_F64 ? DBL_EPSILON : FLT_EPSILON;
+  if (args[3].kind != TH_ARG_NONE) TH_TRY(th_tu_float(op, "eps", &args[3], &eps));
+  if (v->dtype == TH_F32) eps = (float)eps;
+  else if (v->dtype == TH_BF16) eps = th_bf16_to_f32(th_f32_to_bf16((float)eps));
+  else if (v->dtype == TH_F16) eps = th_f16_to_f32(th_f32_to_f16((float)eps));
+  int64_t count = 1;
+  for (int i = 0; i < n; i++) {
+    dims[i] = v->ndim - n + i;
+    count *= v->shape[dims[i]];
+  }
+  th_arg x = args[0], items[TH_MAX_DIMS], t;
+  TH_TRY(th_tu_convert(tr, &x, comp));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, x, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, t, th_tu_ints(items, n, dims), &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_div, t, th_arg_float((double)count), &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, t, th_arg_float(eps), &t));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_rsqrt, t, &t));
+  TH_TRY(unreduce(tr, t, v, n, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, t, &t));
+  TH_TRY(th_tu_convert(tr, &t, v->dtype));
+  if (args[2].kind == TH_ARG_NONE) {
+    *out = t;
+    return TH_OK;
+  }
+  return th_tu_call2(tr, TH_OP_ltorch_mul, t, args[2], out);
+}
+
+/* ---- embedding ------------------------------------------------------------------------------------ */
+
+/* embedding(idx, weight): weight rows gathered with prims.take along dim 0; indices of rank != 1 are
+ * flattened first and the result reshaped to idx.shape + (embedding_dim,). padding_idx only affects the
+ * gradient; max_norm (which renormalizes weight in place) is not supported. */
+th_status ltorch_embedding_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *idx = args[0].u.value, *w = args[1].u.value;
+  if (args[3].kind != TH_ARG_NONE) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: max_norm is not supported", op);
+  if (idx->dtype != TH_I64 && idx->dtype != TH_I32)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
+                    "Int; but got %s instead",
+                    op, th_dtype_name(idx->dtype));
+  if (w->ndim != 2) return th_error(TH_ERR_RUNTIME, "%s: 'weight' must be 2-D", op);
+  if (args[2].kind != TH_ARG_NONE) {
+    int64_t pad;
+    TH_TRY(th_meta_int(op, "padding_idx", &args[2], &pad));
+    if (pad >= w->shape[0] || pad < -w->shape[0])
+      return th_error(TH_ERR_RUNTIME, "%s: Padding_idx must be within num_embeddings", op);
+  }
+  if (idx->ndim == 1) return th_tu_call3(tr, TH_OP_prims_take, args[1], args[0], th_arg_int(0), out);
+  if (idx->ndim + 1 > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the result would have more than %d dimensions", op, TH_MAX_DIMS);
+  int64_t flat = th_value_numel(idx), shape[TH_MAX_DIMS];
+  th_arg f, r;
+  TH_TRY(th_tu_reshape(tr, args[0], 1, &flat, &f));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_take, args[1], f, th_arg_int(0), &r));
+  memcpy(shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
+  shape[idx->ndim] = w->shape[1];
+  return th_tu_reshape(tr, r, idx->ndim + 1, shape, out);
+}
+
+/* ---- attention ---------------------------------------------------------------------------------------- */
+
+/* The math path of PyTorch's scaled_dot_product_attention (and Thunder's decomposition):
+ *   s = sqrt(scale or 1/sqrt(E)); logits = (q * s) @ (k^T * s);
+ *   is_causal: tril(logits, fill_value=-inf) (top-left aligned, as PyTorch); bool mask: where(mask,
+ *   logits, -inf); float mask: logits + mask; softmax(-1); dropout(p); @ v. */
+th_status ltorch_scaled_dot_product_attention_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args,
+                                                     th_arg *out) {
+  const char *op = sym->qualname;
+  static const char *const names[3] = {"query", "key", "value"};
+  for (int i = 0; i < 3; i++) {
+    const th_value *t = args[i].u.value;
+    if (!th_dtype_is_float(t->dtype) || th_dtype_is_fp8(t->dtype))
+      return th_error(TH_ERR_VALUE, "%s: %s.dtype=%s is expected to be a floating type", op, names[i],
+                      th_dtype_name(t->dtype));
+  }
+  const th_value *q = args[0].u.value;
+  const th_arg *mask = &args[3];
+  double p, scale;
+  bool causal;
+  TH_TRY(th_tu_float(op, "dropout_p", &args[4], &p));
+  TH_TRY(th_tu_bool(op, "is_causal", &args[5], &causal));
+  if (causal && mask->kind != TH_ARG_NONE)
+    return th_error(TH_ERR_VALUE, "%s: Explicit attn_mask should not be set when is_causal=True", op);
+  if (q->ndim < 2) return th_error(TH_ERR_RUNTIME, "%s: query must have at least 2 dimensions", op);
+  if (args[6].kind != TH_ARG_NONE) TH_TRY(th_tu_float(op, "scale", &args[6], &scale));
+  else scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
+  double s = sqrt(fabs(scale));
+  th_arg qs, kt, logits;
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], th_arg_float(scale < 0 ? -s : s), &qs));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_transpose, args[1], th_arg_int(-2), th_arg_int(-1), &kt));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, kt, th_arg_float(s), &kt));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_matmul, qs, kt, &logits));
+  if (causal) {
+    th_arg targs[2] = {logits, th_arg_int(0)};
+    TH_TRY(kw_call1(tr, TH_OP_ltorch_tril, 2, targs, "fill_value", th_arg_float(-INFINITY), &logits));
+  }
+  if (mask->kind != TH_ARG_NONE) {
+    th_dtype mdt = mask->u.value->dtype;
+    if (mdt == TH_BOOL)
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, *mask, logits, th_arg_float(-INFINITY), &logits));
+    else if (th_dtype_is_float(mdt))
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, logits, *mask, &logits));
+    else
+      return th_error(TH_ERR_VALUE, "%s: attn_mask.dtype=%s is expected to be of the boolean or a floating type", op,
+                      th_dtype_name(mdt));
+  }
+  th_arg attn;
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_softmax, logits, th_arg_int(-1), &attn));
+  if (p > 0.0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_dropout, attn, th_arg_float(p), &attn));
+  return th_tu_call2(tr, TH_OP_ltorch_matmul, attn, args[2], out);
+}
+
+/* ---- losses ------------------------------------------------------------------------------------------- */
+
+enum { RED_NONE, RED_MEAN, RED_SUM };
+
+static th_status read_reduction(const char *op, const th_arg *size_average, const th_arg *reduce, const th_arg *r,
+                                int *out) {
+  if (size_average->kind != TH_ARG_NONE || reduce->kind != TH_ARG_NONE)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the deprecated size_average and reduce arguments are not supported; use "
+                    "reduction=", op);
+  if (!strcmp(r->u.s, "none")) *out = RED_NONE;
+  else if (!strcmp(r->u.s, "mean")) *out = RED_MEAN;
+  else if (!strcmp(r->u.s, "sum")) *out = RED_SUM;
+  else return th_error(TH_ERR_VALUE, "%s: %s is not a valid value for reduction", op, r->u.s);
+  return TH_OK;
+}
+
+static th_status sum_all(th_trace *tr, th_arg x, th_arg *out) {
+  const th_value *v = x.u.value;
+  int64_t dims[TH_MAX_DIMS];
+  th_arg items[TH_MAX_DIMS];
+  for (int i = 0; i < v->ndim; i++) dims[i] = i;
+  return th_tu_call2(tr, TH_OP_prims_sum, x, th_tu_ints(items, v->ndim, dims), out);
+}
+
+static th_status sum_dim(th_trace *tr, th_arg x, int64_t d, th_arg *out) {
+  th_arg items[1];
+  return th_tu_call2(tr, TH_OP_prims_sum, x, th_tu_ints(items, 1, &d), out);
+}
+
+/* A 1-D tensor of length C laid along dim cdim of a tensor of `shape` (rank ndim) and broadcast to it:
+ * the class weights (or the class ids) next to an input of that shape. */
+static th_status along_class_dim(th_trace *tr, th_arg w, int ndim, int cdim, const int64_t *shape, th_arg *out) {
+  *out = w;
+  if (ndim == 1) return TH_OK;
+  int64_t d = cdim;
+  th_arg si[TH_MAX_DIMS], bi[1];
+  return th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, w, th_tu_ints(si, ndim, shape), th_tu_ints(bi, 1, &d), out);
+}
+
+/* The class-index negative log likelihood of log-probabilities x (computation dtype, class dim cdim):
+ * loss_i = -w[t_i] * x[i, t_i], 0 where t_i == ignore_index. Gathers with a one-hot mask (iota == t)
+ * instead of an index op, so ignored targets outside [0, C) need no special care. *valid (bool) and
+ * *denom (the mean's denominator: sum of the selected weights, or the count of valid targets, as a
+ * 0-dim tensor in the computation dtype) are returned for the label-smoothing term. */
+static th_status nll_core(th_trace *tr, const char *op, th_arg x, th_arg target, const th_arg *weight,
+                          int64_t ignore_index, int reduction, th_arg *valid, th_arg *denom, th_arg *out) {
+  const th_value *xv = x.u.value;
+  int cdim = xv->ndim >= 2 ? 1 : 0;
+  int64_t C = xv->shape[cdim];
+  th_dtype comp = xv->dtype;
+  th_arg cls, tgt = target, onehot, picked, loss, wsel = th_arg_none();
+  TH_TRY(th_tu_iota(tr, C, 0, 1, xv->device, TH_I64, &cls));
+  TH_TRY(along_class_dim(tr, cls, xv->ndim, cdim, xv->shape, &cls));
+  TH_TRY(th_tu_convert(tr, &tgt, TH_I64));
+  int64_t bdims[TH_MAX_DIMS];
+  for (int i = 0, j = 0; i < xv->ndim; i++)
+    if (i != cdim) bdims[j++] = i;
+  th_arg si[TH_MAX_DIMS], bi[TH_MAX_DIMS];
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, tgt, th_tu_ints(si, xv->ndim, xv->shape),
+                     th_tu_ints(bi, xv->ndim - 1, bdims), &tgt));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, cls, tgt, &onehot)); /* (i, c): c == t_i */
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_where, onehot, x, th_arg_float(0.0), &picked));
+  TH_TRY(sum_dim(tr, picked, cdim, &picked)); /* x[i, t_i] */
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, picked, &loss));
+  if (weight->kind != TH_ARG_NONE) {
+    th_arg w = *weight;
+    TH_TRY(th_tu_convert(tr, &w, comp));
+    TH_TRY(along_class_dim(tr, w, xv->ndim, cdim, xv->shape, &w));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, onehot, w, th_arg_float(0.0), &wsel));
+    TH_TRY(sum_dim(tr, wsel, cdim, &wsel)); /* w[t_i] */
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, loss, wsel, &loss));
+  }
+  TH_TRY(th_tu_binary(tr, op, TH_OP_prims_ne, target, th_arg_int(ignore_index), TH_TU_PROMO_ALWAYS_BOOL, valid));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_where, *valid, loss, th_arg_float(0.0), &loss));
+  if (weight->kind != TH_ARG_NONE) {
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, *valid, wsel, th_arg_float(0.0), &wsel));
+    TH_TRY(sum_all(tr, wsel, denom));
+  } else {
+    th_arg cnt = *valid;
+    TH_TRY(th_tu_convert(tr, &cnt, comp));
+    TH_TRY(sum_all(tr, cnt, denom));
+  }
+  if (reduction == RED_NONE) {
+    *out = loss;
+    return TH_OK;
+  }
+  TH_TRY(sum_all(tr, loss, out));
+  if (reduction == RED_SUM) return TH_OK;
+  th_arg d = *denom;
+  if (xv->ndim == 1) { /* PyTorch divides a single sample's loss only by a non-zero total weight */
+    th_arg zero;
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, d, th_arg_float(0.0), &zero));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, zero, th_arg_float(1.0), d, &d));
+  }
+  return th_tu_call2(tr, TH_OP_prims_div, *out, d, out);
+}
+
+/* Input/target/weight checks shared by nll_loss and cross_entropy (class-index targets). */
+static th_status check_class_target(const char *op, const th_value *a, const th_value *t, const th_arg *weight) {
+  char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
+  if (a->ndim < 1)
+    return th_error(TH_ERR_RUNTIME, "%s: Expected the input tensor to have at least 1 dimension, but it has 0", op);
+  if (!th_dtype_is_integer(t->dtype))
+    return th_error(TH_ERR_RUNTIME, "%s: Expected target to be a tensor with an integer dtype, but it has dtype %s", op,
+                    th_dtype_name(t->dtype));
+  int cdim = a->ndim >= 2 ? 1 : 0;
+  int64_t expect[TH_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (i != cdim) expect[n++] = a->shape[i];
+  if (t->ndim != n || memcmp(t->shape, expect, sizeof(int64_t) * (size_t)n))
+    return th_error(TH_ERR_RUNTIME, "%s: Expected target size %s, got %s", op, th_meta_shape_str(expect, n, b0, sizeof b0),
+                    th_meta_shape_str(t->shape, t->ndim, b1, sizeof b1));
+  if (weight->kind != TH_ARG_NONE) {
+    const th_value *w = weight->u.value;
+    if (w->ndim != 1 || w->shape[0] != a->shape[cdim])
+      return th_error(TH_ERR_RUNTIME, "%s: weight tensor should be defined either for all %lld classes or no classes but "
+                      "got weight tensor of shape: %s", op, (long long)a->shape[cdim],
+                      th_meta_shape_str(w->shape, w->ndim, b0, sizeof b0));
+  }
+  return TH_OK;
+}
+
+/* Empty input: none -> zeros of the loss shape, mean -> nan, sum -> 0 (PyTorch). */
+static th_status empty_loss(th_trace *tr, const th_value *a, const th_value *t, int reduction, th_arg *out) {
+  if (reduction == RED_NONE) return th_tu_full(tr, t->ndim, t->shape, th_arg_float(0.0), a->device, a->dtype, out);
+  return th_tu_full(tr, 0, NULL, th_arg_float(reduction == RED_MEAN ? NAN : 0.0), a->device, a->dtype, out);
+}
+
+th_status ltorch_nll_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *a = args[0].u.value, *t = args[1].u.value;
+  int reduction;
+  int64_t ignore_index;
+  TH_TRY(read_reduction(op, &args[3], &args[5], &args[6], &reduction));
+  TH_TRY(th_meta_int(op, "ignore_index", &args[4], &ignore_index));
+  TH_TRY(check_class_target(op, a, t, &args[2]));
+  if (th_value_numel(a) == 0) return empty_loss(tr, a, t, reduction, out);
+  th_arg x = args[0], valid, denom;
+  TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(a->dtype)));
+  TH_TRY(nll_core(tr, op, x, args[1], &args[2], ignore_index, reduction, &valid, &denom, out));
+  return th_tu_convert(tr, out, a->dtype);
+}
+
+/* cross_entropy = log_softmax over the class dim + nll (class-index targets) or -sum(p * logp)
+ * (probability targets, target.shape == input.shape), with PyTorch's label smoothing:
+ *   class indices: (1 - ls) * nll + ls / C * smooth, smooth = -sum_c(w_c * logp_c) (0 where ignored),
+ *                  reduced like nll (mean: divided by the same denominator);
+ *   probabilities: targets become t * (1 - ls) + ls / C first; mean divides by numel / C. */
+th_status ltorch_cross_entropy_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *a = args[0].u.value, *t = args[1].u.value;
+  const th_arg *weight = &args[2];
+  int reduction;
+  int64_t ignore_index;
+  double ls;
+  TH_TRY(read_reduction(op, &args[3], &args[5], &args[6], &reduction));
+  TH_TRY(th_meta_int(op, "ignore_index", &args[4], &ignore_index));
+  TH_TRY(th_tu_float(op, "label_smoothing", &args[7], &ls));
+  if (a->ndim == 0)
+    return th_error(TH_ERR_RUNTIME, "%s: Cross entropy expects its input to have one or more dimensions, but it had zero "
+                    "dimensions", op);
+  if (ls < 0.0 || ls > 1.0)
+    return th_error(TH_ERR_RUNTIME, "%s: label_smoothing must be between 0.0 and 1.0. Got: %g", op, ls);
+  if (!th_dtype_is_float(a->dtype) || th_dtype_is_fp8(a->dtype))
+    return th_error(TH_ERR_RUNTIME, "%s: expected a floating point input, but got %s", op, th_dtype_name(a->dtype));
+  int cdim = a->ndim >= 2 ? 1 : 0;
+  int64_t C = a->shape[cdim];
+  bool prob = t->ndim == a->ndim && !memcmp(t->shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+  if (prob) {
+    if (!th_dtype_is_float(t->dtype))
+      return th_error(TH_ERR_RUNTIME, "%s: expected a floating point target for class probabilities, but got %s", op,
+                      th_dtype_name(t->dtype));
+    if (weight->kind != TH_ARG_NONE && (weight->u.value->ndim != 1 || weight->u.value->shape[0] != C))
+      return th_error(TH_ERR_RUNTIME, "%s: weight tensor should be defined either for all %lld classes or no classes",
+                      op, (long long)C);
+  } else {
+    TH_TRY(check_class_target(op, a, t, weight));
+  }
+  if (th_value_numel(a) == 0) {
+    if (!prob || reduction != RED_NONE) return empty_loss(tr, a, t, reduction, out);
+    int64_t shape[TH_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < a->ndim; i++)
+      if (i != cdim) shape[n++] = a->shape[i];
+    return th_tu_full(tr, n, shape, th_arg_float(0.0), a->device, a->dtype, out);
+  }
+  th_dtype comp = th_tu_computation_dtype(a->dtype);
+  th_arg logp, x;
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_log_softmax, args[0], th_arg_int(cdim), &logp));
+  x = logp;
+  TH_TRY(th_tu_convert(tr, &x, comp));
+  th_arg w = th_arg_none();
+  if (weight->kind != TH_ARG_NONE) {
+    w = *weight;
+    TH_TRY(th_tu_convert(tr, &w, comp));
+    TH_TRY(along_class_dim(tr, w, a->ndim, cdim, a->shape, &w));
+  }
+  if (prob) {
+    th_arg tc = args[1], p;
+    TH_TRY(th_tu_convert(tr, &tc, comp));
+    if (ls > 0.0) {
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, tc, th_arg_float(1.0 - ls), &tc));
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_add, tc, th_arg_float(ls / (double)C), &tc));
+    }
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, tc, &p));
+    if (w.kind != TH_ARG_NONE) TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, p, w, &p));
+    TH_TRY(sum_dim(tr, p, cdim, &p));
+    TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, p, out));
+    if (reduction != RED_NONE) TH_TRY(sum_all(tr, *out, out));
+    if (reduction == RED_MEAN)
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_div, *out, th_arg_float((double)(th_value_numel(a) / C)), out));
+    return th_tu_convert(tr, out, a->dtype);
+  }
+  th_arg valid, denom, nll;
+  TH_TRY(nll_core(tr, op, x, args[1], weight, ignore_index, reduction, &valid, &denom, &nll));
+  if (ls > 0.0) {
+    th_arg smooth = x;
+    if (w.kind != TH_ARG_NONE) TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, smooth, w, &smooth));
+    TH_TRY(sum_dim(tr, smooth, cdim, &smooth));
+    TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, smooth, &smooth));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, valid, smooth, th_arg_float(0.0), &smooth));
+    if (reduction != RED_NONE) TH_TRY(sum_all(tr, smooth, &smooth));
+    if (reduction == RED_MEAN) TH_TRY(th_tu_call2(tr, TH_OP_prims_div, smooth, denom, &smooth));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, nll, th_arg_float(1.0 - ls), &nll));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, smooth, th_arg_float(ls / (double)C), &smooth));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_add, nll, smooth, &nll));
+  }
+  *out = nll;
+  return th_tu_convert(tr, out, a->dtype);
+}
+
+/* mse_loss = reduce((a - target)^2), the square as d * d (PyTorch's kernel). */
+th_status ltorch_mse_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  int reduction;
+  TH_TRY(read_reduction(sym->qualname, &args[2], &args[3], &args[4], &reduction));
+  th_arg d;
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, args[0], args[1], &d));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, d, d, &d));
+  if (reduction == RED_NONE) {
+    *out = d;
+    return TH_OK;
+  }
+  return th_tu_call1(tr, reduction == RED_SUM ? TH_OP_ltorch_sum : TH_OP_ltorch_mean, d, out);
+}
+
+/* ---- dropout ------------------------------------------------------------------------------------------ */
+
+/* dropout(a, p, training): identity when not training or p == 0; zeros when p == 1; else
+ * a * (uniform_like(a) < 1 - p) * (1 / (1 - p)). The uniform draw is float32 for low-precision inputs
+ * so the keep probability is not quantized to bf16/f16. */
+th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  double p;
+  bool training, inplace;
+  TH_TRY(th_tu_float(op, "p", &args[1], &p));
+  TH_TRY(th_tu_bool(op, "training", &args[2], &training));
+  TH_TRY(th_tu_bool(op, "inplace", &args[3], &inplace));
+  if (inplace) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: Only inplace=False is currently supported in dropout", op);
+  if (p < 0.0 || p > 1.0)
+    return th_error(TH_ERR_VALUE, "%s: dropout probability has to be between 0 and 1, but got %g", op, p);
+  if (!training || p == 0.0) {
+    *out = args[0];
+    return TH_OK;
+  }
+  if (p == 1.0) return th_tu_call1(tr, TH_OP_ltorch_zeros_like, args[0], out);
+  const th_value *v = args[0].u.value;
+  th_arg r, mask, y;
+  th_arg uargs[3] = {args[0], th_arg_float(0.0), th_arg_float(1.0)};
+  TH_TRY(kw_call1(tr, TH_OP_ltorch_uniform_like, 3, uargs, "dtype", th_arg_dtype(th_tu_computation_dtype(v->dtype)), &r));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_lt, r, th_arg_float(1.0 - p), &mask));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], mask, &y));
+  return th_tu_call2(tr, TH_OP_ltorch_mul, y, th_arg_float(1.0 / (1.0 - p)), out);
+}

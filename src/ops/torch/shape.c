@@ -1,0 +1,583 @@
+/* shape.c — torch-level layout ops: reshape/view (with -1), permute/transpose/t, unsqueeze/squeeze,
+ * expand/broadcast_to, flatten, contiguous/clone, indexing (getitem), cat/stack, split/chunk/narrow.
+ *
+ * They decompose into the strict shape prims (reshape with a fully known shape, transpose with a full
+ * permutation, broadcast_in_dim, slice_prim, squeeze, cat, take). An op that changes nothing returns its
+ * input, which th_call records as prims.shallow_copy so outputs are always fresh proxies. Errors use
+ * PyTorch's wording. */
+#include <string.h>
+
+#include "ops/torch/torch_util.h"
+
+static const th_value *tensor0(const th_arg *args) { return args[0].u.value; }
+
+static int64_t numel_of(const int64_t *shape, int ndim) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+/* ---- reshape / view -------------------------------------------------------------------------------- */
+
+/* Resolves a single -1 in `shape` against numel (PyTorch's infer_size). */
+static th_status infer_shape(const char *op, const th_value *v, int64_t *shape, int ndim) {
+  char buf[TH_META_SHAPE_BUF];
+  int infer = -1;
+  int64_t known = 1, numel = numel_of(v->shape, v->ndim);
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == -1) {
+      if (infer >= 0) return th_error(TH_ERR_RUNTIME, "%s: only one dimension can be inferred", op);
+      infer = i;
+    } else if (shape[i] < 0) {
+      return th_error(TH_ERR_RUNTIME, "%s: invalid shape dimension %lld", op, (long long)shape[i]);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: cannot reshape tensor of %lld elements into shape %s because the unspecified dimension "
+                      "size -1 can be any value and is ambiguous",
+                      op, (long long)numel, th_meta_shape_str(shape, ndim, buf, sizeof buf));
+    if (numel % known == 0) {
+      shape[infer] = numel / known;
+      return TH_OK;
+    }
+  } else if (known == numel) {
+    return TH_OK;
+  }
+  return th_error(TH_ERR_RUNTIME, "%s: shape '%s' is invalid for input of size %lld", op,
+                  th_meta_shape_str(shape, ndim, buf, sizeof buf), (long long)numel);
+}
+
+th_status ltorch_reshape_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  int64_t shape[TH_MAX_DIMS];
+  int ndim;
+  TH_TRY(th_meta_int_list(sym->qualname, "shape", &args[1], shape, &ndim));
+  TH_TRY(infer_shape(sym->qualname, tensor0(args), shape, ndim));
+  return th_tu_reshape(tr, args[0], ndim, shape, out);
+}
+
+/* view(a, shape) = ltorch.reshape(a, shape), recorded nested as in Thunder. */
+th_status ltorch_view_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  (void)sym;
+  return th_tu_call2(tr, TH_OP_ltorch_reshape, args[0], args[1], out);
+}
+
+/* ---- permutations -------------------------------------------------------------------------------- */
+
+th_status ltorch_permute_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t dims[TH_MAX_DIMS];
+  int n;
+  TH_TRY(th_meta_int_list(op, "dims", &args[1], dims, &n));
+  if (n != v->ndim)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
+                    "desired ordering of dimensions i.e. input.dim() = %d is not equal to len(dims) = %d",
+                    op, v->ndim, n);
+  for (int i = 0; i < n; i++) {
+    int d;
+    TH_TRY(th_meta_canonical_dim(op, dims[i], v->ndim, &d));
+    for (int j = 0; j < i; j++)
+      if (dims[j] == d) return th_error(TH_ERR_RUNTIME, "%s: permute(): duplicate dims are not allowed.", op);
+    dims[i] = d;
+  }
+  return th_tu_transpose(tr, args[0], dims, out);
+}
+
+th_status ltorch_transpose_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t d0, d1, perm[TH_MAX_DIMS];
+  int c0, c1;
+  TH_TRY(th_meta_int(op, "dim0", &args[1], &d0));
+  TH_TRY(th_meta_int(op, "dim1", &args[2], &d1));
+  TH_TRY(th_meta_canonical_dim(op, d0, v->ndim, &c0));
+  TH_TRY(th_meta_canonical_dim(op, d1, v->ndim, &c1));
+  for (int i = 0; i < v->ndim; i++) perm[i] = i;
+  if (v->ndim > 0) {
+    perm[c0] = c1;
+    perm[c1] = c0;
+  }
+  return th_tu_transpose(tr, args[0], perm, out);
+}
+
+th_status ltorch_t_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const th_value *v = tensor0(args);
+  if (v->ndim > 2)
+    return th_error(TH_ERR_RUNTIME, "%s: t() expects a tensor with <= 2 dimensions, but self is %dD", sym->qualname,
+                    v->ndim);
+  if (v->ndim < 2) {
+    *out = args[0];
+    return TH_OK;
+  }
+  const int64_t perm[2] = {1, 0};
+  return th_tu_transpose(tr, args[0], perm, out);
+}
+
+/* ---- unsqueeze / squeeze / flatten --------------------------------------------------------------- */
+
+th_status ltorch_unsqueeze_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const th_value *v = tensor0(args);
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(sym->qualname, "dim", &args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(sym->qualname, dim, v->ndim + 1, &d));
+  return th_tu_unsqueeze(tr, args[0], d, out);
+}
+
+/* squeeze(a, dim=None): None squeezes every length-1 dim; given dims that are not of length 1 are
+ * left alone (PyTorch's no-op rule). */
+th_status ltorch_squeeze_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t dims[TH_MAX_DIMS], keep[TH_MAX_DIMS];
+  int n = 0, nk = 0;
+  if (args[1].kind == TH_ARG_NONE) {
+    for (int i = 0; i < v->ndim; i++)
+      if (v->shape[i] == 1) keep[nk++] = i;
+    return th_tu_squeeze(tr, args[0], nk, keep, out);
+  }
+  TH_TRY(th_meta_int_list(op, "dim", &args[1], dims, &n));
+  for (int i = 0; i < n; i++) {
+    int d;
+    TH_TRY(th_meta_canonical_dim(op, dims[i], v->ndim, &d));
+    if (v->ndim == 0 || v->shape[d] != 1) continue;
+    bool dup = false;
+    for (int j = 0; j < nk; j++) dup |= keep[j] == d;
+    if (!dup) keep[nk++] = d;
+  }
+  /* prims.squeeze wants its dims sorted */
+  for (int i = 1; i < nk; i++)
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+      int64_t t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  return th_tu_squeeze(tr, args[0], nk, keep, out);
+}
+
+th_status ltorch_flatten_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t s, e;
+  int cs, ce;
+  TH_TRY(th_meta_int(op, "start_dim", &args[1], &s));
+  TH_TRY(th_meta_int(op, "end_dim", &args[2], &e));
+  TH_TRY(th_meta_canonical_dim(op, s, v->ndim, &cs));
+  TH_TRY(th_meta_canonical_dim(op, e, v->ndim, &ce));
+  if (v->ndim == 0) return th_tu_unsqueeze(tr, args[0], 0, out);
+  if (cs > ce) return th_error(TH_ERR_RUNTIME, "%s: flatten() has invalid args: start_dim cannot come after end_dim", op);
+  if (cs == ce) {
+    *out = args[0];
+    return TH_OK;
+  }
+  int64_t shape[TH_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < cs; i++) shape[n++] = v->shape[i];
+  shape[n++] = numel_of(v->shape + cs, ce - cs + 1);
+  for (int i = ce + 1; i < v->ndim; i++) shape[n++] = v->shape[i];
+  return th_tu_reshape(tr, args[0], n, shape, out);
+}
+
+/* ---- expand ----------------------------------------------------------------------------------------- */
+
+static th_status expand_to(th_trace *tr, const char *op, const th_arg *a, int ndim, const int64_t *shape, th_arg *out) {
+  *out = *a;
+  return th_tu_expand(tr, op, out, ndim, shape);
+}
+
+th_status ltorch_expand_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  int64_t shape[TH_MAX_DIMS];
+  int n;
+  TH_TRY(th_meta_int_list(sym->qualname, "shape", &args[1], shape, &n));
+  return expand_to(tr, sym->qualname, &args[0], n, shape, out);
+}
+
+th_status ltorch_broadcast_to_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return ltorch_expand_decomp(tr, sym, args, out);
+}
+
+th_status ltorch_expand_as_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const th_value *b = args[1].u.value;
+  return expand_to(tr, sym->qualname, &args[0], b->ndim, b->shape, out);
+}
+
+/* ---- copies ----------------------------------------------------------------------------------------- */
+
+/* contiguous: tensors in traces have no layout, so this is the identity (a shallow copy). */
+th_status ltorch_contiguous_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  (void)tr;
+  (void)sym;
+  *out = args[0];
+  return TH_OK;
+}
+
+th_status ltorch_clone_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  (void)sym;
+  return th_tu_call1(tr, TH_OP_prims_clone, args[0], out);
+}
+
+/* ---- indexing (Thunder's clang.getitem) ------------------------------------------------------------
+ * Basic indexing (ints, slices with positive steps, None, one Ellipsis) becomes
+ * broadcast_in_dim (for None) -> slice_prim -> squeeze (for ints); one integer index tensor is advanced
+ * indexing: negative indices wrapped, then prims.take along its dim (flattened and reshaped for
+ * multi-dimensional indices). Slices clamp like Python's; integer indices out of range are IndexErrors. */
+
+#define TH_MAX_KEY (2 * TH_MAX_DIMS + 2)
+
+static bool is_full_slice(const th_arg *k) {
+  return k->kind == TH_ARG_SLICE && !k->u.slice.has_start && !k->u.slice.has_stop &&
+         (!k->u.slice.has_step || k->u.slice.step == 1);
+}
+
+static th_arg full_slice(void) {
+  th_arg s = th_arg_none();
+  s.kind = TH_ARG_SLICE;
+  return s;
+}
+
+static bool is_index_number(const th_arg *k) {
+  return k->kind == TH_ARG_INT || (k->kind == TH_ARG_VALUE && !k->u.value->is_tensor && k->u.value->dtype == TH_I64);
+}
+
+/* Basic indexing of a with key entries that are ints, slices or None (n entries). */
+static th_status basic_indexing(th_trace *tr, const char *op, th_arg a, int n, const th_arg *key, th_arg *out) {
+  /* None entries: unsqueeze at their positions (each key entry is one dim of the unsqueezed tensor) */
+  const th_value *v = a.u.value;
+  int nnone = 0;
+  for (int i = 0; i < n; i++) nnone += key[i].kind == TH_ARG_NONE;
+  if (nnone) {
+    int rank = v->ndim + nnone;
+    if (rank > TH_MAX_DIMS)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: tensors of rank %d are not supported (at most %d dimensions)", op,
+                      rank, TH_MAX_DIMS);
+    int64_t shape[TH_MAX_DIMS], bdims[TH_MAX_DIMS];
+    int src = 0;
+    for (int i = 0; i < rank; i++) {
+      if (i < n && key[i].kind == TH_ARG_NONE) {
+        shape[i] = 1;
+      } else {
+        shape[i] = v->shape[src];
+        bdims[src++] = i;
+      }
+    }
+    th_arg si[TH_MAX_DIMS], bi[TH_MAX_DIMS];
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, a, th_tu_ints(si, rank, shape), th_tu_ints(bi, v->ndim, bdims),
+                       &a));
+    v = a.u.value;
+  }
+  int64_t lo[TH_MAX_DIMS], hi[TH_MAX_DIMS], st[TH_MAX_DIMS], sq[TH_MAX_DIMS];
+  int nsq = 0;
+  for (int d = 0; d < v->ndim; d++) {
+    int64_t len = v->shape[d];
+    lo[d] = 0;
+    hi[d] = len;
+    st[d] = 1;
+    if (d >= n || key[d].kind == TH_ARG_NONE) continue;
+    const th_arg *k = &key[d];
+    if (k->kind == TH_ARG_SLICE) {
+      int64_t step = k->u.slice.has_step ? k->u.slice.step : 1;
+      if (step <= 0) return th_error(TH_ERR_VALUE, "%s: step must be greater than zero", op);
+      int64_t s = k->u.slice.has_start ? k->u.slice.start : 0, e = k->u.slice.has_stop ? k->u.slice.stop : len;
+      if (s < 0) s += len;
+      if (s < 0) s = 0;
+      if (s > len) s = len;
+      if (e < 0) e += len;
+      if (e < 0) e = 0;
+      if (e > len) e = len;
+      if (e < s) e = s;
+      lo[d] = s;
+      hi[d] = e;
+      st[d] = step;
+    } else {
+      int64_t idx;
+      TH_TRY(th_meta_int(op, "index", k, &idx));
+      if (idx < -len || idx >= len)
+        return th_error(TH_ERR_INDEX, "%s: index %lld is out of bounds for dimension %d with size %lld", op,
+                        (long long)idx, d, (long long)len);
+      if (idx < 0) idx += len;
+      lo[d] = idx;
+      hi[d] = idx + 1;
+      sq[nsq++] = d;
+    }
+  }
+  bool needs_slice = false;
+  for (int d = 0; d < v->ndim; d++) needs_slice |= lo[d] != 0 || hi[d] != v->shape[d] || st[d] != 1;
+  if (needs_slice) {
+    th_arg li[TH_MAX_DIMS], hi_i[TH_MAX_DIMS], si[TH_MAX_DIMS];
+    th_arg sargs[4] = {a, th_tu_ints(li, v->ndim, lo), th_tu_ints(hi_i, v->ndim, hi), th_tu_ints(si, v->ndim, st)};
+    TH_TRY(th_call(tr, TH_OP_prims_slice_prim, 4, sargs, &a));
+  }
+  return th_tu_squeeze(tr, a, nsq, sq, out);
+}
+
+/* Advanced indexing by one integer tensor at dim `dim`. */
+static th_status advanced_indexing(th_trace *tr, const char *op, th_arg a, int dim, th_arg idx, th_arg *out) {
+  const th_value *v = a.u.value, *iv = idx.u.value;
+  if (iv->dtype == TH_BOOL || iv->dtype == TH_U8)
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: boolean advanced indexing is not implemented (the result would be of unknown shape)", op);
+  if (!th_dtype_is_integer(iv->dtype))
+    return th_error(TH_ERR_INDEX, "%s: tensors used as indices must be long, int, byte or bool tensors", op);
+  if (dim >= v->ndim) return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
+  int64_t len = v->shape[dim];
+  int in = iv->ndim;
+  int64_t ishape[TH_MAX_DIMS];
+  memcpy(ishape, iv->shape, sizeof(int64_t) * (size_t)in);
+  /* wrap negative indices: where(idx < 0, idx + len, idx) */
+  th_arg neg, wrapped;
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_lt, idx, th_arg_int(0), &neg));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, idx, th_arg_int(len), &wrapped));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_where, neg, wrapped, idx, &idx));
+  if (in != 1) {
+    int64_t flat = numel_of(ishape, in);
+    TH_TRY(th_tu_reshape(tr, idx, 1, &flat, &idx));
+  }
+  th_arg r;
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_take, a, idx, th_arg_int(dim), &r));
+  if (in == 1) {
+    *out = r;
+    return TH_OK;
+  }
+  int64_t shape[TH_MAX_DIMS];
+  int n = 0;
+  if (v->ndim - 1 + in > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the indexing result has more than %d dimensions", op, TH_MAX_DIMS);
+  for (int i = 0; i < dim; i++) shape[n++] = v->shape[i];
+  for (int i = 0; i < in; i++) shape[n++] = ishape[i];
+  for (int i = dim + 1; i < v->ndim; i++) shape[n++] = v->shape[i];
+  return th_tu_reshape(tr, r, n, shape, out);
+}
+
+th_status ltorch_getitem_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  const th_arg *keyarg = &args[1];
+  const th_arg *raw = keyarg;
+  int nraw = 1;
+  if (keyarg->kind == TH_ARG_TUPLE) {
+    raw = keyarg->u.seq.items;
+    nraw = keyarg->u.seq.n;
+  }
+  if (nraw > TH_MAX_KEY)
+    return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
+  /* count the entries that index a dim; check the kinds */
+  int indexing = 0, nell = 0;
+  for (int i = 0; i < nraw; i++) {
+    const th_arg *k = &raw[i];
+    if (k->kind == TH_ARG_ELLIPSIS) {
+      if (++nell > 1) return th_error(TH_ERR_INDEX, "%s: an index can only have a single ellipsis ('...')", op);
+    } else if (k->kind == TH_ARG_NONE) {
+    } else if (k->kind == TH_ARG_SLICE || is_index_number(k) || th_meta_is_tensor(k)) {
+      indexing++;
+    } else if (k->kind == TH_ARG_LIST || k->kind == TH_ARG_TUPLE) {
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: indexing with a sequence is not supported; use a tensor index",
+                      op);
+    } else if (k->kind == TH_ARG_BOOL) {
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: indexing with a bool is not supported", op);
+    } else {
+      return th_error(TH_ERR_INDEX,
+                      "%s: only integers, slices (`:`), ellipsis (`...`), None and integer tensors are valid indices",
+                      op);
+    }
+  }
+  if (indexing > v->ndim)
+    return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
+  /* expand the Ellipsis into full slices; split into the basic part and the advanced part */
+  /* na counts the dims of the basic-indexed result, so the index tensor's dim is known */
+  th_arg basic[TH_MAX_KEY + TH_MAX_DIMS];
+  int nb = 0, na = 0, nadv_tensors = 0, adv_dim = -1;
+  th_arg adv_index = th_arg_none();
+  for (int i = 0; i < nraw; i++) {
+    const th_arg *k = &raw[i];
+    if (k->kind == TH_ARG_ELLIPSIS) {
+      for (int j = 0; j < v->ndim - indexing; j++) {
+        basic[nb++] = full_slice();
+        na++;
+      }
+    } else if (is_index_number(k)) {
+      basic[nb++] = *k; /* removes a dim: nothing in the advanced part */
+    } else if (th_meta_is_tensor(k)) {
+      basic[nb++] = full_slice();
+      adv_dim = na;
+      adv_index = *k;
+      na++;
+      nadv_tensors++;
+    } else { /* slice or None */
+      basic[nb++] = *k;
+      na++;
+    }
+  }
+  if (nadv_tensors > 1)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: advanced indexing with more than one index tensor is not supported",
+                    op);
+  bool have_basic = false;
+  for (int i = 0; i < nb; i++) have_basic |= !is_full_slice(&basic[i]);
+  th_arg a = args[0];
+  if (have_basic) TH_TRY(basic_indexing(tr, op, a, nb, basic, &a));
+  if (nadv_tensors) TH_TRY(advanced_indexing(tr, op, a, adv_dim, adv_index, &a));
+  *out = a;
+  return TH_OK;
+}
+
+/* ---- cat / stack ------------------------------------------------------------------------------------ */
+
+/* prims.cat after promoting mixed dtypes (PRESERVE); a single dtype, fp8 included, is left alone. */
+static th_status cat_list(th_trace *tr, const char *op, int n, const th_arg *items, int64_t dim, th_arg *out) {
+  if (n == 0) return th_error(TH_ERR_RUNTIME, "%s: torch.cat(): expected a non-empty list of Tensors", op);
+  th_arg *ts = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n);
+  if (!ts) return th_error(TH_ERR_NOMEM, "out of memory");
+  memcpy(ts, items, sizeof(th_arg) * (size_t)n);
+  bool mixed = false;
+  for (int i = 1; i < n; i++) mixed |= ts[i].u.value->dtype != ts[0].u.value->dtype;
+  if (mixed) {
+    th_tu_type comp, res;
+    TH_TRY(th_tu_promote(op, n, ts, TH_TU_PROMO_PRESERVE, &comp, &res));
+    for (int i = 0; i < n; i++) TH_TRY(th_tu_convert_type(tr, &ts[i], res));
+  }
+  int d;
+  TH_TRY(th_meta_canonical_dim(op, dim, ts[0].u.value->ndim, &d));
+  return th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(n, ts), th_arg_int(d), out);
+}
+
+th_status ltorch_cat_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  int64_t dim;
+  TH_TRY(th_meta_int(sym->qualname, "dim", &args[1], &dim));
+  return cat_list(tr, sym->qualname, args[0].u.seq.n, args[0].u.seq.items, dim, out);
+}
+
+th_status ltorch_stack_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  int n = args[0].u.seq.n;
+  const th_arg *ts = args[0].u.seq.items;
+  if (n == 0) return th_error(TH_ERR_RUNTIME, "%s: stack expects a non-empty TensorList", op);
+  const th_value *first = ts[0].u.value;
+  char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
+  for (int i = 1; i < n; i++) {
+    const th_value *t = ts[i].u.value;
+    if (t->ndim != first->ndim || memcmp(t->shape, first->shape, sizeof(int64_t) * (size_t)t->ndim))
+      return th_error(TH_ERR_RUNTIME, "%s: stack expects each tensor to be equal size, but got %s at entry 0 and %s at entry %d",
+                      op, th_meta_shape_str(first->shape, first->ndim, b0, sizeof b0),
+                      th_meta_shape_str(t->shape, t->ndim, b1, sizeof b1), i);
+  }
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(op, "dim", &args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(op, dim, first->ndim + 1, &d));
+  th_arg *us = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n);
+  if (!us) return th_error(TH_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) TH_TRY(th_tu_unsqueeze(tr, ts[i], d, &us[i]));
+  return cat_list(tr, op, n, us, d, out);
+}
+
+/* ---- split / chunk / narrow ------------------------------------------------------------------------- */
+
+/* Slices a along dim into pieces of the given lengths; returns them as a tuple. */
+static th_status split_lengths(th_trace *tr, th_arg a, int dim, int n, const int64_t *lengths, th_arg *out) {
+  th_arg *pieces = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(n ? n : 1));
+  if (!pieces) return th_error(TH_ERR_NOMEM, "out of memory");
+  int64_t start = 0;
+  for (int i = 0; i < n; i++) {
+    TH_TRY(th_tu_slice_in_dim(tr, a, start, start + lengths[i], 1, dim, &pieces[i]));
+    start += lengths[i];
+  }
+  *out = th_arg_tuple(n, pieces);
+  return TH_OK;
+}
+
+th_status ltorch_split_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(op, "dim", &args[2], &dim));
+  if (v->ndim == 0) return th_error(TH_ERR_RUNTIME, "%s: split expects at least a 1-dimensional tensor", op);
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  int64_t len = v->shape[d];
+  const th_arg *sz = &args[1];
+  if (sz->kind == TH_ARG_TUPLE || sz->kind == TH_ARG_LIST) {
+    int n = sz->u.seq.n;
+    int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+      TH_TRY(th_meta_int(op, "split_sizes", &sz->u.seq.items[i], &lengths[i]));
+      if (lengths[i] < 0)
+        return th_error(TH_ERR_RUNTIME, "%s: split_with_sizes expects split_sizes have only non-negative entries, but got "
+                        "split_sizes=%lld", op, (long long)lengths[i]);
+      total += lengths[i];
+    }
+    if (total != len)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at dimension "
+                      "%d), but got a sum of %lld",
+                      op, (long long)len, d, (long long)total);
+    return split_lengths(tr, args[0], d, n, lengths, out);
+  }
+  int64_t size;
+  TH_TRY(th_meta_int(op, "split_size", sz, &size));
+  if (size < 0) return th_error(TH_ERR_RUNTIME, "%s: split expects split_size be non-negative, but got split_size=%lld", op,
+                                (long long)size);
+  if (size == 0 && len != 0)
+    return th_error(TH_ERR_RUNTIME, "%s: split_size can only be 0 if dimension size is 0, but got dimension size of %lld",
+                    op, (long long)len);
+  int64_t n = size == 0 ? 1 : (len + size - 1) / size;
+  if (n == 0) n = 1; /* a zero-length dim splits into one empty piece */
+  int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)n);
+  if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
+  for (int64_t i = 0; i < n; i++) lengths[i] = i + 1 < n ? size : len - size * (n - 1);
+  return split_lengths(tr, args[0], d, (int)n, lengths, out);
+}
+
+/* chunk: ceil(len / chunks) per piece, the last one shorter; fewer pieces when that covers the dim. */
+th_status ltorch_chunk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t chunks, dim;
+  int d;
+  TH_TRY(th_meta_int(op, "chunks", &args[1], &chunks));
+  TH_TRY(th_meta_int(op, "dim", &args[2], &dim));
+  if (v->ndim == 0) return th_error(TH_ERR_RUNTIME, "%s: chunk expects at least a 1-dimensional tensor", op);
+  if (chunks <= 0)
+    return th_error(TH_ERR_RUNTIME, "%s: chunk expects `chunks` to be greater than 0, got: %lld", op, (long long)chunks);
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  int64_t len = v->shape[d];
+  if (len == 0) { /* chunks empty pieces */
+    int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)chunks);
+    if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
+    memset(lengths, 0, sizeof(int64_t) * (size_t)chunks);
+    return split_lengths(tr, args[0], d, (int)chunks, lengths, out);
+  }
+  int64_t each = (len + chunks - 1) / chunks;
+  int64_t n = (len + each - 1) / each;
+  int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)n);
+  if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
+  for (int64_t i = 0; i < n; i++) lengths[i] = i + 1 < n ? each : len - each * (n - 1);
+  return split_lengths(tr, args[0], d, (int)n, lengths, out);
+}
+
+th_status ltorch_narrow_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t dim, start, length;
+  int d;
+  TH_TRY(th_meta_int(op, "dim", &args[1], &dim));
+  TH_TRY(th_meta_int(op, "start", &args[2], &start));
+  TH_TRY(th_meta_int(op, "length", &args[3], &length));
+  if (v->ndim == 0) return th_error(TH_ERR_RUNTIME, "%s: narrow() cannot be applied to a 0-dim tensor.", op);
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  int64_t len = v->shape[d];
+  if (length < 0) return th_error(TH_ERR_RUNTIME, "%s: narrow(): length must be non-negative.", op);
+  if (start < -len || start > len)
+    return th_error(TH_ERR_INDEX, "%s: start out of range (expected to be in range of [%lld, %lld], but got %lld)", op,
+                    (long long)-len, (long long)len, (long long)start);
+  if (start < 0) start += len;
+  if (start + length > len)
+    return th_error(TH_ERR_RUNTIME, "%s: start (%lld) + length (%lld) exceeds dimension size (%lld).", op,
+                    (long long)start, (long long)length, (long long)len);
+  return th_tu_slice_in_dim(tr, args[0], start, start + length, 1, d, out);
+}

@@ -1,0 +1,619 @@
+/* execute.c — compiling a trace into a program and running it (thunder/jit.h), and the run-time
+ * environment kernels see (executors/kernel.h).
+ *
+ * Compile: verify the trace, check its devices, run the execution transform (every bsym claimed by an
+ * executor), then lay the execution trace out flat:
+ *   - every value met at the top level gets a slot; slot_of[value id] -> slot index (ids are dense
+ *     within a compilation, so this is one array);
+ *   - one step per claimed bsym: its kernel, the bsym, the output slots the kernel must fill, and the
+ *     slots whose last use is this step (released right after it);
+ *   - the output plan: the return value flattened in order (tuple/list/dict items), each entry a slot,
+ *     a constant number (becomes a 0-dim tensor) or None (a NULL entry).
+ * Run: check and bind the inputs, run the steps, release intermediates after their last use, collect
+ * the outputs, release everything else. On a kernel error all slots are released and the error comes
+ * back with the op's name in front ("prims.matmul: ..."). Nothing is looked up by name at run time.
+ *
+ * Random numbers: th_rt_random4 is Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy
+ * as 1, 2, 3", SC'11) keyed by the compile options' seed; the 128-bit counter is (draw index within the
+ * run, run index), so every run of a program draws a fresh, reproducible stream. */
+#include <string.h>
+
+#include "executors/kernel.h"
+#include "thunder/jit.h"
+#include "transforms/transforms.h"
+
+/* Exported for the unit test (known-answer vectors); the generator behind th_rt_random4. */
+void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+typedef struct th_step {
+  th_kernel_fn kernel;
+  const th_bsym *b;
+  int nouts;        /* outputs the kernel must bind */
+  int32_t *outs;    /* their slots */
+  int nrelease;     /* slots released after this step */
+  int32_t *release;
+} th_step;
+
+typedef enum { OUT_SLOT, OUT_NUMBER, OUT_NONE } out_kind;
+
+typedef struct th_out {
+  out_kind kind;
+  int32_t slot;     /* OUT_SLOT */
+  th_dtype dtype;   /* OUT_NUMBER: TH_BOOL / TH_I64 / TH_F64 */
+  double f;
+  int64_t i;
+} th_out;
+
+struct th_program {
+  th_trace *trace;      /* the execution trace (owned) */
+  th_arena *arena;      /* everything below */
+  int nsteps;
+  th_step *steps;
+  int nslots;
+  th_tensor **slots;    /* bindings of the current run; all NULL between runs */
+  const th_value **slot_value;
+  uint32_t nids;
+  int32_t *slot_of;     /* value id -> slot, -1 if none */
+  int ninputs;
+  bool *bind_input;     /* false: the input is never used (not even returned) */
+  int nouts;
+  th_out *outs;
+  bool has_device_override;
+  uint64_t seed;
+  uint64_t runs;        /* Philox counter, high half */
+};
+
+struct th_rt_env {
+  th_program *p;
+  th_tensor **slots;
+  uint64_t run;   /* counter words 2-3 */
+  uint64_t draws; /* counter words 0-1 */
+};
+
+/* ---- the run-time environment (kernel.h) -------------------------------------------------------- */
+
+static int32_t slot_of(const th_rt_env *env, const th_value *v) {
+  return v->id < env->p->nids ? env->p->slot_of[v->id] : -1;
+}
+
+th_tensor *th_rt_tensor(th_rt_env *env, const th_arg *a) {
+  if (a->kind != TH_ARG_VALUE || !a->u.value->is_tensor) return NULL;
+  int32_t s = slot_of(env, a->u.value);
+  return s < 0 ? NULL : env->slots[s];
+}
+
+bool th_rt_number(th_rt_env *env, const th_arg *a, double *f, int64_t *i, bool *is_float) {
+  double fv = 0;
+  int64_t iv = 0;
+  bool fl = false;
+  switch (a->kind) {
+    case TH_ARG_BOOL: iv = a->u.b; fv = (double)iv; break;
+    case TH_ARG_INT: iv = a->u.i; fv = (double)iv; break;
+    case TH_ARG_FLOAT: fv = a->u.f; fl = true; break;
+    case TH_ARG_VALUE: {
+      const th_value *v = a->u.value;
+      if (v->is_tensor) return false;
+      fl = v->dtype == TH_F64;
+      if (v->has_value) {
+        fv = fl ? v->fvalue : (double)v->ivalue;
+        iv = v->ivalue;
+      } else { /* produced at run time as a 0-dim tensor */
+        int32_t s = slot_of(env, v);
+        const th_tensor *t = s < 0 ? NULL : env->slots[s];
+        if (!t || th_tensor_numel(t) != 1) return false;
+        fv = th_tensor_get_f64(t, 0);
+        iv = (int64_t)fv;
+      }
+      break;
+    }
+    default: return false;
+  }
+  if (f) *f = fv;
+  if (i && !fl) *i = iv;
+  if (is_float) *is_float = fl;
+  return true;
+}
+
+static void shape_string(th_dtype dt, int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "%s[", th_dtype_short(dt));
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static bool matches(const th_tensor *t, const th_value *v) {
+  if (t->dtype != v->dtype || t->ndim != v->ndim) return false;
+  for (int i = 0; i < v->ndim; i++)
+    if (t->shape[i] != v->shape[i]) return false;
+  return true;
+}
+
+th_status th_rt_set(th_rt_env *env, const th_value *v, th_tensor *t) {
+  int32_t s = slot_of(env, v);
+  if (s < 0 || !t) {
+    th_tensor_release(t);
+    return th_error(TH_ERR_RUNTIME, "kernel bound %s, which is not a value of this program",
+                    v->name ? v->name : "an unnamed value");
+  }
+  if (v->is_tensor ? !matches(t, v) : t->ndim != 0) {
+    char got[160], want[160];
+    shape_string(t->dtype, t->ndim, t->shape, got, sizeof got);
+    if (v->is_tensor) shape_string(v->dtype, v->ndim, v->shape, want, sizeof want);
+    else snprintf(want, sizeof want, "a 0-dim tensor");
+    th_tensor_release(t);
+    return th_error(TH_ERR_RUNTIME, "kernel produced %s for %s, but the trace records %s", got,
+                    v->name ? v->name : "?", want);
+  }
+  th_tensor_release(env->slots[s]);
+  env->slots[s] = t;
+  return TH_OK;
+}
+
+th_tensor *th_rt_alloc_output(th_rt_env *env, const th_value *v) {
+  th_tensor *t = th_tensor_empty(v->dtype, v->ndim, v->shape);
+  if (!t) return NULL;
+  if (th_rt_set(env, v, t) != TH_OK) return NULL;
+  return t;
+}
+
+/* ---- Philox-4x32-10 -------------------------------------------------------------------------- */
+
+void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u; /* golden ratio */
+    k1 += 0xBB67AE85u; /* sqrt(3) - 1 */
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+void th_rt_random4(th_rt_env *env, uint32_t out[4]) {
+  const uint64_t seed = env->p->seed;
+  const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  const uint32_t ctr[4] = {(uint32_t)env->draws, (uint32_t)(env->draws >> 32), (uint32_t)env->run,
+                           (uint32_t)(env->run >> 32)};
+  th_rt_philox4x32_10(ctr, key, out);
+  env->draws++;
+}
+
+/* ---- compile: executors and devices ------------------------------------------------------------ */
+
+static const char *const default_executors[] = {"blas", "eager"};
+
+static const th_executor_desc *builtin_executor(const char *name) {
+  if (!strcmp(name, th_blas_executor.name)) return &th_blas_executor;
+  if (!strcmp(name, th_eager_executor.name)) return &th_eager_executor;
+  return NULL;
+}
+
+typedef struct {
+  th_device dev;
+  bool found;
+} dev_ctx;
+
+static void dev_cb(th_value *v, void *p) {
+  dev_ctx *c = p;
+  if (!c->found && v->is_tensor && v->device.type != TH_CPU) {
+    c->dev = v->device;
+    c->found = true;
+  }
+}
+
+static void arg_devices(const th_arg *a, dev_ctx *c) {
+  if (a->kind == TH_ARG_DEVICE && a->u.device.type != TH_CPU && !c->found) {
+    c->dev = a->u.device;
+    c->found = true;
+  } else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT) {
+    for (int i = 0; i < a->u.seq.n; i++) arg_devices(&a->u.seq.items[i], c);
+  } else {
+    th_arg_foreach_value(a, dev_cb, c);
+  }
+}
+
+/* Only the CPU exists in this build: a trace recorded for another device runs only with an override
+ * to the CPU. */
+static th_status check_devices(const th_trace *tr, const th_compile_options *o) {
+  char buf[32];
+  if (o->has_device_override) {
+    if (o->device_override.type == TH_CPU) return TH_OK;
+    th_device_str(o->device_override, buf, sizeof buf);
+    if (o->device_override.type == TH_CUDA)
+      return th_error(TH_ERR_DEVICE, "device %s requested, but this machine has no CUDA device; run it "
+                      "on the CPU with --device cpu", buf);
+    return th_error(TH_ERR_DEVICE, "cannot run on device %s; run it on the CPU with --device cpu", buf);
+  }
+  dev_ctx c = {{TH_CPU, 0}, false};
+  for (int i = 0; i < tr->inputs.n; i++) dev_cb(tr->inputs.items[i], &c);
+  for (int i = 0; i < tr->bsyms.n && !c.found; i++) {
+    const th_bsym *b = tr->bsyms.items[i];
+    for (int j = 0; j < b->nargs; j++) arg_devices(&b->args[j], &c);
+    for (int j = 0; j < b->nkwargs; j++) arg_devices(&b->kwargs[j], &c);
+    arg_devices(&b->out, &c);
+  }
+  if (!c.found) return TH_OK;
+  th_device_str(c.dev, buf, sizeof buf);
+  if (c.dev.type == TH_CUDA)
+    return th_error(TH_ERR_DEVICE, "trace recorded for %s, but this machine has no CUDA device; run it "
+                    "on the CPU with --device cpu", buf);
+  return th_error(TH_ERR_DEVICE, "trace recorded for %s, which cannot run; run it on the CPU with "
+                  "--device cpu", buf);
+}
+
+/* ---- compile: the flat program ---------------------------------------------------------------- */
+
+typedef struct {
+  th_program *p;
+  int32_t *last_use; /* per slot: last step using it, -1 if none */
+  int32_t *def;      /* per slot: producing step, -1 for inputs/constants */
+  bool *is_out;      /* per slot: part of the return value */
+  int step;
+  th_status st;
+} build_ctx;
+
+static void assign_cb(th_value *v, void *p) {
+  th_program *pr = p;
+  if (pr->slot_of[v->id] < 0) {
+    pr->slot_value[pr->nslots] = v;
+    pr->slot_of[v->id] = pr->nslots++;
+  }
+}
+
+static void max_id_cb(th_value *v, void *p) {
+  uint32_t *m = p;
+  if (v->id + 1 > *m) *m = v->id + 1;
+}
+
+static void count_cb(th_value *v, void *p) {
+  (void)v;
+  ++*(int *)p;
+}
+
+static void use_cb(th_value *v, void *p) {
+  build_ctx *c = p;
+  c->last_use[c->p->slot_of[v->id]] = c->step;
+}
+
+/* A step's output: record the producer and, unless it is a known number, that the kernel binds it. */
+static void def_cb(th_value *v, void *p) {
+  build_ctx *c = p;
+  int32_t slot = c->p->slot_of[v->id];
+  th_step *st = &c->p->steps[c->step];
+  c->def[slot] = c->step;
+  if (v->is_tensor || !v->has_value) st->outs[st->nouts++] = slot;
+}
+
+static void out_cb(th_value *v, void *p) {
+  build_ctx *c = p;
+  c->is_out[c->p->slot_of[v->id]] = true;
+}
+
+static void bsym_foreach(const th_bsym *b, bool outs, void (*fn)(th_value *, void *), void *ctx) {
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], fn, ctx);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], fn, ctx);
+  if (outs) th_arg_foreach_value(&b->out, fn, ctx);
+}
+
+static bool is_step(const th_bsym *b) { return !(b->sym->tags & TH_TAG_UTILITY); }
+
+/* Counts (outs == NULL) or fills the output plan for return value a. */
+static void plan_outputs(th_program *p, const th_arg *a, th_out *outs, int *n) {
+  th_out o = {OUT_NONE, -1, TH_F64, 0, 0};
+  switch (a->kind) {
+    case TH_ARG_TUPLE:
+    case TH_ARG_LIST:
+    case TH_ARG_DICT:
+      for (int i = 0; i < a->u.seq.n; i++) plan_outputs(p, &a->u.seq.items[i], outs, n);
+      return;
+    case TH_ARG_VALUE: {
+      const th_value *v = a->u.value;
+      if (!v->is_tensor && v->has_value) {
+        o.kind = OUT_NUMBER;
+        o.dtype = v->dtype;
+        o.f = v->fvalue;
+        o.i = v->ivalue;
+      } else {
+        o.kind = OUT_SLOT;
+        o.slot = p->slot_of[v->id];
+      }
+      break;
+    }
+    case TH_ARG_BOOL: o.kind = OUT_NUMBER; o.dtype = TH_BOOL; o.i = a->u.b; break;
+    case TH_ARG_INT: o.kind = OUT_NUMBER; o.dtype = TH_I64; o.i = a->u.i; break;
+    case TH_ARG_FLOAT: o.kind = OUT_NUMBER; o.dtype = TH_F64; o.f = a->u.f; break;
+    default: break; /* None and non-numeric constants: a NULL entry */
+  }
+  if (outs) outs[*n] = o;
+  ++*n;
+}
+
+static const th_operator_impl *find_impl(const th_executor_desc *e, th_op_id id) {
+  for (int i = 0; i < e->nimpls; i++)
+    if (e->impls[i].op == id) return &e->impls[i];
+  return NULL;
+}
+
+#define ALLOC(p, n, T) ((T *)th_arena_alloc((p)->arena, sizeof(T) * (size_t)((n) ? (n) : 1)))
+
+static th_status build(th_program *p, const th_executor_desc *const *execs, int nexecs) {
+  const th_trace *et = p->trace;
+  th_bsym *const *bs = (th_bsym *const *)et->bsyms.items;
+  int nb = et->bsyms.n;
+
+  /* slots */
+  uint32_t nids = 0;
+  int nvals = 0;
+  for (int i = 0; i < et->inputs.n; i++) max_id_cb(et->inputs.items[i], &nids);
+  nvals += et->inputs.n;
+  for (int i = 0; i < nb; i++) {
+    if (bs[i]->sym->id == TH_OP_prims_python_del || bs[i]->sym->id == TH_OP_prims_comment) continue;
+    bsym_foreach(bs[i], true, max_id_cb, &nids);
+    bsym_foreach(bs[i], true, count_cb, &nvals);
+  }
+  p->nids = nids;
+  p->slot_of = ALLOC(p, nids, int32_t);
+  p->slot_value = ALLOC(p, nvals, const th_value *);
+  if (!p->slot_of || !p->slot_value) return TH_ERR_NOMEM;
+  for (uint32_t i = 0; i < nids; i++) p->slot_of[i] = -1;
+  for (int i = 0; i < et->inputs.n; i++) assign_cb(et->inputs.items[i], p);
+  p->ninputs = et->inputs.n;
+  for (int i = 0; i < nb; i++)
+    if (bs[i]->sym->id != TH_OP_prims_python_del && bs[i]->sym->id != TH_OP_prims_comment)
+      bsym_foreach(bs[i], true, assign_cb, p);
+  p->slots = ALLOC(p, p->nslots, th_tensor *);
+  if (!p->slots) return TH_ERR_NOMEM;
+
+  /* steps and kernels */
+  int nsteps = 0;
+  for (int i = 0; i < nb; i++) nsteps += is_step(bs[i]);
+  p->steps = ALLOC(p, nsteps, th_step);
+  if (!p->steps) return TH_ERR_NOMEM;
+  for (int i = 0; i < nb; i++) {
+    const th_bsym *b = bs[i];
+    if (!is_step(b)) continue;
+    if (!b->executor)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no executor claimed it", b->sym->qualname);
+    const th_operator_impl *impl = NULL;
+    for (int e = 0; e < nexecs && !impl; e++)
+      if (!strcmp(execs[e]->name, b->executor)) impl = find_impl(execs[e], b->sym->id);
+    if (!impl || !impl->kernel)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: claimed by executor '%s', which has no kernel for it",
+                      b->sym->qualname, b->executor);
+    th_step *s = &p->steps[p->nsteps++];
+    s->kernel = impl->kernel;
+    s->b = b;
+  }
+
+  /* producers, last uses and the return */
+  build_ctx c = {p, ALLOC(p, p->nslots, int32_t), ALLOC(p, p->nslots, int32_t),
+                 ALLOC(p, p->nslots, bool), 0, TH_OK};
+  if (!c.last_use || !c.def || !c.is_out) return TH_ERR_NOMEM;
+  for (int s = 0; s < p->nslots; s++) c.last_use[s] = c.def[s] = -1;
+  for (c.step = 0; c.step < p->nsteps; c.step++) {
+    th_step *st = &p->steps[c.step];
+    bsym_foreach(st->b, false, use_cb, &c);
+    int n = 0;
+    th_arg_foreach_value(&st->b->out, count_cb, &n);
+    if (!(st->outs = ALLOC(p, n, int32_t))) return TH_ERR_NOMEM;
+    th_arg_foreach_value(&st->b->out, def_cb, &c);
+  }
+  th_arg ret = th_trace_output(et);
+  th_arg_foreach_value(&ret, out_cb, &c);
+  p->nouts = 0;
+  plan_outputs(p, &ret, NULL, &p->nouts);
+  if (!(p->outs = ALLOC(p, p->nouts, th_out))) return TH_ERR_NOMEM;
+  int k = 0;
+  plan_outputs(p, &ret, p->outs, &k);
+
+  /* release lists: a slot dies after its last use, or right after its producer if never used */
+  for (int s = 0; s < p->nslots; s++) {
+    int32_t r = c.last_use[s] > c.def[s] ? c.last_use[s] : c.def[s];
+    if (!c.is_out[s] && r >= 0) p->steps[r].nrelease++;
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    if (!(p->steps[i].release = ALLOC(p, p->steps[i].nrelease, int32_t))) return TH_ERR_NOMEM;
+    p->steps[i].nrelease = 0;
+  }
+  for (int s = 0; s < p->nslots; s++) {
+    int32_t r = c.last_use[s] > c.def[s] ? c.last_use[s] : c.def[s];
+    if (!c.is_out[s] && r >= 0) p->steps[r].release[p->steps[r].nrelease++] = s;
+  }
+  if (!(p->bind_input = ALLOC(p, p->ninputs, bool))) return TH_ERR_NOMEM;
+  for (int i = 0; i < p->ninputs; i++) p->bind_input[i] = c.last_use[i] >= 0 || c.is_out[i];
+  return TH_OK;
+}
+
+/* ---- the public API -------------------------------------------------------------------------------- */
+
+void th_program_free(th_program *p) {
+  if (!p) return;
+  if (p->slots)
+    for (int s = 0; s < p->nslots; s++) th_tensor_release(p->slots[s]);
+  th_trace_free(p->trace);
+  th_arena_free(p->arena);
+  th_free(p);
+}
+
+const th_trace *th_program_trace(const th_program *p) { return p->trace; }
+
+th_status th_program_compile_with(const th_trace *tr, const th_compile_options *opts,
+                                  const th_executor_desc *const *execs, int nexecs, th_program **out) {
+  static const th_compile_options defaults = {0};
+  const th_compile_options *o = opts ? opts : &defaults;
+  *out = NULL;
+  TH_TRY(th_trace_verify(tr));
+  TH_TRY(check_devices(tr, o));
+  th_program *p = th_calloc(1, sizeof *p);
+  if (!p) return th_error(TH_ERR_NOMEM, "out of memory compiling a program");
+  p->has_device_override = o->has_device_override;
+  p->seed = o->seed;
+  th_status st = TH_ERR_NOMEM;
+  if (!(p->arena = th_arena_new())) goto fail;
+  if ((st = th_transform_for_execution(tr, execs, nexecs, &p->trace)) != TH_OK) goto fail;
+#ifndef NDEBUG
+  if ((st = th_trace_verify(p->trace)) != TH_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", th_last_error());
+    th_error(st, "the execution trace does not verify: %s", msg);
+    goto fail;
+  }
+#endif
+  if ((st = build(p, execs, nexecs)) != TH_OK) goto fail;
+  *out = p;
+  return TH_OK;
+fail:
+  if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM)
+    th_error(TH_ERR_NOMEM, "out of memory compiling a program");
+  th_program_free(p);
+  return st;
+}
+
+th_status th_program_compile(const th_trace *tr, const th_compile_options *opts, th_program **out) {
+  const char *const *names = default_executors;
+  int n = (int)(sizeof default_executors / sizeof *default_executors);
+  if (opts && opts->executors) {
+    names = opts->executors;
+    n = opts->nexecutors;
+  }
+  if (n < 0 || n > 16) {
+    *out = NULL;
+    return th_error(TH_ERR_VALUE, "expected between 0 and 16 executors, got %d", n);
+  }
+  const th_executor_desc *execs[16];
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !(execs[i] = builtin_executor(names[i]))) {
+      *out = NULL;
+      return th_error(TH_ERR_VALUE,
+                      "Expected an Executor or the name of a registered Executor, but got '%s' (known: "
+                      "blas, eager)", names[i] ? names[i] : "NULL");
+    }
+  }
+  return th_program_compile_with(tr, opts, execs, n, out);
+}
+
+/* ---- run ---------------------------------------------------------------------------------------- */
+
+static void release_all(th_program *p) {
+  for (int s = 0; s < p->nslots; s++) {
+    th_tensor_release(p->slots[s]);
+    p->slots[s] = NULL;
+  }
+}
+
+static th_status check_input(const th_program *p, int i, const th_tensor *t) {
+  const th_value *v = p->trace->inputs.items[i];
+  if (t && t->device.type == TH_CPU && matches(t, v)) return TH_OK;
+  char want[192], got[160], dev[32];
+  th_device_str(p->has_device_override ? (th_device){TH_CPU, 0} : v->device, dev, sizeof dev);
+  size_t k = (size_t)snprintf(want, sizeof want, "%s ", dev);
+  shape_string(v->dtype, v->ndim, v->shape, want + k, sizeof want - k);
+  if (!t) {
+    snprintf(got, sizeof got, "None");
+  } else {
+    k = 0;
+    if (t->device.type != TH_CPU) {
+      th_device_str(t->device, got, sizeof got - 1);
+      k = strlen(got);
+      got[k++] = ' ';
+    }
+    shape_string(t->dtype, t->ndim, t->shape, got + k, sizeof got - k);
+  }
+  return th_error(TH_ERR_VALUE, "input '%s': expected %s, got %s", v->name ? v->name : "?", want, got);
+}
+
+/* The kernel's error with the op's name in front (unless the kernel already put it there). */
+static th_status op_error(const th_bsym *b, th_status st) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", th_last_error());
+  const char *q = b->sym->qualname;
+  size_t n = strlen(q);
+  if (!strncmp(msg, q, n) && msg[n] == ':') return th_error(st, "%s", msg);
+  if (!msg[0]) return th_error(st, "%s: failed (%s)", q, th_status_name(st));
+  return th_error(st, "%s: %s", q, msg);
+}
+
+static th_tensor *number_tensor(const th_out *o) {
+  th_tensor *t = th_tensor_empty(o->dtype, 0, NULL);
+  if (!t) return NULL;
+  void *d = th_tensor_data(t);
+  if (o->dtype == TH_BOOL) *(uint8_t *)d = o->i != 0;
+  else if (o->dtype == TH_F64) *(double *)d = o->f;
+  else *(int64_t *)d = o->i;
+  return t;
+}
+
+th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
+                         th_tensor ***outputs) {
+  *noutputs = 0;
+  *outputs = NULL;
+  if (ninputs != p->ninputs)
+    return th_error(TH_ERR_VALUE, "%s() expected %d input%s, got %d", p->trace->fn_name, p->ninputs,
+                    p->ninputs == 1 ? "" : "s", ninputs);
+  for (int i = 0; i < ninputs; i++) TH_TRY(check_input(p, i, inputs[i]));
+  for (int i = 0; i < ninputs; i++)
+    if (p->bind_input[i]) {
+      th_tensor_retain(inputs[i]);
+      p->slots[i] = inputs[i];
+    }
+  th_rt_env env = {p, p->slots, p->runs++, 0};
+  th_status st = TH_OK;
+  for (int i = 0; i < p->nsteps; i++) {
+    const th_step *s = &p->steps[i];
+    if ((st = s->kernel(&env, s->b)) != TH_OK) {
+      op_error(s->b, st);
+      goto fail;
+    }
+    for (int k = 0; k < s->nouts; k++)
+      if (!p->slots[s->outs[k]]) {
+        st = th_error(TH_ERR_RUNTIME, "%s: the kernel did not produce %s", s->b->sym->qualname,
+                      p->slot_value[s->outs[k]]->name ? p->slot_value[s->outs[k]]->name : "an output");
+        goto fail;
+      }
+    for (int k = 0; k < s->nrelease; k++) {
+      th_tensor_release(p->slots[s->release[k]]);
+      p->slots[s->release[k]] = NULL;
+    }
+  }
+  th_tensor **res = NULL;
+  if (p->nouts) {
+    res = th_malloc(sizeof(th_tensor *) * (size_t)p->nouts);
+    if (!res) {
+      st = th_error(TH_ERR_NOMEM, "out of memory collecting the outputs");
+      goto fail;
+    }
+  }
+  for (int i = 0; i < p->nouts; i++) {
+    const th_out *o = &p->outs[i];
+    res[i] = NULL;
+    if (o->kind == OUT_NUMBER) {
+      res[i] = number_tensor(o);
+    } else if (o->kind == OUT_SLOT) {
+      res[i] = o->slot >= 0 ? p->slots[o->slot] : NULL;
+      if (res[i]) th_tensor_retain(res[i]);
+      else th_error(TH_ERR_RUNTIME, "%s() has no value for output %d", p->trace->fn_name, i);
+    } else {
+      continue;
+    }
+    if (!res[i]) {
+      st = th_last_status() == TH_OK ? TH_ERR_RUNTIME : th_last_status();
+      for (int k = 0; k < i; k++) th_tensor_release(res[k]);
+      th_free(res);
+      goto fail;
+    }
+  }
+  release_all(p);
+  *noutputs = p->nouts;
+  *outputs = res;
+  return TH_OK;
+fail:
+  release_all(p);
+  return st;
+}

@@ -1,0 +1,253 @@
+/* dce.c — Dead Code Elimination, and the helpers passes share: a clock for provenance strings and a
+ * deep copy of a bound symbol into another trace's arena.
+ *
+ * DCE follows Thunder's dce_bsyms: walk the top-level bsyms backwards with the set of needed values,
+ * seeded by the return. A bsym is kept when one of its outputs is needed or when it has an effect
+ * (DONT_DCE, RANDOM or IN_PLACE on it or on any subsymbol: the return, copy_, uniform); a kept bsym
+ * makes its arguments needed. Comments are kept. A python_del is kept with only the values that are
+ * still defined afterwards (an input or an output of a kept bsym), and dropped when none is. Values
+ * are tracked by id in flat arrays (ids are dense within a compilation). */
+#include <string.h>
+#include <time.h>
+
+#include "transforms/transforms.h"
+
+double th_pass_clock_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- deep copy of a bsym ---------------------------------------------------------------------- */
+
+static void map_arg(th_arg *a, th_value_map_fn map, void *ctx) {
+  if (a->kind == TH_ARG_VALUE) {
+    a->u.value = map(a->u.value, ctx);
+  } else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT) {
+    for (int i = 0; i < a->u.seq.n; i++) map_arg(&a->u.seq.items[i], map, ctx);
+  }
+}
+
+static th_status clone_args(th_trace *dst, int n, const th_arg *src, th_value_map_fn map, void *ctx,
+                            th_arg **out) {
+  *out = NULL;
+  if (n == 0) return TH_OK;
+  th_arg *a = th_arena_alloc(dst->arena, sizeof(th_arg) * (size_t)n);
+  if (!a) return TH_ERR_NOMEM;
+  for (int i = 0; i < n; i++) {
+    TH_TRY(th_arg_copy(dst, &src[i], &a[i]));
+    if (map) map_arg(&a[i], map, ctx);
+  }
+  *out = a;
+  return TH_OK;
+}
+
+th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx,
+                        th_bsym **out) {
+  th_bsym *b = th_arena_alloc(dst->arena, sizeof *b);
+  if (!b) return TH_ERR_NOMEM;
+  *b = *src;
+  if (src->sym->id == TH_OP_DYNAMIC) { /* dynamic symbols live in their trace's arena */
+    th_symbol *s = th_arena_alloc(dst->arena, sizeof *s);
+    if (!s) return TH_ERR_NOMEM;
+    *s = *src->sym;
+    s->name = s->qualname = th_arena_strdup(dst->arena, src->sym->name);
+    if (!s->name) return TH_ERR_NOMEM;
+    b->sym = s;
+  }
+  TH_TRY(clone_args(dst, src->nargs, src->args, map, ctx, &b->args));
+  TH_TRY(clone_args(dst, src->nkwargs, src->kwargs, map, ctx, &b->kwargs));
+  if (src->nkwargs) {
+    b->kwnames = th_arena_alloc(dst->arena, sizeof(char *) * (size_t)src->nkwargs);
+    if (!b->kwnames) return TH_ERR_NOMEM;
+    for (int i = 0; i < src->nkwargs; i++)
+      if (!(b->kwnames[i] = th_arena_strdup(dst->arena, src->kwnames[i]))) return TH_ERR_NOMEM;
+  }
+  TH_TRY(th_arg_copy(dst, &src->out, &b->out));
+  if (map) map_arg(&b->out, map, ctx);
+  if (src->executor && !(b->executor = th_arena_strdup(dst->arena, src->executor))) return TH_ERR_NOMEM;
+  b->subs = NULL;
+  if (src->nsubs) {
+    b->subs = th_arena_alloc(dst->arena, sizeof(th_bsym *) * (size_t)src->nsubs);
+    if (!b->subs) return TH_ERR_NOMEM;
+    for (int i = 0; i < src->nsubs; i++) TH_TRY(th_bsym_clone(dst, src->subs[i], map, ctx, &b->subs[i]));
+  }
+  *out = b;
+  return TH_OK;
+}
+
+/* ---- effects ----------------------------------------------------------------------------------- */
+
+static bool has_tags_rec(const th_bsym *b, unsigned tags) {
+  if (b->sym->tags & tags) return true;
+  for (int i = 0; i < b->nsubs; i++)
+    if (has_tags_rec(b->subs[i], tags)) return true;
+  return false;
+}
+
+bool th_bsym_has_effect(const th_bsym *b) {
+  return has_tags_rec(b, TH_TAG_DONT_DCE | TH_TAG_RANDOM | TH_TAG_IN_PLACE);
+}
+
+/* ---- the pass ------------------------------------------------------------------------------------ */
+
+typedef struct {
+  bool *flags; /* indexed by value id */
+  uint32_t n;
+} id_set;
+
+static void max_id_cb(th_value *v, void *ctx) {
+  uint32_t *m = ctx;
+  if (v->id + 1 > *m) *m = v->id + 1;
+}
+
+static void bsym_max_id(const th_bsym *b, uint32_t *m) {
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], max_id_cb, m);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], max_id_cb, m);
+  th_arg_foreach_value(&b->out, max_id_cb, m);
+}
+
+static void set_cb(th_value *v, void *ctx) {
+  id_set *s = ctx;
+  if (v->id < s->n) s->flags[v->id] = true;
+}
+
+typedef struct {
+  const id_set *s;
+  bool found;
+} any_ctx;
+
+static void any_cb(th_value *v, void *ctx) {
+  any_ctx *c = ctx;
+  if (v->id < c->s->n && c->s->flags[v->id]) c->found = true;
+}
+
+/* True if any value in a is in s. */
+static bool arg_any_in(const th_arg *a, const id_set *s) {
+  any_ctx c = {s, false};
+  th_arg_foreach_value(a, any_cb, &c);
+  return c.found;
+}
+
+static void mark_args(const th_bsym *b, id_set *s) {
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], set_cb, s);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], set_cb, s);
+}
+
+/* Keeps only the values of a python_del argument that are in `defined`; *n counts them. */
+static th_status filter_del_arg(th_trace *tr, const th_arg *a, const id_set *defined, th_arg *out,
+                                int *n) {
+  if (a->kind == TH_ARG_VALUE) {
+    bool ok = a->u.value->id < defined->n && defined->flags[a->u.value->id];
+    *out = ok ? *a : th_arg_none();
+    *n += ok;
+    return TH_OK;
+  }
+  if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST) {
+    *out = *a;
+    return TH_OK;
+  }
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(a->u.seq.n ? a->u.seq.n : 1));
+  if (!items) return TH_ERR_NOMEM;
+  int k = 0;
+  for (int i = 0; i < a->u.seq.n; i++) {
+    int before = *n;
+    th_arg x;
+    TH_TRY(filter_del_arg(tr, &a->u.seq.items[i], defined, &x, n));
+    if (*n > before) items[k++] = x;
+  }
+  *out = *a;
+  out->u.seq.items = items;
+  out->u.seq.n = k;
+  return TH_OK;
+}
+
+/* Runs DCE over tr's top-level bsyms (which live in tr's arena) and replaces the list. */
+th_status th_dce_in_place(th_trace *tr) {
+  int n = tr->bsyms.n;
+  th_bsym **bs = (th_bsym **)tr->bsyms.items;
+  uint32_t nids = 0;
+  for (int i = 0; i < tr->inputs.n; i++) max_id_cb(tr->inputs.items[i], &nids);
+  for (int i = 0; i < n; i++) bsym_max_id(bs[i], &nids);
+
+  th_status st = TH_ERR_NOMEM;
+  id_set needed = {th_calloc(nids ? nids : 1, 1), nids};
+  id_set defined = {th_calloc(nids ? nids : 1, 1), nids};
+  bool *keep = th_calloc(n ? (size_t)n : 1, 1);
+  if (!needed.flags || !defined.flags || !keep) {
+    th_error(TH_ERR_NOMEM, "out of memory in dead code elimination");
+    goto done;
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    const th_bsym *b = bs[i];
+    th_op_id id = b->sym->id;
+    if (id == TH_OP_prims_python_del || id == TH_OP_prims_comment) {
+      keep[i] = true; /* dels do not make their values needed */
+      continue;
+    }
+    bool k = th_bsym_has_effect(b) || arg_any_in(&b->out, &needed);
+    if (k) {
+      keep[i] = true;
+      mark_args(b, &needed);
+    }
+  }
+  for (int i = 0; i < tr->inputs.n; i++) set_cb(tr->inputs.items[i], &defined);
+  th_vec kept = {0};
+  for (int i = 0; i < n; i++) {
+    if (!keep[i]) continue;
+    th_bsym *b = bs[i];
+    if (b->sym->id == TH_OP_prims_python_del && b->nargs == 1) {
+      th_arg a;
+      int nvals = 0;
+      if ((st = filter_del_arg(tr, &b->args[0], &defined, &a, &nvals)) != TH_OK) goto done;
+      if (nvals == 0) continue;
+      th_bsym *nb = th_arena_alloc(tr->arena, sizeof *nb);
+      th_arg *args = th_arena_alloc(tr->arena, sizeof(th_arg));
+      if (!nb || !args) {
+        st = TH_ERR_NOMEM;
+        goto done;
+      }
+      *nb = *b;
+      args[0] = a;
+      nb->args = args;
+      b = nb;
+    }
+    th_arg_foreach_value(&b->out, set_cb, &defined);
+    if ((st = th_vec_push(tr->arena, &kept, b)) != TH_OK) goto done;
+  }
+  tr->bsyms = kept;
+  st = TH_OK;
+done:
+  th_free(needed.flags);
+  th_free(defined.flags);
+  th_free(keep);
+  return st;
+}
+
+th_status th_dce(const th_trace *tr, th_trace **out) {
+  double t0 = th_pass_clock_ms();
+  th_trace *nt = th_trace_derive(tr, tr->fn_name);
+  if (!nt) return TH_ERR_NOMEM;
+  th_status st = TH_OK;
+  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++) st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
+  for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) {
+    th_bsym *b;
+    st = th_bsym_clone(nt, tr->bsyms.items[i], NULL, NULL, &b);
+    if (st == TH_OK) st = th_vec_push(nt->arena, &nt->bsyms, b);
+  }
+  nt->has_return = tr->has_return;
+  nt->nfusions = tr->nfusions;
+  if (st == TH_OK) st = th_dce_in_place(nt);
+  if (st == TH_OK) {
+    char pss[96];
+    snprintf(pss, sizeof pss, "Dead Code Elimination (took %ld milliseconds)", (long)(th_pass_clock_ms() - t0));
+    st = th_trace_set_provenance(nt, pss);
+  }
+  if (st != TH_OK) {
+    if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM) th_error(TH_ERR_NOMEM, "out of memory in dead code elimination");
+    th_trace_free(nt);
+    return st;
+  }
+  *out = nt;
+  return TH_OK;
+}

@@ -1,0 +1,12 @@
+def computation(x, w):
+  # x: "cuda:0 f32[16, 16]"
+  # w: "cuda:0 f32[16, 16]"
+  [t0, t1] = nvFusion0(w, x)
+    # t0 = prims.convert_element_type(x, dtypes.bfloat16)  # t0: "cuda:0 bf16[16, 16]"
+    # t1 = prims.convert_element_type(w, dtypes.bfloat16)  # t1: "cuda:0 bf16[16, 16]"
+  del w, x
+  t2 = torch.nn.functional.linear(t0, t1, None)  # t2: "cuda:0 bf16[16, 16]"
+    # t2 = ltorch.linear(t0, t1, None)  # t2: "cuda:0 bf16[16, 16]"
+      # t2 = prims.linear(t0, t1, None)  # t2: "cuda:0 bf16[16, 16]"
+  del t0, t1
+  return t2

@@ -1,0 +1,449 @@
+/* thunder.c — the `thunder` command-line tool: check and run programs written in Thunder's trace format.
+ *
+ *   thunder run PROGRAM [--input NAME=FILE | --input FILE.safetensors]... [--random-inputs SEED]
+ *               [--device cpu] [--executors blas,eager] [--output FILE] [--print-trace] [--quiet]
+ *   thunder check PROGRAM
+ *   thunder --help
+ *
+ * `run` parses and verifies the trace, binds each input (from a .npy file, a tensor of a .safetensors
+ * file, or deterministic random values), compiles it for the CPU, runs it, prints summary statistics of
+ * every output and optionally writes them (.npy: one output; .safetensors: all, named output0...).
+ * Input dtypes and shapes come from the trace's argument comments and are checked against the files.
+ * Exit status: 0 success, 1 user error (one line on stderr naming file, line, op and argument),
+ * 2 bad usage. Output files are written atomically: a failure never leaves a partial file. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "thunder/thunder.h"
+
+#define MAX_BINDINGS 256
+
+static const char *usage_text =
+    "usage: thunder run PROGRAM [options]   compile and run a trace on the CPU\n"
+    "       thunder check PROGRAM           parse, verify and print a trace\n"
+    "       thunder --help                  this text\n"
+    "\n"
+    "PROGRAM is a tensor program in Lightning Thunder's printed trace format\n"
+    "(def computation(...): with one `# name: \"cpu f32[2, 3]\"` comment per input).\n"
+    "\n"
+    "run options:\n"
+    "  --input NAME=FILE      bind input NAME to FILE (.npy, or the tensor NAME of a .safetensors file)\n"
+    "  --input FILE.safetensors\n"
+    "                         bind every input named like a tensor in FILE\n"
+    "  --random-inputs SEED   fill inputs not bound by --input with deterministic random values\n"
+    "                         (floats uniform in [-1, 1), integers in [0, 16), bools 0/1)\n"
+    "  --device cpu           run a trace recorded for another device (cuda:0) on the CPU\n"
+    "  --executors LIST       executors in priority order (default blas,eager)\n"
+    "  --output FILE          write the outputs: FILE.npy (a single output) or FILE.safetensors\n"
+    "  --print-trace          print the execution trace before running\n"
+    "  --quiet                do not print the input trace and output statistics\n"
+    "\n"
+    "exit status: 0 success, 1 error in the program or its inputs, 2 bad usage\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "thunder: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nrun `thunder --help` for usage\n");
+  return 2;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "thunder: %s: cannot open: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (!buf) break;
+    size_t n = fread(buf + len, 1, cap - len - 1, f);
+    len += n;
+    if (n == 0) break;
+    if (len + 1 == cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+      }
+      buf = nb;
+    }
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!buf || err) {
+    fprintf(stderr, "thunder: %s: read error\n", path);
+    free(buf);
+    return NULL;
+  }
+  buf[len] = 0;
+  return buf;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Prints the library's error for `what` as one line. */
+static int fail(const char *what) {
+  const char *msg = th_last_error();
+  if (what && *what)
+    fprintf(stderr, "thunder: %s: %s\n", what, msg);
+  else
+    fprintf(stderr, "thunder: %s\n", msg);
+  return 1;
+}
+
+typedef struct {
+  const char *name; /* NULL: bind all tensors of a .safetensors file by name */
+  const char *path;
+} binding;
+
+/* ---- random inputs: splitmix64, deterministic per (seed, input index) ------------------------------ */
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static th_tensor *random_tensor(const th_value *v, uint64_t seed, int index) {
+  th_dtype dt = th_value_dtype(v);
+  th_tensor *t = th_tensor_empty(dt, th_value_ndim(v), th_value_shape(v));
+  if (!t) return NULL;
+  uint64_t s = seed * 1000003ull + (uint64_t)index;
+  int64_t n = th_tensor_numel(t);
+  unsigned char *p = th_tensor_data(t);
+  size_t sz = th_dtype_size(dt);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = splitmix64(&s);
+    double u = (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0; /* [-1, 1) */
+    unsigned char *e = p + (size_t)i * sz;
+    switch (dt) {
+      case TH_BOOL: *e = (unsigned char)(r & 1); break;
+      case TH_U8: *e = (uint8_t)(r % 16); break;
+      case TH_I8: *(int8_t *)e = (int8_t)(r % 16); break;
+      case TH_I16: { int16_t x = (int16_t)(r % 16); memcpy(e, &x, 2); break; }
+      case TH_I32: { int32_t x = (int32_t)(r % 16); memcpy(e, &x, 4); break; }
+      case TH_I64: { int64_t x = (int64_t)(r % 16); memcpy(e, &x, 8); break; }
+      case TH_F16: { uint16_t x = th_f32_to_f16((float)u); memcpy(e, &x, 2); break; }
+      case TH_BF16: { uint16_t x = th_f32_to_bf16((float)u); memcpy(e, &x, 2); break; }
+      case TH_F32: { float x = (float)u; memcpy(e, &x, 4); break; }
+      case TH_F64: memcpy(e, &u, 8); break;
+      case TH_F8E4M3FN: *e = th_f32_to_f8e4m3fn((float)u, false); break;
+      case TH_F8E5M2: *e = th_f32_to_f8e5m2((float)u, false); break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+static void format_type(th_dtype dt, int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "%s[", th_dtype_short(dt));
+  for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Checks a file tensor against the input's recorded dtype and shape. */
+static bool check_input(const char *prog, const th_value *v, const th_tensor *t, const char *path) {
+  bool ok = th_tensor_dtype(t) == th_value_dtype(v) && th_tensor_ndim(t) == th_value_ndim(v);
+  for (int i = 0; ok && i < th_value_ndim(v); i++) ok = th_tensor_shape(t)[i] == th_value_shape(v)[i];
+  if (!ok) {
+    char want[128], got[128];
+    format_type(th_value_dtype(v), th_value_ndim(v), th_value_shape(v), want, sizeof want);
+    format_type(th_tensor_dtype(t), th_tensor_ndim(t), th_tensor_shape(t), got, sizeof got);
+    fprintf(stderr, "thunder: %s: input '%s' from %s: expected %s, got %s\n", prog, th_value_name(v), path,
+            want, got);
+  }
+  return ok;
+}
+
+/* Finds the tensor named `name` in a .safetensors file (or the only tensor if it holds one). */
+static th_tensor *load_safetensors_named(const char *path, const char *name, bool exact) {
+  int n = 0;
+  char **names = NULL;
+  th_tensor **ts = NULL;
+  if (th_safetensors_read(path, &n, &names, &ts) != TH_OK) return NULL;
+  th_tensor *found = NULL;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], name)) found = ts[i];
+  if (!found && !exact && n == 1) found = ts[0];
+  if (found) th_tensor_retain(found);
+  th_safetensors_free(n, names, ts);
+  return found;
+}
+
+static void print_stats(const char *label, const th_tensor *t) {
+  char ty[128];
+  format_type(th_tensor_dtype(t), th_tensor_ndim(t), th_tensor_shape(t), ty, sizeof ty);
+  int64_t n = th_tensor_numel(t);
+  double sum = 0, sumsq = 0, mn = INFINITY, mx = -INFINITY;
+  int64_t nonfinite = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double x = th_tensor_get_f64(t, i);
+    if (!isfinite(x)) {
+      nonfinite++;
+      continue;
+    }
+    sum += x;
+    sumsq += x * x;
+    mn = x < mn ? x : mn;
+    mx = x > mx ? x : mx;
+  }
+  int64_t m = n - nonfinite;
+  double mean = m ? sum / (double)m : NAN;
+  double var = m ? sumsq / (double)m - mean * mean : NAN;
+  printf("%s: %s  mean %.6g  std %.6g  min %.6g  max %.6g", label, ty, mean, var > 0 ? sqrt(var) : 0.0,
+         m ? mn : NAN, m ? mx : NAN);
+  if (nonfinite) printf("  non-finite %lld", (long long)nonfinite);
+  printf("\n  first values:");
+  for (int64_t i = 0; i < n && i < 6; i++) printf(" %.6g", th_tensor_get_f64(t, i));
+  printf("%s\n", n > 6 ? " ..." : "");
+}
+
+static int cmd_check(const char *prog) {
+  char *text = read_file(prog);
+  if (!text) return 1;
+  th_trace *tr = NULL;
+  th_status st = th_trace_parse(text, prog, &tr);
+  free(text);
+  if (st != TH_OK) return fail("");
+  st = th_trace_verify(tr);
+  if (st != TH_OK) {
+    th_trace_free(tr);
+    return fail(prog);
+  }
+  char *s = th_trace_print(tr, -1);
+  if (s) fputs(s, stdout);
+  free(s);
+  printf("# %s: ok (%d inputs, %d top-level bound symbols)\n", prog, th_trace_num_inputs(tr),
+         th_trace_num_bsyms(tr));
+  th_trace_free(tr);
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+  const char *prog = NULL, *output = NULL, *executors = NULL;
+  bool has_seed = false, print_trace = false, quiet = false, device_cpu = false;
+  uint64_t seed = 0;
+  binding binds[MAX_BINDINGS];
+  int nbinds = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    bool needs_value = !strcmp(a, "--input") || !strcmp(a, "--random-inputs") || !strcmp(a, "--device") ||
+                       !strcmp(a, "--output") || !strcmp(a, "--executors");
+    if (needs_value && i + 1 >= argc) return usage_error("%s needs a value", a);
+    if (!strcmp(a, "--input")) {
+      const char *v = argv[++i];
+      const char *eq = strchr(v, '=');
+      if (nbinds == MAX_BINDINGS) return usage_error("too many --input options%s", "");
+      if (eq) {
+        char *name = strndup(v, (size_t)(eq - v));
+        binds[nbinds++] = (binding){name, eq + 1};
+      } else if (ends_with(v, ".safetensors")) {
+        binds[nbinds++] = (binding){NULL, v};
+      } else {
+        return usage_error("--input expects NAME=FILE or FILE.safetensors, got '%s'", v);
+      }
+    } else if (!strcmp(a, "--random-inputs")) {
+      char *end;
+      errno = 0;
+      unsigned long long s = strtoull(argv[++i], &end, 10);
+      if (*end || errno) return usage_error("--random-inputs expects a non-negative integer seed, got '%s'", argv[i]);
+      seed = s;
+      has_seed = true;
+    } else if (!strcmp(a, "--device")) {
+      if (strcmp(argv[++i], "cpu")) return usage_error("--device: only 'cpu' is available, got '%s'", argv[i]);
+      device_cpu = true;
+    } else if (!strcmp(a, "--output")) {
+      output = argv[++i];
+      if (!ends_with(output, ".npy") && !ends_with(output, ".safetensors"))
+        return usage_error("--output must end in .npy or .safetensors, got '%s'", output);
+    } else if (!strcmp(a, "--executors")) {
+      executors = argv[++i];
+    } else if (!strcmp(a, "--print-trace")) {
+      print_trace = true;
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = true;
+    } else if (a[0] == '-') {
+      return usage_error("unknown option '%s'", a);
+    } else if (!prog) {
+      prog = a;
+    } else {
+      return usage_error("unexpected argument '%s'", a);
+    }
+  }
+  if (!prog) return usage_error("run: missing PROGRAM%s", "");
+
+  int rc = 1;
+  th_trace *tr = NULL;
+  th_program *p = NULL;
+  th_tensor *inputs[MAX_BINDINGS] = {0};
+  th_tensor **outs = NULL;
+  int nout = 0, nin = 0;
+  const char *exec_names[16];
+  char *exec_buf = NULL;
+  int nexec = 0;
+
+  char *text = read_file(prog);
+  if (!text) goto done;
+  th_status st = th_trace_parse(text, prog, &tr);
+  free(text);
+  if (st != TH_OK) {
+    fail("");
+    goto done;
+  }
+  nin = th_trace_num_inputs(tr);
+  if (nin > MAX_BINDINGS) {
+    fprintf(stderr, "thunder: %s: too many inputs (%d)\n", prog, nin);
+    goto done;
+  }
+  /* bind inputs */
+  for (int b = 0; b < nbinds; b++) {
+    bool used = false;
+    for (int i = 0; i < nin; i++) {
+      const th_value *v = th_trace_input(tr, i);
+      bool by_name = binds[b].name && !strcmp(binds[b].name, th_value_name(v));
+      if (!by_name && binds[b].name) continue;
+      th_tensor *t = NULL;
+      if (by_name && ends_with(binds[b].path, ".npy")) {
+        if (th_npy_read(binds[b].path, &t) != TH_OK) {
+          fail(prog);
+          goto done;
+        }
+      } else if (ends_with(binds[b].path, ".safetensors")) {
+        t = load_safetensors_named(binds[b].path, th_value_name(v), !by_name);
+        if (!t) {
+          if (by_name) {
+            if (th_last_error()[0]) fail(prog);
+            else fprintf(stderr, "thunder: %s: %s has no tensor named '%s'\n", prog, binds[b].path, th_value_name(v));
+            goto done;
+          }
+          continue; /* all-by-name binding: this input is not in the file */
+        }
+      } else {
+        fprintf(stderr, "thunder: %s: input '%s': %s is neither .npy nor .safetensors\n", prog,
+                th_value_name(v), binds[b].path);
+        goto done;
+      }
+      used = true;
+      if (!check_input(prog, v, t, binds[b].path)) {
+        th_tensor_release(t);
+        goto done;
+      }
+      th_tensor_release(inputs[i]);
+      inputs[i] = t;
+    }
+    if (!used && binds[b].name) {
+      fprintf(stderr, "thunder: %s: --input %s: the program has no input named '%s'\n", prog, binds[b].name,
+              binds[b].name);
+      goto done;
+    }
+  }
+  for (int i = 0; i < nin; i++) {
+    if (inputs[i]) continue;
+    const th_value *v = th_trace_input(tr, i);
+    if (!has_seed) {
+      fprintf(stderr, "thunder: %s: input '%s' is not bound: pass --input %s=FILE or --random-inputs SEED\n", prog,
+              th_value_name(v), th_value_name(v));
+      goto done;
+    }
+    inputs[i] = random_tensor(v, seed, i);
+    if (!inputs[i]) {
+      fail(prog);
+      goto done;
+    }
+  }
+
+  th_compile_options opts = {0};
+  opts.seed = has_seed ? seed : 0;
+  if (device_cpu) {
+    opts.has_device_override = true;
+    opts.device_override = (th_device){TH_CPU, 0};
+  }
+  if (executors) {
+    exec_buf = strdup(executors);
+    for (char *tok = strtok(exec_buf, ","); tok && nexec < 16; tok = strtok(NULL, ",")) exec_names[nexec++] = tok;
+    opts.executors = exec_names;
+    opts.nexecutors = nexec;
+  }
+  if (th_program_compile(tr, &opts, &p) != TH_OK) {
+    fail(prog);
+    goto done;
+  }
+  if (!quiet || print_trace) {
+    char *s = th_trace_print(print_trace ? th_program_trace(p) : tr, -1);
+    if (s) fputs(s, stdout);
+    free(s);
+  }
+  if (th_program_run(p, nin, inputs, &nout, &outs) != TH_OK) {
+    fail(prog);
+    goto done;
+  }
+  if (!quiet) {
+    printf("\n# outputs of %s\n", prog);
+    for (int i = 0; i < nout; i++) {
+      char label[32];
+      snprintf(label, sizeof label, "output%d", i);
+      print_stats(label, outs[i]);
+    }
+  }
+  if (output) {
+    if (ends_with(output, ".npy")) {
+      if (nout != 1) {
+        fprintf(stderr, "thunder: %s: --output %s: the program has %d outputs; use a .safetensors file\n", prog,
+                output, nout);
+        goto done;
+      }
+      if (th_npy_write(output, outs[0]) != TH_OK) {
+        fail(prog);
+        goto done;
+      }
+    } else {
+      char **names = calloc((size_t)(nout ? nout : 1), sizeof(char *));
+      for (int i = 0; names && i < nout; i++) {
+        names[i] = malloc(32);
+        if (names[i]) snprintf(names[i], 32, "output%d", i);
+      }
+      st = names ? th_safetensors_write(output, nout, (const char *const *)names, outs) : TH_ERR_NOMEM;
+      for (int i = 0; names && i < nout; i++) free(names[i]);
+      free(names);
+      if (st != TH_OK) {
+        fail(prog);
+        goto done;
+      }
+    }
+  }
+  rc = 0;
+done:
+  for (int i = 0; i < nout; i++) th_tensor_release(outs[i]);
+  free(outs);
+  for (int i = 0; i < nin; i++) th_tensor_release(inputs[i]);
+  for (int b = 0; b < nbinds; b++) free((char *)binds[b].name);
+  free(exec_buf);
+  th_program_free(p);
+  th_trace_free(tr);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage_text, stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    fputs(usage_text, stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "check")) {
+    if (argc != 3) return usage_error("check takes exactly one PROGRAM%s", "");
+    return cmd_check(argv[2]);
+  }
+  if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  return usage_error("unknown command '%s'", argv[1]);
+}
