@@ -75,6 +75,7 @@ static inline th_arg th_arg_int(int64_t i) { th_arg a = {TH_ARG_INT, {0}}; a.u.i
 static inline th_arg th_arg_float(double f) { th_arg a = {TH_ARG_FLOAT, {0}}; a.u.f = f; return a; }
 static inline th_arg th_arg_str(const char *s) { th_arg a = {TH_ARG_STR, {0}}; a.u.s = s; return a; }
 static inline th_arg th_arg_dtype(th_dtype d) { th_arg a = {TH_ARG_DTYPE, {0}}; a.u.dtype = d; return a; }
+static inline th_arg th_arg_device(th_device d) { th_arg a = {TH_ARG_DEVICE, {0}}; a.u.device = d; return a; }
 static inline th_arg th_arg_tuple(int n, th_arg *items) {
   th_arg a = {TH_ARG_TUPLE, {0}}; a.u.seq.n = n; a.u.seq.items = items; a.u.seq.keys = 0; return a;
 }

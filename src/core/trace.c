@@ -344,7 +344,8 @@ static bool arg_fits(const th_param *p, const th_arg *a) {
       if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST) return false;
       for (int i = 0; i < a->u.seq.n; i++) {
         const th_arg *x = &a->u.seq.items[i];
-        if (x->kind != TH_ARG_INT && !(x->kind == TH_ARG_VALUE && !x->u.value->is_tensor)) return false;
+        bool int_proxy = x->kind == TH_ARG_VALUE && !x->u.value->is_tensor && x->u.value->dtype != TH_F64;
+        if (x->kind != TH_ARG_INT && x->kind != TH_ARG_BOOL && !int_proxy) return false;
       }
       return true;
     case TH_PT_FLOAT: return is_number(a);
@@ -430,6 +431,11 @@ static void name_cb(th_value *v, void *p) {
   if (c->st == TH_OK && !v->name) c->st = th_value_name_if_needed(c->tr, v);
 }
 
+static void mark_has_value(th_value *v, void *ctx) {
+  (void)v;
+  *(bool *)ctx = true;
+}
+
 static bool arg_mentions(const th_arg *a, const th_value *v) {
   if (a->kind == TH_ARG_VALUE) return a->u.value == v;
   if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
@@ -476,7 +482,11 @@ th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg
     tr->scope = saved;
     TH_TRY(st);
   }
-  if (tr->verify_mode) {
+  /* A call folded to a constant (numbers only, e.g. prims.add(2, 3)) records nothing, as Thunder
+   * computes number x number eagerly. */
+  bool has_value = false;
+  th_arg_foreach_value(&result, mark_has_value, &has_value);
+  if (tr->verify_mode || (!has_value && result.kind != TH_ARG_NONE)) {
     *out = result;
     return TH_OK;
   }

@@ -30,6 +30,7 @@
 
 #include "core/scalar.h"
 #include "executors/kernel.h"
+#include "transforms/transforms.h" /* th_rt_pool_empty */
 
 /* ---- operand layouts ----------------------------------------------------------------------------- */
 
@@ -283,7 +284,7 @@ static th_status op_prepare(operand *o) {
 /* bf16 (strided, layout l) -> a new dense f32 (B, r, c) tensor. */
 static th_tensor *widen(const th_tensor *t, const layout *l) {
   int64_t shape[3] = {l->dims[0], l->dims[1], l->dims[2]};
-  th_tensor *w = th_tensor_empty(TH_F32, 3, shape);
+  th_tensor *w = th_rt_pool_empty(TH_F32, 3, shape);
   if (!w) return NULL;
   const uint16_t *s = th_tensor_data(t);
   float *d = th_tensor_data(w);
@@ -316,7 +317,7 @@ static th_status run_widened(operand *src, operand *wei, operand *bias, th_tenso
     ops[i]->owned = true;
     ops[i]->kind = V_MAT;
   }
-  th_tensor *tmp = th_tensor_empty(TH_F32, out->ndim, out->shape);
+  th_tensor *tmp = th_rt_pool_empty(TH_F32, out->ndim, out->shape);
   if (!tmp) return th_last_status();
   th_status st = run(TH_F32, src, wei, bias, tmp);
   if (st == TH_OK) narrow(th_tensor_data(tmp), th_tensor_data(out), th_tensor_numel(out));

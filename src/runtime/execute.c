@@ -17,6 +17,7 @@
  * as 1, 2, 3", SC'11) keyed by the compile options' seed; the 128-bit counter is (draw index within the
  * run, run index), so every run of a program draws a fresh, reproducible stream. */
 #include <string.h>
+#include <threads.h>
 
 #include "executors/kernel.h"
 #include "thunder/jit.h"
@@ -69,6 +70,96 @@ struct th_rt_env {
   uint64_t run;   /* counter words 2-3 */
   uint64_t draws; /* counter words 0-1 */
 };
+
+/* ---- a pool of large tensor buffers --------------------------------------------------------------
+ * A fresh large allocation comes from mmap, and its first touch costs a page fault per 4 KiB (about
+ * 1 us each: 16 ms for 64 MiB, docs/perf-anchors.md) — on every run, since free() unmaps it again.
+ * Tensors of at least POOL_MIN_BYTES are therefore carved from blocks that go back to this pool when
+ * their last reference goes (th_tensor_from_data's deleter), and the next allocation of a similar
+ * size reuses the warm block: an intermediate released after its last use serves a later step of
+ * the same run, and last run's outputs (once the caller released them) serve the next run. Shared by
+ * all programs and threads (a mutex); it keeps at most POOL_SLOTS blocks and POOL_CAP_BYTES. */
+#define POOL_MIN_BYTES ((size_t)256 << 10)
+#define POOL_GRAIN ((size_t)64 << 10)
+#define POOL_SLOTS 32
+#define POOL_CAP_BYTES ((size_t)1 << 30)
+
+typedef struct pool_block {
+  size_t size; /* usable bytes at data */
+  void *data;  /* 64-byte aligned, inside this allocation */
+} pool_block;
+
+static once_flag pool_once = ONCE_FLAG_INIT;
+static struct {
+  bool ok;
+  mtx_t mtx;
+  pool_block *free[POOL_SLOTS]; /* oldest first */
+  int n;
+  size_t bytes;
+} pool;
+
+static void pool_init(void) { pool.ok = mtx_init(&pool.mtx, mtx_plain) == thrd_success; }
+
+static void pool_put(void *ctx) {
+  pool_block *b = ctx;
+  if (b->size > POOL_CAP_BYTES / 4) {
+    th_free(b);
+    return;
+  }
+  pool_block *evict[POOL_SLOTS];
+  int nevict = 0;
+  mtx_lock(&pool.mtx);
+  while (pool.n > 0 && (pool.n == POOL_SLOTS || pool.bytes + b->size > POOL_CAP_BYTES)) {
+    evict[nevict++] = pool.free[0];
+    pool.bytes -= pool.free[0]->size;
+    memmove(pool.free, pool.free + 1, sizeof(pool_block *) * (size_t)--pool.n);
+  }
+  pool.free[pool.n++] = b;
+  pool.bytes += b->size;
+  mtx_unlock(&pool.mtx);
+  for (int i = 0; i < nevict; i++) th_free(evict[i]);
+}
+
+th_tensor *th_rt_pool_empty(th_dtype dtype, int ndim, const int64_t *shape) {
+  int64_t numel = 1;
+  bool ok = dtype < TH_DTYPE_COUNT && ndim >= 0 && ndim <= TH_MAX_DIMS;
+  for (int i = 0; ok && i < ndim; i++) {
+    ok = shape[i] >= 0 && (shape[i] == 0 || numel <= (INT64_MAX >> 4) / shape[i]);
+    numel *= ok ? shape[i] : 1;
+  }
+  size_t need = ok ? (size_t)numel * th_dtype_size(dtype) : 0;
+  call_once(&pool_once, pool_init);
+  if (!ok || need < POOL_MIN_BYTES || need > POOL_CAP_BYTES / 4 || !pool.ok)
+    return th_tensor_empty(dtype, ndim, shape); /* validates, and small ones are cheap anyway */
+  need = (need + POOL_GRAIN - 1) / POOL_GRAIN * POOL_GRAIN;
+  pool_block *b = NULL;
+  mtx_lock(&pool.mtx);
+  int best = -1;
+  for (int i = 0; i < pool.n; i++) /* best fit within 1/8; of equals the newest (warmest in cache) */
+    if (pool.free[i]->size >= need && pool.free[i]->size - need <= need / 8 &&
+        (best < 0 || pool.free[i]->size <= pool.free[best]->size))
+      best = i;
+  if (best >= 0) {
+    b = pool.free[best];
+    pool.bytes -= b->size;
+    memmove(pool.free + best, pool.free + best + 1, sizeof(pool_block *) * (size_t)(--pool.n - best));
+  }
+  mtx_unlock(&pool.mtx);
+  if (!b) {
+    char *raw = th_malloc(sizeof(pool_block) + 63 + need);
+    if (!raw) {
+      th_error(TH_ERR_NOMEM, "out of memory: cannot allocate %zu bytes of tensor data", need);
+      return NULL;
+    }
+    b = (pool_block *)(void *)raw;
+    uintptr_t d = ((uintptr_t)(raw + sizeof(pool_block)) + 63) & ~(uintptr_t)63;
+    b->data = (void *)d;
+    b->size = need;
+  }
+  th_tensor *t = th_tensor_from_data(b->data, dtype, ndim, shape, NULL, pool_put, b);
+  if (!t) pool_put(b);
+  return t;
+}
 
 /* ---- the run-time environment (kernel.h) -------------------------------------------------------- */
 
@@ -150,7 +241,7 @@ th_status th_rt_set(th_rt_env *env, const th_value *v, th_tensor *t) {
 }
 
 th_tensor *th_rt_alloc_output(th_rt_env *env, const th_value *v) {
-  th_tensor *t = th_tensor_empty(v->dtype, v->ndim, v->shape);
+  th_tensor *t = th_rt_pool_empty(v->dtype, v->ndim, v->shape);
   if (!t) return NULL;
   if (th_rt_set(env, v, t) != TH_OK) return NULL;
   return t;

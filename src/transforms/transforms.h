@@ -53,6 +53,11 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
 th_status th_program_compile_with(const th_trace *tr, const th_compile_options *opts,
                                   const th_executor_desc *const *execs, int nexecs, th_program **out);
 
+/* Like th_tensor_empty (a new contiguous, uninitialized tensor; NULL with an error set), but a
+ * tensor of 256 KiB or more takes its memory from a pool of warm blocks, and gives it back when its
+ * last reference goes (th_rt_alloc_output uses it; so may kernels for large scratch tensors). */
+th_tensor *th_rt_pool_empty(th_dtype dtype, int ndim, const int64_t *shape);
+
 /* A monotonic clock in milliseconds (dce.c), for the "(took N milliseconds)" of provenance strings:
  * N = (long)(th_pass_clock_ms() - start), floored as Thunder does. */
 double th_pass_clock_ms(void);
