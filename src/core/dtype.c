@@ -55,6 +55,10 @@ static bool lookup(const char *s, bool allow_short, th_dtype *out) {
     *out = TH_U8;
     return true;
   }
+  if (allow_short && strcmp(s, "bool8") == 0) { /* Thunder's full name of bool: dtypes.bool8 */
+    *out = TH_BOOL;
+    return true;
+  }
   return false;
 }
 

@@ -762,14 +762,24 @@ static th_status name_expr(parser *ps, th_arg *out) {
     th_dtype dt;
     size_t n = strlen(name);
     if (th_dtype_parse(name, &dt)) return (*out = th_arg_dtype(dt)), TH_OK;
-    if (n > 1 && name[n - 1] == '_') { /* a weak dtype (dtypes.float32_) is its strong dtype here */
-      char buf[64];
-      if (n < sizeof buf) {
-        memcpy(buf, name, n - 1);
-        buf[n - 1] = 0;
-        if (th_dtype_parse(buf, &dt)) return (*out = th_arg_dtype(dt)), TH_OK;
-      }
+    char buf[64];
+    if (n > 1 && n < sizeof buf && name[n - 1] == '_') { /* a weak dtype (dtypes.float32_) is its strong dtype */
+      memcpy(buf, name, n - 1);
+      buf[n - 1] = 0;
+      if (th_dtype_parse(buf, &dt)) return (*out = th_arg_dtype(dt)), TH_OK;
     }
+    /* older Thunder printed "dtypes.thunder.dtypes.bfloat16" (#709): a module path of thunder / core /
+     * dtypes / torch words before a dtype name */
+    const char *last = strrchr(name, '.') + 1;
+    bool module_words = true;
+    for (const char *p = name; p < last - 1;) {
+      size_t len = strcspn(p, ".");
+      module_words &= (len == 7 && !strncmp(p, "thunder", 7)) || (len == 4 && !strncmp(p, "core", 4)) ||
+                      (len == 6 && !strncmp(p, "dtypes", 6)) || (len == 5 && !strncmp(p, "torch", 5));
+      p += len + 1;
+    }
+    snprintf(buf, sizeof buf, "dtypes.%s", last);
+    if (module_words && strlen(last) < 40 && th_dtype_parse(buf, &dt)) return (*out = th_arg_dtype(dt)), TH_OK;
   } else {
     /* a value (defined, or used before its definition), unless it is an object name
      * (_torch_memory_format_0) or a type that no value of this trace is called */
@@ -894,6 +904,7 @@ typedef struct target {
   int col;
   struct target *items;
   int n;
+  bool comma; /* TUPLE/LIST: a comma was written (so "a, = f()" is a 1-tuple) */
 } target;
 
 static th_status targets(parser *ps, target *out);
@@ -922,6 +933,7 @@ static th_status target_one(parser *ps, target *out) {
     out->kind = tuple ? TG_TUPLE : TG_LIST;
     if (!is_punct(peek(ps), tuple ? ")" : "]")) st = targets(ps, out);
     if (st == TH_OK) st = expect(ps, tuple ? ")" : "]");
+    if (st == TH_OK && tuple && out->n == 1 && !out->comma) *out = out->items[0]; /* (t0) is t0 */
   } else {
     char buf[64];
     st = error_tok(ps, t, "expected an assignment target, found %s", describe(t, buf, sizeof buf));
@@ -946,6 +958,7 @@ static th_status targets(parser *ps, target *out) {
     TH_TRY(target_one(ps, &out->items[out->n]));
     out->n++;
     if (!consume(ps, ",")) return TH_OK;
+    out->comma = true;
     token *t = peek(ps);
     if (is_punct(t, "=") || is_punct(t, ")") || is_punct(t, "]")) return TH_OK;
   }
@@ -1205,8 +1218,7 @@ static th_status parse_stmt(parser *ps, int li, int content, block sub, int dept
     TH_TRY(targets(ps, &tg));
     TH_TRY(expect(ps, "="));
     has_lhs = true;
-    if (tg.n == 1 && !(first->kind == TK_NAME && is_punct(peek_at(ps, -1), ",")))
-      tg = tg.items[0]; /* a single target, not a 1-tuple written "a, = ..." */
+    if (tg.n == 1 && !tg.comma) tg = tg.items[0]; /* a single target, not a 1-tuple written "a, = ..." */
   }
   token *callee_tok = peek(ps);
   const char *callee;

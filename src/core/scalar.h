@@ -26,7 +26,9 @@
  *   int -> narrower int  the low bits (two's complement wrap);
  *   to f16/bf16/fp8      through float32 (double -> float -> format, as c10 does; int64 -> float first);
  *                        the fp8 stores are the plain (non-saturating) casts.
- * These were checked against torch 1.13 on x86-64 (tests/unit/test_dtype.c holds the spot values). */
+ * These were checked against torch 1.13 on x86-64 (tests/unit/test_dtype.c holds the spot values).
+ * The subnormal branches of the encoders round with one float addition, as c10 does: they assume the
+ * default rounding mode (nearest); FTZ/DAZ cannot change a result (every float32 subnormal rounds to 0). */
 #ifndef TH_SCALAR_H
 #define TH_SCALAR_H
 

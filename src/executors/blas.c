@@ -30,7 +30,7 @@
 
 #include "core/scalar.h"
 #include "executors/kernel.h"
-#include "transforms/transforms.h" /* th_rt_pool_empty */
+#include "runtime/program.h"
 
 /* ---- operand layouts ----------------------------------------------------------------------------- */
 
@@ -281,25 +281,38 @@ static th_status op_prepare(operand *o) {
   return TH_OK;
 }
 
-/* bf16 (strided, layout l) -> a new dense f32 (B, r, c) tensor. */
+/* bf16 (strided, layout l) -> a new f32 (B, r, c) tensor. When the layout is (nearly) dense, the
+ * storage it spans is widened in one linear pass and the layout kept (a transposed weight stays
+ * transposed: no strided gather); otherwise the elements are gathered into a dense tensor. */
 static th_tensor *widen(const th_tensor *t, const layout *l) {
-  int64_t shape[3] = {l->dims[0], l->dims[1], l->dims[2]};
-  th_tensor *w = th_rt_pool_empty(TH_F32, 3, shape);
-  if (!w) return NULL;
+  const int64_t *d = l->dims, *st = l->strides;
+  int64_t numel = d[0] * d[1] * d[2];
+  int64_t span = (d[0] - 1) * st[0] + (d[1] - 1) * st[1] + (d[2] - 1) * st[2] + 1;
   const uint16_t *s = th_tensor_data(t);
-  float *d = th_tensor_data(w);
-  const int64_t R = l->dims[0] * l->dims[1], r = l->dims[1], c = l->dims[2];
-  const int64_t bs = l->strides[0], rs = l->strides[1], cs = l->strides[2];
+  if (span <= numel + numel / 4) {
+    th_tensor *flat = th_rt_pool_empty(TH_F32, 1, &span);
+    if (!flat) return NULL;
+    float *f = th_tensor_data(flat);
+#pragma omp parallel for simd schedule(static) if (span > 65536)
+    for (int64_t i = 0; i < span; i++) f[i] = th_sc_bf16_to_f32(s[i]);
+    th_tensor *v = th_tensor_view(flat, 3, d, st, 0);
+    th_tensor_release(flat);
+    return v;
+  }
+  th_tensor *w = th_rt_pool_empty(TH_F32, 3, d);
+  if (!w) return NULL;
+  float *f = th_tensor_data(w);
+  const int64_t R = d[0] * d[1], r = d[1], c = d[2];
 #pragma omp parallel for schedule(static) if (R * c > 65536)
   for (int64_t i = 0; i < R; i++) {
-    const uint16_t *row = s + (i / r) * bs + (i % r) * rs;
-    for (int64_t j = 0; j < c; j++) d[i * c + j] = th_sc_bf16_to_f32(row[j * cs]);
+    const uint16_t *row = s + (i / r) * st[0] + (i % r) * st[1];
+    for (int64_t j = 0; j < c; j++) f[i * c + j] = th_sc_bf16_to_f32(row[j * st[2]]);
   }
   return w;
 }
 
 static void narrow(const float *s, uint16_t *d, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; i++) d[i] = th_sc_f32_to_bf16(s[i]);
 }
 

@@ -6,7 +6,9 @@
  * b->args (already bound against the schema, defaults filled in), and number operands with
  * th_rt_number. It produces each output value by th_rt_alloc_output (a new contiguous tensor with the
  * output's recorded dtype and shape) or, for views, by building a view with th_tensor_view and
- * handing it to th_rt_set. Kernels never allocate from the trace arena and never print; on bad input
+ * handing it to th_rt_set. A number output (a number proxy whose value is only known at run time) is
+ * produced as a 0-dim tensor of its Python type (i64, f64 or bool) through the same calls; readers get
+ * it back with th_rt_number. Kernels never allocate from the trace arena and never print; on bad input
  * they return th_error(...) with a clear message. */
 #ifndef TH_KERNEL_H
 #define TH_KERNEL_H
@@ -28,6 +30,10 @@ th_status th_rt_set(th_rt_env *env, const th_value *v, th_tensor *t);
 /* Allocates a contiguous tensor matching v's dtype and shape, binds it to v, and returns it
  * (borrowed). NULL on allocation failure (message set). */
 th_tensor *th_rt_alloc_output(th_rt_env *env, const th_value *v);
+/* The device tensors actually live on when the program was compiled with a device override (a trace
+ * recorded for cuda:0 run with --device cpu): sets *dev and returns true; false without an override.
+ * Kernels that name a device (device_put) treat the recorded device as this one. */
+bool th_rt_device_override(th_rt_env *env, th_device *dev);
 /* The generator used by random prims (a counter-based Philox-4x32-10 stream seeded per run). Returns
  * 4 uniformly distributed 32-bit words per call, advancing the stream. */
 void th_rt_random4(th_rt_env *env, uint32_t out[4]);

@@ -14,6 +14,7 @@
  * identity: a map from value id to value, filled only for values made by re-run decompositions. */
 #include <string.h>
 
+#include "executors/passes.h"
 #include "transforms/transforms.h"
 
 typedef struct {
@@ -105,10 +106,13 @@ static th_status redecompose(pass_ctx *c, th_bsym *copy) {
     th_value *r = got.v[i], *o = want.v[i];
     if (r == o) continue;
     if (produced_by(bs, subs.n, r)) {
-      TH_TRY(set_rename(c, r, o));
-      continue;
+      if (rename_value(r, c) == r) {
+        TH_TRY(set_rename(c, r, o));
+        continue;
+      }
+      r = rename_value(r, c); /* returned twice: the second output is a copy of the first */
     }
-    /* the decomposition returned one of its inputs: the recorded output is a copy of it */
+    /* the decomposition returned one of its inputs (or a value twice): the recorded output is a copy */
     const th_symbol *sc = th_symbol_get(TH_OP_prims_shallow_copy);
     th_arg *args = th_arena_alloc(tr->arena, sizeof(th_arg));
     if (!args) return TH_ERR_NOMEM;

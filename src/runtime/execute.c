@@ -21,7 +21,8 @@
 
 #include "executors/kernel.h"
 #include "thunder/jit.h"
-#include "transforms/transforms.h"
+#include "executors/passes.h"
+#include "runtime/program.h"
 
 /* Exported for the unit test (known-answer vectors); the generator behind th_rt_random4. */
 void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
@@ -60,6 +61,7 @@ struct th_program {
   int nouts;
   th_out *outs;
   bool has_device_override;
+  th_device device_override;
   uint64_t seed;
   uint64_t runs;        /* Philox counter, high half */
 };
@@ -70,6 +72,12 @@ struct th_rt_env {
   uint64_t run;   /* counter words 2-3 */
   uint64_t draws; /* counter words 0-1 */
 };
+
+bool th_rt_device_override(th_rt_env *env, th_device *dev) {
+  if (!env->p->has_device_override) return false;
+  *dev = env->p->device_override;
+  return true;
+}
 
 /* ---- a pool of large tensor buffers --------------------------------------------------------------
  * A fresh large allocation comes from mmap, and its first touch costs a page fault per 4 KiB (about
@@ -347,7 +355,6 @@ typedef struct {
   int32_t *def;      /* per slot: producing step, -1 for inputs/constants */
   bool *is_out;      /* per slot: part of the return value */
   int step;
-  th_status st;
 } build_ctx;
 
 static void assign_cb(th_value *v, void *p) {
@@ -485,7 +492,7 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
 
   /* producers, last uses and the return */
   build_ctx c = {p, ALLOC(p, p->nslots, int32_t), ALLOC(p, p->nslots, int32_t),
-                 ALLOC(p, p->nslots, bool), 0, TH_OK};
+                 ALLOC(p, p->nslots, bool), 0};
   if (!c.last_use || !c.def || !c.is_out) return TH_ERR_NOMEM;
   for (int s = 0; s < p->nslots; s++) c.last_use[s] = c.def[s] = -1;
   for (c.step = 0; c.step < p->nsteps; c.step++) {
@@ -545,6 +552,7 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
   th_program *p = th_calloc(1, sizeof *p);
   if (!p) return th_error(TH_ERR_NOMEM, "out of memory compiling a program");
   p->has_device_override = o->has_device_override;
+  p->device_override = o->device_override;
   p->seed = o->seed;
   th_status st = TH_ERR_NOMEM;
   if (!(p->arena = th_arena_new())) goto fail;

@@ -123,3 +123,15 @@ def test_check_prints_and_verifies(cli, tmp_path):
     assert "t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"" in p.stdout
     bad = write(tmp_path, "v.py", HEADER + "  t0 = prims.neg(a)  # t0: \"cpu bf16[2, 3]\"\n  return t0\n")
     assert_user_error(cli("check", bad), "t0")
+
+
+def test_cuda_trace_with_device_put_runs_with_device_cpu(cli, tmp_path):
+    prog = write(tmp_path, "dp.py", "def computation(x):\n  # x: \"cuda:0 f32[2, 2]\"\n"
+                 "  t0 = prims.device_put(x, devices.Device(\"cuda:0\"))  # t0: \"cuda:0 f32[2, 2]\"\n"
+                 "  t1 = prims.neg(t0)  # t1: \"cuda:0 f32[2, 2]\"\n  return t1\n")
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32).reshape(2, 2))
+    out = tmp_path / "out.npy"
+    assert_user_error(cli("run", prog, "--input", f"x={tmp_path / 'x.npy'}"), "cuda:0", "--device cpu")
+    p = cli("run", prog, "--input", f"x={tmp_path / 'x.npy'}", "--device", "cpu", "--output", out, "--quiet")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(out), -np.arange(4, dtype=np.float32).reshape(2, 2))

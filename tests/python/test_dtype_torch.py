@@ -4,8 +4,10 @@ Calls th_f32_to_f16 / th_f32_to_bf16 / th_f16_to_f32 / th_bf16_to_f32 (and the f
 torch has float8 dtypes) through ctypes and compares them with torch's own casts: every 16-bit code
 for decoding, and random plus hand-picked float32 inputs (ties, subnormals, overflow edges) for encoding.
 
-The library is $THUNDER_LIB if set (a built libthunder.so); otherwise src/core/dtype.c is compiled
-into a small shared object for the test (it needs nothing but core/scalar.h and the public headers).
+The library is $THUNDER_LIB if set, else $THUNDER_BUILD_DIR/libthunder.so (CTest sets the variable);
+when neither is there or it cannot be loaded (a sanitizer build wants its runtime loaded first),
+src/core/dtype.c is compiled into a small shared object for the test: it needs nothing but
+core/scalar.h and the public headers.
 Run with Debian's /usr/bin/python3, which has numpy and torch:
     /usr/bin/python3 -m pytest tests/python/test_dtype_torch.py
 """
@@ -23,17 +25,28 @@ torch = pytest.importorskip("torch")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+def load_library(tmp_path_factory):
+    candidates = [os.environ.get("THUNDER_LIB")]
+    if os.environ.get("THUNDER_BUILD_DIR"):
+        candidates.append(os.path.join(os.environ["THUNDER_BUILD_DIR"], "libthunder.so"))
+    for path in candidates:
+        if path and os.path.exists(path):
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                pass
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no libthunder.so to load and no C compiler")
+    path = str(tmp_path_factory.mktemp("dtype") / "libdtype.so")
+    subprocess.run([cc, "-std=c11", "-O2", "-shared", "-fPIC", "-I", str(ROOT / "include"), "-I",
+                    str(ROOT / "src"), str(ROOT / "src/core/dtype.c"), "-o", path], check=True)
+    return ctypes.CDLL(path)
+
+
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    path = os.environ.get("THUNDER_LIB")
-    if not path:
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if cc is None:
-            pytest.skip("no C compiler and THUNDER_LIB not set")
-        path = str(tmp_path_factory.mktemp("dtype") / "libdtype.so")
-        subprocess.run([cc, "-std=c11", "-O2", "-shared", "-fPIC", "-I", str(ROOT / "include"), "-I",
-                        str(ROOT / "src"), str(ROOT / "src/core/dtype.c"), "-o", path], check=True)
-    so = ctypes.CDLL(path)
+    so = load_library(tmp_path_factory)
     for name in ("th_f32_to_f16", "th_f32_to_bf16"):
         getattr(so, name).argtypes = [ctypes.c_float]
         getattr(so, name).restype = ctypes.c_uint16

@@ -101,7 +101,7 @@ static float float_of(uint32_t u) {
  * the next binade); below emin, e - 1 == 0 and q is the subnormal code directly. */
 static uint32_t ref_round(uint32_t a, int mbits, int bias) {
   uint32_t field = a >> 23;
-  uint64_t sig = a & 0x7fffffu;
+  uint32_t sig = a & 0x7fffffu;
   int exp2;
   if (field == 0) {
     exp2 = -126; /* float32 subnormal: no hidden bit */
@@ -112,16 +112,16 @@ static uint32_t ref_round(uint32_t a, int mbits, int bias) {
   int emin = 1 - bias;
   int eq = exp2 > emin ? exp2 : emin;
   int shift = (eq - mbits) - (exp2 - 23); /* >= 23 - mbits > 0 */
-  uint64_t q;
-  if (shift > 40) {
-    q = 0; /* sig < 2^24 is far below half a quantum */
+  uint32_t q;
+  if (shift >= 25) {
+    q = 0; /* sig < 2^24 <= half a quantum: rounds to zero */
   } else {
-    uint64_t one = (uint64_t)1 << shift;
-    uint64_t rem = sig & (one - 1), halfway = one >> 1;
+    uint32_t one = 1u << shift;
+    uint32_t rem = sig & (one - 1), halfway = one >> 1;
     q = sig >> shift;
     if (rem > halfway || (rem == halfway && (q & 1))) q += 1;
   }
-  return ((uint32_t)(eq + bias - 1) << mbits) + (uint32_t)q;
+  return ((uint32_t)(eq + bias - 1) << mbits) + q;
 }
 
 static int is_nan_bits(uint32_t a) { return (a & 0x7fffffffu) > 0x7f800000u; }

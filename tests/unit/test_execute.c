@@ -25,6 +25,7 @@
 #include "executors/kernel.h"
 #include "runtime/runtime.h"
 #include "thunder/jit.h"
+#include "runtime/program.h"
 #include "transforms/transforms.h"
 
 void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
@@ -789,8 +790,9 @@ static void test_intermediates_released(void **state) {
   th_tensor *x = rand_tensor(TH_F32, 1, (int64_t[]){4});
   th_tensor **out = run(p, 1, &x, 1);
   assert_int_equal(nseen, 4);
-  /* at step s, the input of step s-2 (dead since step s-2) is held only by the probe; the input of
-   * step s-1 was last used there too; only seen[s-1]'s successor (the current input) is live */
+  /* seen[k] is step k's input (x, t0, t1, t2), each last used at step k: when step s runs, every
+   * seen[k] with k < s must have been released by the program (only the probe's reference is left,
+   * plus the caller's for x) */
   assert_int_equal(seen_refs[1][0], 2); /* x: the caller and the probe */
   assert_int_equal(seen_refs[2][0], 2);
   assert_int_equal(seen_refs[2][1], 1); /* t0 released after its last use (step 1) */

@@ -305,6 +305,31 @@ static void test_print_constants_and_regions(void **state) {
   th_trace_free(tr);
 }
 
+/* The spellings Thunder's printers have used for the same constants all parse to one value. */
+static void test_parse_constant_spellings(void **state) {
+  (void)state;
+  const char *text =
+      "def computation(x):\n"
+      "  # x: \"cpu f32[2]\"\n"
+      "  t0 = mylib.op(x, dtypes.thunder.dtypes.bfloat16, dtypes.float32_, torch.float16, thunder.dtypes.int64, "
+      "thunder.float8_e5m2, torch.device(\"cuda\", 1), torch.device('cpu'), devices.Device(\"meta\"), float('-inf'), "
+      "-float('inf'), float('nan'), 1.e3, .5, +3, -0.0, slice(5), slice(None, -1), torch.preserve_format, "
+      "(x, ), [(1, 2), [3]], 'a\\'b\"', 'tab\\there', k=\"dq\")  # t0: \"cpu f32[2]\"\n"
+      "    # t0 = prims.neg(x)  # t0: \"cpu f32[2]\"\n"
+      "  return t0\n";
+  th_trace *tr = parse_ok(text, "spellings.py");
+  char *s = th_trace_print(tr, -1);
+  assert_contains(s, "  t0 = mylib.op(x, dtypes.bfloat16, dtypes.float32, dtypes.float16, dtypes.int64, "
+                     "dtypes.float8_e5m2, devices.Device(\"cuda:1\"), devices.Device(\"cpu\"), devices.Device(\"meta\"), "
+                     "-float('inf'), -float('inf'), float('NaN'), 1000.0, 0.5, 3, -0.0, slice(None,5,None), "
+                     "slice(None,-1,None), torch.preserve_format, (x,), [(1, 2), [3]], 'a\\'b\"', 'tab\\there', "
+                     "k='dq')  # t0: \"cpu f32[2]\"\n");
+  assert_contains(s, "import thunder.core.devices as devices\nimport thunder.core.dtypes as dtypes\nimport torch\n");
+  assert_roundtrip(s, -1, "spellings-printed.py");
+  free(s);
+  th_trace_free(tr);
+}
+
 static void test_py_float(void **state) {
   (void)state;
   static const struct {
@@ -348,6 +373,25 @@ static void test_number_proxies(void **state) {
   SKIP_IF_NOT_IMPLEMENTED(st);
   assert_int_equal(st, TH_OK);
   th_trace_free(tr);
+  /* Python's bare tuple target "t0, t1 = ..." is the same statement */
+  char *bare = malloc(strlen(text) + 1);
+  assert_non_null(bare);
+  strcpy(bare, text);
+  char *p = strstr(bare, "(t0, t1) = ");
+  assert_non_null(p);
+  memcpy(p, "t0, t1   = ", 11);
+  memmove(p + 7, p + 9, strlen(p + 9) + 1);
+  tr = parse_ok(bare, "bare_tuple.py");
+  s = th_trace_print(tr, -1);
+  assert_text_equal(s, text, "bare_tuple.py");
+  free(s);
+  th_trace_free(tr);
+  /* "t0, = ..." is a 1-tuple target: var_mean's two outputs do not unpack into it */
+  p = strstr(bare, "t0, t1 = ");
+  memcpy(p, "t0,    ", 7);
+  assert_int_equal(th_trace_parse(bare, "one_tuple.py", &tr), TH_ERR_SYNTAX);
+  assert_contains(th_last_error(), "prims.var_mean returns a sequence of another length, which does not unpack into 1 target");
+  free(bare);
   free(text);
 }
 
@@ -690,6 +734,7 @@ static void test_alloc_failures(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_py_float),
+      cmocka_unit_test(test_parse_constant_spellings),
       cmocka_unit_test(test_print_prims),
       cmocka_unit_test(test_print_ltorch),
       cmocka_unit_test(test_print_constants_and_regions),

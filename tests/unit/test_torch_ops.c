@@ -183,8 +183,8 @@ static void test_promote_bf16_add(void **state) {
   check_tensor(r, TH_BF16, 1, (int64_t)4);
   const th_bsym *bs = last_bsym(tr);
   assert_string_equal(th_bsym_qualname(bs), "ltorch.add");
-  check_subs(bs, "prims.convert_element_type", "prims.convert_element_type", "prims.add",
-             "prims.convert_element_type", NULL);
+  check_subs(bs, "prims.convert_element_type", "prims.convert_element_type", "prims.add", "prims.convert_element_type",
+             NULL);
   assert_int_equal(sub_out_dtype(bs, 0), TH_F32);
   assert_int_equal(sub_out_dtype(bs, 1), TH_F32);
   assert_int_equal(sub_out_dtype(bs, 2), TH_F32);
@@ -258,7 +258,9 @@ static th_tu_type ty(th_dtype dt, th_tu_strength s) {
 /* The lattice itself (Thunder's tables), including its oddities. */
 static void test_promote_lattice(void **state) {
   (void)state;
-  const struct { th_tu_type a, b, want; } cases[] = {
+  const struct {
+    th_tu_type a, b, want;
+  } cases[] = {
       {ty(TH_U8, TH_TU_STRONG), ty(TH_I8, TH_TU_STRONG), ty(TH_I16, TH_TU_STRONG)},
       {ty(TH_U8, TH_TU_WEAK), ty(TH_I64, TH_TU_WEAK), ty(TH_I16, TH_TU_STRONG)}, /* u8_ + i64_ -> i16 */
       {ty(TH_I32, TH_TU_STRONG), ty(TH_I64, TH_TU_WEAK), ty(TH_I32, TH_TU_STRONG)},
@@ -302,7 +304,8 @@ static void test_promote_errors(void **state) {
   th_arg args[2] = {q, f};
   expect_error(tr, "ltorch.add", 2, args, 0, NULL, NULL, TH_ERR_TYPE, "fp8 tensors must be converted explicitly");
   th_arg bad[2] = {f, g};
-  expect_error(tr, "ltorch.add", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME, "Attempting to broadcast a dimension of length 3!");
+  expect_error(tr, "ltorch.add", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME,
+               "Attempting to broadcast a dimension of length 3!");
   /* integer tensors reject a float alpha */
   th_arg i = tensor(tr, "i", TH_I64, 1, (int64_t)4);
   th_arg ii[2] = {i, i};
@@ -321,8 +324,9 @@ static void test_elementwise_ops(void **state) {
   th_arg y = tensor(tr, "y", TH_F32, 1, (int64_t)4);
   th_arg n = tensor(tr, "n", TH_I32, 2, (int64_t)3, (int64_t)4);
   th_arg m = tensor(tr, "m", TH_BOOL, 2, (int64_t)3, (int64_t)4);
-  static const char *const unary_float[] = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
-                                            "reciprocal", "neg", "abs", "floor", "ceil", "round", "trunc", "sign"};
+  static const char *const unary_float[] = {"exp",   "log",     "sqrt",  "rsqrt",      "sin", "cos",
+                                            "tanh",  "sigmoid", "erf",   "reciprocal", "neg", "abs",
+                                            "floor", "ceil",    "round", "trunc",      "sign"};
   for (size_t i = 0; i < sizeof unary_float / sizeof unary_float[0]; i++) {
     char name[64];
     snprintf(name, sizeof name, "ltorch.%s", unary_float[i]);
@@ -336,8 +340,8 @@ static void test_elementwise_ops(void **state) {
   check_tensor(call1(tr, "ltorch.isnan", x), TH_BOOL, 2, (int64_t)3, (int64_t)4);
   check_tensor(call1(tr, "ltorch.logical_not", n), TH_BOOL, 2, (int64_t)3, (int64_t)4);
   /* binary with broadcasting: bf16 [3,4] op f32 [4] -> f32 [3,4] */
-  static const char *const binary[] = {"add", "sub", "mul", "div", "true_divide", "pow", "maximum", "minimum",
-                                       "remainder", "fmod", "atan2", "floor_divide"};
+  static const char *const binary[] = {"add",     "sub",     "mul",       "div",  "true_divide", "pow",
+                                       "maximum", "minimum", "remainder", "fmod", "atan2",       "floor_divide"};
   for (size_t i = 0; i < sizeof binary / sizeof binary[0]; i++) {
     char name[64];
     snprintf(name, sizeof name, "ltorch.%s", binary[i]);
@@ -510,7 +514,8 @@ static void test_reshape(void **state) {
   th_arg two[2] = {x, ints(items, 2, (int64_t)-1, (int64_t)-1)};
   expect_error(tr, "ltorch.reshape", 2, two, 0, NULL, NULL, TH_ERR_RUNTIME, "only one dimension can be inferred");
   th_arg bad[2] = {x, ints(items, 2, (int64_t)5, (int64_t)-1)};
-  expect_error(tr, "ltorch.reshape", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME, "shape '[5, -1]' is invalid for input of size 24");
+  expect_error(tr, "ltorch.reshape", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME,
+               "shape '[5, -1]' is invalid for input of size 24");
   th_arg bad2[2] = {x, ints(items, 2, (int64_t)5, (int64_t)5)};
   expect_error(tr, "ltorch.reshape", 2, bad2, 0, NULL, NULL, TH_ERR_RUNTIME, "invalid for input of size 24");
   finish(tr, r);
@@ -524,8 +529,8 @@ static void test_layout_ops(void **state) {
   th_arg t = call3(tr, "ltorch.transpose", x, th_arg_int(0), th_arg_int(-1));
   check_tensor(t, TH_F32, 3, (int64_t)4, (int64_t)3, (int64_t)2);
   check_subs(last_bsym(tr), "prims.transpose", NULL);
-  check_tensor(call2(tr, "ltorch.permute", x, ints(items, 3, (int64_t)1, (int64_t)2, (int64_t)0)), TH_F32, 3, (int64_t)3,
-               (int64_t)4, (int64_t)2);
+  check_tensor(call2(tr, "ltorch.permute", x, ints(items, 3, (int64_t)1, (int64_t)2, (int64_t)0)), TH_F32, 3,
+               (int64_t)3, (int64_t)4, (int64_t)2);
   check_tensor(call2(tr, "ltorch.unsqueeze", x, th_arg_int(-1)), TH_F32, 4, (int64_t)2, (int64_t)3, (int64_t)4,
                (int64_t)1);
   th_arg one = tensor(tr, "one", TH_F32, 4, (int64_t)1, (int64_t)3, (int64_t)1, (int64_t)4);
@@ -597,7 +602,8 @@ static void test_getitem(void **state) {
   check_tensor(r, TH_F32, 2, (int64_t)3, (int64_t)6);
   /* errors */
   th_arg e1[2] = {x, th_arg_int(3)};
-  expect_error(tr, "ltorch.getitem", 2, e1, 0, NULL, NULL, TH_ERR_INDEX, "index 3 is out of bounds for dimension 0 with size 3");
+  expect_error(tr, "ltorch.getitem", 2, e1, 0, NULL, NULL, TH_ERR_INDEX,
+               "index 3 is out of bounds for dimension 0 with size 3");
   key[0] = th_arg_int(0);
   key[1] = th_arg_int(0);
   key[2] = th_arg_int(0);
@@ -649,7 +655,8 @@ static void test_cat_split(void **state) {
   s = call3(tr, "ltorch.chunk", qkv, th_arg_int(5), th_arg_int(2)); /* 12 in chunks of 3 -> 4 pieces */
   assert_int_equal(s.u.seq.n, 4);
   th_arg bad[3] = {qkv, ints(items, 2, (int64_t)2, (int64_t)3), th_arg_int(2)};
-  expect_error(tr, "ltorch.split", 3, bad, 0, NULL, NULL, TH_ERR_RUNTIME, "split_with_sizes expects split_sizes to sum");
+  expect_error(tr, "ltorch.split", 3, bad, 0, NULL, NULL, TH_ERR_RUNTIME,
+               "split_with_sizes expects split_sizes to sum");
   th_arg n = call(tr, "ltorch.narrow", 4, (th_arg[]){qkv, th_arg_int(2), th_arg_int(-4), th_arg_int(3)});
   check_tensor(n, TH_F32, 3, (int64_t)2, (int64_t)5, (int64_t)3);
   finish(tr, n);
@@ -731,7 +738,8 @@ static void test_matmul(void **state) {
   /* 2-D @ 3-D expands a */
   check_tensor(call2(tr, "ltorch.matmul", a2, b3), TH_F32, 3, (int64_t)5, (int64_t)2, (int64_t)4);
   th_arg bad[2] = {a2, a2};
-  expect_error(tr, "ltorch.matmul", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME, "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)");
+  expect_error(tr, "ltorch.matmul", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME,
+               "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)");
   /* bmm / mm / linear / addmm / outer */
   th_arg x3 = tensor(tr, "x3", TH_F32, 3, (int64_t)5, (int64_t)3, (int64_t)2);
   check_tensor(call2(tr, "ltorch.bmm", a3, x3), TH_F32, 3, (int64_t)5, (int64_t)2, (int64_t)2);
@@ -997,6 +1005,43 @@ static void test_devices(void **state) {
   finish(tr, r);
 }
 
+/* Recording under allocation failure: every outcome is TH_OK or an error status, never a crash or a
+ * leak (run under ASan in the sanitizer build). */
+static th_status record_block(th_trace *tr) {
+  int64_t s3[3] = {2, 4, 8}, s1[1] = {8}, s2[2] = {8, 8};
+  th_value *x = th_trace_add_tensor_input(tr, NULL, TH_BF16, cpu, 3, s3);
+  th_value *w = th_trace_add_tensor_input(tr, NULL, TH_BF16, cpu, 1, s1);
+  th_value *m = th_trace_add_tensor_input(tr, NULL, TH_BF16, cpu, 2, s2);
+  if (!x || !w || !m) return th_last_status();
+  th_arg items[1] = {th_arg_int(8)}, out, t;
+  th_arg ln[3] = {th_arg_value(x), th_arg_list(1, items), th_arg_value(w)};
+  TH_TRY(th_trace_call(tr, "ltorch.layer_norm", 3, ln, 0, NULL, NULL, &t));
+  th_arg lin[2] = {t, th_arg_value(m)};
+  TH_TRY(th_trace_call(tr, "ltorch.linear", 2, lin, 0, NULL, NULL, &t));
+  th_arg sm[2] = {t, th_arg_int(-1)};
+  TH_TRY(th_trace_call(tr, "ltorch.softmax", 2, sm, 0, NULL, NULL, &t));
+  th_arg sp[3] = {t, th_arg_int(3), th_arg_int(-1)};
+  TH_TRY(th_trace_call(tr, "ltorch.split", 3, sp, 0, NULL, NULL, &out));
+  th_arg ce[2] = {th_arg_value(m), th_arg_int(0)};
+  TH_TRY(th_trace_call(tr, "ltorch.getitem", 2, ce, 0, NULL, NULL, &t));
+  return th_trace_set_return(tr, out);
+}
+
+static void test_alloc_failures(void **state) {
+  (void)state;
+  int ok = 0;
+  for (long n = 1; n < 400 && !ok; n++) {
+    th_alloc_fail_after(n);
+    th_trace *tr = th_trace_new(NULL);
+    th_status st = tr ? record_block(tr) : TH_ERR_NOMEM;
+    th_alloc_fail_after(0);
+    if (st == TH_OK) ok = 1;
+    else assert_int_equal(st, TH_ERR_NOMEM);
+    th_trace_free(tr);
+  }
+  assert_true(ok); /* eventually enough allocations succeed */
+}
+
 /* Every ltorch op has a schema that parsed, a decomposition and a qualified name. */
 static void test_table(void **state) {
   (void)state;
@@ -1045,6 +1090,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_block),
       cmocka_unit_test(test_llama_block),
       cmocka_unit_test(test_devices),
+      cmocka_unit_test(test_alloc_failures),
       cmocka_unit_test(test_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,9 @@
  * walked in row-major order so argmax/argmin can count flat positions) whose rows feed an
  * accumulator. Outputs are independent, so large work runs them on OpenMP threads; when there are
  * fewer outputs than threads (a full reduction) each output's range is cut into chunks reduced in
- * parallel and merged in chunk order (ties in argmax/argmin keep the earlier chunk).
+ * parallel and merged in chunk order (ties in argmax/argmin keep the earlier chunk). When the reduced
+ * dims lie outside the innermost kept dim (sum over the batch of [B, C]), up to 64 neighbouring
+ * outputs advance together so every reduced position reads adjacent memory.
  *
  * Accumulation: floats (any width) in float64, bool/integers in int64 with wrap-around, so f16/bf16/f32
  * sums are at least as accurate as PyTorch's float cascade. var/var_mean: each row's mean and sum of
@@ -16,6 +18,7 @@
  * are errors, as in PyTorch; sum of nothing is 0, prod 1, var_mean NaN. */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "executors/eager/eager_internal.h"
@@ -256,20 +259,83 @@ static void acc_finish(const red_job *j, const red_acc *a, th_tensor *out0, th_t
   }
 }
 
-/* Reduces elements [begin, end) of output o's reduction into a. */
-static void reduce_part(const red_job *j, int64_t o, int64_t begin, int64_t end, red_acc *a) {
-  /* the input offset of output o: its multi-index over the kept dims */
+/* The input address where output o's reduction starts: o's multi-index over the kept dims. */
+static char *kept_base(const red_job *j, int64_t o) {
   char *base = j->data;
   int64_t rest = o;
   for (int d = j->nkept - 1; d >= 0; d--) {
     base += (rest % j->kshape[d]) * j->kbs[d];
     rest /= j->kshape[d];
   }
+  return base;
+}
+
+/* Reduces elements [begin, end) of output o's reduction into a. */
+static void reduce_part(const red_job *j, int64_t o, int64_t begin, int64_t end, red_acc *a) {
+  char *base = kept_base(j, o);
   red_row_ctx c;
   c.job = j;
   acc_init(j, &c.acc, begin);
   th_eg_iter_range_from(&j->rit, &base, begin, end, red_row, &c);
   *a = c.acc;
+}
+
+/* ---- groups of neighbouring outputs -------------------------------------------------------------------
+ * When the reduced dims are outer to the innermost kept dim (sum over the batch of [B, C]), one
+ * output's elements are far apart; instead RED_G neighbouring outputs advance together, each reduced
+ * position reading RED_G adjacent elements. Each output still sees its elements in row-major order, so
+ * the results are those of the per-output loop. */
+#define RED_G 64
+
+typedef struct red_group_ctx {
+  const red_job *j;
+  int64_t g;          /* outputs in this group */
+  int64_t ks;         /* byte stride between neighbouring outputs' elements */
+  red_row_ctx *accs;  /* g accumulators */
+  double *fsum;       /* float sums (sum of a float dtype), else NULL */
+} red_group_ctx;
+
+static void red_group_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) {
+  red_group_ctx *c = vctx;
+  static const int64_t one[1] = {0};
+  for (int64_t e = 0; e < n; e++) {
+    char *p = pp[0] + e * bsp[0];
+    if (c->fsum && c->j->dt == TH_F32 && c->ks == 4 && th_eg_aligned(p, 4)) {
+      /* the common case, vectorized: float32 elements side by side */
+      const float *x = (const float *)(const void *)p;
+      double *restrict f = c->fsum;
+      _Pragma("omp simd") for (int64_t g = 0; g < c->g; g++) f[g] += (double)x[g];
+    } else if (c->fsum) {
+      for (int64_t g = 0; g < c->g; g++) c->fsum[g] += th_load_f64(p + g * c->ks, c->j->dt);
+    } else {
+      for (int64_t g = 0; g < c->g; g++) {
+        char *q = p + g * c->ks;
+        red_row(&c->accs[g], &q, one, 1);
+      }
+    }
+  }
+}
+
+/* Reduces outputs [o, o + g) (neighbours along the innermost kept dim) and writes them. */
+static void reduce_group(const red_job *j, int64_t o, int64_t g, th_tensor *out0, th_tensor *out1,
+                         double correction) {
+  red_row_ctx accs[RED_G];
+  double fsum[RED_G];
+  red_group_ctx c = {j, g, j->kbs[j->nkept - 1], accs, NULL};
+  if (j->kind == RED_SUM && !j->exact) {
+    c.fsum = fsum;
+    for (int64_t k = 0; k < g; k++) fsum[k] = 0;
+  }
+  for (int64_t k = 0; k < g; k++) {
+    accs[k].job = j;
+    acc_init(j, &accs[k].acc, 0);
+  }
+  char *base = kept_base(j, o);
+  th_eg_iter_range_from(&j->rit, &base, 0, j->nred, red_group_row, &c);
+  for (int64_t k = 0; k < g; k++) {
+    if (c.fsum) accs[k].acc.f = fsum[k];
+    acc_finish(j, &accs[k].acc, out0, out1, o + k, correction);
+  }
 }
 
 /* The common driver: reduces t over the dims in `mask` into out0 (and out1). */
@@ -319,8 +385,23 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
     if (nchunks < 1) nchunks = 1;
   }
   bool par = nout * j.nred > TH_EG_PAR_MIN && nthreads > 1;
+  /* Step 4a: reduced dims outside the innermost kept one: groups of neighbouring outputs. */
+  int64_t min_rbs = INT64_MAX;
+  for (int d = 0; d < nred_dims; d++)
+    if (rshape[d] > 1 && llabs(rbs[0][d]) < min_rbs) min_rbs = llabs(rbs[0][d]);
+  if (nchunks == 1 && j.nkept > 0 && j.nred > 1 && j.kshape[j.nkept - 1] > 1 &&
+      j.kbs[j.nkept - 1] < min_rbs) {
+    int64_t inner = j.kshape[j.nkept - 1], per = (inner + RED_G - 1) / RED_G;
+    int64_t ntasks = nout / inner * per;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t task = 0; task < ntasks; task++) {
+      int64_t g0 = (task % per) * RED_G, o = task / per * inner + g0;
+      reduce_group(&j, o, inner - g0 < RED_G ? inner - g0 : RED_G, out0, out1, correction);
+    }
+    return TH_OK;
+  }
   if (nchunks == 1) {
-    /* Step 4a: outputs in parallel, each reduced whole. */
+    /* Step 4b: outputs in parallel, each reduced whole. */
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t o = 0; o < nout; o++) {
       red_acc a;
@@ -329,7 +410,7 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
     }
     return TH_OK;
   }
-  /* Step 4b: chunks in parallel, merged in order. */
+  /* Step 4c: chunks in parallel, merged in order. */
   red_acc *parts = th_malloc(sizeof *parts * (size_t)(nout * nchunks));
   if (!parts) return th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
   int64_t q = j.nred / nchunks, r = j.nred % nchunks;

@@ -392,6 +392,7 @@ th_status th_eg_device_put_ref(th_rt_env *env, const th_bsym *b) {
   if (b->nargs < 2 || b->args[1].kind != TH_ARG_DEVICE)
     return th_error(TH_ERR_TYPE, "%s: expected a device argument", th_eg_name(b));
   th_device dev = b->args[1].u.device;
+  th_rt_device_override(env, &dev); /* --device cpu: a put to the recorded device stays on the CPU */
   if (dev.type != TH_CPU) {
     char buf[32];
     th_device_str(dev, buf, sizeof buf);

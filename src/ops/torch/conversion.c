@@ -106,8 +106,7 @@ th_status ltorch_bool_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 /* ---- saturated fp8 cast ---------------------------------------------------------------------------- */
 
 th_status th_tu_to_fp8_saturated(th_trace *tr, th_arg a, th_dtype fp8, th_arg *out) {
-  if (!th_meta_is_tensor(&a))
-    return th_error(TH_ERR_TYPE, "to_fp8_saturated: expected a tensor");
+  if (!th_meta_is_tensor(&a)) return th_error(TH_ERR_TYPE, "to_fp8_saturated: expected a tensor");
   if (fp8 != TH_F8E4M3FN && fp8 != TH_F8E5M2)
     return th_error(TH_ERR_VALUE, "to_fp8_saturated: expected float8_e4m3fn or float8_e5m2, but got %s",
                     th_dtype_name(fp8));

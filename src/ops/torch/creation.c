@@ -115,7 +115,8 @@ th_status ltorch_arange_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   TH_TRY(th_tu_float(op, "step", pa, &step));
   bool all_int = th_meta_number_type(ea) != TH_F64 && th_meta_number_type(pa) != TH_F64 &&
                  (!sa || th_meta_number_type(sa) != TH_F64);
-  if (!isfinite(start) || !isfinite(end)) return th_error(TH_ERR_RUNTIME, "%s: unsupported range: %g -> %g", op, start, end);
+  if (!isfinite(start) || !isfinite(end))
+    return th_error(TH_ERR_RUNTIME, "%s: unsupported range: %g -> %g", op, start, end);
   if (step == 0.0) return th_error(TH_ERR_RUNTIME, "%s: step must be nonzero", op);
   if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
     return th_error(TH_ERR_RUNTIME, "%s: upper bound and larger bound inconsistent with step sign", op);

@@ -208,8 +208,8 @@ static th_status add_sub(th_trace *tr, const th_symbol *sym, const th_arg *args,
   if (alpha->kind != TH_ARG_NONE) {
     th_dtype rdt = th_tu_tensor_dtype(res);
     if (th_meta_dtype_is_exact(rdt) && th_meta_number_type(alpha) == TH_F64)
-      return th_error(TH_ERR_TYPE, "%s: For integral input tensors, argument alpha must not be a floating point number.",
-                      op);
+      return th_error(TH_ERR_TYPE,
+                      "%s: For integral input tensors, argument alpha must not be a floating point number.", op);
     if (rdt == TH_BOOL && th_meta_number_type(alpha) != TH_BOOL)
       return th_error(TH_ERR_TYPE, "%s: Boolean alpha only supported for Boolean results.", op);
   }
@@ -266,15 +266,15 @@ static th_status logic2(th_trace *tr, th_op_id prim, th_arg a, th_arg b, th_arg 
   double x, y;
   bool ca = const_of(&a, &x), cb = const_of(&b, &y);
   if (ca && cb) {
-    bool r = prim == TH_OP_prims_lt ? x < y
+    bool r = prim == TH_OP_prims_lt   ? x < y
              : prim == TH_OP_prims_eq ? x == y
              : prim == TH_OP_prims_ne ? x != y
                                       : (x != 0) && (y != 0); /* bitwise_and of bools */
     *out = th_arg_bool(r);
     return TH_OK;
   }
-  if ((ca ? a.kind : cb ? b.kind : TH_ARG_NONE) == TH_ARG_BOOL &&
-      (prim == TH_OP_prims_ne || prim == TH_OP_prims_bitwise_and)) {
+  th_arg_kind const_kind = ca ? a.kind : cb ? b.kind : TH_ARG_NONE;
+  if (const_kind == TH_ARG_BOOL && (prim == TH_OP_prims_ne || prim == TH_OP_prims_bitwise_and)) {
     bool c = (ca ? x : y) != 0;
     th_arg t = ca ? b : a;
     if (prim == TH_OP_prims_bitwise_and) {
@@ -466,8 +466,9 @@ th_status ltorch_logical_xor_decomp(th_trace *tr, const th_symbol *sym, const th
 th_status ltorch_where_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   if (args[0].u.value->dtype != TH_BOOL)
-    return th_error(TH_ERR_RUNTIME, "%s: where expected condition to be a boolean tensor, but got a tensor with dtype %s",
-                    op, th_dtype_name(args[0].u.value->dtype));
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: where expected condition to be a boolean tensor, but got a tensor with dtype %s", op,
+                    th_dtype_name(args[0].u.value->dtype));
   th_arg x[3] = {args[0], args[1], args[2]};
   th_tu_type comp, res;
   TH_TRY(th_tu_promote(op, 2, x + 1, TH_TU_PROMO_PRESERVE, &comp, &res));
@@ -489,7 +490,10 @@ th_status ltorch_clamp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   if (hi->kind != TH_ARG_NONE) all_bool &= arg_dtype(hi) == TH_BOOL;
   if (all_bool) return th_error(TH_ERR_RUNTIME, "%s: clamp is not supported for boolean type", op);
   th_arg a = args[0];
-  const struct { const th_arg *bound; th_op_id cmp; } steps[2] = {{lo, TH_OP_ltorch_gt}, {hi, TH_OP_ltorch_lt}};
+  const struct {
+    const th_arg *bound;
+    th_op_id cmp;
+  } steps[2] = {{lo, TH_OP_ltorch_gt}, {hi, TH_OP_ltorch_lt}};
   for (int i = 0; i < 2; i++) {
     if (steps[i].bound->kind == TH_ARG_NONE) continue;
     th_arg isnan, keep, inner;
@@ -538,8 +542,10 @@ th_status ltorch_lerp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
     TH_TRY(th_tu_call2(tr, TH_OP_prims_add, s, t, &lo));
   }
   if (!number_weight || !(fabs(wv) < 0.5)) {
-    if (number_weight) t = th_arg_float(1.0 - wv);
-    else TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, th_arg_float(1.0), w, &t));
+    if (number_weight)
+      t = th_arg_float(1.0 - wv);
+    else
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, th_arg_float(1.0), w, &t));
     TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, diff, t, &t));
     TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, e, t, &hi));
   }

@@ -173,10 +173,11 @@ static th_status check_normalized_shape(const char *op, const th_value *a, const
                                         const th_arg *weight, const th_arg *bias) {
   char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
   if (n < 1)
-    return th_error(TH_ERR_RUNTIME,
-                    "%s: Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, "
-                    "but got normalized_shape = []",
-                    op);
+    return th_error(
+        TH_ERR_RUNTIME,
+        "%s: Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, "
+        "but got normalized_shape = []",
+        op);
   const th_arg *params[2] = {weight, bias};
   const char *names[2] = {"weight", "bias"};
   for (int i = 0; i < 2; i++) {
@@ -194,9 +195,9 @@ static th_status check_normalized_shape(const char *op, const th_value *a, const
     char star[TH_META_SHAPE_BUF + 4];
     th_meta_shape_str(shape, n, b2, sizeof b2);
     snprintf(star, sizeof star, "[*, %s", b2 + 1);
-    return th_error(TH_ERR_RUNTIME, "%s: Given normalized_shape=%s, expected input with shape %s, but got input of size%s",
-                    op, th_meta_shape_str(shape, n, b0, sizeof b0), star,
-                    th_meta_shape_str(a->shape, a->ndim, b1, sizeof b1));
+    return th_error(
+        TH_ERR_RUNTIME, "%s: Given normalized_shape=%s, expected input with shape %s, but got input of size%s", op,
+        th_meta_shape_str(shape, n, b0, sizeof b0), star, th_meta_shape_str(a->shape, a->ndim, b1, sizeof b1));
   }
   return TH_OK;
 }
@@ -255,9 +256,12 @@ th_status ltorch_rms_norm_decomp(th_trace *tr, const th_symbol *sym, const th_ar
   th_dtype comp = th_tu_computation_dtype(v->dtype);
   double eps = comp == TH_F64 ? DBL_EPSILON : FLT_EPSILON;
   if (args[3].kind != TH_ARG_NONE) TH_TRY(th_tu_float(op, "eps", &args[3], &eps));
-  if (v->dtype == TH_F32) eps = (float)eps;
-  else if (v->dtype == TH_BF16) eps = th_bf16_to_f32(th_f32_to_bf16((float)eps));
-  else if (v->dtype == TH_F16) eps = th_f16_to_f32(th_f32_to_f16((float)eps));
+  if (v->dtype == TH_F32)
+    eps = (float)eps;
+  else if (v->dtype == TH_BF16)
+    eps = th_bf16_to_f32(th_f32_to_bf16((float)eps));
+  else if (v->dtype == TH_F16)
+    eps = th_f16_to_f32(th_f32_to_f16((float)eps));
   int64_t count = 1;
   for (int i = 0; i < n; i++) {
     dims[i] = v->ndim - n + i;
@@ -338,8 +342,10 @@ th_status ltorch_scaled_dot_product_attention_decomp(th_trace *tr, const th_symb
   if (causal && mask->kind != TH_ARG_NONE)
     return th_error(TH_ERR_VALUE, "%s: Explicit attn_mask should not be set when is_causal=True", op);
   if (q->ndim < 2) return th_error(TH_ERR_RUNTIME, "%s: query must have at least 2 dimensions", op);
-  if (args[6].kind != TH_ARG_NONE) TH_TRY(th_tu_float(op, "scale", &args[6], &scale));
-  else scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
+  if (args[6].kind != TH_ARG_NONE)
+    TH_TRY(th_tu_float(op, "scale", &args[6], &scale));
+  else
+    scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
   double s = sqrt(fabs(scale));
   th_arg qs, kt, logits;
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], th_arg_float(scale < 0 ? -s : s), &qs));
@@ -373,12 +379,18 @@ enum { RED_NONE, RED_MEAN, RED_SUM };
 static th_status read_reduction(const char *op, const th_arg *size_average, const th_arg *reduce, const th_arg *r,
                                 int *out) {
   if (size_average->kind != TH_ARG_NONE || reduce->kind != TH_ARG_NONE)
-    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the deprecated size_average and reduce arguments are not supported; use "
-                    "reduction=", op);
-  if (!strcmp(r->u.s, "none")) *out = RED_NONE;
-  else if (!strcmp(r->u.s, "mean")) *out = RED_MEAN;
-  else if (!strcmp(r->u.s, "sum")) *out = RED_SUM;
-  else return th_error(TH_ERR_VALUE, "%s: %s is not a valid value for reduction", op, r->u.s);
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: the deprecated size_average and reduce arguments are not supported; use "
+                    "reduction=",
+                    op);
+  if (!strcmp(r->u.s, "none"))
+    *out = RED_NONE;
+  else if (!strcmp(r->u.s, "mean"))
+    *out = RED_MEAN;
+  else if (!strcmp(r->u.s, "sum"))
+    *out = RED_SUM;
+  else
+    return th_error(TH_ERR_VALUE, "%s: %s is not a valid value for reduction", op, r->u.s);
   return TH_OK;
 }
 
@@ -407,8 +419,8 @@ static th_status along_class_dim(th_trace *tr, th_arg w, int ndim, int cdim, con
 
 /* The class-index negative log likelihood of log-probabilities x (computation dtype, class dim cdim):
  * loss_i = -w[t_i] * x[i, t_i], 0 where t_i == ignore_index. Gathers with a one-hot mask (iota == t)
- * instead of an index op, so ignored targets outside [0, C) need no special care. *valid (bool) and
- * *denom (the mean's denominator: sum of the selected weights, or the count of valid targets, as a
+ * instead of an index op, so ignored targets outside [0, C) need no special care. *valid (bool) and,
+ * for reduction='mean', *denom (the sum of the selected weights, or the count of valid targets, as a
  * 0-dim tensor in the computation dtype) are returned for the label-smoothing term. */
 static th_status nll_core(th_trace *tr, const char *op, th_arg x, th_arg target, const th_arg *weight,
                           int64_t ignore_index, int reduction, th_arg *valid, th_arg *denom, th_arg *out) {
@@ -440,10 +452,11 @@ static th_status nll_core(th_trace *tr, const char *op, th_arg x, th_arg target,
   }
   TH_TRY(th_tu_binary(tr, op, TH_OP_prims_ne, target, th_arg_int(ignore_index), TH_TU_PROMO_ALWAYS_BOOL, valid));
   TH_TRY(th_tu_call3(tr, TH_OP_prims_where, *valid, loss, th_arg_float(0.0), &loss));
-  if (weight->kind != TH_ARG_NONE) {
+  *denom = th_arg_none();
+  if (reduction == RED_MEAN && weight->kind != TH_ARG_NONE) {
     TH_TRY(th_tu_call3(tr, TH_OP_prims_where, *valid, wsel, th_arg_float(0.0), &wsel));
     TH_TRY(sum_all(tr, wsel, denom));
-  } else {
+  } else if (reduction == RED_MEAN) {
     th_arg cnt = *valid;
     TH_TRY(th_tu_convert(tr, &cnt, comp));
     TH_TRY(sum_all(tr, cnt, denom));
@@ -477,14 +490,15 @@ static th_status check_class_target(const char *op, const th_value *a, const th_
   for (int i = 0; i < a->ndim; i++)
     if (i != cdim) expect[n++] = a->shape[i];
   if (t->ndim != n || memcmp(t->shape, expect, sizeof(int64_t) * (size_t)n))
-    return th_error(TH_ERR_RUNTIME, "%s: Expected target size %s, got %s", op, th_meta_shape_str(expect, n, b0, sizeof b0),
-                    th_meta_shape_str(t->shape, t->ndim, b1, sizeof b1));
+    return th_error(TH_ERR_RUNTIME, "%s: Expected target size %s, got %s", op,
+                    th_meta_shape_str(expect, n, b0, sizeof b0), th_meta_shape_str(t->shape, t->ndim, b1, sizeof b1));
   if (weight->kind != TH_ARG_NONE) {
     const th_value *w = weight->u.value;
     if (w->ndim != 1 || w->shape[0] != a->shape[cdim])
-      return th_error(TH_ERR_RUNTIME, "%s: weight tensor should be defined either for all %lld classes or no classes but "
-                      "got weight tensor of shape: %s", op, (long long)a->shape[cdim],
-                      th_meta_shape_str(w->shape, w->ndim, b0, sizeof b0));
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: weight tensor should be defined either for all %lld classes or no classes but "
+                      "got weight tensor of shape: %s",
+                      op, (long long)a->shape[cdim], th_meta_shape_str(w->shape, w->ndim, b0, sizeof b0));
   }
   return TH_OK;
 }
@@ -526,8 +540,10 @@ th_status ltorch_cross_entropy_decomp(th_trace *tr, const th_symbol *sym, const 
   TH_TRY(th_meta_int(op, "ignore_index", &args[4], &ignore_index));
   TH_TRY(th_tu_float(op, "label_smoothing", &args[7], &ls));
   if (a->ndim == 0)
-    return th_error(TH_ERR_RUNTIME, "%s: Cross entropy expects its input to have one or more dimensions, but it had zero "
-                    "dimensions", op);
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Cross entropy expects its input to have one or more dimensions, but it had zero "
+                    "dimensions",
+                    op);
   if (ls < 0.0 || ls > 1.0)
     return th_error(TH_ERR_RUNTIME, "%s: label_smoothing must be between 0.0 and 1.0. Got: %g", op, ls);
   if (!th_dtype_is_float(a->dtype) || th_dtype_is_fp8(a->dtype))
@@ -635,7 +651,8 @@ th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   const th_value *v = args[0].u.value;
   th_arg r, mask, y;
   th_arg uargs[3] = {args[0], th_arg_float(0.0), th_arg_float(1.0)};
-  TH_TRY(kw_call1(tr, TH_OP_ltorch_uniform_like, 3, uargs, "dtype", th_arg_dtype(th_tu_computation_dtype(v->dtype)), &r));
+  TH_TRY(
+      kw_call1(tr, TH_OP_ltorch_uniform_like, 3, uargs, "dtype", th_arg_dtype(th_tu_computation_dtype(v->dtype)), &r));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_lt, r, th_arg_float(1.0 - p), &mask));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], mask, &y));
   return th_tu_call2(tr, TH_OP_ltorch_mul, y, th_arg_float(1.0 / (1.0 - p)), out);

@@ -17,25 +17,25 @@
 
 /* Exact types: 0 bool 1 b8_ 2 b8 3 int 4 u8_ 5 u8 6 i8_ 7 i16_ 8 i32_ 9 i64_ 10 i8 11 i16 12 i32 13 i64 */
 static const unsigned char exact_table[14][14] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},            /* bool */
-    {1, 1, 2, 6, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},            /* b8_ */
-    {2, 2, 2, 6, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},            /* b8 */
-    {3, 6, 6, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},            /* int */
-    {4, 4, 4, 4, 4, 5, 11, 11, 11, 11, 11, 11, 12, 13},        /* u8_ */
-    {5, 5, 5, 5, 5, 5, 11, 11, 11, 11, 11, 11, 12, 13},        /* u8 */
-    {6, 6, 6, 6, 11, 11, 6, 7, 8, 9, 10, 11, 12, 13},          /* i8_ */
-    {7, 7, 7, 7, 11, 11, 7, 7, 8, 9, 10, 11, 12, 13},          /* i16_ */
-    {8, 8, 8, 8, 11, 11, 8, 8, 8, 9, 10, 11, 12, 13},          /* i32_ */
-    {9, 9, 9, 9, 11, 11, 9, 9, 9, 9, 10, 11, 12, 13},          /* i64_ */
-    {10, 10, 10, 10, 11, 11, 10, 10, 10, 10, 10, 11, 12, 13},  /* i8 */
-    {11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 12, 13},  /* i16 */
-    {12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 13},  /* i32 */
-    {13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13},  /* i64 */
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* bool */
+    {1, 1, 2, 6, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8_ */
+    {2, 2, 2, 6, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8 */
+    {3, 6, 6, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* int */
+    {4, 4, 4, 4, 4, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8_ */
+    {5, 5, 5, 5, 5, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8 */
+    {6, 6, 6, 6, 11, 11, 6, 7, 8, 9, 10, 11, 12, 13},         /* i8_ */
+    {7, 7, 7, 7, 11, 11, 7, 7, 8, 9, 10, 11, 12, 13},         /* i16_ */
+    {8, 8, 8, 8, 11, 11, 8, 8, 8, 9, 10, 11, 12, 13},         /* i32_ */
+    {9, 9, 9, 9, 11, 11, 9, 9, 9, 9, 10, 11, 12, 13},         /* i64_ */
+    {10, 10, 10, 10, 11, 11, 10, 10, 10, 10, 10, 11, 12, 13}, /* i8 */
+    {11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 12, 13}, /* i16 */
+    {12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 13}, /* i32 */
+    {13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13}, /* i64 */
 };
 static const th_tu_type exact_types[14] = {
-    {TH_BOOL, TH_TU_NUMBER}, {TH_BOOL, TH_TU_WEAK}, {TH_BOOL, TH_TU_STRONG}, {TH_I64, TH_TU_NUMBER},
-    {TH_U8, TH_TU_WEAK},     {TH_U8, TH_TU_STRONG}, {TH_I8, TH_TU_WEAK},     {TH_I16, TH_TU_WEAK},
-    {TH_I32, TH_TU_WEAK},    {TH_I64, TH_TU_WEAK},  {TH_I8, TH_TU_STRONG},   {TH_I16, TH_TU_STRONG},
+    {TH_BOOL, TH_TU_NUMBER}, {TH_BOOL, TH_TU_WEAK},  {TH_BOOL, TH_TU_STRONG}, {TH_I64, TH_TU_NUMBER},
+    {TH_U8, TH_TU_WEAK},     {TH_U8, TH_TU_STRONG},  {TH_I8, TH_TU_WEAK},     {TH_I16, TH_TU_WEAK},
+    {TH_I32, TH_TU_WEAK},    {TH_I64, TH_TU_WEAK},   {TH_I8, TH_TU_STRONG},   {TH_I16, TH_TU_STRONG},
     {TH_I32, TH_TU_STRONG},  {TH_I64, TH_TU_STRONG},
 };
 
@@ -52,9 +52,9 @@ static const unsigned char inexact_table[9][9] = {
     {8, 8, 8, 8, 8, 8, 8, 8, 8}, /* f64 */
 };
 static const th_tu_type inexact_types[9] = {
-    {TH_F64, TH_TU_NUMBER}, {TH_BF16, TH_TU_WEAK},   {TH_F16, TH_TU_WEAK},
-    {TH_F32, TH_TU_WEAK},   {TH_F64, TH_TU_WEAK},    {TH_BF16, TH_TU_STRONG},
-    {TH_F16, TH_TU_STRONG}, {TH_F32, TH_TU_STRONG},  {TH_F64, TH_TU_STRONG},
+    {TH_F64, TH_TU_NUMBER}, {TH_BF16, TH_TU_WEAK},  {TH_F16, TH_TU_WEAK},
+    {TH_F32, TH_TU_WEAK},   {TH_F64, TH_TU_WEAK},   {TH_BF16, TH_TU_STRONG},
+    {TH_F16, TH_TU_STRONG}, {TH_F32, TH_TU_STRONG}, {TH_F64, TH_TU_STRONG},
 };
 
 static bool type_is_exact(th_tu_type t) { return t.dtype == TH_BOOL || th_dtype_is_integer(t.dtype); }
@@ -193,10 +193,10 @@ th_status th_tu_broadcast_shape(const char *op, int n, const th_arg *args, int *
     for (int k = 1; k <= v->ndim; k++) {
       int64_t *c = &shape[*ndim - k];
       int64_t s = v->shape[v->ndim - k];
-      if (*c == 1) *c = s;
+      if (*c == 1)
+        *c = s;
       else if (s != 1 && s != *c)
-        return th_error(TH_ERR_RUNTIME, "%s: Attempting to broadcast a dimension of length %lld!", op,
-                        (long long)s);
+        return th_error(TH_ERR_RUNTIME, "%s: Attempting to broadcast a dimension of length %lld!", op, (long long)s);
     }
   }
   return TH_OK;
@@ -205,8 +205,7 @@ th_status th_tu_broadcast_shape(const char *op, int n, const th_arg *args, int *
 th_status th_tu_expand(th_trace *tr, const char *op, th_arg *x, int ndim, const int64_t *shape) {
   const th_value *v = th_meta_tensor(x);
   if (!v) return TH_OK;
-  if (ndim < v->ndim)
-    return th_error(TH_ERR_RUNTIME, "%s: expand: the requested shape has too few dimensions!", op);
+  if (ndim < v->ndim) return th_error(TH_ERR_RUNTIME, "%s: expand: the requested shape has too few dimensions!", op);
   int off = ndim - v->ndim;
   int64_t out_shape[TH_MAX_DIMS], bdims[TH_MAX_DIMS];
   bool same = ndim == v->ndim;
@@ -258,9 +257,12 @@ th_status th_tu_convert(th_trace *tr, th_arg *x, th_dtype dtype) {
   double f;
   int64_t i;
   th_meta_number_value(x, &f, &i);
-  if (want == TH_F64) *x = th_arg_float(x->kind == TH_ARG_FLOAT ? f : (double)i);
-  else if (want == TH_I64) *x = th_arg_int(i);
-  else *x = th_arg_bool(x->kind == TH_ARG_FLOAT ? f != 0.0 : i != 0);
+  if (want == TH_F64)
+    *x = th_arg_float(x->kind == TH_ARG_FLOAT ? f : (double)i);
+  else if (want == TH_I64)
+    *x = th_arg_int(i);
+  else
+    *x = th_arg_bool(x->kind == TH_ARG_FLOAT ? f != 0.0 : i != 0);
   return TH_OK;
 }
 
@@ -278,8 +280,7 @@ th_status th_tu_unary(th_trace *tr, const char *op, th_op_id prim, th_arg a, th_
   return th_tu_convert_type(tr, out, res);
 }
 
-th_status th_tu_binary(th_trace *tr, const char *op, th_op_id prim, th_arg a, th_arg b, th_tu_promo kind,
-                       th_arg *out) {
+th_status th_tu_binary(th_trace *tr, const char *op, th_op_id prim, th_arg a, th_arg b, th_tu_promo kind, th_arg *out) {
   th_arg ab[2] = {a, b};
   th_tu_type comp, res;
   TH_TRY(th_tu_promote(op, 2, ab, kind, &comp, &res));
@@ -304,8 +305,8 @@ th_status th_tu_call3(th_trace *tr, th_op_id op, th_arg a, th_arg b, th_arg c, t
   return th_call(tr, op, 3, args, out);
 }
 
-th_status th_tu_call_kw(th_trace *tr, th_op_id op, int nargs, const th_arg *args, int nkw,
-                        const char *const *kwnames, const th_arg *kwargs, th_arg *out) {
+th_status th_tu_call_kw(th_trace *tr, th_op_id op, int nargs, const th_arg *args, int nkw, const char *const *kwnames,
+                        const th_arg *kwargs, th_arg *out) {
   const th_symbol *sym = th_symbol_get(op);
   if (!sym) return th_error(TH_ERR_VALUE, "unknown op id %d", (int)op);
   return th_call_kw(tr, sym, nargs, args, nkw, kwnames, kwargs, out);
@@ -436,8 +437,8 @@ th_status th_tu_unsqueeze(th_trace *tr, th_arg a, int dim, th_arg *out) {
   const th_value *v = th_meta_tensor(&a);
   TH_ASSERT(v);
   if (v->ndim + 1 > TH_MAX_DIMS)
-    return th_error(TH_ERR_NOT_IMPLEMENTED, "tensors of rank %d are not supported (at most %d dimensions)",
-                    v->ndim + 1, TH_MAX_DIMS);
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "tensors of rank %d are not supported (at most %d dimensions)", v->ndim + 1,
+                    TH_MAX_DIMS);
   int64_t shape[TH_MAX_DIMS], bdims[TH_MAX_DIMS];
   for (int i = 0, j = 0; i < v->ndim + 1; i++) {
     if (i == dim) {
@@ -461,8 +462,7 @@ th_status th_tu_squeeze(th_trace *tr, th_arg a, int n, const int64_t *dims, th_a
   return th_tu_call2(tr, TH_OP_prims_squeeze, a, th_tu_ints(items, n, dims), out);
 }
 
-th_status th_tu_slice_in_dim(th_trace *tr, th_arg a, int64_t start, int64_t stop, int64_t step, int dim,
-                             th_arg *out) {
+th_status th_tu_slice_in_dim(th_trace *tr, th_arg a, int64_t start, int64_t stop, int64_t step, int dim, th_arg *out) {
   const th_value *v = th_meta_tensor(&a);
   TH_ASSERT(v);
   int64_t lo[TH_MAX_DIMS], hi[TH_MAX_DIMS], st[TH_MAX_DIMS];

@@ -15,8 +15,8 @@ static th_status reduce_prim(th_trace *tr, th_op_id prim, th_arg x, int nd, cons
   return th_tu_call2(tr, prim, x, th_tu_ints(items, nd, dims), out);
 }
 
-th_status th_tu_reduce(th_trace *tr, const char *op, th_op_id prim, th_arg a, int nd, const int64_t *dims,
-                       bool keepdim, bool has_dtype, th_dtype dtype, th_arg *out) {
+th_status th_tu_reduce(th_trace *tr, const char *op, th_op_id prim, th_arg a, int nd, const int64_t *dims, bool keepdim,
+                       bool has_dtype, th_dtype dtype, th_arg *out) {
   const th_value *v = a.u.value;
   th_dtype in_dt = has_dtype ? dtype : v->dtype;
   if (prim == TH_OP_prims_amax || prim == TH_OP_prims_amin)

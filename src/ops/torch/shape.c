@@ -74,10 +74,11 @@ th_status ltorch_permute_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   int n;
   TH_TRY(th_meta_int_list(op, "dims", &args[1], dims, &n));
   if (n != v->ndim)
-    return th_error(TH_ERR_RUNTIME,
-                    "%s: permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
-                    "desired ordering of dimensions i.e. input.dim() = %d is not equal to len(dims) = %d",
-                    op, v->ndim, n);
+    return th_error(
+        TH_ERR_RUNTIME,
+        "%s: permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
+        "desired ordering of dimensions i.e. input.dim() = %d is not equal to len(dims) = %d",
+        op, v->ndim, n);
   for (int i = 0; i < n; i++) {
     int d;
     TH_TRY(th_meta_canonical_dim(op, dims[i], v->ndim, &d));
@@ -170,7 +171,8 @@ th_status ltorch_flatten_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   TH_TRY(th_meta_canonical_dim(op, s, v->ndim, &cs));
   TH_TRY(th_meta_canonical_dim(op, e, v->ndim, &ce));
   if (v->ndim == 0) return th_tu_unsqueeze(tr, args[0], 0, out);
-  if (cs > ce) return th_error(TH_ERR_RUNTIME, "%s: flatten() has invalid args: start_dim cannot come after end_dim", op);
+  if (cs > ce)
+    return th_error(TH_ERR_RUNTIME, "%s: flatten() has invalid args: start_dim cannot come after end_dim", op);
   if (cs == ce) {
     *out = args[0];
     return TH_OK;
@@ -363,8 +365,7 @@ th_status ltorch_getitem_decomp(th_trace *tr, const th_symbol *sym, const th_arg
     raw = keyarg->u.seq.items;
     nraw = keyarg->u.seq.n;
   }
-  if (nraw > TH_MAX_KEY)
-    return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
+  if (nraw > TH_MAX_KEY) return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
   /* count the entries that index a dim; check the kinds */
   int indexing = 0, nell = 0;
   for (int i = 0; i < nraw; i++) {
@@ -375,8 +376,7 @@ th_status ltorch_getitem_decomp(th_trace *tr, const th_symbol *sym, const th_arg
     } else if (k->kind == TH_ARG_SLICE || is_index_number(k) || th_meta_is_tensor(k)) {
       indexing++;
     } else if (k->kind == TH_ARG_LIST || k->kind == TH_ARG_TUPLE) {
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: indexing with a sequence is not supported; use a tensor index",
-                      op);
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: indexing with a sequence is not supported; use a tensor index", op);
     } else if (k->kind == TH_ARG_BOOL) {
       return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: indexing with a bool is not supported", op);
     } else {
@@ -385,8 +385,7 @@ th_status ltorch_getitem_decomp(th_trace *tr, const th_symbol *sym, const th_arg
                       op);
     }
   }
-  if (indexing > v->ndim)
-    return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
+  if (indexing > v->ndim) return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
   /* expand the Ellipsis into full slices; split into the basic part and the advanced part */
   /* na counts the dims of the basic-indexed result, so the index tensor's dim is known */
   th_arg basic[TH_MAX_KEY + TH_MAX_DIMS];
@@ -460,8 +459,9 @@ th_status ltorch_stack_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   for (int i = 1; i < n; i++) {
     const th_value *t = ts[i].u.value;
     if (t->ndim != first->ndim || memcmp(t->shape, first->shape, sizeof(int64_t) * (size_t)t->ndim))
-      return th_error(TH_ERR_RUNTIME, "%s: stack expects each tensor to be equal size, but got %s at entry 0 and %s at entry %d",
-                      op, th_meta_shape_str(first->shape, first->ndim, b0, sizeof b0),
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: stack expects each tensor to be equal size, but got %s at entry 0 and %s at entry %d", op,
+                      th_meta_shape_str(first->shape, first->ndim, b0, sizeof b0),
                       th_meta_shape_str(t->shape, t->ndim, b1, sizeof b1), i);
   }
   int64_t dim;
@@ -507,24 +507,29 @@ th_status ltorch_split_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
     for (int i = 0; i < n; i++) {
       TH_TRY(th_meta_int(op, "split_sizes", &sz->u.seq.items[i], &lengths[i]));
       if (lengths[i] < 0)
-        return th_error(TH_ERR_RUNTIME, "%s: split_with_sizes expects split_sizes have only non-negative entries, but got "
-                        "split_sizes=%lld", op, (long long)lengths[i]);
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: split_with_sizes expects split_sizes have only non-negative entries, but got "
+                        "split_sizes=%lld",
+                        op, (long long)lengths[i]);
       total += lengths[i];
     }
     if (total != len)
-      return th_error(TH_ERR_RUNTIME,
-                      "%s: split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at dimension "
-                      "%d), but got a sum of %lld",
-                      op, (long long)len, d, (long long)total);
+      return th_error(
+          TH_ERR_RUNTIME,
+          "%s: split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at dimension "
+          "%d), but got a sum of %lld",
+          op, (long long)len, d, (long long)total);
     return split_lengths(tr, args[0], d, n, lengths, out);
   }
   int64_t size;
   TH_TRY(th_meta_int(op, "split_size", sz, &size));
-  if (size < 0) return th_error(TH_ERR_RUNTIME, "%s: split expects split_size be non-negative, but got split_size=%lld", op,
-                                (long long)size);
+  if (size < 0)
+    return th_error(TH_ERR_RUNTIME, "%s: split expects split_size be non-negative, but got split_size=%lld", op,
+                    (long long)size);
   if (size == 0 && len != 0)
-    return th_error(TH_ERR_RUNTIME, "%s: split_size can only be 0 if dimension size is 0, but got dimension size of %lld",
-                    op, (long long)len);
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: split_size can only be 0 if dimension size is 0, but got dimension size of %lld", op,
+                    (long long)len);
   int64_t n = size == 0 ? 1 : (len + size - 1) / size;
   if (n == 0) n = 1; /* a zero-length dim splits into one empty piece */
   int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)n);
@@ -543,7 +548,8 @@ th_status ltorch_chunk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   TH_TRY(th_meta_int(op, "dim", &args[2], &dim));
   if (v->ndim == 0) return th_error(TH_ERR_RUNTIME, "%s: chunk expects at least a 1-dimensional tensor", op);
   if (chunks <= 0)
-    return th_error(TH_ERR_RUNTIME, "%s: chunk expects `chunks` to be greater than 0, got: %lld", op, (long long)chunks);
+    return th_error(TH_ERR_RUNTIME, "%s: chunk expects `chunks` to be greater than 0, got: %lld", op,
+                    (long long)chunks);
   TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
   int64_t len = v->shape[d];
   if (len == 0) { /* chunks empty pieces */

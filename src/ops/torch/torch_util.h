@@ -84,8 +84,7 @@ th_dtype th_tu_computation_dtype(th_dtype dt);
 /* promote -> convert -> prim -> convert (Thunder's _elementwise_unary_wrapper). */
 th_status th_tu_unary(th_trace *tr, const char *op, th_op_id prim, th_arg a, th_tu_promo kind, th_arg *out);
 /* promote -> broadcast -> convert both -> prim -> convert (Thunder's _elementwise_binary_wrapper). */
-th_status th_tu_binary(th_trace *tr, const char *op, th_op_id prim, th_arg a, th_arg b, th_tu_promo kind,
-                       th_arg *out);
+th_status th_tu_binary(th_trace *tr, const char *op, th_op_id prim, th_arg a, th_arg b, th_tu_promo kind, th_arg *out);
 
 /* ---- recording helpers ---------------------------------------------------------------------------- */
 
@@ -94,8 +93,8 @@ th_status th_tu_call1(th_trace *tr, th_op_id op, th_arg a, th_arg *out);
 th_status th_tu_call2(th_trace *tr, th_op_id op, th_arg a, th_arg b, th_arg *out);
 th_status th_tu_call3(th_trace *tr, th_op_id op, th_arg a, th_arg b, th_arg c, th_arg *out);
 /* th_call_kw by op id. */
-th_status th_tu_call_kw(th_trace *tr, th_op_id op, int nargs, const th_arg *args, int nkw,
-                        const char *const *kwnames, const th_arg *kwargs, th_arg *out);
+th_status th_tu_call_kw(th_trace *tr, th_op_id op, int nargs, const th_arg *args, int nkw, const char *const *kwnames,
+                        const th_arg *kwargs, th_arg *out);
 
 /* A TUPLE argument of ints whose items are written to `items` (caller storage of n entries). */
 th_arg th_tu_ints(th_arg *items, int n, const int64_t *v);
@@ -129,8 +128,7 @@ th_status th_tu_unsqueeze(th_trace *tr, th_arg a, int dim, th_arg *out);
 /* prims.squeeze over the (canonical, length-1) dims; no-op when n == 0. */
 th_status th_tu_squeeze(th_trace *tr, th_arg a, int n, const int64_t *dims, th_arg *out);
 /* prims.slice_prim along one dim [start, stop) with step (Thunder's clang.slice_in_dim). */
-th_status th_tu_slice_in_dim(th_trace *tr, th_arg a, int64_t start, int64_t stop, int64_t step, int dim,
-                             th_arg *out);
+th_status th_tu_slice_in_dim(th_trace *tr, th_arg a, int64_t start, int64_t stop, int64_t step, int dim, th_arg *out);
 /* keepdim for a reduction: broadcast_in_dim the reduced tensor back to rank ndim with 1s at dims. */
 th_status th_tu_keepdim(th_trace *tr, th_arg r, int ndim, const int64_t *in_shape, int nd, const int64_t *dims,
                         th_arg *out);
@@ -149,8 +147,8 @@ th_status th_tu_iota(th_trace *tr, int64_t length, int64_t start, int64_t step, 
 th_status th_tu_to_fp8_saturated(th_trace *tr, th_arg a, th_dtype fp8, th_arg *out);
 /* Reductions in the computation dtype with keepdim and result conversion, as Thunder's _reduction.
  * `prim` is prims.sum/prod/amax/amin. (reduction.c) */
-th_status th_tu_reduce(th_trace *tr, const char *op, th_op_id prim, th_arg a, int nd, const int64_t *dims,
-                       bool keepdim, bool has_dtype, th_dtype dtype, th_arg *out);
+th_status th_tu_reduce(th_trace *tr, const char *op, th_op_id prim, th_arg a, int nd, const int64_t *dims, bool keepdim,
+                       bool has_dtype, th_dtype dtype, th_arg *out);
 /* softmax / log_softmax over one dim with an optional result dtype (nn.c). */
 th_status th_tu_softmax(th_trace *tr, const char *op, th_arg a, int64_t dim, bool has_dtype, th_dtype dtype, bool log,
                         th_arg *out);
