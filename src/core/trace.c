@@ -298,10 +298,10 @@ static const char *ptype_name(const th_param *p) {
   return "?";
 }
 
-static const char *arg_kind_name(const th_arg *a) {
+const char *th_arg_kind_name(const th_arg *a) {
   switch (a->kind) {
     case TH_ARG_NONE: return "None";
-    case TH_ARG_VALUE: return a->u.value->is_tensor ? "Tensor" : "number proxy";
+    case TH_ARG_VALUE: return a->u.value->is_tensor ? "Tensor" : a->u.value->dtype == TH_F64 ? "float" : "int";
     case TH_ARG_BOOL: return "bool";
     case TH_ARG_INT: return "int";
     case TH_ARG_FLOAT: return "float";
@@ -397,7 +397,7 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
     }
     if (!arg_fits(p, &out[i]))
       return th_error(TH_ERR_TYPE, "%s: argument '%s' expected %s%s, but got %s", sym->qualname, p->name,
-                      ptype_name(p), p->optional ? " or None" : "", arg_kind_name(&out[i]));
+                      ptype_name(p), p->optional ? " or None" : "", th_arg_kind_name(&out[i]));
   }
   *bound = out;
   return TH_OK;

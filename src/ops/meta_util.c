@@ -64,26 +64,6 @@ bool th_meta_number_value(const th_arg *a, double *f, int64_t *i) {
 
 /* ---- int lists and dims --------------------------------------------------------------------------- */
 
-static const char *kind_name(const th_arg *a) {
-  switch (a->kind) {
-    case TH_ARG_NONE: return "None";
-    case TH_ARG_VALUE: return a->u.value->is_tensor ? "Tensor" : a->u.value->dtype == TH_F64 ? "float" : "int";
-    case TH_ARG_BOOL: return "bool";
-    case TH_ARG_INT: return "int";
-    case TH_ARG_FLOAT: return "float";
-    case TH_ARG_STR: return "str";
-    case TH_ARG_DTYPE: return "dtype";
-    case TH_ARG_DEVICE: return "device";
-    case TH_ARG_TUPLE: return "tuple";
-    case TH_ARG_LIST: return "list";
-    case TH_ARG_DICT: return "dict";
-    case TH_ARG_SLICE: return "slice";
-    case TH_ARG_ELLIPSIS: return "Ellipsis";
-    case TH_ARG_OBJECT: return "object";
-  }
-  return "?";
-}
-
 static const char *pfx(const char *op) { return op ? op : ""; }
 static const char *sep(const char *op) { return op ? ": " : ""; }
 
@@ -103,21 +83,21 @@ th_status th_meta_int(const char *op, const char *what, const th_arg *a, int64_t
     *out = a->u.value->ivalue;
     return TH_OK;
   }
-  return th_error(TH_ERR_TYPE, "%s%sexpected %s to be an int, but got %s", pfx(op), sep(op), what, kind_name(a));
+  return th_error(TH_ERR_TYPE, "%s%sexpected %s to be an int, but got %s", pfx(op), sep(op), what, th_arg_kind_name(a));
 }
 
 th_status th_meta_int_list(const char *op, const char *what, const th_arg *a, int64_t out[TH_MAX_DIMS], int *n) {
   if (a->kind == TH_ARG_INT || a->kind == TH_ARG_VALUE) {
     if (a->kind == TH_ARG_VALUE && (a->u.value->is_tensor || a->u.value->dtype == TH_F64))
       return th_error(TH_ERR_TYPE, "%s%sexpected %s to be an int or a sequence of ints, but got %s", pfx(op),
-                      sep(op), what, kind_name(a));
+                      sep(op), what, th_arg_kind_name(a));
     TH_TRY(th_meta_int(op, what, a, &out[0]));
     *n = 1;
     return TH_OK;
   }
   if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST)
     return th_error(TH_ERR_TYPE, "%s%sexpected %s to be an int or a sequence of ints, but got %s", pfx(op), sep(op),
-                    what, kind_name(a));
+                    what, th_arg_kind_name(a));
   if (a->u.seq.n > TH_MAX_DIMS)
     return th_error(TH_ERR_NOT_IMPLEMENTED, "%s%s%s has %d entries; at most %d dimensions are supported", pfx(op),
                     sep(op), what, a->u.seq.n, TH_MAX_DIMS);
@@ -127,7 +107,7 @@ th_status th_meta_int_list(const char *op, const char *what, const th_arg *a, in
               (x->kind == TH_ARG_VALUE && !x->u.value->is_tensor && x->u.value->dtype != TH_F64);
     if (!ok)
       return th_error(TH_ERR_TYPE, "%s%sexpected %s to be a sequence of ints, but element %d is %s", pfx(op),
-                      sep(op), what, k, kind_name(x));
+                      sep(op), what, k, th_arg_kind_name(x));
     TH_TRY(th_meta_int(op, what, x, &out[k]));
   }
   *n = a->u.seq.n;
@@ -167,7 +147,7 @@ th_status th_meta_device(const char *op, const th_arg *a, th_device *out) {
                       sep(op), a->u.s);
     return TH_OK;
   }
-  return th_error(TH_ERR_TYPE, "%s%sexpected a device, but got %s", pfx(op), sep(op), kind_name(a));
+  return th_error(TH_ERR_TYPE, "%s%sexpected a device, but got %s", pfx(op), sep(op), th_arg_kind_name(a));
 }
 
 /* ---- formatting ------------------------------------------------------------------------------------ */
