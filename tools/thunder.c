@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "thunder/thunder.h"
 
@@ -51,7 +52,21 @@ static int usage_error(const char *fmt, const char *arg) {
   return 2;
 }
 
+#define MAX_PROGRAM_BYTES ((size_t)64 << 20) /* a trace text larger than 64 MiB is refused */
+
+/* Reads PROGRAM into a NUL-terminated heap string. Regular files and pipes only (not directories or
+ * devices like /dev/zero), at most MAX_PROGRAM_BYTES; a NUL byte inside is an error (the text would
+ * be cut there silently). Prints the error and returns NULL on failure. */
 static char *read_file(const char *path) {
+  struct stat stt;
+  if (stat(path, &stt) != 0) {
+    fprintf(stderr, "thunder: %s: cannot open: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  if (!S_ISREG(stt.st_mode) && !S_ISFIFO(stt.st_mode)) {
+    fprintf(stderr, "thunder: %s: not a regular file\n", path);
+    return NULL;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "thunder: %s: cannot open: %s\n", path, strerror(errno));
@@ -59,24 +74,25 @@ static char *read_file(const char *path) {
   }
   size_t cap = 65536, len = 0;
   char *buf = malloc(cap);
-  for (;;) {
-    if (!buf) break;
+  const char *err = buf ? NULL : "out of memory";
+  while (!err) {
     size_t n = fread(buf + len, 1, cap - len - 1, f);
     len += n;
     if (n == 0) break;
-    if (len + 1 == cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) {
-        free(buf);
-        buf = NULL;
-      }
-      buf = nb;
+    if (len + 1 < cap) continue;
+    if (cap > MAX_PROGRAM_BYTES) {
+      err = "larger than 64 MiB; not a trace";
+      break;
     }
+    char *nb = realloc(buf, cap *= 2);
+    if (!nb) err = "out of memory";
+    else buf = nb;
   }
-  int err = ferror(f);
+  if (!err && ferror(f)) err = strerror(errno);
+  if (!err && memchr(buf, 0, len)) err = "contains a NUL byte; not a text file";
   fclose(f);
-  if (!buf || err) {
-    fprintf(stderr, "thunder: %s: read error\n", path);
+  if (err) {
+    fprintf(stderr, "thunder: %s: cannot read: %s\n", path, err);
     free(buf);
     return NULL;
   }
@@ -100,7 +116,9 @@ static int fail(const char *what) {
 }
 
 typedef struct {
-  const char *name; /* NULL: bind all tensors of a .safetensors file by name */
+  const char *name; /* points into argv (NAME=FILE, name_len bytes); NULL: bind all tensors of a
+                       .safetensors file by name */
+  size_t name_len;
   const char *path;
 } binding;
 
@@ -163,22 +181,86 @@ static bool check_input(const char *prog, const th_value *v, const th_tensor *t,
   return ok;
 }
 
-/* Finds the tensor named `name` in a .safetensors file (or the only tensor if it holds one). */
-static th_tensor *load_safetensors_named(const char *path, const char *name, bool exact) {
-  int n = 0;
-  char **names = NULL;
-  th_tensor **ts = NULL;
-  if (th_safetensors_read(path, &n, &names, &ts) != TH_OK) return NULL;
-  th_tensor *found = NULL;
-  for (int i = 0; i < n; i++)
-    if (!strcmp(names[i], name)) found = ts[i];
-  if (!found && !exact && n == 1) found = ts[0];
-  if (found) th_tensor_retain(found);
-  th_safetensors_free(n, names, ts);
-  return found;
+/* The tensors of one .safetensors file, read once. */
+typedef struct {
+  int n;
+  char **names;
+  th_tensor **tensors;
+} tensor_file;
+
+/* The tensor named `name` in f (borrowed), or NULL. */
+static th_tensor *tensor_file_find(const tensor_file *f, const char *name) {
+  for (int i = 0; i < f->n; i++)
+    if (!strcmp(f->names[i], name)) return f->tensors[i];
+  return NULL;
+}
+
+static bool name_is(const binding *b, const char *name) {
+  return b->name && strlen(name) == b->name_len && !strncmp(b->name, name, b->name_len);
+}
+
+/* Binds the inputs named by one --input option; prints the error and returns false on failure. */
+static bool bind_one(const char *prog, th_trace *tr, const binding *b, th_tensor **inputs) {
+  int nin = th_trace_num_inputs(tr);
+  int target = -1;
+  for (int i = 0; b->name && i < nin; i++)
+    if (name_is(b, th_value_name(th_trace_input(tr, i)))) target = i;
+  if (b->name && target < 0) {
+    fprintf(stderr, "thunder: %s: --input %.*s=...: the program has no input named '%.*s'\n", prog,
+            (int)b->name_len, b->name, (int)b->name_len, b->name);
+    return false;
+  }
+  if (ends_with(b->path, ".npy")) {
+    th_tensor *t = NULL;
+    if (th_npy_read(b->path, &t) != TH_OK) return fail(prog), false;
+    const th_value *v = th_trace_input(tr, target);
+    if (!check_input(prog, v, t, b->path)) {
+      th_tensor_release(t);
+      return false;
+    }
+    th_tensor_release(inputs[target]);
+    inputs[target] = t;
+    return true;
+  }
+  tensor_file f = {0};
+  if (th_safetensors_read(b->path, &f.n, &f.names, &f.tensors) != TH_OK) return fail(prog), false;
+  bool ok = true;
+  int bound = 0;
+  for (int i = 0; ok && i < nin; i++) {
+    const th_value *v = th_trace_input(tr, i);
+    if (b->name && i != target) continue;
+    th_tensor *t = tensor_file_find(&f, th_value_name(v));
+    if (!t && b->name && f.n == 1) t = f.tensors[0]; /* NAME=FILE holding a single tensor */
+    if (!t) {
+      if (b->name) {
+        fprintf(stderr, "thunder: %s: %s has no tensor named '%s'\n", prog, b->path, th_value_name(v));
+        ok = false;
+      }
+      continue;
+    }
+    if (!check_input(prog, v, t, b->path)) {
+      ok = false;
+      break;
+    }
+    th_tensor_retain(t);
+    th_tensor_release(inputs[i]);
+    inputs[i] = t;
+    bound++;
+  }
+  if (ok && !bound) {
+    fprintf(stderr, "thunder: %s: --input %s: no tensor in it is named like an input of the program\n", prog,
+            b->path);
+    ok = false;
+  }
+  th_safetensors_free(f.n, f.names, f.tensors);
+  return ok;
 }
 
 static void print_stats(const char *label, const th_tensor *t) {
+  if (!t) { /* a None in the returned structure */
+    printf("%s: None\n", label);
+    return;
+  }
   char ty[128];
   format_type(th_tensor_dtype(t), th_tensor_ndim(t), th_tensor_shape(t), ty, sizeof ty);
   int64_t n = th_tensor_numel(t);
@@ -237,35 +319,46 @@ static int cmd_run(int argc, char **argv) {
     const char *a = argv[i];
     bool needs_value = !strcmp(a, "--input") || !strcmp(a, "--random-inputs") || !strcmp(a, "--device") ||
                        !strcmp(a, "--output") || !strcmp(a, "--executors");
-    if (needs_value && i + 1 >= argc) return usage_error("%s needs a value", a);
+    if (needs_value && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) return usage_error("%s needs a value", a);
     if (!strcmp(a, "--input")) {
       const char *v = argv[++i];
       const char *eq = strchr(v, '=');
       if (nbinds == MAX_BINDINGS) return usage_error("too many --input options%s", "");
       if (eq) {
-        char *name = strndup(v, (size_t)(eq - v));
-        binds[nbinds++] = (binding){name, eq + 1};
+        if (eq == v || !eq[1]) return usage_error("--input expects NAME=FILE, got '%s'", v);
+        binds[nbinds] = (binding){v, (size_t)(eq - v), eq + 1};
+        for (int k = 0; k < nbinds; k++)
+          if (binds[k].name && binds[k].name_len == binds[nbinds].name_len &&
+              !strncmp(binds[k].name, v, binds[k].name_len))
+            return usage_error("input '%s' is bound twice", v);
+        nbinds++;
       } else if (ends_with(v, ".safetensors")) {
-        binds[nbinds++] = (binding){NULL, v};
+        binds[nbinds++] = (binding){NULL, 0, v};
       } else {
         return usage_error("--input expects NAME=FILE or FILE.safetensors, got '%s'", v);
       }
     } else if (!strcmp(a, "--random-inputs")) {
+      const char *v = argv[++i];
       char *end;
       errno = 0;
-      unsigned long long s = strtoull(argv[++i], &end, 10);
-      if (*end || errno) return usage_error("--random-inputs expects a non-negative integer seed, got '%s'", argv[i]);
-      seed = s;
+      unsigned long long sd = strtoull(v, &end, 10);
+      if (has_seed) return usage_error("--random-inputs given twice%s", "");
+      if (!*v || strspn(v, "0123456789") != strlen(v) || *end || errno)
+        return usage_error("--random-inputs expects a non-negative integer seed, got '%s'", v);
+      seed = sd;
       has_seed = true;
     } else if (!strcmp(a, "--device")) {
       if (strcmp(argv[++i], "cpu")) return usage_error("--device: only 'cpu' is available, got '%s'", argv[i]);
       device_cpu = true;
     } else if (!strcmp(a, "--output")) {
+      if (output) return usage_error("--output given twice%s", "");
       output = argv[++i];
       if (!ends_with(output, ".npy") && !ends_with(output, ".safetensors"))
         return usage_error("--output must end in .npy or .safetensors, got '%s'", output);
     } else if (!strcmp(a, "--executors")) {
       executors = argv[++i];
+      if (!*executors || strspn(executors, ",") == strlen(executors) || strstr(executors, ",,"))
+        return usage_error("--executors expects a comma-separated list of executor names, got '%s'", executors);
     } else if (!strcmp(a, "--print-trace")) {
       print_trace = true;
     } else if (!strcmp(a, "--quiet")) {
@@ -303,48 +396,9 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "thunder: %s: too many inputs (%d)\n", prog, nin);
     goto done;
   }
-  /* bind inputs */
-  for (int b = 0; b < nbinds; b++) {
-    bool used = false;
-    for (int i = 0; i < nin; i++) {
-      const th_value *v = th_trace_input(tr, i);
-      bool by_name = binds[b].name && !strcmp(binds[b].name, th_value_name(v));
-      if (!by_name && binds[b].name) continue;
-      th_tensor *t = NULL;
-      if (by_name && ends_with(binds[b].path, ".npy")) {
-        if (th_npy_read(binds[b].path, &t) != TH_OK) {
-          fail(prog);
-          goto done;
-        }
-      } else if (ends_with(binds[b].path, ".safetensors")) {
-        t = load_safetensors_named(binds[b].path, th_value_name(v), !by_name);
-        if (!t) {
-          if (by_name) {
-            if (th_last_error()[0]) fail(prog);
-            else fprintf(stderr, "thunder: %s: %s has no tensor named '%s'\n", prog, binds[b].path, th_value_name(v));
-            goto done;
-          }
-          continue; /* all-by-name binding: this input is not in the file */
-        }
-      } else {
-        fprintf(stderr, "thunder: %s: input '%s': %s is neither .npy nor .safetensors\n", prog,
-                th_value_name(v), binds[b].path);
-        goto done;
-      }
-      used = true;
-      if (!check_input(prog, v, t, binds[b].path)) {
-        th_tensor_release(t);
-        goto done;
-      }
-      th_tensor_release(inputs[i]);
-      inputs[i] = t;
-    }
-    if (!used && binds[b].name) {
-      fprintf(stderr, "thunder: %s: --input %s: the program has no input named '%s'\n", prog, binds[b].name,
-              binds[b].name);
-      goto done;
-    }
-  }
+  /* bind inputs, in the order given (a later option overrides an earlier one for the same input) */
+  for (int b = 0; b < nbinds; b++)
+    if (!bind_one(prog, tr, &binds[b], inputs)) goto done;
   for (int i = 0; i < nin; i++) {
     if (inputs[i]) continue;
     const th_value *v = th_trace_input(tr, i);
@@ -394,6 +448,12 @@ static int cmd_run(int argc, char **argv) {
     }
   }
   if (output) {
+    int ntensors = 0;
+    for (int i = 0; i < nout; i++) ntensors += outs[i] != NULL;
+    if (ntensors == 0) {
+      fprintf(stderr, "thunder: %s: --output %s: the program returns no tensor\n", prog, output);
+      goto done;
+    }
     if (ends_with(output, ".npy")) {
       if (nout != 1) {
         fprintf(stderr, "thunder: %s: --output %s: the program has %d outputs; use a .safetensors file\n", prog,
@@ -405,14 +465,21 @@ static int cmd_run(int argc, char **argv) {
         goto done;
       }
     } else {
-      char **names = calloc((size_t)(nout ? nout : 1), sizeof(char *));
-      for (int i = 0; names && i < nout; i++) {
-        names[i] = malloc(32);
-        if (names[i]) snprintf(names[i], 32, "output%d", i);
+      /* tensors keep their position in the name (output0, output2, ...); None entries are skipped */
+      char (*names)[32] = calloc((size_t)nout, sizeof *names);
+      const char **name_ptrs = calloc((size_t)nout, sizeof *name_ptrs);
+      th_tensor **tensors = calloc((size_t)nout, sizeof *tensors);
+      int k = 0;
+      for (int i = 0; names && name_ptrs && tensors && i < nout; i++) {
+        if (!outs[i]) continue;
+        snprintf(names[k], sizeof names[k], "output%d", i);
+        name_ptrs[k] = names[k];
+        tensors[k++] = outs[i];
       }
-      st = names ? th_safetensors_write(output, nout, (const char *const *)names, outs) : TH_ERR_NOMEM;
-      for (int i = 0; names && i < nout; i++) free(names[i]);
+      st = names && name_ptrs && tensors ? th_safetensors_write(output, k, name_ptrs, tensors) : TH_ERR_NOMEM;
       free(names);
+      free(name_ptrs);
+      free(tensors);
       if (st != TH_OK) {
         fail(prog);
         goto done;
@@ -424,7 +491,6 @@ done:
   for (int i = 0; i < nout; i++) th_tensor_release(outs[i]);
   free(outs);
   for (int i = 0; i < nin; i++) th_tensor_release(inputs[i]);
-  for (int b = 0; b < nbinds; b++) free((char *)binds[b].name);
   free(exec_buf);
   th_program_free(p);
   th_trace_free(tr);

@@ -25,6 +25,10 @@ th_status th_rt_open_read(const char *who, const char *path, FILE **f, uint64_t 
   char eb[128];
   *f = NULL;
   if (!path) return th_error(TH_ERR_IO, "%s: the path is NULL", who);
+  /* stat before opening: fopen of a FIFO without a writer would block forever */
+  struct stat pre;
+  if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+    return th_error(TH_ERR_IO, "%s: '%s' is not a regular file", who, path);
   FILE *fp = fopen(path, "rb");
   if (!fp) {
     int e = errno;

@@ -135,3 +135,58 @@ def test_cuda_trace_with_device_put_runs_with_device_cpu(cli, tmp_path):
     p = cli("run", prog, "--input", f"x={tmp_path / 'x.npy'}", "--device", "cpu", "--output", out, "--quiet")
     assert p.returncode == 0, p.stderr
     np.testing.assert_array_equal(np.load(out), -np.arange(4, dtype=np.float32).reshape(2, 2))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "missing", "empty"])
+def test_corrupt_weights_file_is_an_error_not_random_weights(cli, tmp_path, damage):
+    prog = write(tmp_path, "ok.py", HEADER + "  return a\n")
+    st.write(tmp_path / "w.safetensors", {"a": np.zeros((2, 3), dtype=np.float32)})
+    data = (tmp_path / "w.safetensors").read_bytes()
+    bad = tmp_path / "bad.safetensors"
+    if damage == "truncate":
+        bad.write_bytes(data[:40])
+    elif damage == "empty":
+        bad.write_bytes(b"")
+    p = cli("run", prog, "--input", bad, "--random-inputs", "0", "--output", tmp_path / "o.npy")
+    assert_user_error(p, "bad.safetensors")
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_weights_file_matching_no_input_is_an_error(cli, tmp_path):
+    prog = write(tmp_path, "ok.py", HEADER + "  return a\n")
+    st.write(tmp_path / "w.safetensors", {"zzz": np.zeros((2, 3), dtype=np.float32)})
+    assert_user_error(cli("run", prog, "--input", tmp_path / "w.safetensors", "--random-inputs", "0"),
+                      "w.safetensors", "no tensor")
+
+
+@pytest.mark.parametrize("ret", ["None", "(a, None)", "{'x': a, 'y': None}"])
+def test_non_tensor_outputs_print_and_save(cli, tmp_path, ret):
+    prog = write(tmp_path, "n.py", HEADER + f"  return {ret}\n")
+    p = cli("run", prog, "--random-inputs", "0")
+    assert p.returncode == 0, p.stderr
+    assert "None" in p.stdout
+    out = tmp_path / "o.safetensors"
+    p = cli("run", prog, "--random-inputs", "0", "--output", out, "--quiet")
+    if ret == "None":
+        assert_user_error(p, "returns no tensor")
+        assert not out.exists()
+    else:
+        assert p.returncode == 0, p.stderr
+        assert list(st.read(out)) == ["output0"]
+
+
+def test_program_that_is_not_a_regular_text_file(cli, tmp_path):
+    assert_user_error(cli("check", tmp_path), "not a regular file")
+    assert_user_error(cli("check", "/dev/zero"), "not a regular file")
+    nul = tmp_path / "nul.py"
+    nul.write_bytes((HEADER + "  return a\n").encode() + b"\0garbage")
+    assert_user_error(cli("check", nul), "NUL")
+
+
+@pytest.mark.parametrize("args", [["--input", "x="], ["--input", "=f.npy"], ["--random-inputs", "-1"],
+                                  ["--random-inputs", ""], ["--executors", ","], ["--executors", "--quiet"],
+                                  ["--output", "a.npy", "--output", "b.npy"], ["--input", "a=1.npy", "--input", "a=2.npy"]])
+def test_more_bad_usage_exits_2(cli, tmp_path, args):
+    prog = write(tmp_path, "ok.py", HEADER + "  return a\n")
+    p = cli("run", prog, *args)
+    assert p.returncode == 2, (args, p.returncode, p.stderr)
