@@ -40,7 +40,8 @@ static const char *usage_text =
     "  --device cpu           run a trace recorded for another device (cuda:0) on the CPU\n"
     "  --executors LIST       executors in priority order (default blas,eager)\n"
     "  --output FILE          write the outputs: FILE.npy (a single output) or FILE.safetensors\n"
-    "  --print-trace          print the execution trace before running\n"
+    "  --print-trace          also print the execution trace (torch-level ops decomposed into\n"
+    "                         the prims the executors run) before running\n"
     "  --quiet                do not print the input trace and output statistics\n"
     "\n"
     "exit status: 0 success, 1 error in the program or its inputs, 2 bad usage\n";
@@ -376,7 +377,7 @@ static int cmd_run(int argc, char **argv) {
   int rc = 1;
   th_trace *tr = NULL;
   th_program *p = NULL;
-  th_tensor *inputs[MAX_BINDINGS] = {0};
+  th_tensor **inputs = NULL;
   th_tensor **outs = NULL;
   int nout = 0, nin = 0;
   const char *exec_names[16];
@@ -391,11 +392,12 @@ static int cmd_run(int argc, char **argv) {
     fail("");
     goto done;
   }
-  nin = th_trace_num_inputs(tr);
-  if (nin > MAX_BINDINGS) {
-    fprintf(stderr, "thunder: %s: too many inputs (%d)\n", prog, nin);
+  inputs = calloc((size_t)th_trace_num_inputs(tr) + 1, sizeof *inputs);
+  if (!inputs) {
+    fprintf(stderr, "thunder: %s: out of memory\n", prog);
     goto done;
   }
+  nin = th_trace_num_inputs(tr);
   /* bind inputs, in the order given (a later option overrides an earlier one for the same input) */
   for (int b = 0; b < nbinds; b++)
     if (!bind_one(prog, tr, &binds[b], inputs)) goto done;
@@ -430,9 +432,14 @@ static int cmd_run(int argc, char **argv) {
     fail(prog);
     goto done;
   }
-  if (!quiet || print_trace) {
-    char *s = th_trace_print(print_trace ? th_program_trace(p) : tr, -1);
+  if (!quiet) {
+    char *s = th_trace_print(tr, -1);
     if (s) fputs(s, stdout);
+    free(s);
+  }
+  if (print_trace) {
+    char *s = th_trace_print(th_program_trace(p), -1);
+    if (s) printf("%s# the execution trace: what the executors run\n%s", quiet ? "" : "\n", s);
     free(s);
   }
   if (th_program_run(p, nin, inputs, &nout, &outs) != TH_OK) {
@@ -491,6 +498,7 @@ done:
   for (int i = 0; i < nout; i++) th_tensor_release(outs[i]);
   free(outs);
   for (int i = 0; i < nin; i++) th_tensor_release(inputs[i]);
+  free(inputs);
   free(exec_buf);
   th_program_free(p);
   th_trace_free(tr);

@@ -32,22 +32,26 @@ typedef struct th_compile_options {
 } th_compile_options;
 
 /* Verifies `tr`, then builds the program. The trace is not modified and may be freed afterwards.
- * opts may be NULL (defaults). Errors: verifier errors (TH_ERR_VERIFY), a device that does not exist
+ * opts may be NULL (defaults). Errors: tr or out NULL (TH_ERR_VALUE); a value whose shape is not
+ * bounded as th_trace_add_tensor_input requires (TH_ERR_VALUE: a parsed type comment such as
+ * "cpu f32[99999999999, 99999999999]"); verifier errors (TH_ERR_VERIFY), a device that does not exist
  * (TH_ERR_DEVICE: "trace recorded for cuda:0, but this machine has no CUDA device; run with --device
  * cpu"), an op no executor can run (TH_ERR_NOT_IMPLEMENTED). */
 th_status th_program_compile(const th_trace *tr, const th_compile_options *opts, th_program **out);
 
-/* The execution trace (claimed bsyms, provenance "Transform for execution"). Owned by the program. */
+/* The execution trace (claimed bsyms, provenance "Transform for execution"). Owned by the program
+ * (NULL for a NULL program). */
 const th_trace *th_program_trace(const th_program *p);
 
 /* Runs the program. inputs: one tensor per trace input, checked against the recorded dtype and shape
- * (TH_ERR_VALUE naming the input on mismatch). On success *outputs is a malloc'd array of *noutputs
+ * (TH_ERR_VALUE naming the input on mismatch). p, noutputs or outputs NULL, and inputs NULL with
+ * ninputs > 0, are TH_ERR_VALUE. On success *outputs is a malloc'd array of *noutputs
  * tensors (each one reference owned by the caller; free the array with free()). Not thread-safe for
  * one program; distinct programs may run concurrently. */
 th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
                          th_tensor ***outputs);
 
-void th_program_free(th_program *p);
+void th_program_free(th_program *p); /* NULL is fine */
 
 #ifdef __cplusplus
 }

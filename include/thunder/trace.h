@@ -86,13 +86,21 @@ static inline th_arg th_arg_list(int n, th_arg *items) {
 /* ---- traces ------------------------------------------------------------------------------------ */
 
 /* A new, empty trace for function `fn_name` ("computation" if NULL) that starts a new compilation
- * (its own id counter and name supply). Returns NULL (TH_ERR_NOMEM) on allocation failure. */
+ * (its own id counter and name supply). fn_name is printed as code: it must be an ASCII Python
+ * identifier that is not a keyword (else NULL, TH_ERR_VALUE). Returns NULL (TH_ERR_NOMEM) on
+ * allocation failure. */
 th_trace *th_trace_new(const char *fn_name);
 /* Frees the trace and everything in its arena. NULL is fine. */
 void th_trace_free(th_trace *tr);
 
-/* Adds a tensor input. name may be NULL (a fresh t<N>); a name already used in this compilation is
- * an error. shape has ndim entries (ndim <= TH_MAX_DIMS, each >= 0). Returns NULL on error. */
+/* Adds a tensor input. name may be NULL (a fresh t<N>); otherwise it must be an ASCII Python
+ * identifier that is not a keyword ("invalid input name 'def': not a Python identifier") and not
+ * already used in this compilation. shape has ndim entries (0 <= ndim <= TH_MAX_DIMS, each >= 0; NULL
+ * only when ndim is 0), and the product of the extents (0 counted as 1) times the element size must
+ * fit in int64 ("shape [99999999999, 99999999999] has more elements than fit in int64"): every value
+ * of a trace is bounded so, meta outputs included. device: cpu, cuda:N (N >= 0) or meta (the index of
+ * cpu and meta is ignored). Returns NULL on error (TH_ERR_VALUE for a NULL trace, a bad name, dtype,
+ * device or shape; TH_ERR_NOT_IMPLEMENTED above TH_MAX_DIMS). */
 th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
                                     int ndim, const int64_t *shape);
 
@@ -101,12 +109,19 @@ th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dty
  * (defaults filled in, as Thunder's bind does) and running its meta (prims) or its decomposition
  * (torch-level ops, recorded as subsymbols). On success *out is the output: a VALUE, a TUPLE of
  * values, or NONE. Errors: unknown op (TH_ERR_VALUE), bad arguments (TH_ERR_TYPE), and the op's own
- * meta errors (shapes, dtypes), with PyTorch/Thunder wording. Nothing is recorded on error. */
+ * meta errors (shapes, dtypes), with PyTorch/Thunder wording. Nothing is recorded on error.
+ * Misuse is TH_ERR_VALUE, never a crash: tr, qualname or out NULL; nargs or nkwargs negative; args
+ * NULL with nargs > 0; kwnames / kwargs (or one of the names) NULL with nkwargs > 0; an argument of an
+ * unknown kind, dtype or device, a NULL value, string or object name, a tuple/list/dict with a
+ * negative length or NULL items, a dict without keys, nesting deeper than 1000, an OBJECT name that is
+ * not a Python identifier (it prints bare), and a value of another compilation ("ltorch.neg: argument
+ * 'a': value t0 belongs to another trace"). */
 th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_arg *args, int nkwargs,
                         const char *const *kwnames, const th_arg *kwargs, th_arg *out);
 
 /* Sets the return value (any th_arg: a value, a tuple/list/dict of values, None). Appends the RETURN
- * bsym; it must be the last call. */
+ * bsym; it must be the last call. A NULL trace and malformed arguments are TH_ERR_VALUE, as for
+ * th_trace_call (a NULL value, a value of another compilation, ...). */
 th_status th_trace_set_return(th_trace *tr, th_arg ret);
 
 /* Prints the trace in Thunder's format. print_depth -1 prints every subsymbol level (str(trace)),
@@ -125,10 +140,16 @@ th_status th_trace_parse(const char *text, const char *filename, th_trace **out)
 th_status th_trace_verify(const th_trace *tr);
 
 /* Provenance line ("Constructed by Dead Code Elimination (took 0 milliseconds)"), printed as
- * "# Constructed by ..." above the trace. NULL clears it. The string is copied. */
+ * "# Constructed by ..." above the trace. NULL clears it. The string is copied. It is printed as a
+ * comment, so it must be one line: a newline, carriage return or other control character (tab
+ * excepted) is TH_ERR_VALUE, as is a NULL trace. */
 th_status th_trace_set_provenance(th_trace *tr, const char *pss);
 
-/* ---- inspection -------------------------------------------------------------------------------- */
+/* ---- inspection --------------------------------------------------------------------------------
+ * NULL-safe: a NULL trace, value or bsym reads as empty (0 counts, NULL pointers and names, None
+ * outputs, th_value_dtype TH_DTYPE_COUNT, th_value_device cpu); an index out of range gives NULL.
+ * th_value_numel is -1 if the element count overflows int64, which only a parsed value that was
+ * never used or compiled can have (every other value is bounded, see th_trace_add_tensor_input). */
 int th_trace_num_inputs(const th_trace *tr);
 th_value *th_trace_input(const th_trace *tr, int i);
 /* The return value (TH_ARG_NONE if no RETURN). */

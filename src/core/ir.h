@@ -40,6 +40,7 @@ enum {
 /* ---- values (proxies) ---------------------------------------------------------------------------- */
 struct th_value {
   uint32_t id;      /* unique within the session */
+  const struct th_session *sess; /* the compilation it belongs to (set by th_value_new_*) */
   const char *name; /* printing only; owned by the session */
   bool is_tensor;
   th_dtype dtype; /* tensor dtype; number proxies: TH_BOOL / TH_I64 / TH_F64 = Python bool/int/float */
@@ -153,6 +154,7 @@ struct th_trace {
   bool verify_mode; /* metas only: nothing named, nothing appended (the verifier and the parser) */
   bool has_return;
   int nfusions;    /* fusion region counter for names fusion0, fusion1, ... */
+  const char *cur_op; /* the op whose meta/decomposition is running (error prefix), or NULL */
 };
 
 /* A new empty trace in the same compilation as `like` (shares its session: ids and names). */
@@ -167,9 +169,20 @@ const char *th_name_fresh(th_trace *tr, const char *prefix);
 bool th_name_used(const th_trace *tr, const char *name);
 
 /* A new tensor value (unnamed until recorded; th_call names it t<N>). NULL on error: ndim beyond
- * TH_MAX_DIMS or a negative extent. like_requires_grad applies Thunder's rule (only float dtypes). */
+ * TH_MAX_DIMS (TH_ERR_NOT_IMPLEMENTED), a negative extent (TH_ERR_RUNTIME), a shape too large for
+ * int64 (TH_ERR_VALUE: the product of its extents, counting 0 as 1, times the element size must fit
+ * in int64, so every element count, contiguous stride and byte offset of the value fits; errors are
+ * prefixed with the running op, tr->cur_op). requires_grad is kept only for float dtypes (Thunder). */
 th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim,
                               const int64_t *shape, bool requires_grad);
+/* Checks the invariant th_value_new_tensor establishes (rank, extents, int64 bound) on a value made
+ * elsewhere (the parser writes type comments into values directly). `who` prefixes the message
+ * ("value x: shape [...] has more elements than fit in int64"). TH_OK for number proxies. */
+th_status th_value_check(const th_value *v, const char *who);
+/* True if s is an ASCII Python identifier that is not a Python keyword (what a printed trace may use
+ * as a name). */
+bool th_is_py_name(const char *s);
+
 /* A new number proxy (dtype TH_BOOL/TH_I64/TH_F64), value known or not. */
 th_value *th_value_new_number(th_trace *tr, th_dtype pytype, bool has_value, double f, int64_t i);
 /* Gives v a fresh name if it has none. */
@@ -192,7 +205,11 @@ th_status th_symbol_infer(th_trace *tr, const th_symbol *sym, const th_arg *boun
 th_status th_trace_append(th_trace *tr, th_bsym *b);
 th_bsym *th_bsym_new(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, th_arg out);
 
-/* Deep-copies an argument into tr's arena (strings, sequences); values are shared, not copied. */
+/* Deep-copies an argument into tr's arena (strings, sequences); values are shared, not copied.
+ * Rejects malformed arguments with TH_ERR_VALUE (never crashes on them): an unknown kind, a NULL
+ * value / string / object, a sequence with n < 0 or NULL items, a DICT without keys, nesting deeper
+ * than 1000, and a value of another compilation ("value t0 belongs to another trace") or one that
+ * fails th_value_check. */
 th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst);
 /* Calls fn on every value in an arg (recursively through sequences). */
 void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx);

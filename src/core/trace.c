@@ -101,6 +101,40 @@ const char *th_name_fresh(th_trace *tr, const char *prefix) {
     if (!strcmp(tr->sess->names[i], buf)) return tr->sess->names[i];
 }
 
+/* ---- names printed as code ------------------------------------------------------------------------- */
+
+static bool id_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool id_char(char c) { return id_start(c) || (c >= '0' && c <= '9'); }
+
+bool th_is_py_name(const char *s) {
+  static const char *const keywords[] = {
+      "False", "None",   "True",    "and",      "as",       "assert", "async", "await",  "break",
+      "class", "continue", "def",   "del",      "elif",     "else",   "except", "finally", "for",
+      "from",  "global", "if",      "import",   "in",       "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",   "raise",   "return",   "try",      "while",  "with",  "yield"};
+  if (!s || !id_start(s[0])) return false;
+  for (const char *p = s + 1; *p; p++)
+    if (!id_char(*p)) return false;
+  for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+    if (!strcmp(s, keywords[i])) return false;
+  return true;
+}
+
+/* A short, one-line rendering of an untrusted string for error messages: control and non-ASCII bytes
+ * as \xNN, cut after 40 bytes with "...". */
+static const char *printable(const char *s, char *buf, size_t n) {
+  size_t k = 0;
+  int i = 0;
+  for (; s[i] && i < 40 && k + 5 < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'') k += (size_t)snprintf(buf + k, n - k, "\\x%02x", c);
+    else buf[k++] = (char)c;
+  }
+  if (s[i] && k + 4 < n) k += (size_t)snprintf(buf + k, n - k, "...");
+  buf[k < n ? k : n - 1] = 0;
+  return buf;
+}
+
 /* ---- traces -------------------------------------------------------------------------------------- */
 
 static th_trace *trace_alloc(th_session *sess, const char *fn_name) {
@@ -121,6 +155,12 @@ oom:
 }
 
 th_trace *th_trace_new(const char *fn_name) {
+  if (fn_name && !th_is_py_name(fn_name)) {
+    char b[200];
+    th_error(TH_ERR_VALUE, "th_trace_new: invalid function name '%s': not a Python identifier",
+             printable(fn_name, b, sizeof b));
+    return NULL;
+  }
   th_session *s = session_new();
   if (!s) {
     th_error(TH_ERR_NOMEM, "out of memory creating a trace");
@@ -145,6 +185,17 @@ void th_trace_free(th_trace *tr) {
 }
 
 th_status th_trace_set_provenance(th_trace *tr, const char *pss) {
+  if (!tr) return th_error(TH_ERR_VALUE, "th_trace_set_provenance: the trace is NULL");
+  for (const char *p = pss; p && *p; p++)
+    if ((unsigned char)*p < 0x20 && *p != '\t') {
+      char b[200];
+      return th_error(TH_ERR_VALUE,
+                      "th_trace_set_provenance: expected one line of text, but the provenance '%s' contains %s "
+                      "at offset %d",
+                      printable(pss, b, sizeof b),
+                      *p == '\n' ? "a newline" : *p == '\r' ? "a carriage return" : "a control character",
+                      (int)(p - pss));
+    }
   if (!pss) {
     tr->provenance = NULL;
     return TH_OK;
@@ -157,21 +208,73 @@ th_status th_trace_set_provenance(th_trace *tr, const char *pss) {
 
 /* ---- values -------------------------------------------------------------------------------------- */
 
-th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim,
-                              const int64_t *shape, bool requires_grad) {
-  if (ndim < 0 || ndim > TH_MAX_DIMS) {
-    th_error(TH_ERR_NOT_IMPLEMENTED, "tensors of rank %d are not supported (at most %d dimensions)", ndim,
-             TH_MAX_DIMS);
-    return NULL;
-  }
+/* "[2, 3]" into buf. */
+static const char *shape_text(const int64_t *shape, int ndim, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+/* Rank, extents and the int64 bound of th_value_new_tensor (see ir.h); `who` prefixes the overflow
+ * and NULL-shape messages when not NULL. */
+static th_status check_shape(const char *who, th_dtype dtype, int ndim, const int64_t *shape) {
+  const char *sep = who ? ": " : "";
+  if (!who) who = "";
+  if (ndim < 0) return th_error(TH_ERR_VALUE, "%s%sexpected ndim >= 0, but got ndim=%d", who, sep, ndim);
+  if (ndim > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s%stensors of rank %d are not supported (at most %d dimensions)", who,
+                    sep, ndim, TH_MAX_DIMS);
+  if (ndim > 0 && !shape) return th_error(TH_ERR_VALUE, "%s%sshape is NULL with ndim=%d", who, sep, ndim);
   for (int i = 0; i < ndim; i++)
-    if (shape[i] < 0) {
-      th_error(TH_ERR_RUNTIME, "Trying to create tensor with negative dimension %lld", (long long)shape[i]);
-      return NULL;
-    }
+    if (shape[i] < 0)
+      return th_error(TH_ERR_RUNTIME, "Trying to create tensor with negative dimension %lld", (long long)shape[i]);
+  /* span: the product of the extents with 0 counted as 1 (it bounds every contiguous stride) */
+  int64_t span = 1, bytes = 0;
+  bool zero = false, span_ovf = false;
+  for (int i = 0; i < ndim; i++) {
+    zero |= shape[i] == 0;
+    span_ovf |= __builtin_mul_overflow(span, shape[i] > 0 ? shape[i] : 1, &span);
+  }
+  int64_t isz = (unsigned)dtype < TH_DTYPE_COUNT ? (int64_t)th_dtype_size(dtype) : 1;
+  if (!span_ovf && !__builtin_mul_overflow(span, isz, &bytes)) return TH_OK;
+  char b[TH_MAX_DIMS * 22 + 4];
+  shape_text(shape, ndim, b, sizeof b);
+  const char *dt = (unsigned)dtype < TH_DTYPE_COUNT ? th_dtype_name(dtype) : "?";
+  if (zero)
+    return th_error(TH_ERR_VALUE,
+                    "%s%sshape %s of %s is too large: its nonzero sizes times the element size (%lld bytes) do not "
+                    "fit in int64",
+                    who, sep, b, dt, (long long)isz);
+  if (span_ovf) return th_error(TH_ERR_VALUE, "%s%sshape %s has more elements than fit in int64", who, sep, b);
+  return th_error(TH_ERR_VALUE, "%s%sshape %s of %s has more bytes than fit in int64 (%lld elements of %lld bytes)",
+                  who, sep, b, dt, (long long)span, (long long)isz);
+}
+
+static bool device_ok(th_device d) {
+  return (d.type == TH_CPU || d.type == TH_CUDA || d.type == TH_META) && d.index >= 0;
+}
+
+th_status th_value_check(const th_value *v, const char *who) {
+  if (!who) who = "value";
+  if (!v) return th_error(TH_ERR_VALUE, "%s: the value is NULL", who);
+  if ((unsigned)v->dtype >= TH_DTYPE_COUNT)
+    return th_error(TH_ERR_VALUE, "%s: invalid dtype %d", who, (int)v->dtype);
+  if (!v->is_tensor) return TH_OK;
+  if (!device_ok(v->device))
+    return th_error(TH_ERR_VALUE, "%s: invalid device (type %d, index %d)", who, (int)v->device.type,
+                    v->device.index);
+  return check_shape(who, v->dtype, v->ndim, v->shape);
+}
+
+static th_value *new_tensor(th_trace *tr, const char *who, th_dtype dtype, th_device device, int ndim,
+                            const int64_t *shape, bool requires_grad) {
+  if (check_shape(who, dtype, ndim, shape) != TH_OK) return NULL;
   th_value *v = th_arena_alloc(tr->sess->arena, sizeof *v);
   if (!v) return NULL;
   v->id = tr->sess->next_id++;
+  v->sess = tr->sess;
   v->is_tensor = true;
   v->dtype = dtype;
   v->device = device;
@@ -181,10 +284,16 @@ th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, in
   return v;
 }
 
+th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim,
+                              const int64_t *shape, bool requires_grad) {
+  return new_tensor(tr, tr->cur_op, dtype, device, ndim, shape, requires_grad);
+}
+
 th_value *th_value_new_number(th_trace *tr, th_dtype pytype, bool has_value, double f, int64_t i) {
   th_value *v = th_arena_alloc(tr->sess->arena, sizeof *v);
   if (!v) return NULL;
   v->id = tr->sess->next_id++;
+  v->sess = tr->sess;
   v->dtype = pytype;
   v->has_value = has_value;
   v->fvalue = f;
@@ -201,12 +310,32 @@ th_status th_value_name_if_needed(th_trace *tr, th_value *v) {
 
 th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
                                     int ndim, const int64_t *shape) {
-  if ((unsigned)dtype >= TH_DTYPE_COUNT) {
-    th_error(TH_ERR_VALUE, "add_tensor_input: invalid dtype %d", (int)dtype);
+  static const char *const who = "th_trace_add_tensor_input";
+  char nb[200], wb[260];
+  if (!tr) {
+    th_error(TH_ERR_VALUE, "%s: the trace is NULL", who);
     return NULL;
   }
+  if (name && !th_is_py_name(name)) {
+    th_error(TH_ERR_VALUE, "%s: invalid input name '%s': not a Python identifier", who,
+             printable(name, nb, sizeof nb));
+    return NULL;
+  }
+  if ((unsigned)dtype >= TH_DTYPE_COUNT) {
+    th_error(TH_ERR_VALUE, "%s: invalid dtype %d", who, (int)dtype);
+    return NULL;
+  }
+  if (!device_ok(device)) {
+    th_error(TH_ERR_VALUE, "%s: invalid device (type %d, index %d): expected cpu, cuda:N (N >= 0) or meta", who,
+             (int)device.type, device.index);
+    return NULL;
+  }
+  if (device.type != TH_CUDA) device.index = 0; /* cpu and meta carry no index */
+  if (name) snprintf(wb, sizeof wb, "%s: input '%s'", who, name);
+  else snprintf(wb, sizeof wb, "%s", who);
+  if (check_shape(wb, dtype, ndim, shape) != TH_OK) return NULL;
   if (name && th_name_reserve(tr, name) != TH_OK) return NULL;
-  th_value *v = th_value_new_tensor(tr, dtype, device, ndim, shape, false);
+  th_value *v = new_tensor(tr, wb, dtype, device, ndim, shape, false);
   if (!v) return NULL;
   if (name) {
     for (size_t i = hash_str(name) & (tr->sess->cap - 1);; i = (i + 1) & (tr->sess->cap - 1))
@@ -240,7 +369,75 @@ void th_value_type_string(const th_value *v, char *buf, size_t n) {
 
 /* ---- args ------------------------------------------------------------------------------------------ */
 
-th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst) {
+#define TH_MAX_ARG_DEPTH 1000
+
+/* The one-node checks of th_arg_copy (see ir.h); `who` prefixes the message ("ltorch.add: argument
+ * 'other'"), `strict` also requires OBJECT names to be Python identifiers (public entry points). */
+static th_status arg_check(const th_trace *tr, const th_arg *a, const char *who, int depth, bool strict) {
+  char b[200];
+  if (depth > TH_MAX_ARG_DEPTH)
+    return th_error(TH_ERR_VALUE, "%s: arguments nested more than %d levels deep", who, TH_MAX_ARG_DEPTH);
+  if ((unsigned)a->kind > (unsigned)TH_ARG_OBJECT)
+    return th_error(TH_ERR_VALUE, "%s: invalid argument kind %d", who, (int)a->kind);
+  switch (a->kind) {
+    case TH_ARG_VALUE: {
+      const th_value *v = a->u.value;
+      if (!v) return th_error(TH_ERR_VALUE, "%s: expected a value, but got a NULL th_value", who);
+      char vn[64];
+      if (v->name) snprintf(vn, sizeof vn, "%s", v->name);
+      else snprintf(vn, sizeof vn, "#%u", (unsigned)v->id);
+      if (v->sess != tr->sess) return th_error(TH_ERR_VALUE, "%s: value %s belongs to another trace", who, vn);
+      snprintf(b, sizeof b, "%s: value %s", who, vn);
+      return th_value_check(v, b);
+    }
+    case TH_ARG_STR:
+      if (!a->u.s) return th_error(TH_ERR_VALUE, "%s: expected a string, but got a NULL pointer", who);
+      return TH_OK;
+    case TH_ARG_OBJECT:
+      if (!a->u.s) return th_error(TH_ERR_VALUE, "%s: expected an object name, but got a NULL pointer", who);
+      if (strict && !th_is_py_name(a->u.s))
+        return th_error(TH_ERR_VALUE, "%s: invalid object name '%s': not a Python identifier", who,
+                        printable(a->u.s, b, sizeof b));
+      return TH_OK;
+    case TH_ARG_DTYPE:
+      if ((unsigned)a->u.dtype >= TH_DTYPE_COUNT)
+        return th_error(TH_ERR_VALUE, "%s: invalid dtype %d", who, (int)a->u.dtype);
+      return TH_OK;
+    case TH_ARG_DEVICE:
+      if (!device_ok(a->u.device))
+        return th_error(TH_ERR_VALUE, "%s: invalid device (type %d, index %d): expected cpu, cuda:N (N >= 0) or meta",
+                        who, (int)a->u.device.type, a->u.device.index);
+      return TH_OK;
+    case TH_ARG_TUPLE:
+    case TH_ARG_LIST:
+    case TH_ARG_DICT: {
+      int n = a->u.seq.n;
+      const char *kind = th_arg_kind_name(a);
+      if (n < 0) return th_error(TH_ERR_VALUE, "%s: expected a %s of length >= 0, but got length %d", who, kind, n);
+      if (n > 0 && !a->u.seq.items)
+        return th_error(TH_ERR_VALUE, "%s: a %s of length %d has NULL items", who, kind, n);
+      if (a->kind == TH_ARG_DICT && n > 0) {
+        if (!a->u.seq.keys) return th_error(TH_ERR_VALUE, "%s: a dict of length %d has NULL keys", who, n);
+        for (int i = 0; i < n; i++)
+          if (!a->u.seq.keys[i]) return th_error(TH_ERR_VALUE, "%s: dict key %d is NULL", who, i);
+      }
+      return TH_OK;
+    }
+    default:
+      return TH_OK;
+  }
+}
+
+/* Checks a whole argument tree (th_trace_call, th_trace_set_return). */
+static th_status arg_check_tree(const th_trace *tr, const th_arg *a, const char *who, int depth) {
+  TH_TRY(arg_check(tr, a, who, depth, true));
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
+    for (int i = 0; i < a->u.seq.n; i++) TH_TRY(arg_check_tree(tr, &a->u.seq.items[i], who, depth + 1));
+  return TH_OK;
+}
+
+static th_status arg_copy(th_trace *tr, const th_arg *src, th_arg *dst, const char *who, int depth) {
+  TH_TRY(arg_check(tr, src, who, depth, false));
   *dst = *src;
   switch (src->kind) {
     case TH_ARG_STR:
@@ -259,7 +456,7 @@ th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst) {
         if (!dst->u.seq.keys) return TH_ERR_NOMEM;
       }
       for (int i = 0; i < n; i++) {
-        TH_TRY(th_arg_copy(tr, &src->u.seq.items[i], &dst->u.seq.items[i]));
+        TH_TRY(arg_copy(tr, &src->u.seq.items[i], &dst->u.seq.items[i], who, depth + 1));
         if (src->kind == TH_ARG_DICT) {
           dst->u.seq.keys[i] = th_arena_strdup(tr->arena, src->u.seq.keys[i]);
           if (!dst->u.seq.keys[i]) return TH_ERR_NOMEM;
@@ -270,6 +467,10 @@ th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst) {
     default:
       return TH_OK;
   }
+}
+
+th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst) {
+  return arg_copy(tr, src, dst, "th_arg_copy", 0);
 }
 
 void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx) {
@@ -362,10 +563,20 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
                          const char *const *kwnames, const th_arg *kwargs, th_arg **bound) {
   const th_schema *sc = &sym->schema;
   int np = sc->nparams;
+  if (nargs < 0 || nkw < 0)
+    return th_error(TH_ERR_VALUE, "%s: expected nargs >= 0 and nkwargs >= 0, but got nargs=%d and nkwargs=%d",
+                    sym->qualname, nargs, nkw);
+  if (nargs > 0 && !args)
+    return th_error(TH_ERR_VALUE, "%s: args is NULL with nargs=%d", sym->qualname, nargs);
+  if (nkw > 0 && (!kwnames || !kwargs))
+    return th_error(TH_ERR_VALUE, "%s: kwnames and kwargs must not be NULL with nkwargs=%d", sym->qualname, nkw);
+  for (int k = 0; k < nkw; k++)
+    if (!kwnames[k]) return th_error(TH_ERR_VALUE, "%s: keyword name %d is NULL", sym->qualname, k);
   th_arg *out = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(np ? np : 1));
   bool set[64] = {false};
   if (!out) return TH_ERR_NOMEM;
   if (np > 64) return th_error(TH_ERR_RUNTIME, "%s: schema too long", sym->qualname);
+  char who[256];
   int npos_max = 0;
   for (int i = 0; i < np; i++)
     if (!sc->params[i].kwonly) npos_max++;
@@ -373,19 +584,22 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
     return th_error(TH_ERR_TYPE, "%s() takes %d positional argument%s but %d were given", sym->qualname,
                     npos_max, npos_max == 1 ? "" : "s", nargs);
   for (int i = 0; i < nargs; i++) {
-    TH_TRY(th_arg_copy(tr, &args[i], &out[i]));
+    snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, sc->params[i].name);
+    TH_TRY(arg_copy(tr, &args[i], &out[i], who, 0));
     set[i] = true;
   }
   for (int k = 0; k < nkw; k++) {
     int j = -1;
     for (int i = 0; i < np; i++)
       if (!strcmp(sc->params[i].name, kwnames[k])) j = i;
+    char kb[200];
     if (j < 0 || sc->params[j].posonly)
       return th_error(TH_ERR_TYPE, "%s() got an unexpected keyword argument '%s'", sym->qualname,
-                      kwnames[k]);
+                      printable(kwnames[k], kb, sizeof kb));
     if (set[j])
       return th_error(TH_ERR_TYPE, "%s() got multiple values for argument '%s'", sym->qualname, kwnames[k]);
-    TH_TRY(th_arg_copy(tr, &kwargs[k], &out[j]));
+    snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, sc->params[j].name);
+    TH_TRY(arg_copy(tr, &kwargs[k], &out[j], who, 0));
     set[j] = true;
   }
   for (int i = 0; i < np; i++) {
@@ -446,9 +660,12 @@ static bool arg_mentions(const th_arg *a, const th_value *v) {
 
 th_status th_symbol_infer(th_trace *tr, const th_symbol *sym, const th_arg *bound, th_arg *out) {
   bool saved = tr->verify_mode;
+  const char *saved_op = tr->cur_op;
   tr->verify_mode = true;
+  tr->cur_op = sym->qualname;
   th_status st = sym->is_prim ? sym->meta(tr, sym, bound, out) : sym->decomp(tr, sym, bound, out);
   tr->verify_mode = saved;
+  tr->cur_op = saved_op;
   return st;
 }
 
@@ -463,8 +680,12 @@ th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg
   TH_TRY(th_schema_bind(tr, sym, nargs, args, nkw, kwnames, kwargs, &bound));
   th_arg result = th_arg_none();
   th_vec subs = {0};
+  const char *saved_op = tr->cur_op;
+  tr->cur_op = sym->qualname;
   if (sym->is_prim) {
-    TH_TRY(sym->meta(tr, sym, bound, &result));
+    th_status st = sym->meta(tr, sym, bound, &result);
+    tr->cur_op = saved_op;
+    TH_TRY(st);
   } else {
     th_vec *saved = tr->scope;
     tr->scope = &subs;
@@ -480,6 +701,7 @@ th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg
       }
     }
     tr->scope = saved;
+    tr->cur_op = saved_op;
     TH_TRY(st);
   }
   /* A call folded to a constant (numbers only, e.g. prims.add(2, 3)) records nothing, as Thunder
@@ -510,9 +732,32 @@ th_status th_call(th_trace *tr, th_op_id op, int nargs, const th_arg *args, th_a
 
 th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_arg *args, int nkwargs,
                         const char *const *kwnames, const th_arg *kwargs, th_arg *out) {
+  if (!tr || !qualname || !out)
+    return th_error(TH_ERR_VALUE, "th_trace_call: %s is NULL", !tr ? "the trace" : !qualname ? "qualname" : "out");
   const th_symbol *sym = th_symbol_lookup(qualname);
-  if (!sym || (sym->tags & TH_TAG_UTILITY))
-    return th_error(TH_ERR_VALUE, "unknown op '%s'", qualname);
+  if (!sym || (sym->tags & TH_TAG_UTILITY)) {
+    char b[200];
+    return th_error(TH_ERR_VALUE, "unknown op '%s'", printable(qualname, b, sizeof b));
+  }
+  if (nargs < 0 || nkwargs < 0)
+    return th_error(TH_ERR_VALUE, "%s: expected nargs >= 0 and nkwargs >= 0, but got nargs=%d and nkwargs=%d",
+                    sym->qualname, nargs, nkwargs);
+  if (nargs > 0 && !args) return th_error(TH_ERR_VALUE, "%s: args is NULL with nargs=%d", sym->qualname, nargs);
+  if (nkwargs > 0 && (!kwnames || !kwargs))
+    return th_error(TH_ERR_VALUE, "%s: kwnames and kwargs must not be NULL with nkwargs=%d", sym->qualname,
+                    nkwargs);
+  char who[256];
+  for (int i = 0; i < nargs; i++) {
+    if (i < sym->schema.nparams) snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, sym->schema.params[i].name);
+    else snprintf(who, sizeof who, "%s: argument %d", sym->qualname, i);
+    TH_TRY(arg_check_tree(tr, &args[i], who, 0));
+  }
+  for (int k = 0; k < nkwargs; k++) {
+    if (!kwnames[k]) return th_error(TH_ERR_VALUE, "%s: keyword name %d is NULL", sym->qualname, k);
+    char kb[200];
+    snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, printable(kwnames[k], kb, sizeof kb));
+    TH_TRY(arg_check_tree(tr, &kwargs[k], who, 0));
+  }
   th_vec *saved = tr->scope;
   tr->scope = &tr->bsyms;
   th_status st = th_call_kw(tr, sym, nargs, args, nkwargs, kwnames, kwargs, out);
@@ -521,9 +766,12 @@ th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_
 }
 
 th_status th_trace_set_return(th_trace *tr, th_arg ret) {
+  static const char *const who = "th_trace_set_return";
+  if (!tr) return th_error(TH_ERR_VALUE, "%s: the trace is NULL", who);
   if (tr->has_return) return th_error(TH_ERR_RUNTIME, "the trace already has a return");
+  TH_TRY(arg_check_tree(tr, &ret, who, 0));
   th_arg a;
-  TH_TRY(th_arg_copy(tr, &ret, &a));
+  TH_TRY(arg_copy(tr, &ret, &a, who, 0));
   th_arg *args = th_arena_alloc(tr->arena, sizeof(th_arg));
   if (!args) return TH_ERR_NOMEM;
   args[0] = a;
@@ -534,40 +782,48 @@ th_status th_trace_set_return(th_trace *tr, th_arg ret) {
   return TH_OK;
 }
 
-/* ---- inspection ------------------------------------------------------------------------------------ */
+/* ---- inspection ------------------------------------------------------------------------------------
+ * NULL-safe: a NULL trace / value / bsym reads as empty (0, NULL, None). */
 
-int th_trace_num_inputs(const th_trace *tr) { return tr->inputs.n; }
+int th_trace_num_inputs(const th_trace *tr) { return tr ? tr->inputs.n : 0; }
 th_value *th_trace_input(const th_trace *tr, int i) {
-  return i >= 0 && i < tr->inputs.n ? tr->inputs.items[i] : NULL;
+  return tr && i >= 0 && i < tr->inputs.n ? tr->inputs.items[i] : NULL;
 }
 th_arg th_trace_output(const th_trace *tr) {
-  for (int i = tr->bsyms.n - 1; i >= 0; i--) {
+  for (int i = tr ? tr->bsyms.n - 1 : -1; i >= 0; i--) {
     const th_bsym *b = tr->bsyms.items[i];
     if (b->sym->id == TH_OP_prims_python_return) return b->args[0];
   }
   return th_arg_none();
 }
-int th_trace_num_bsyms(const th_trace *tr) { return tr->bsyms.n; }
+int th_trace_num_bsyms(const th_trace *tr) { return tr ? tr->bsyms.n : 0; }
 const th_bsym *th_trace_bsym(const th_trace *tr, int i) {
-  return i >= 0 && i < tr->bsyms.n ? tr->bsyms.items[i] : NULL;
+  return tr && i >= 0 && i < tr->bsyms.n ? tr->bsyms.items[i] : NULL;
 }
 
-const char *th_value_name(const th_value *v) { return v->name; }
-uint32_t th_value_id(const th_value *v) { return v->id; }
-bool th_value_is_tensor(const th_value *v) { return v->is_tensor; }
-th_dtype th_value_dtype(const th_value *v) { return v->dtype; }
-th_device th_value_device(const th_value *v) { return v->device; }
-int th_value_ndim(const th_value *v) { return v->ndim; }
-const int64_t *th_value_shape(const th_value *v) { return v->shape; }
+const char *th_value_name(const th_value *v) { return v ? v->name : NULL; }
+uint32_t th_value_id(const th_value *v) { return v ? v->id : 0; }
+bool th_value_is_tensor(const th_value *v) { return v && v->is_tensor; }
+th_dtype th_value_dtype(const th_value *v) { return v ? v->dtype : TH_DTYPE_COUNT; }
+th_device th_value_device(const th_value *v) {
+  th_device cpu = {TH_CPU, 0};
+  return v ? v->device : cpu;
+}
+int th_value_ndim(const th_value *v) { return v ? v->ndim : 0; }
+const int64_t *th_value_shape(const th_value *v) { return v ? v->shape : NULL; }
 int64_t th_value_numel(const th_value *v) {
+  if (!v) return 0;
   int64_t n = 1;
-  for (int i = 0; i < v->ndim; i++) n *= v->shape[i];
+  for (int i = 0; i < v->ndim; i++)
+    if (v->shape[i] == 0) return 0;
+  for (int i = 0; i < v->ndim; i++)
+    if (v->shape[i] < 0 || __builtin_mul_overflow(n, v->shape[i], &n)) return -1;
   return n;
 }
 
-const char *th_bsym_qualname(const th_bsym *b) { return b->sym->qualname; }
-th_arg th_bsym_output(const th_bsym *b) { return b->out; }
-int th_bsym_num_subsymbols(const th_bsym *b) { return b->nsubs; }
+const char *th_bsym_qualname(const th_bsym *b) { return b ? b->sym->qualname : NULL; }
+th_arg th_bsym_output(const th_bsym *b) { return b ? b->out : th_arg_none(); }
+int th_bsym_num_subsymbols(const th_bsym *b) { return b ? b->nsubs : 0; }
 const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i) {
-  return i >= 0 && i < b->nsubs ? b->subs[i] : NULL;
+  return b && i >= 0 && i < b->nsubs ? b->subs[i] : NULL;
 }

@@ -124,6 +124,16 @@ th_status th_meta_check_shape(const char *op, const int64_t *shape, int ndim) {
   return TH_OK;
 }
 
+bool th_meta_numel(const int64_t *shape, int ndim, int64_t *out) {
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] == 0) return (*out = 0), true;
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < 0 || __builtin_mul_overflow(n, shape[d], &n)) return (*out = -1), false;
+  *out = n;
+  return true;
+}
+
 th_status th_meta_canonical_dim(const char *op, int64_t dim, int ndim, int *out) {
   int64_t rank = ndim > 0 ? ndim : 1; /* a 0-dim tensor wraps like a 1-dim one (PyTorch, Thunder) */
   if (dim < -rank || dim >= rank)

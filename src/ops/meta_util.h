@@ -36,6 +36,9 @@ th_status th_meta_int_list(const char *op, const char *what, const th_arg *a, in
 /* Checks that every extent of a shape read with th_meta_int_list is >= 0; TH_ERR_RUNTIME with
  * PyTorch's wording otherwise: "Trying to create tensor with negative dimension -1: [-1, 2]". */
 th_status th_meta_check_shape(const char *op, const int64_t *shape, int ndim);
+/* The number of elements of a shape: true and *out = the product (0 if any extent is 0), or false and
+ * *out = -1 if an extent is negative or the product overflows int64. Never overflows itself. */
+bool th_meta_numel(const int64_t *shape, int ndim, int64_t *out);
 /* Reads a single int argument (INT, BOOL, or an int number proxy of known value). */
 th_status th_meta_int(const char *op, const char *what, const th_arg *a, int64_t *out);
 

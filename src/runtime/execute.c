@@ -347,6 +347,36 @@ static th_status check_devices(const th_trace *tr, const th_compile_options *o) 
                   "--device cpu", buf);
 }
 
+/* Every value of the trace satisfies th_value_check (a parsed trace's type comments are written into its
+ * values without it), so no kernel sees a shape whose sizes overflow int64. */
+typedef struct {
+  th_status st;
+} vcheck_ctx;
+
+static void vcheck_cb(th_value *v, void *p) {
+  vcheck_ctx *c = p;
+  if (c->st != TH_OK) return;
+  char who[96];
+  snprintf(who, sizeof who, "value %s", v && v->name ? v->name : "?");
+  c->st = th_value_check(v, who);
+}
+
+static th_status check_bsym_values(const th_bsym *b, vcheck_ctx *c, int depth) {
+  if (depth > 64) return TH_OK; /* the parser and the verifier bound the nesting far below this */
+  for (int j = 0; j < b->nargs && c->st == TH_OK; j++) th_arg_foreach_value(&b->args[j], vcheck_cb, c);
+  for (int j = 0; j < b->nkwargs && c->st == TH_OK; j++) th_arg_foreach_value(&b->kwargs[j], vcheck_cb, c);
+  if (c->st == TH_OK) th_arg_foreach_value(&b->out, vcheck_cb, c);
+  for (int k = 0; k < b->nsubs && c->st == TH_OK; k++) check_bsym_values(b->subs[k], c, depth + 1);
+  return c->st;
+}
+
+static th_status check_values(const th_trace *tr) {
+  vcheck_ctx c = {TH_OK};
+  for (int i = 0; i < tr->inputs.n && c.st == TH_OK; i++) vcheck_cb(tr->inputs.items[i], &c);
+  for (int i = 0; i < tr->bsyms.n && c.st == TH_OK; i++) check_bsym_values(tr->bsyms.items[i], &c, 0);
+  return c.st;
+}
+
 /* ---- compile: the flat program ---------------------------------------------------------------- */
 
 typedef struct {
@@ -540,13 +570,19 @@ void th_program_free(th_program *p) {
   th_free(p);
 }
 
-const th_trace *th_program_trace(const th_program *p) { return p->trace; }
+const th_trace *th_program_trace(const th_program *p) { return p ? p->trace : NULL; }
 
 th_status th_program_compile_with(const th_trace *tr, const th_compile_options *opts,
                                   const th_executor_desc *const *execs, int nexecs, th_program **out) {
   static const th_compile_options defaults = {0};
   const th_compile_options *o = opts ? opts : &defaults;
+  if (!out) return th_error(TH_ERR_VALUE, "th_program_compile: out is NULL");
   *out = NULL;
+  if (!tr) return th_error(TH_ERR_VALUE, "th_program_compile: the trace is NULL");
+  if (nexecs < 0 || (nexecs > 0 && !execs))
+    return th_error(TH_ERR_VALUE, "th_program_compile: expected a list of executors, got %d (list %s)", nexecs,
+                    execs ? "given" : "NULL");
+  TH_TRY(check_values(tr));
   TH_TRY(th_trace_verify(tr));
   TH_TRY(check_devices(tr, o));
   th_program *p = th_calloc(1, sizeof *p);
@@ -576,16 +612,16 @@ fail:
 }
 
 th_status th_program_compile(const th_trace *tr, const th_compile_options *opts, th_program **out) {
+  if (!out) return th_error(TH_ERR_VALUE, "th_program_compile: out is NULL");
+  *out = NULL;
+  if (!tr) return th_error(TH_ERR_VALUE, "th_program_compile: the trace is NULL");
   const char *const *names = default_executors;
   int n = (int)(sizeof default_executors / sizeof *default_executors);
   if (opts && opts->executors) {
     names = opts->executors;
     n = opts->nexecutors;
   }
-  if (n < 0 || n > 16) {
-    *out = NULL;
-    return th_error(TH_ERR_VALUE, "expected between 0 and 16 executors, got %d", n);
-  }
+  if (n < 0 || n > 16) return th_error(TH_ERR_VALUE, "expected between 0 and 16 executors, got %d", n);
   const th_executor_desc *execs[16];
   for (int i = 0; i < n; i++) {
     if (!names[i] || !(execs[i] = builtin_executor(names[i]))) {
@@ -651,8 +687,13 @@ static th_tensor *number_tensor(const th_out *o) {
 
 th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
                          th_tensor ***outputs) {
+  if (!noutputs || !outputs)
+    return th_error(TH_ERR_VALUE, "th_program_run: %s is NULL", !noutputs ? "noutputs" : "outputs");
   *noutputs = 0;
   *outputs = NULL;
+  if (!p) return th_error(TH_ERR_VALUE, "th_program_run: the program is NULL");
+  if (ninputs > 0 && !inputs)
+    return th_error(TH_ERR_VALUE, "%s(): inputs is NULL with ninputs=%d", p->trace->fn_name, ninputs);
   if (ninputs != p->ninputs)
     return th_error(TH_ERR_VALUE, "%s() expected %d input%s, got %d", p->trace->fn_name, p->ninputs,
                     p->ninputs == 1 ? "" : "s", ninputs);

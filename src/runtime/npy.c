@@ -287,7 +287,9 @@ static th_status read_file(const char *path, FILE *f, uint64_t fsize, th_tensor 
   th_tensor *raw = th_tensor_empty(hdr.dtype, hdr.ndim, file_shape);
   if (!raw) {
     if (th_last_status() == TH_ERR_NOMEM) return TH_ERR_NOMEM;
-    return th_error(TH_ERR_IO, "%s: '%s': invalid shape: %s", who, path, th_last_error());
+    char why[512]; /* th_last_error() is the buffer th_error writes: copy it first */
+    snprintf(why, sizeof why, "%s", th_last_error());
+    return th_error(TH_ERR_IO, "%s: '%s': invalid shape: %s", who, path, why);
   }
   th_status st = th_rt_read_exact(who, path, f, th_tensor_data(raw), (size_t)nbytes, "the data");
   if (st != TH_OK) {

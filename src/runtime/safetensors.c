@@ -253,7 +253,9 @@ static th_status read_tensors(const char *path, FILE *f, const st_entry *entries
     tensors[i] = th_tensor_empty(entries[i].dtype, entries[i].ndim, entries[i].shape);
     if (!tensors[i]) {
       if (th_last_status() == TH_ERR_NOMEM) return TH_ERR_NOMEM;
-      return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': %s", who, path, entries[i].name, th_last_error());
+      char why[512]; /* th_last_error() is the buffer th_error writes: copy it first */
+      snprintf(why, sizeof why, "%s", th_last_error());
+      return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': %s", who, path, entries[i].name, why);
     }
   }
   /* Entries tile the buffer, so reading them in offset order is one sequential pass. */

@@ -135,3 +135,23 @@ def test_seed_random_inputs(cli):
         p = cli("run", EX / "seeds" / prog, "--random-inputs", "0", "--device", "cpu")
         assert p.returncode == 0, p.stderr
         assert "output0" in p.stdout
+
+
+def test_c_api_example_matches_float64_numpy():
+    """examples/c_api_mlp.c builds y = linear(gelu_tanh(linear(x, w1, b1)), w2, b2) through the C API;
+    its inputs are filled with scale * ((i * 7 % 13) - 6) over the flat index."""
+    import subprocess
+    p = subprocess.run([str(BUILD_DIR / "examples" / "c_api_mlp")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "def mlp(x, w1, b1, w2, b2):" in p.stdout and "ltorch.gelu" in p.stdout
+
+    def filled(shape, scale):
+        n = int(np.prod(shape))
+        return (scale * ((np.arange(n) * 7 % 13) - 6)).reshape(shape).astype(np.float32).astype(np.float64)
+
+    x, w1, b1 = filled((4, 8), 0.1), filled((16, 8), 0.05), filled((16,), 0.01)
+    w2, b2 = filled((8, 16), 0.05), filled((8,), 0.01)
+    y = gelu_tanh(x @ w1.T + b1) @ w2.T + b2
+    line = [l for l in p.stdout.splitlines() if l.startswith("y[0, :] =")][0]
+    got = np.array([float(v) for v in line.split("=")[1].split()])
+    np.testing.assert_allclose(got, y[0], rtol=1e-4, atol=1e-5)

@@ -226,9 +226,19 @@ static const char *shape_str(char *buf, size_t n, int ndim, const int64_t *shape
 
 char *th_eg_data(const th_tensor *t) { return (char *)th_tensor_data(t); }
 
+/* An empty tensor is never read or written, and its strides may be anything its sizes allow (a size-0
+ * dim next to one of extent 2^62), so its byte strides are left 0 rather than multiplied out. A
+ * non-empty tensor's byte strides fit in int64: its whole extent in bytes does (th_tensor_view). */
+static bool empty_tensor(const th_tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] == 0) return true;
+  return false;
+}
+
 void th_eg_tensor_bstrides(const th_tensor *t, int64_t *bs) {
   int64_t size = (int64_t)th_dtype_size(t->dtype);
-  for (int d = 0; d < t->ndim; d++) bs[d] = t->shape[d] == 1 ? 0 : t->strides[d] * size;
+  bool empty = empty_tensor(t);
+  for (int d = 0; d < t->ndim; d++) bs[d] = empty || t->shape[d] == 1 ? 0 : t->strides[d] * size;
 }
 
 th_status th_eg_bind_tensor(const th_tensor *t, int ndim, const int64_t *shape, const char *who,
@@ -239,12 +249,13 @@ th_status th_eg_bind_tensor(const th_tensor *t, int ndim, const int64_t *shape, 
   int lead = ndim - t->ndim;
   bool ok = lead >= 0;
   int64_t size = (int64_t)th_dtype_size(t->dtype);
+  bool empty = empty_tensor(t); /* nothing is read: byte strides stay 0 (see th_eg_tensor_bstrides) */
   /* Right-aligned: equal sizes step with the tensor's stride, size-1 and missing dims stay at 0. */
   for (int d = 0; ok && d < ndim; d++) {
     if (d < lead) continue;
     int64_t ts = t->shape[d - lead];
     if (ts == shape[d])
-      o->bs[d] = ts == 1 ? 0 : t->strides[d - lead] * size;
+      o->bs[d] = ts == 1 || empty ? 0 : t->strides[d - lead] * size;
     else if (ts != 1)
       ok = false;
   }

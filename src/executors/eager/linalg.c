@@ -132,6 +132,12 @@ static th_status shape_error(const th_bsym *b, const th_tensor *x, const th_tens
                   x->ndim, y->ndim);
 }
 
+/* A byte stride, 0 for an empty operand: nothing of it is read, and its strides may be anything its
+ * sizes allow (a size-0 dim next to one of extent 2^62), so they are not multiplied out. */
+static int64_t bst(const th_tensor *t, int d, int64_t size) {
+  return th_tensor_numel(t) == 0 ? 0 : t->strides[d] * size;
+}
+
 th_status th_eg_matmul_ref(th_rt_env *env, const th_bsym *b) {
   /* Step 1: the operands (at least 1-D) and the output. */
   th_tensor *x = th_eg_tensor_arg(env, b, 0);
@@ -153,17 +159,17 @@ th_status th_eg_matmul_ref(th_rt_env *env, const th_bsym *b) {
   int64_t bshape[TH_MAX_DIMS], a_bs[TH_MAX_DIMS], b_bs[TH_MAX_DIMS];
   int nbd = 0;
   if (xn == 1) {
-    g.M = 1, g.K = x->shape[0], g.a_m = 0, g.a_k = x->strides[0] * xs;
+    g.M = 1, g.K = x->shape[0], g.a_m = 0, g.a_k = bst(x, 0, xs);
   } else {
     g.M = x->shape[xn - 2], g.K = x->shape[xn - 1];
-    g.a_m = x->strides[xn - 2] * xs, g.a_k = x->strides[xn - 1] * xs;
+    g.a_m = bst(x, xn - 2, xs), g.a_k = bst(x, xn - 1, xs);
   }
   int64_t kb;
   if (yn == 1) {
-    kb = y->shape[0], g.N = 1, g.b_k = y->strides[0] * ys, g.b_n = 0;
+    kb = y->shape[0], g.N = 1, g.b_k = bst(y, 0, ys), g.b_n = 0;
   } else {
     kb = y->shape[yn - 2], g.N = y->shape[yn - 1];
-    g.b_k = y->strides[yn - 2] * ys, g.b_n = y->strides[yn - 1] * ys;
+    g.b_k = bst(y, yn - 2, ys), g.b_n = bst(y, yn - 1, ys);
   }
   if (kb != g.K) return shape_error(b, x, y);
   if (xn > 2 && yn > 2 && xn != yn) return shape_error(b, x, y);
@@ -172,14 +178,15 @@ th_status th_eg_matmul_ref(th_rt_env *env, const th_bsym *b) {
     nbd = bt->ndim - 2;
     for (int d = 0; d < nbd; d++) {
       bshape[d] = bt->shape[d];
-      a_bs[d] = xn > 2 ? x->strides[d] * xs : 0;
-      b_bs[d] = yn > 2 ? y->strides[d] * ys : 0;
+      a_bs[d] = xn > 2 ? bst(x, d, xs) : 0;
+      b_bs[d] = yn > 2 ? bst(y, d, ys) : 0;
       if (xn > 2 && yn > 2 && x->shape[d] != y->shape[d]) return shape_error(b, x, y);
     }
   }
-  int64_t want = g.M * g.N;
-  for (int d = 0; d < nbd; d++) want *= bshape[d];
-  if (want != th_tensor_numel(out)) return shape_error(b, x, y);
+  int64_t want;
+  bool ovf = __builtin_mul_overflow(g.M, g.N, &want);
+  for (int d = 0; d < nbd; d++) ovf |= __builtin_mul_overflow(want, bshape[d], &want);
+  if (ovf || want != th_tensor_numel(out)) return shape_error(b, x, y);
   /* Step 3: the GEMMs. */
   return gemm_batched(b, g, nbd, bshape, a_bs, b_bs);
 }
@@ -204,11 +211,11 @@ th_status th_eg_linear_ref(th_rt_env *env, const th_bsym *b) {
   g.a = th_eg_data(a), g.adt = a->dtype, g.b = th_eg_data(w), g.bdt = w->dtype;
   g.c = th_eg_data(out), g.cdt = out->dtype;
   g.K = a->shape[an - 1], g.N = w->shape[0];
-  g.a_k = a->strides[an - 1] * as;
-  g.b_k = w->strides[1] * ws, g.b_n = w->strides[0] * ws;
+  g.a_k = bst(a, an - 1, as);
+  g.b_k = bst(w, 1, ws), g.b_n = bst(w, 0, ws);
   if (bias) {
     g.bias = th_eg_data(bias), g.biasdt = bias->dtype;
-    g.bias_n = bias->ndim ? bias->strides[bias->ndim - 1] * (int64_t)th_dtype_size(bias->dtype) : 0;
+    g.bias_n = bias->ndim ? bst(bias, bias->ndim - 1, (int64_t)th_dtype_size(bias->dtype)) : 0;
   }
   /* Step 3: the leading dims of a fold into M when each steps over the next (ignoring size-1 dims);
    * else a's dims before the last two are a batch. */
@@ -216,9 +223,9 @@ th_status th_eg_linear_ref(th_rt_env *env, const th_bsym *b) {
   bool fold = true;
   for (int d = an - 2; d >= 0; d--) {
     if (a->shape[d] == 1) continue;
-    if (prev_stride < 0) a_m = a->strides[d] * as;
-    else if (a->strides[d] * as != prev_stride) fold = false;
-    prev_stride = a->strides[d] * as * a->shape[d];
+    if (prev_stride < 0) a_m = bst(a, d, as);
+    else if (bst(a, d, as) != prev_stride) fold = false;
+    if (__builtin_mul_overflow(bst(a, d, as), a->shape[d], &prev_stride)) fold = false;
     M *= a->shape[d];
   }
   for (int d = 0; d < an - 1; d++)
@@ -229,10 +236,10 @@ th_status th_eg_linear_ref(th_rt_env *env, const th_bsym *b) {
   }
   int64_t bshape[TH_MAX_DIMS], a_bs[TH_MAX_DIMS], w_bs[TH_MAX_DIMS];
   int nbd = an - 2;
-  g.M = a->shape[an - 2], g.a_m = a->strides[an - 2] * as;
+  g.M = a->shape[an - 2], g.a_m = bst(a, an - 2, as);
   for (int d = 0; d < nbd; d++) {
     bshape[d] = a->shape[d];
-    a_bs[d] = a->strides[d] * as;
+    a_bs[d] = bst(a, d, as);
     w_bs[d] = 0;
   }
   return gemm_batched(b, g, nbd, bshape, a_bs, w_bs);

@@ -150,8 +150,12 @@ th_status th_eg_slice_ref(th_rt_env *env, const th_bsym *b) {
       return th_error(TH_ERR_INDEX, "%s: invalid slice [%lld:%lld:%lld] of dim %d with size %lld",
                       th_eg_name(b), (long long)start[d], (long long)end[d], (long long)step[d], d,
                       (long long)t->shape[d]);
-    shape[d] = (end[d] - start[d] + step[d] - 1) / step[d];
-    strides[d] = t->strides[d] * step[d];
+    int64_t span = end[d] - start[d]; /* 0 <= span <= size: ceil(span / step) without overflow */
+    shape[d] = span / step[d] + (span % step[d] != 0);
+    /* a dim of length <= 1 never steps, and a huge step (up to INT64_MAX) must not be multiplied out */
+    strides[d] = t->strides[d];
+    if (shape[d] > 1 && __builtin_mul_overflow(t->strides[d], step[d], &strides[d]))
+      strides[d] = t->strides[d]; /* only an empty view gets here (th_tensor_view bounds a non-empty one) */
     if (shape[d] > 0) offset += start[d] * t->strides[d];
   }
   return set_view(env, b, th_tensor_view(t, t->ndim, shape, strides, offset));

@@ -183,6 +183,7 @@ static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (
 
 /* Python's int(x) of a float: NaN and infinities cannot be converted. */
 static th_status float_to_int(const char *op, double f, int64_t *out) {
+  *out = 0;
   if (isnan(f)) return th_error(TH_ERR_VALUE, "%s: cannot convert float NaN to integer", op);
   if (isinf(f)) return th_error(TH_ERR_VALUE, "%s: cannot convert float infinity to integer", op);
   if (f >= 9223372036854775808.0 || f < -9223372036854775808.0)
@@ -303,7 +304,7 @@ static th_status unary_fold(const th_symbol *sym, num a, num *r) {
                  : id == TH_OP_prims_floor ? floor(a.f)
                  : id == TH_OP_prims_round ? nearbyint(a.f)
                                            : trunc(a.f);
-      int64_t i;
+      int64_t i = 0; /* set by float_to_int on success (GCC -O3 cannot tell) */
       TH_TRY(float_to_int(op, v, &i));
       *r = num_int(i);
       return TH_OK;

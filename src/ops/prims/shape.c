@@ -61,14 +61,8 @@ th_status prims_broadcast_in_dim_meta(th_trace *tr, const th_symbol *sym, const 
 
 /* The product of a shape, or -1 if it overflows int64. */
 static int64_t numel_of(const int64_t *shape, int ndim) {
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] == 0) return 0;
-  }
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] > INT64_MAX / n) return -1;
-    n *= shape[d];
-  }
+  int64_t n;
+  th_meta_numel(shape, ndim, &n);
   return n;
 }
 
@@ -168,7 +162,8 @@ th_status prims_slice_meta(th_trace *tr, const th_symbol *sym, const th_arg *arg
     if (strides[d] < 1)
       return th_error(TH_ERR_RUNTIME, "%s: Expected all the strides in strides=%s to be strictly positive", op,
                       tup(strides, nst, b0, sizeof b0));
-    shape[d] = (end[d] - start[d] + strides[d] - 1) / strides[d];
+    int64_t span = end[d] - start[d]; /* 0 <= span <= l: ceil(span / stride) without overflow */
+    shape[d] = span / strides[d] + (span % strides[d] != 0);
   }
   return th_meta_new_tensor_like(tr, a, a->dtype, a->ndim, shape, out);
 }
@@ -260,7 +255,11 @@ th_status prims_cat_meta(th_trace *tr, const th_symbol *sym, const th_arg *args,
                       t0->ndim, k, t->ndim);
     for (int j = 0; j < t->ndim; j++) {
       if (j == d) {
-        shape[j] += t->shape[j];
+        if (__builtin_add_overflow(shape[j], t->shape[j], &shape[j]))
+          return th_error(TH_ERR_RUNTIME,
+                          "%s: the concatenated size along dimension %d overflows int64 (adding size %" PRId64
+                          " of tensor number %d)",
+                          op, d, t->shape[j], k);
       } else if (t->shape[j] != t0->shape[j]) {
         char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
         return th_error(TH_ERR_RUNTIME,

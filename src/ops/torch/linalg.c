@@ -41,8 +41,8 @@ static th_status matmul(th_trace *tr, const char *op, th_arg a, th_arg b, th_arg
   int64_t k_a = va->shape[va->ndim - 1], k_b = vb->shape[vb->ndim - 2];
   if (k_a != k_b) return shape_mismatch(op, va, vb);
   if (va->ndim >= 3 && vb->ndim == 2) {
-    int64_t rows = 1, shape2[2], out_shape[TH_MAX_DIMS];
-    for (int i = 0; i < va->ndim - 1; i++) rows *= va->shape[i];
+    int64_t rows, shape2[2], out_shape[TH_MAX_DIMS];
+    th_meta_numel(va->shape, va->ndim - 1, &rows); /* bounded by th_value_new_tensor; -1 fails the reshape */
     shape2[0] = rows;
     shape2[1] = k_a;
     th_arg a2, r;

@@ -154,6 +154,13 @@ th_status ltorch_logsumexp_decomp(th_trace *tr, const th_symbol *sym, const th_a
   TH_TRY(th_tu_bool(op, "keepdim", &args[2], &keepdim));
   th_arg items[TH_MAX_DIMS], dim_arg = th_tu_ints(items, nd, dims);
   th_arg m, t, inf, s;
+  if (th_value_numel(v) == 0) {
+    /* nothing to stabilize (and amax rejects an empty reduced dim): log(sum(exp(a))), which is -inf
+     * over an empty dim and empty over a non-empty one, as PyTorch */
+    TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, args[0], &t));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, t, dim_arg, th_arg_bool(keepdim), &s));
+    return th_tu_call1(tr, TH_OP_ltorch_log, s, out);
+  }
   TH_TRY(th_tu_call3(tr, TH_OP_ltorch_amax, args[0], dim_arg, th_arg_bool(true), &m));
   TH_TRY(th_tu_call1(tr, TH_OP_ltorch_abs, m, &t));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, t, th_arg_float(INFINITY), &inf));
@@ -262,11 +269,10 @@ th_status ltorch_rms_norm_decomp(th_trace *tr, const th_symbol *sym, const th_ar
     eps = th_bf16_to_f32(th_f32_to_bf16((float)eps));
   else if (v->dtype == TH_F16)
     eps = th_f16_to_f32(th_f32_to_f16((float)eps));
-  int64_t count = 1;
-  for (int i = 0; i < n; i++) {
-    dims[i] = v->ndim - n + i;
-    count *= v->shape[dims[i]];
-  }
+  int64_t count;
+  for (int i = 0; i < n; i++) dims[i] = v->ndim - n + i;
+  if (!th_meta_numel(v->shape + v->ndim - n, n, &count)) /* bounded by th_value_new_tensor; a guard */
+    return th_error(TH_ERR_RUNTIME, "%s: the number of normalized elements overflows int64", op);
   th_arg x = args[0], items[TH_MAX_DIMS], t;
   TH_TRY(th_tu_convert(tr, &x, comp));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, x, &t));
@@ -378,6 +384,7 @@ enum { RED_NONE, RED_MEAN, RED_SUM };
 
 static th_status read_reduction(const char *op, const th_arg *size_average, const th_arg *reduce, const th_arg *r,
                                 int *out) {
+  *out = RED_NONE;
   if (size_average->kind != TH_ARG_NONE || reduce->kind != TH_ARG_NONE)
     return th_error(TH_ERR_NOT_IMPLEMENTED,
                     "%s: the deprecated size_average and reduce arguments are not supported; use "
@@ -418,20 +425,33 @@ static th_status along_class_dim(th_trace *tr, th_arg w, int ndim, int cdim, con
 }
 
 /* The class-index negative log likelihood of log-probabilities x (computation dtype, class dim cdim):
- * loss_i = -w[t_i] * x[i, t_i], 0 where t_i == ignore_index. Gathers with a one-hot mask (iota == t)
- * instead of an index op, so ignored targets outside [0, C) need no special care. *valid (bool) and,
- * for reduction='mean', *denom (the sum of the selected weights, or the count of valid targets, as a
- * 0-dim tensor in the computation dtype) are returned for the label-smoothing term. */
+ * loss_i = -w[t_i] * x[i, t_i], 0 where t_i == ignore_index. Gathers with a one-hot mask (iota == t).
+ * The targets first go through prims.take(iota(C), where(valid, t, 0)) (the identity on [0, C)), so a
+ * target outside [0, C) that is not ignore_index is an IndexError at run time, as PyTorch's "Target 7
+ * is out of bounds." (an ignored target may be any value, -100 included). *valid (bool) and, for
+ * reduction='mean', *denom (the sum of the selected weights, or the count of valid targets, as a 0-dim
+ * tensor in the computation dtype) are returned for the label-smoothing term. */
 static th_status nll_core(th_trace *tr, const char *op, th_arg x, th_arg target, const th_arg *weight,
                           int64_t ignore_index, int reduction, th_arg *valid, th_arg *denom, th_arg *out) {
   const th_value *xv = x.u.value;
   int cdim = xv->ndim >= 2 ? 1 : 0;
   int64_t C = xv->shape[cdim];
   th_dtype comp = xv->dtype;
-  th_arg cls, tgt = target, onehot, picked, loss, wsel = th_arg_none();
-  TH_TRY(th_tu_iota(tr, C, 0, 1, xv->device, TH_I64, &cls));
-  TH_TRY(along_class_dim(tr, cls, xv->ndim, cdim, xv->shape, &cls));
+  th_arg ids, cls, tgt = target, onehot, picked, loss, wsel = th_arg_none();
+  TH_TRY(th_tu_binary(tr, op, TH_OP_prims_ne, target, th_arg_int(ignore_index), TH_TU_PROMO_ALWAYS_BOOL, valid));
+  TH_TRY(th_tu_iota(tr, C, 0, 1, xv->device, TH_I64, &ids));
   TH_TRY(th_tu_convert(tr, &tgt, TH_I64));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_where, *valid, tgt, th_arg_int(0), &tgt));
+  { /* the bounds check: prims.take wants a 1-D index */
+    const th_value *tv = tgt.u.value;
+    int64_t n = th_value_numel(tv), tshape[TH_MAX_DIMS];
+    int tnd = tv->ndim;
+    memcpy(tshape, tv->shape, sizeof(int64_t) * (size_t)tnd);
+    if (tnd != 1) TH_TRY(th_tu_reshape(tr, tgt, 1, &n, &tgt));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_take, ids, tgt, th_arg_int(0), &tgt));
+    if (tnd != 1) TH_TRY(th_tu_reshape(tr, tgt, tnd, tshape, &tgt));
+  }
+  TH_TRY(along_class_dim(tr, ids, xv->ndim, cdim, xv->shape, &cls));
   int64_t bdims[TH_MAX_DIMS];
   for (int i = 0, j = 0; i < xv->ndim; i++)
     if (i != cdim) bdims[j++] = i;
@@ -450,7 +470,6 @@ static th_status nll_core(th_trace *tr, const char *op, th_arg x, th_arg target,
     TH_TRY(sum_dim(tr, wsel, cdim, &wsel)); /* w[t_i] */
     TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, loss, wsel, &loss));
   }
-  TH_TRY(th_tu_binary(tr, op, TH_OP_prims_ne, target, th_arg_int(ignore_index), TH_TU_PROMO_ALWAYS_BOOL, valid));
   TH_TRY(th_tu_call3(tr, TH_OP_prims_where, *valid, loss, th_arg_float(0.0), &loss));
   *denom = th_arg_none();
   if (reduction == RED_MEAN && weight->kind != TH_ARG_NONE) {
@@ -512,7 +531,7 @@ static th_status empty_loss(th_trace *tr, const th_value *a, const th_value *t, 
 th_status ltorch_nll_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *a = args[0].u.value, *t = args[1].u.value;
-  int reduction;
+  int reduction = RED_MEAN;
   int64_t ignore_index;
   TH_TRY(read_reduction(op, &args[3], &args[5], &args[6], &reduction));
   TH_TRY(th_meta_int(op, "ignore_index", &args[4], &ignore_index));
@@ -533,7 +552,7 @@ th_status ltorch_cross_entropy_decomp(th_trace *tr, const th_symbol *sym, const 
   const char *op = sym->qualname;
   const th_value *a = args[0].u.value, *t = args[1].u.value;
   const th_arg *weight = &args[2];
-  int reduction;
+  int reduction = RED_MEAN;
   int64_t ignore_index;
   double ls;
   TH_TRY(read_reduction(op, &args[3], &args[5], &args[6], &reduction));
@@ -616,7 +635,7 @@ th_status ltorch_cross_entropy_decomp(th_trace *tr, const th_symbol *sym, const 
 
 /* mse_loss = reduce((a - target)^2), the square as d * d (PyTorch's kernel). */
 th_status ltorch_mse_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  int reduction;
+  int reduction = RED_MEAN;
   TH_TRY(read_reduction(sym->qualname, &args[2], &args[3], &args[4], &reduction));
   th_arg d;
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, args[0], args[1], &d));

@@ -77,8 +77,10 @@ th_status ltorch_mean_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
                     "%s: mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
                     "dtype. Got: %s",
                     op, th_dtype_name(rdt));
-  int64_t nelem = 1;
-  for (int i = 0; i < nd; i++) nelem *= v->shape[dims[i]];
+  int64_t ext[TH_MAX_DIMS], nelem;
+  for (int i = 0; i < nd; i++) ext[i] = v->shape[dims[i]];
+  if (!th_meta_numel(ext, nd, &nelem)) /* values are bounded (th_value_new_tensor); kept as a guard */
+    return th_error(TH_ERR_RUNTIME, "%s: the number of reduced elements overflows int64", op);
   th_arg x = args[0];
   TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(rdt)));
   TH_TRY(reduce_prim(tr, TH_OP_prims_sum, x, nd, dims, out));

@@ -11,11 +11,15 @@
 
 static const th_value *tensor0(const th_arg *args) { return args[0].u.value; }
 
+/* The product of a shape, -1 if it overflows int64 (then prims.reshape rejects it). */
 static int64_t numel_of(const int64_t *shape, int ndim) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
+  int64_t n;
+  th_meta_numel(shape, ndim, &n);
   return n;
 }
+
+/* Most pieces split / chunk make (each is a recorded slice and a proxy). */
+#define TH_MAX_PIECES (1 << 20)
 
 /* ---- reshape / view -------------------------------------------------------------------------------- */
 
@@ -24,6 +28,7 @@ static th_status infer_shape(const char *op, const th_value *v, int64_t *shape, 
   char buf[TH_META_SHAPE_BUF];
   int infer = -1;
   int64_t known = 1, numel = numel_of(v->shape, v->ndim);
+  bool zero = false, overflow = false;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] == -1) {
       if (infer >= 0) return th_error(TH_ERR_RUNTIME, "%s: only one dimension can be inferred", op);
@@ -31,9 +36,14 @@ static th_status infer_shape(const char *op, const th_value *v, int64_t *shape, 
     } else if (shape[i] < 0) {
       return th_error(TH_ERR_RUNTIME, "%s: invalid shape dimension %lld", op, (long long)shape[i]);
     } else {
-      known *= shape[i];
+      zero |= shape[i] == 0;
+      overflow |= __builtin_mul_overflow(known, shape[i], &known);
     }
   }
+  if (zero) known = 0;
+  else if (overflow) /* more elements than int64 holds: more than any tensor has */
+    return th_error(TH_ERR_RUNTIME, "%s: shape '%s' is invalid for input of size %lld", op,
+                    th_meta_shape_str(shape, ndim, buf, sizeof buf), (long long)numel);
   if (infer >= 0) {
     if (known == 0)
       return th_error(TH_ERR_RUNTIME,
@@ -504,6 +514,7 @@ th_status ltorch_split_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
     int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
     int64_t total = 0;
+    bool overflow = false;
     for (int i = 0; i < n; i++) {
       TH_TRY(th_meta_int(op, "split_sizes", &sz->u.seq.items[i], &lengths[i]));
       if (lengths[i] < 0)
@@ -511,8 +522,13 @@ th_status ltorch_split_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
                         "%s: split_with_sizes expects split_sizes have only non-negative entries, but got "
                         "split_sizes=%lld",
                         op, (long long)lengths[i]);
-      total += lengths[i];
+      overflow |= __builtin_add_overflow(total, lengths[i], &total);
     }
+    if (overflow)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at "
+                      "dimension %d), but the sum overflows int64",
+                      op, (long long)len, d);
     if (total != len)
       return th_error(
           TH_ERR_RUNTIME,
@@ -530,8 +546,11 @@ th_status ltorch_split_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
     return th_error(TH_ERR_RUNTIME,
                     "%s: split_size can only be 0 if dimension size is 0, but got dimension size of %lld", op,
                     (long long)len);
-  int64_t n = size == 0 ? 1 : (len + size - 1) / size;
+  int64_t n = size == 0 ? 1 : len / size + (len % size != 0); /* ceil(len / size) without overflow */
   if (n == 0) n = 1; /* a zero-length dim splits into one empty piece */
+  if (n > TH_MAX_PIECES)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: splitting a dimension of size %lld by %lld gives %lld pieces; at most "
+                    "%d are supported", op, (long long)len, (long long)size, (long long)n, TH_MAX_PIECES);
   int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)n);
   if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
   for (int64_t i = 0; i < n; i++) lengths[i] = i + 1 < n ? size : len - size * (n - 1);
@@ -552,14 +571,20 @@ th_status ltorch_chunk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
                     (long long)chunks);
   TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
   int64_t len = v->shape[d];
+  if (len == 0 && chunks > TH_MAX_PIECES)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: chunk of an empty dimension gives `chunks` (%lld) empty pieces; at "
+                    "most %d are supported", op, (long long)chunks, TH_MAX_PIECES);
   if (len == 0) { /* chunks empty pieces */
     int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)chunks);
     if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
     memset(lengths, 0, sizeof(int64_t) * (size_t)chunks);
     return split_lengths(tr, args[0], d, (int)chunks, lengths, out);
   }
-  int64_t each = (len + chunks - 1) / chunks;
-  int64_t n = (len + each - 1) / each;
+  int64_t each = len / chunks + (len % chunks != 0); /* ceil(len / chunks) without overflow */
+  int64_t n = len / each + (len % each != 0);
+  if (n > TH_MAX_PIECES)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: chunk gives %lld pieces; at most %d are supported", op, (long long)n,
+                    TH_MAX_PIECES);
   int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)n);
   if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
   for (int64_t i = 0; i < n; i++) lengths[i] = i + 1 < n ? each : len - each * (n - 1);
@@ -582,7 +607,7 @@ th_status ltorch_narrow_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
     return th_error(TH_ERR_INDEX, "%s: start out of range (expected to be in range of [%lld, %lld], but got %lld)", op,
                     (long long)-len, (long long)len, (long long)start);
   if (start < 0) start += len;
-  if (start + length > len)
+  if (length > len - start) /* start + length > len, without overflow (0 <= start <= len) */
     return th_error(TH_ERR_RUNTIME, "%s: start (%lld) + length (%lld) exceeds dimension size (%lld).", op,
                     (long long)start, (long long)length, (long long)len);
   return th_tu_slice_in_dim(tr, args[0], start, start + length, 1, d, out);
