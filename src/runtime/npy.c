@@ -37,7 +37,7 @@ static const char *npy_descr(th_dtype dt) {
 
 /* Maps a descr string ("<f4", "|b1", "f8") to a dtype, or sets an error. */
 static th_status parse_descr(const char *path, const char *descr, th_dtype *out) {
-  static const char *const who = "th_npy_read";
+  static const char *const who = "reading .npy";
   const char *s = descr;
   char order = '=';
   if (*s == '<' || *s == '>' || *s == '|' || *s == '=') order = *s++;
@@ -71,7 +71,7 @@ typedef struct hdr_parser {
 } hdr_parser;
 
 static th_status hdr_fail(hdr_parser *h, const char *what) {
-  return th_error(TH_ERR_IO, "th_npy_read: '%s': malformed header: %s at offset %zu of the header dict",
+  return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: %s at offset %zu of the header dict",
                   h->path, what, h->pos);
 }
 
@@ -151,7 +151,7 @@ static th_status hdr_shape(hdr_parser *h, int *ndim, int64_t *shape) {
   if (!hdr_eat(h, ')')) {
     for (;;) {
       if (n == TH_MAX_DIMS)
-        return th_error(TH_ERR_IO, "th_npy_read: '%s': arrays of more than %d dimensions are not supported",
+        return th_error(TH_ERR_IO, "reading .npy: '%s': arrays of more than %d dimensions are not supported",
                         h->path, TH_MAX_DIMS);
       TH_TRY(hdr_int(h, &shape[n++]));
       trailing_comma = hdr_eat(h, ',');
@@ -187,7 +187,7 @@ static th_status parse_header(const char *path, const char *text, npy_header *ou
       seen = &seen_descr;
       hdr_ws(&h);
       if (h.s[h.pos] == '[')
-        return th_error(TH_ERR_IO, "th_npy_read: '%s': structured dtypes are not supported", path);
+        return th_error(TH_ERR_IO, "reading .npy: '%s': structured dtypes are not supported", path);
       TH_TRY(hdr_string(&h, descr, sizeof descr));
     } else if (strcmp(key, "fortran_order") == 0) {
       seen = &seen_order;
@@ -196,10 +196,10 @@ static th_status parse_header(const char *path, const char *text, npy_header *ou
       seen = &seen_shape;
       TH_TRY(hdr_shape(&h, &out->ndim, out->shape));
     } else {
-      return th_error(TH_ERR_IO, "th_npy_read: '%s': malformed header: unexpected key '%s'", path, key);
+      return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: unexpected key '%s'", path, key);
     }
     if (*seen)
-      return th_error(TH_ERR_IO, "th_npy_read: '%s': malformed header: duplicate key '%s'", path, key);
+      return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: duplicate key '%s'", path, key);
     *seen = true;
     if (hdr_eat(&h, ',')) continue;
     if (hdr_eat(&h, '}')) break;
@@ -208,7 +208,7 @@ static th_status parse_header(const char *path, const char *text, npy_header *ou
   hdr_ws(&h);
   if (h.s[h.pos] != 0) return hdr_fail(&h, "unexpected text after the dict");
   if (!seen_descr || !seen_order || !seen_shape)
-    return th_error(TH_ERR_IO, "th_npy_read: '%s': malformed header: missing key '%s'", path,
+    return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: missing key '%s'", path,
                     !seen_descr   ? "descr"
                     : !seen_order ? "fortran_order"
                                   : "shape");
@@ -224,7 +224,7 @@ static uint32_t le32(const unsigned char *p) {
 /* Reads the preamble and header; on success *data_start is the file offset of the data. */
 static th_status read_header(const char *path, FILE *f, uint64_t fsize, npy_header *hdr,
                              uint64_t *data_start) {
-  static const char *const who = "th_npy_read";
+  static const char *const who = "reading .npy";
   unsigned char pre[12];
   size_t got = fread(pre, 1, 8, f);
   if (got == 0) return th_error(TH_ERR_IO, "%s: '%s': the file is empty", who, path);
@@ -261,7 +261,7 @@ static th_status read_header(const char *path, FILE *f, uint64_t fsize, npy_head
 }
 
 static th_status read_file(const char *path, FILE *f, uint64_t fsize, th_tensor **out) {
-  static const char *const who = "th_npy_read";
+  static const char *const who = "reading .npy";
   npy_header hdr = {0};
   uint64_t start = 0;
   TH_TRY(read_header(path, f, fsize, &hdr, &start));
@@ -312,11 +312,11 @@ static th_status read_file(const char *path, FILE *f, uint64_t fsize, th_tensor 
 }
 
 th_status th_npy_read(const char *path, th_tensor **out) {
-  if (!out) return th_error(TH_ERR_VALUE, "th_npy_read: out is NULL");
+  if (!out) return th_error(TH_ERR_VALUE, "reading .npy: out is NULL");
   *out = NULL;
   FILE *f;
   uint64_t fsize;
-  TH_TRY(th_rt_open_read("th_npy_read", path, &f, &fsize));
+  TH_TRY(th_rt_open_read("reading .npy", path, &f, &fsize));
   th_status st = read_file(path, f, fsize, out);
   fclose(f);
   return st;
@@ -334,12 +334,12 @@ typedef struct npy_writer {
 static th_status write_body(FILE *f, void *ctx) {
   npy_writer *w = ctx;
   if (fwrite(w->preamble, 1, w->preamble_len, f) != w->preamble_len)
-    return th_error(TH_ERR_IO, "th_npy_write: cannot write '%s'", w->path);
-  return th_rt_write_tensor_data("th_npy_write", w->path, f, w->t);
+    return th_error(TH_ERR_IO, "writing .npy: cannot write '%s'", w->path);
+  return th_rt_write_tensor_data("writing .npy", w->path, f, w->t);
 }
 
 th_status th_npy_write(const char *path, const th_tensor *t) {
-  static const char *const who = "th_npy_write";
+  static const char *const who = "writing .npy";
   if (!t) return th_error(TH_ERR_VALUE, "%s: the tensor is NULL", who);
   const char *descr = npy_descr(t->dtype);
   if (!descr)

@@ -101,7 +101,7 @@ static bool json_uint(const cJSON *j, uint64_t *out) {
 
 /* Validates one tensor entry of the header (everything but its place in the buffer). */
 static th_status parse_entry(const char *path, const cJSON *j, uint64_t data_len, st_entry *e) {
-  static const char *const who = "th_safetensors_read";
+  static const char *const who = "reading .safetensors";
   const char *name = j->string;
   if (!cJSON_IsObject(j))
     return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': expected a JSON object", who, path, name);
@@ -170,12 +170,12 @@ static th_status parse_entry(const char *path, const cJSON *j, uint64_t data_len
 /* Checks "__metadata__": an object of string values. */
 static th_status check_metadata(const char *path, const cJSON *j) {
   if (!cJSON_IsObject(j))
-    return th_error(TH_ERR_IO, "th_safetensors_read: '%s': \"__metadata__\" must be an object of strings",
+    return th_error(TH_ERR_IO, "reading .safetensors: '%s': \"__metadata__\" must be an object of strings",
                     path);
   const cJSON *v;
   cJSON_ArrayForEach(v, j) {
     if (!cJSON_IsString(v))
-      return th_error(TH_ERR_IO, "th_safetensors_read: '%s': \"__metadata__\" value \"%s\" must be a string",
+      return th_error(TH_ERR_IO, "reading .safetensors: '%s': \"__metadata__\" value \"%s\" must be a string",
                       path, v->string);
   }
   return TH_OK;
@@ -185,7 +185,7 @@ static th_status check_metadata(const char *path, const cJSON *j) {
  * buffer. entries must have room for every member of root. */
 static th_status check_header(const char *path, const cJSON *root, uint64_t data_len, st_entry *entries,
                               int *n_out) {
-  static const char *const who = "th_safetensors_read";
+  static const char *const who = "reading .safetensors";
   int n = 0;
   const cJSON *j;
   cJSON_ArrayForEach(j, root) {
@@ -246,7 +246,7 @@ static th_status check_header(const char *path, const cJSON *root, uint64_t data
 /* Allocates the outputs and reads the data (the file is positioned at the start of the data buffer). */
 static th_status read_tensors(const char *path, FILE *f, const st_entry *entries, int n, char **names,
                               th_tensor **tensors) {
-  static const char *const who = "th_safetensors_read";
+  static const char *const who = "reading .safetensors";
   for (int i = 0; i < n; i++) {
     names[i] = th_strdup(entries[i].name);
     if (!names[i]) return th_error(TH_ERR_NOMEM, "%s: out of memory reading '%s'", who, path);
@@ -282,7 +282,7 @@ static th_status read_tensors(const char *path, FILE *f, const st_entry *entries
 
 static th_status read_file(const char *path, FILE *f, uint64_t fsize, int *n_out, char ***names_out,
                            th_tensor ***tensors_out) {
-  static const char *const who = "th_safetensors_read";
+  static const char *const who = "reading .safetensors";
   unsigned char lenbuf[8];
   if (fsize < 8)
     return th_error(TH_ERR_IO, "%s: '%s': file is truncated: %llu bytes, less than the 8-byte header length",
@@ -345,13 +345,13 @@ static th_status read_file(const char *path, FILE *f, uint64_t fsize, int *n_out
 
 th_status th_safetensors_read(const char *path, int *n, char ***names, th_tensor ***tensors) {
   if (!n || !names || !tensors)
-    return th_error(TH_ERR_VALUE, "th_safetensors_read: an output pointer is NULL");
+    return th_error(TH_ERR_VALUE, "reading .safetensors: an output pointer is NULL");
   *n = 0;
   *names = NULL;
   *tensors = NULL;
   FILE *f;
   uint64_t fsize;
-  TH_TRY(th_rt_open_read("th_safetensors_read", path, &f, &fsize));
+  TH_TRY(th_rt_open_read("reading .safetensors", path, &f, &fsize));
   th_status st = read_file(path, f, fsize, n, names, tensors);
   fclose(f);
   return st;
@@ -410,16 +410,16 @@ static th_status write_body(FILE *f, void *ctx) {
   unsigned char len[8];
   for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)w->header_len >> (8 * i));
   if (fwrite(len, 1, 8, f) != 8 || fwrite(w->header, 1, w->header_len, f) != w->header_len)
-    return th_error(TH_ERR_IO, "th_safetensors_write: cannot write '%s'", w->path);
+    return th_error(TH_ERR_IO, "writing .safetensors: cannot write '%s'", w->path);
   for (int i = 0; i < w->n; i++)
-    TH_TRY(th_rt_write_tensor_data("th_safetensors_write", w->path, f, w->items[i].t));
+    TH_TRY(th_rt_write_tensor_data("writing .safetensors", w->path, f, w->items[i].t));
   return TH_OK;
 }
 
 /* Validates the arguments and fills items (in argument order). */
 static th_status check_write_args(const char *path, int n, const char *const *names,
                                   th_tensor *const *tensors, st_item *items) {
-  static const char *const who = "th_safetensors_write";
+  static const char *const who = "writing .safetensors";
   for (int i = 0; i < n; i++) {
     if (!names[i]) return th_error(TH_ERR_VALUE, "%s: names[%d] is NULL", who, i);
     if (!tensors[i]) return th_error(TH_ERR_VALUE, "%s: tensor '%s' is NULL", who, names[i]);
@@ -442,7 +442,7 @@ static th_status check_write_args(const char *path, int n, const char *const *na
 }
 
 th_status th_safetensors_write(const char *path, int n, const char *const *names, th_tensor *const *tensors) {
-  static const char *const who = "th_safetensors_write";
+  static const char *const who = "writing .safetensors";
   if (n < 0) return th_error(TH_ERR_VALUE, "%s: expected n >= 0, but got %d", who, n);
   if (n > 0 && (!names || !tensors)) return th_error(TH_ERR_VALUE, "%s: names or tensors is NULL", who);
   st_item *items = NULL;

@@ -342,7 +342,7 @@ static void test_reader_errors_not_garbled(void **state) {
   npy[10 + dl + pad] = '\n';
   write_file(path_in("shape.npy"), npy, 10 + dl + pad + 1);
   th_tensor *t = NULL;
-  expect_invalid_shape(th_npy_read(path_in("shape.npy"), &t), "th_npy_read: '", path_in("shape.npy"));
+  expect_invalid_shape(th_npy_read(path_in("shape.npy"), &t), "reading .npy: '", path_in("shape.npy"));
   assert_null(t);
   /* .safetensors: the same shape, an empty data buffer */
   snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [0, 4503599627370496, 4503599627370496], \"data_offsets\": [0, 0]}}");
@@ -355,7 +355,7 @@ static void test_reader_errors_not_garbled(void **state) {
   char **names = NULL;
   th_tensor **ts = NULL;
   expect_invalid_shape(th_safetensors_read(path_in("shape.safetensors"), &cnt, &names, &ts),
-                       "th_safetensors_read: '", path_in("shape.safetensors"));
+                       "reading .safetensors: '", path_in("shape.safetensors"));
   unlink(path_in("shape.npy"));
   unlink(path_in("shape.safetensors"));
 }
