@@ -7,7 +7,7 @@
  *   trace      := header* "def" NAME "(" params ")" ":" body
  *   header     := blank | "# ..." | "import ..." | "from ... import ..." | "@..."
  *   body       := input_type* statement*        (all at one indentation)
- *   input_type := "#" NAME ":" STRING            ("cuda:0 f32[2, 2]", "int 4")
+ *   input_type := "#" NAME ":" STRING            ("cuda:0 f32[2, 2]", "int 4"; see parse_type_string)
  *   statement  := "del" names | "return" [exprs] | [targets "="] call [type_comment]
  *                 followed by its subsymbols: deeper "# statement" lines, nesting by indentation
  *   call       := dotted_name "(" [arg ("," arg)*] ")"       arg := [NAME "="] expr
@@ -16,8 +16,14 @@
  *               | float('inf') | slice(...) | devices.Device("cuda:0") | torch.device("cpu")
  *               | dtypes.X | torch.X | NAME (a value, or an object such as _torch_memory_format_0)
  *
- * Lines that carry no IR are skipped: the provenance line, imports, decorators, blank lines and
- * source-location comments ("# /path/file.py:1966: \t<source>").
+ * Lines end at "\n", "\r\n" or a lone "\r" (Python's universal newlines); a UTF-8 byte order mark at
+ * the start of the text is skipped. Lines that carry no IR are skipped: the provenance line, imports,
+ * decorators, blank lines and source-location comments ("# /path/file.py:1966: \t<source>").
+ *
+ * The input section is the run of comment lines right under the signature. There, a comment that
+ * starts "NAME:" where NAME is a parameter must be exactly that parameter's type comment (junk after
+ * the string, a missing string or a second type comment are syntax errors at their column), and
+ * "# NAME: \"<type>\"" for a NAME that is not a parameter is an error; other comments are comments.
  *
  * Values are identified by name while parsing (a name -> value map local to the parse); every name is
  * reserved in the trace's session. A statement's output gets its metadata from its type comment, or
@@ -32,15 +38,16 @@
  * Errors: TH_ERR_SYNTAX "file:line:col: message", then the source line and a caret under the column;
  * semantic errors (unknown op, arguments that do not bind) "file:line: message" with the line and caret.
  * Nothing here may crash on any input: every loop is bounded by the text, nesting is capped, and all
- * memory lives in the trace's arena or the parse's own arena. */
+ * memory lives in the trace's arena or the parse's own arena. Time and memory are linear in the text:
+ * names are looked up by hashing (the name map holds the parameters too), a string literal takes its
+ * own length, token buffers are reused from line to line, and a line nested deeper than the nesting
+ * limit is rejected while it is tokenized. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "core/ir.h"
-
-void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment);
-void th_print_value_type(const th_value *v, char *buf, size_t n);
+#include "core/printer.h"
 
 #define MAX_NEST 64  /* expression nesting and subsymbol depth */
 #define MAX_ITEMS 100000
@@ -78,6 +85,7 @@ typedef struct entry {
   bool defined;
   int use_line, use_col; /* first use, for "not defined" */
   int def_line;
+  int param; /* 1 + the index of the function parameter of this name, or 0 */
 } entry;
 
 /* A value's metadata as a type comment gives it. */
@@ -106,7 +114,14 @@ typedef struct parser {
   token *toks;
   int ntoks, pos;
   int depth;
+  /* token buffers, reused line after line: one per subsymbol depth (a statement's tokens outlive the
+   * parsing of its subsymbols) and one for trailing type comments; tlevel picks the one tokenize fills */
+  token *tokbuf[MAX_NEST + 2];
+  int tokcap[MAX_NEST + 2];
+  int tlevel;
 } parser;
+
+#define TYPE_COMMENT_LEVEL (MAX_NEST + 1)
 
 /* ---- errors ----------------------------------------------------------------------------------------- */
 
@@ -182,14 +197,15 @@ static bool is_ident_start(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' &
 static bool is_ident(int c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 
-static th_status push_tok(parser *ps, token t, int *cap) {
-  if (ps->ntoks == *cap) {
-    int ncap = *cap ? *cap * 2 : 32;
+static th_status push_tok(parser *ps, token t) {
+  int lv = ps->tlevel;
+  if (ps->ntoks == ps->tokcap[lv]) {
+    int ncap = ps->tokcap[lv] ? ps->tokcap[lv] * 2 : 32;
     token *nt = th_arena_alloc(ps->pa, sizeof(token) * (size_t)ncap);
     if (!nt) return TH_ERR_NOMEM;
     if (ps->ntoks) memcpy(nt, ps->toks, sizeof(token) * (size_t)ps->ntoks);
-    ps->toks = nt;
-    *cap = ncap;
+    ps->tokbuf[lv] = ps->toks = nt;
+    ps->tokcap[lv] = ncap;
   }
   ps->toks[ps->ntoks++] = t;
   return TH_OK;
@@ -202,16 +218,20 @@ static int hexval(int c) {
   return -1;
 }
 
-/* A Python string literal starting at s[i] (a quote). Decodes the common escapes. */
+/* A Python string literal starting at s[i] (a quote). Decodes the common escapes. The closing quote
+ * is found first, so the decoded text takes the literal's own length (not the rest of the line: a
+ * line of many short strings must cost memory linear in its length). */
 static th_status read_string(parser *ps, const char *s, int n, int i, token *t) {
   char q = s[i];
-  int j = i + 1;
-  /* decoded length <= raw length */
-  char *out = th_arena_alloc(ps->pa, (size_t)(n - i) + 1);
+  int end = i + 1;
+  while (end < n && s[end] != q) end += s[end] == '\\' ? 2 : 1;
+  if (end >= n) return syntax_error(ps, ps->ln, i + 1, "unterminated string literal");
+  /* decoded length <= raw length (end - i - 1) */
+  char *out = th_arena_alloc(ps->pa, (size_t)(end - i));
   if (!out) return TH_ERR_NOMEM;
+  int j = i + 1;
   int k = 0;
   for (;;) {
-    if (j >= n) return syntax_error(ps, ps->ln, i + 1, "unterminated string literal");
     char c = s[j];
     if (c == q) break;
     if (c != '\\') {
@@ -219,7 +239,6 @@ static th_status read_string(parser *ps, const char *s, int n, int i, token *t) 
       j++;
       continue;
     }
-    if (j + 1 >= n) return syntax_error(ps, ps->ln, i + 1, "unterminated string literal");
     char e = s[j + 1];
     j += 2;
     switch (e) {
@@ -293,15 +312,16 @@ static th_status read_number(parser *ps, const char *s, int n, int i, token *t) 
   return TH_OK;
 }
 
-/* Tokenizes ps->ln from byte offset `from` to the end of the line into ps->toks. */
+/* Tokenizes ps->ln from byte offset `from` to the end of the line into ps->toks (the token buffer of
+ * level ps->tlevel, overwriting that level's previous line). */
 static th_status tokenize(parser *ps, int from) {
   const char *s = ps->ln->p;
   int n = ps->ln->len;
-  int cap = 0;
-  ps->toks = NULL;
+  ps->toks = ps->tokbuf[ps->tlevel];
   ps->ntoks = 0;
   ps->pos = 0;
   int i = from;
+  int brackets = 0;
   while (i < n) {
     char c = s[i];
     if (c == ' ' || c == '\t') {
@@ -316,7 +336,7 @@ static th_status tokenize(parser *ps, int from) {
       t.kind = TK_COMMENT;
       t.sval = s + i + 1;
       t.len = n - i;
-      TH_TRY(push_tok(ps, t, &cap));
+      TH_TRY(push_tok(ps, t));
       i = n;
       break;
     }
@@ -338,12 +358,20 @@ static th_status tokenize(parser *ps, int from) {
     } else if (strchr("()[]{},:=.-+*@", c)) {
       t.kind = TK_PUNCT;
       t.len = 1;
+      /* Every bracket is one level of the recursive descent (a call's parentheses add one), so a line
+       * nested deeper than MAX_NEST + 1 brackets can only end in "nested too deeply": stop here, before
+       * the rest of the line is tokenized and parsed level by level. */
+      if (c == '(' || c == '[' || c == '{') {
+        if (++brackets > MAX_NEST + 1) return syntax_error(ps, ps->ln, i + 1, "expression nested too deeply");
+      } else if ((c == ')' || c == ']' || c == '}') && brackets > 0) {
+        brackets--;
+      }
     } else {
       unsigned char uc = (unsigned char)c;
       if (uc >= 0x20 && uc < 0x7f) return syntax_error(ps, ps->ln, i + 1, "unexpected character '%c'", c);
       return syntax_error(ps, ps->ln, i + 1, "unexpected character (byte 0x%02x)", uc);
     }
-    TH_TRY(push_tok(ps, t, &cap));
+    TH_TRY(push_tok(ps, t));
     i += t.len;
   }
   token eof;
@@ -351,7 +379,7 @@ static th_status tokenize(parser *ps, int from) {
   eof.kind = TK_EOF;
   eof.p = s + n;
   eof.col = n + 1;
-  return push_tok(ps, eof, &cap);
+  return push_tok(ps, eof);
 }
 
 /* ---- token helpers ------------------------------------------------------------------------------------- */
@@ -429,6 +457,37 @@ static entry *map_insert(parser *ps, const char *name) {
   if (!e->name) return NULL;
   ps->mapn++;
   return e;
+}
+
+/* A set of strings (open addressing in the parse arena), for duplicate checks that must stay linear
+ * in the number of names. */
+typedef struct strset {
+  const char **slots;
+  size_t cap, n;
+} strset;
+
+/* Adds name (not copied: it must live as long as the set); *dup tells whether it was there. */
+static th_status strset_add(parser *ps, strset *set, const char *name, bool *dup) {
+  *dup = false;
+  if ((set->n + 1) * 2 > set->cap) {
+    size_t cap = set->cap ? set->cap * 2 : 64;
+    const char **sl = th_arena_alloc(ps->pa, sizeof(char *) * cap);
+    if (!sl) return TH_ERR_NOMEM;
+    for (size_t i = 0; i < set->cap; i++) {
+      if (!set->slots[i]) continue;
+      size_t j = hash_name(set->slots[i]) & (cap - 1);
+      while (sl[j]) j = (j + 1) & (cap - 1);
+      sl[j] = set->slots[i];
+    }
+    set->slots = sl;
+    set->cap = cap;
+  }
+  size_t i = hash_name(name) & (set->cap - 1);
+  for (; set->slots[i]; i = (i + 1) & (set->cap - 1))
+    if (!strcmp(set->slots[i], name)) return (*dup = true), TH_OK;
+  set->slots[i] = name;
+  set->n++;
+  return TH_OK;
 }
 
 /* A new value named `name` in tr's session. th_trace_add_tensor_input on the scratch trace (same
@@ -529,69 +588,112 @@ static bool name_defined(parser *ps, const char *name) {
   return e && e->defined;
 }
 
-/* ---- type strings: "cuda:0 f32[2, 2]", "cpu b8[]", "int 4", "float 3.0", "bool True", "int ?" ---------- */
+/* ---- type strings: "cuda:0 f32[2, 2]", "cpu b8[]", "int 4", "float 3.0", "bool True", "int ?" ----------
+ *
+ *   type := ws (NUMKIND ws1 VALUE | DEVICE ws1 DTYPE ws "[" ws [dim (ws "," ws dim)* ws [","] ws] "]") ws
+ *
+ * where ws is any run of spaces/tabs (Python-like: "cpu   f32[ 2 ,3 ]" is "cpu f32[2, 3]"). On failure
+ * *why says what was expected and *at is the byte offset in s where it went wrong. */
 
-static bool parse_type_string(const char *s, vtype *t, const char **why) {
+static bool is_ws(char c) { return c == ' ' || c == '\t'; }
+static int skip_ws(const char *s, int i) {
+  while (is_ws(s[i])) i++;
+  return i;
+}
+
+static bool type_fail(const char **why, int *at, const char *msg, int where) {
+  *why = msg;
+  *at = where;
+  return false;
+}
+
+static bool parse_type_string(const char *s, vtype *t, const char **why, int *at) {
   memset(t, 0, sizeof *t);
-  const char *sp = strchr(s, ' ');
-  *why = "expected \"<device> <dtype>[<shape>]\" or \"int|float|bool <value>\"";
-  if (!sp) return false;
-  size_t hl = (size_t)(sp - s);
-  const char *rest = sp + 1;
-  if ((hl == 3 && !strncmp(s, "int", 3)) || (hl == 5 && !strncmp(s, "float", 5)) ||
-      (hl == 4 && !strncmp(s, "bool", 4))) {
+  *at = 0;
+  int i = skip_ws(s, 0);
+  int h0 = i;
+  while (s[i] && !is_ws(s[i]) && s[i] != '[') i++;
+  int hl = i - h0;
+  const char *head = s + h0;
+  if (hl == 0)
+    return type_fail(why, at, "expected \"<device> <dtype>[<shape>]\" or \"int|float|bool <value>\"", h0);
+  if ((hl == 3 && !strncmp(head, "int", 3)) || (hl == 5 && !strncmp(head, "float", 5)) ||
+      (hl == 4 && !strncmp(head, "bool", 4))) {
     t->is_tensor = false;
     t->dtype = hl == 3 ? TH_I64 : hl == 5 ? TH_F64 : TH_BOOL;
-    if (!strcmp(rest, "?")) return true;
+    int v0 = skip_ws(s, i);
+    if (v0 == i || !s[v0]) return type_fail(why, at, "expected a value (or ?) after the number type", v0);
+    int v1 = v0;
+    while (s[v1] && !is_ws(s[v1])) v1++;
+    if (s[skip_ws(s, v1)]) return type_fail(why, at, "unexpected text after the value", skip_ws(s, v1));
+    char val[64];
+    if (v1 - v0 >= (int)sizeof val) return type_fail(why, at, "value too long", v0);
+    memcpy(val, s + v0, (size_t)(v1 - v0));
+    val[v1 - v0] = 0;
+    if (!strcmp(val, "?")) return true;
     t->has_value = true;
     char *end;
     if (t->dtype == TH_BOOL) {
-      if (!strcmp(rest, "True")) t->i = 1;
-      else if (!strcmp(rest, "False")) t->i = 0;
-      else return (*why = "a bool proxy's value must be True, False or ?"), false;
+      if (!strcmp(val, "True")) t->i = 1;
+      else if (!strcmp(val, "False")) t->i = 0;
+      else return type_fail(why, at, "a bool proxy's value must be True, False or ?", v0);
       return true;
     }
     errno = 0;
     if (t->dtype == TH_I64) {
-      t->i = strtoll(rest, &end, 10);
-      if (end == rest || *end || errno) return (*why = "invalid int value"), false;
+      t->i = strtoll(val, &end, 10);
+      if (end == val || *end || errno) return type_fail(why, at, "invalid int value", v0);
       t->f = (double)t->i;
       return true;
     }
-    t->f = strtod(rest, &end);
-    if (end == rest || *end) return (*why = "invalid float value"), false;
+    t->f = strtod(val, &end);
+    if (end == val || *end) return type_fail(why, at, "invalid float value", v0);
     return true;
   }
   char dev[32];
-  if (hl >= sizeof dev) return (*why = "unknown device"), false;
-  memcpy(dev, s, hl);
+  if (hl >= (int)sizeof dev) return type_fail(why, at, "unknown device", h0);
+  memcpy(dev, head, (size_t)hl);
   dev[hl] = 0;
-  if (!th_device_parse(dev, &t->device)) return (*why = "unknown device"), false;
-  const char *br = strchr(rest, '[');
-  if (!br) return (*why = "expected '[' after the dtype"), false;
+  if (!th_device_parse(dev, &t->device)) return type_fail(why, at, "unknown device", h0);
+  int d0 = skip_ws(s, i);
+  if (d0 == i) return type_fail(why, at, "expected a space, then a dtype like f32, after the device", i);
+  int d1 = d0;
+  while (s[d1] && !is_ws(s[d1]) && s[d1] != '[') d1++;
+  if (d1 == d0) return type_fail(why, at, "expected a dtype like f32", d0);
   char dt[32];
-  size_t dl = (size_t)(br - rest);
-  if (dl == 0 || dl >= sizeof dt) return (*why = "unknown dtype"), false;
-  memcpy(dt, rest, dl);
-  dt[dl] = 0;
-  if (!th_dtype_parse(dt, &t->dtype)) return (*why = "unknown dtype"), false;
+  if (d1 - d0 >= (int)sizeof dt) return type_fail(why, at, "unknown dtype (expected one like f32)", d0);
+  memcpy(dt, s + d0, (size_t)(d1 - d0));
+  dt[d1 - d0] = 0;
+  if (!th_dtype_parse(dt, &t->dtype)) return type_fail(why, at, "unknown dtype (expected one like f32)", d0);
   t->is_tensor = true;
-  const char *p = br + 1;
-  if (*p == ']') return p[1] == 0 || ((*why = "unexpected text after ']'"), false);
-  for (;;) {
-    if (t->ndim == TH_MAX_DIMS) return (*why = "more than 8 dimensions are not supported"), false;
-    char *end;
-    errno = 0;
-    if (!is_digit((unsigned char)*p)) return (*why = "expected a non-negative dimension"), false;
-    long long d = strtoll(p, &end, 10);
-    if (errno) return (*why = "dimension too large"), false;
-    t->shape[t->ndim++] = d;
-    p = end;
-    if (*p == ']') return p[1] == 0 || ((*why = "unexpected text after ']'"), false);
-    if (*p != ',') return (*why = "expected ',' or ']' in the shape"), false;
-    p++;
-    if (*p == ' ') p++;
+  int p = skip_ws(s, d1);
+  if (s[p] != '[') return type_fail(why, at, "expected '[' after the dtype", p);
+  p = skip_ws(s, p + 1);
+  if (s[p] != ']') {
+    for (;;) {
+      if (!is_digit((unsigned char)s[p])) return type_fail(why, at, "expected a non-negative dimension", p);
+      if (t->ndim == TH_MAX_DIMS) return type_fail(why, at, "more than 8 dimensions are not supported", p);
+      char *end;
+      errno = 0;
+      long long d = strtoll(s + p, &end, 10);
+      if (errno) return type_fail(why, at, "dimension too large", p);
+      t->shape[t->ndim++] = d;
+      p = skip_ws(s, (int)(end - s));
+      if (s[p] == ']') break;
+      if (s[p] != ',') return type_fail(why, at, "expected ',' or ']' in the shape", p);
+      p = skip_ws(s, p + 1);
+      if (s[p] == ']') break; /* a trailing comma, as Python allows */
+    }
   }
+  p = skip_ws(s, p + 1);
+  if (s[p]) return type_fail(why, at, "unexpected text after ']'", p);
+  return true;
+}
+
+/* Column (1-based, in the line) of byte `at` of a STR token's decoded text: exact when the literal
+ * has no escapes (type strings never do), else the literal's start. */
+static int str_col(const token *t, int at) {
+  return t->len == (int)strlen(t->sval) + 2 ? t->col + 1 + at : t->col;
 }
 
 /* ---- expressions ------------------------------------------------------------------------------------------- */
@@ -674,13 +776,21 @@ static th_status dotted_name(parser *ps, const char **out) {
 /* call_args := "(" [arg ("," arg)*] [","] ")" — positional args, then keyword args (name=expr). */
 static th_status call_args(parser *ps, arglist *pos, arglist *kw) {
   TH_TRY(expect(ps, "("));
+  strset seen = {0}; /* the keyword names, once there are many (a linear scan for the first few) */
   while (!is_punct(peek(ps), ")")) {
     token *t = peek(ps);
     if (t->kind == TK_NAME && is_punct(peek_at(ps, 1), "=")) {
       const char *name = tok_str(ps, t);
       if (!name) return TH_ERR_NOMEM;
-      for (int i = 0; i < kw->n; i++)
-        if (!strcmp(kw->names[i], name)) return error_tok(ps, t, "keyword argument repeated: %s", name);
+      bool dup = false;
+      if (kw->n < 16) {
+        for (int i = 0; i < kw->n; i++) dup |= !strcmp(kw->names[i], name);
+      } else {
+        if (!seen.n)
+          for (int i = 0; i < kw->n; i++) TH_TRY(strset_add(ps, &seen, kw->names[i], &dup));
+        TH_TRY(strset_add(ps, &seen, name, &dup));
+      }
+      if (dup) return error_tok(ps, t, "keyword argument repeated: %s", name);
       next(ps);
       next(ps);
       th_arg a;
@@ -1094,9 +1204,11 @@ static bool same_out(const th_arg *a, const th_arg *b) {
 static th_status type_comment(parser *ps, const token *c, const char **name, int *col, vtype *t, bool *has) {
   *has = false;
   /* tokenize the comment text on its own */
-  int save_n = ps->ntoks, save_pos = ps->pos;
+  int save_n = ps->ntoks, save_pos = ps->pos, save_level = ps->tlevel;
   token *save = ps->toks;
+  ps->tlevel = TYPE_COMMENT_LEVEL;
   th_status st = tokenize(ps, (int)(c->sval - ps->ln->p));
+  ps->tlevel = save_level;
   if (st != TH_OK && st != TH_ERR_NOMEM) {
     /* a free-form trailing comment that is not Python: ignore it */
     th_clear_error();
@@ -1108,8 +1220,10 @@ static th_status type_comment(parser *ps, const token *c, const char **name, int
     if (!*name) st = TH_ERR_NOMEM;
     else {
       const char *why;
-      if (!parse_type_string(ps->toks[2].sval, t, &why))
-        st = syntax_error(ps, ps->ln, ps->toks[2].col, "invalid type \"%s\": %s", ps->toks[2].sval, why);
+      int at;
+      if (!parse_type_string(ps->toks[2].sval, t, &why, &at))
+        st = syntax_error(ps, ps->ln, str_col(&ps->toks[2], at), "invalid type \"%s\": %s", ps->toks[2].sval,
+                          why);
       else *has = true;
     }
   }
@@ -1179,6 +1293,7 @@ static th_status parse_stmt(parser *ps, int li, int content, block sub, int dept
   if (depth > MAX_NEST) return syntax_error(ps, &ps->lines[li], 1, "subsymbols nested too deeply");
   const line *ln = &ps->lines[li];
   ps->ln = ln;
+  ps->tlevel = depth; /* this line's tokens survive the parsing of its subsymbols (depth + 1) */
   if (content < ln->len && ln->p[content] == '#') {
     /* a comment (a comment subsymbol prints as "# # text") */
     if (!block_empty(ps, sub)) return syntax_error(ps, &ps->lines[sub.first], 1, "a comment has no subsymbols");
@@ -1381,6 +1496,7 @@ static bool is_source_location(const line *ln) {
 /* def NAME "(" [NAME ("," NAME)* [","]] ")" ":" */
 static th_status def_line(parser *ps, const line *ln, arglist *params, const char **fn_name) {
   ps->ln = ln;
+  ps->tlevel = 0;
   TH_TRY(tokenize(ps, ln->indent));
   next(ps); /* def */
   token *t = peek(ps);
@@ -1399,12 +1515,15 @@ static th_status def_line(parser *ps, const line *ln, arglist *params, const cha
     }
     const char *name = tok_str(ps, t);
     if (!name) return TH_ERR_NOMEM;
-    for (int i = 0; i < params->n; i++)
-      if (!strcmp(params->names[i], name)) return error_tok(ps, t, "duplicate parameter '%s'", name);
+    /* the name map holds the parameters from here on (by name, so lookups stay linear overall) */
+    if (map_find(ps, name)) return error_tok(ps, t, "duplicate parameter '%s'", name);
     next(ps);
     if (is_punct(peek(ps), "=")) return error_tok(ps, peek(ps), "parameter defaults are not supported");
     th_arg col = th_arg_int(t->col);
     TH_TRY(arglist_push(ps, params, col, name));
+    entry *e = map_insert(ps, name);
+    if (!e) return TH_ERR_NOMEM;
+    e->param = params->n;
     if (!consume(ps, ",")) break;
   }
   TH_TRY(expect(ps, ")"));
@@ -1417,48 +1536,79 @@ static th_status def_line(parser *ps, const line *ln, arglist *params, const cha
   return TH_OK;
 }
 
-/* "# NAME: \"type\"" for an input that has no type yet. Returns true (and defines it) if so. */
-static th_status input_type(parser *ps, const line *ln, const arglist *params, bool *typed, bool *matched) {
+/* A line "# NAME: \"type\"" of the input section (the comments right under the signature). Defines
+ * the input NAME and sets *matched. A comment that does not start with "NAME:" is an ordinary comment
+ * (*matched stays false). Errors: a parameter's type comment that is malformed (no string, junk after
+ * it, an invalid type string) or repeated, and a type comment of a name that is not a parameter. */
+static th_status input_type(parser *ps, const line *ln, bool *typed, bool *matched) {
   *matched = false;
   ps->ln = ln;
+  ps->tlevel = 0;
   th_status st = tokenize(ps, ln->indent + 1);
-  if (st != TH_OK) {
-    if (st == TH_ERR_NOMEM) return st;
-    th_clear_error();
-    return TH_OK; /* not Python: an ordinary comment */
+  if (st == TH_ERR_NOMEM) return st;
+  /* on a tokenizer error, ps->toks holds the tokens before the bad character */
+  const token *tk = ps->toks;
+  int nt = ps->ntoks;
+  if (!(nt >= 2 && tk[0].kind == TK_NAME && is_punct(&tk[1], ":"))) {
+    if (st != TH_OK) th_clear_error();
+    return TH_OK; /* an ordinary comment */
   }
-  if (!(ps->ntoks == 4 && ps->toks[0].kind == TK_NAME && is_punct(&ps->toks[1], ":") && ps->toks[2].kind == TK_STR))
-    return TH_OK;
-  const char *name = tok_str(ps, &ps->toks[0]);
+  const char *name = tok_str(ps, &tk[0]);
   if (!name) return TH_ERR_NOMEM;
-  int k = -1;
-  for (int i = 0; i < params->n; i++)
-    if (!strcmp(params->names[i], name)) k = i;
-  if (k < 0 || typed[k]) return TH_OK;
+  entry *e = map_find(ps, name);
+  int k = e ? e->param - 1 : -1;
+  bool has_str = nt >= 3 && tk[2].kind == TK_STR;
+  if (k < 0) {
+    /* exactly the form of a type comment: a name that is not in the signature */
+    if (st == TH_OK && has_str && tk[3].kind == TK_EOF)
+      return syntax_error(ps, ln, tk[0].col, "'%s' is not a parameter of %s (a type comment under the signature "
+                          "names an input)", name, ps->tr->fn_name);
+    if (st != TH_OK) th_clear_error();
+    return TH_OK;
+  }
+  /* from here on the line is the type comment of parameter `name` */
+  if (!has_str) {
+    if (st != TH_OK && nt == 2) return st; /* e.g. an unterminated string */
+    if (st != TH_OK) th_clear_error();
+    char buf[64];
+    return syntax_error(ps, ln, nt >= 3 ? tk[2].col : tk[1].col + 1,
+                        "expected the type of input '%s' as a string such as \"cpu f32[2, 3]\", found %s", name,
+                        nt >= 3 ? describe(&tk[2], buf, sizeof buf) : "end of line");
+  }
+  if (st != TH_OK) return st; /* a character no token starts with, after the type */
+  if (tk[3].kind != TK_EOF && tk[3].kind != TK_COMMENT) {
+    char buf[64];
+    return syntax_error(ps, ln, tk[3].col, "unexpected %s after the type of input '%s'",
+                        describe(&tk[3], buf, sizeof buf), name);
+  }
+  if (typed[k])
+    return syntax_error(ps, ln, tk[0].col, "input '%s' has a second type comment (the first is on line %d)", name,
+                        e->def_line);
   vtype t;
   const char *why;
-  if (!parse_type_string(ps->toks[2].sval, &t, &why))
-    return syntax_error(ps, ln, ps->toks[2].col, "invalid type \"%s\": %s", ps->toks[2].sval, why);
+  int at = 0;
+  if (!parse_type_string(tk[2].sval, &t, &why, &at))
+    return syntax_error(ps, ln, str_col(&tk[2], at), "invalid type \"%s\": %s", tk[2].sval, why);
   th_value *v;
-  TH_TRY(define_name(ps, name, ps->toks[0].col, &t, &v));
+  TH_TRY(define_name(ps, name, tk[0].col, &t, &v));
   typed[k] = true;
   *matched = true;
   return TH_OK;
 }
 
+/* Splits the text into lines at "\n", "\r\n" and a lone "\r" (Python's universal newlines, so a file
+ * with old Mac line endings is not one long line). */
 static th_status split_lines(parser *ps, const char *text) {
   int n = 1;
-  for (const char *p = text; *p; p++) n += *p == '\n';
+  for (const char *p = text; *p; p++) n += *p == '\n' || (*p == '\r' && p[1] != '\n');
   ps->lines = th_arena_alloc(ps->pa, sizeof(line) * (size_t)n);
   if (!ps->lines) return TH_ERR_NOMEM;
   const char *p = text;
   for (int k = 0; k < n; k++) {
     line *ln = &ps->lines[k];
-    const char *e = strchr(p, '\n');
-    if (!e) e = p + strlen(p);
+    const char *e = p + strcspn(p, "\r\n");
     ln->p = p;
     ln->len = (int)(e - p);
-    while (ln->len > 0 && p[ln->len - 1] == '\r') ln->len--;
     ln->lineno = k + 1;
     int i = 0;
     while (i < ln->len && ln->p[i] == ' ') i++;
@@ -1471,7 +1621,7 @@ static th_status split_lines(parser *ps, const char *text) {
       ps->nlines = k + 1;
       return syntax_error(ps, ln, i + 1, "tabs are not allowed in indentation");
     }
-    p = *e ? e + 1 : e;
+    p = e[0] == '\r' && e[1] == '\n' ? e + 2 : *e ? e + 1 : e;
   }
   ps->nlines = n;
   return TH_OK;
@@ -1521,8 +1671,8 @@ static th_status parse_trace(parser *ps, const char *text) {
     pt.p = params.names[k];
     pt.len = (int)strlen(params.names[k]);
     pt.col = (int)params.items[k].u.i;
-    entry *e = map_insert(ps, params.names[k]);
-    if (!e) return TH_ERR_NOMEM;
+    entry *e = map_find(ps, params.names[k]); /* def_line put it there */
+    if (!e) return th_error(TH_ERR_RUNTIME, "parser: parameter '%s' missing from the name map", params.names[k]);
     e->v = v = new_named_value(ps, params.names[k]);
     if (!v) return line_error(ps, defl, pt.col, th_last_status(), "%s", th_last_error());
     e->use_line = defl->lineno;
@@ -1533,7 +1683,7 @@ static th_status parse_trace(parser *ps, const char *text) {
   if (!typed) return TH_ERR_NOMEM;
   /* the body */
   int body = -1;
-  bool in_inputs = true;
+  bool in_inputs = true, inputs_checked = false;
   for (i = i + 1; i < ps->nlines;) {
     const line *ln = &ps->lines[i];
     if (ln->blank) {
@@ -1549,7 +1699,7 @@ static th_status parse_trace(parser *ps, const char *text) {
       return syntax_error(ps, ln, ln->indent + 1, "unexpected indent (only '# ' subsymbol lines may be deeper)");
     if (ln->comment) {
       bool matched = false;
-      if (in_inputs) TH_TRY(input_type(ps, ln, &params, typed, &matched));
+      if (in_inputs) TH_TRY(input_type(ps, ln, typed, &matched));
       if (matched || is_source_location(ln)) {
         i++;
         continue;
@@ -1566,7 +1716,9 @@ static th_status parse_trace(parser *ps, const char *text) {
     }
     int last = j;
     while (last > i + 1 && ps->lines[last - 1].blank) last--;
-    if (!in_inputs || !ln->comment) {
+    if (!inputs_checked && (!in_inputs || !ln->comment)) {
+      /* the input section ended: every input is typed (checked once, not per statement) */
+      inputs_checked = true;
       for (int k = 0; k < params.n; k++)
         if (!typed[k])
           return syntax_error(ps, defl, (int)params.items[k].u.i,
@@ -1612,6 +1764,8 @@ th_status th_trace_parse(const char *text, const char *filename, th_trace **out)
   ps.filename = filename ? filename : "<trace>";
   ps.pa = th_arena_new();
   if (!ps.pa) return TH_ERR_NOMEM;
+  /* a UTF-8 byte order mark (editors on Windows write one) is not part of the text */
+  if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3;
   th_status st = parse_trace(&ps, text);
   if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM) th_error(TH_ERR_NOMEM, "out of memory parsing a trace");
   th_trace_free(ps.scratch);

@@ -14,19 +14,15 @@
  * str()/repr() would (§2.3): 1e-05, 448.0, float('inf'), 'none', dtypes.bfloat16,
  * devices.Device("cuda:0"), slice(1,None,2).
  *
- * Besides th_trace_print this file exports three helpers the parser, verifier and tests share
- * (declared where they are used, since ir.h has no printer section): th_print_bsym_line (one bsym
- * line, as in error messages), th_print_value_type (a proxy's type string, Python float formatting)
- * and th_print_py_float (Python's repr of a float). */
+ * Besides th_trace_print this file exports three helpers the parser, verifier and tests share,
+ * declared in core/printer.h (which also states the IR shapes this printer relies on):
+ * th_print_bsym_line (one bsym line, as in error messages), th_print_value_type (a proxy's type
+ * string, Python float formatting) and th_print_py_float (Python's repr of a float). */
 #include <math.h>
 #include <string.h>
 
 #include "core/ir.h"
-
-/* Shared with parser.c / verify.c. */
-void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment);
-void th_print_value_type(const th_value *v, char *buf, size_t n);
-void th_print_py_float(double f, char *buf, size_t n);
+#include "core/printer.h"
 
 /* ---- constants ------------------------------------------------------------------------------------- */
 

@@ -3,8 +3,16 @@
  *
  * Two passes over the top-level bound symbols and, recursively, their subsymbols:
  *   1. structure: RETURN present and last (top level); every value argument defined before use
- *      (inputs and earlier outputs; subsymbols see what their parent sees plus the outputs of earlier
- *      subsymbols of the same parent); no value used after `del`; each value defined once in a scope.
+ *      (inputs and earlier outputs); no value used after `del`; each value defined once. Subsymbols
+ *      form their own scope: they see only their parent's argument values (positional and keyword)
+ *      plus the outputs of earlier subsymbols of the same parent, so a decomposition or a fusion
+ *      region is a function of its arguments ("line 6: fusion nvFusion0 uses x, which is not one of
+ *      its arguments"); they may not redefine a value of an enclosing scope. The outputs of a known
+ *      (non-dynamic) op that has subsymbols must be outputs of those subsymbols ("line 4: the
+ *      decomposition of `t0 = ltorch.neg(x)` does not produce t0"). Whether the decomposition
+ *      computes the same function as its op is not checked (only its metadata, by pass 2, and only
+ *      where its values come from, here); nor are the outputs of dynamic symbols, whose meaning is
+ *      their body. Every scope is one hash set: the pass is linear in the trace (times the nesting depth).
  *   2. metas: every bsym of a known op (not a dynamic symbol such as a fusion region, not a utility)
  *      is re-bound against its schema and its meta (or decomposition) re-run in verify mode in a
  *      scratch trace of the same compilation; the shape, dtype and device of each output must equal
@@ -15,13 +23,11 @@
 #include <string.h>
 
 #include "core/ir.h"
-
-void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment);
-void th_print_value_type(const th_value *v, char *buf, size_t n);
+#include "core/printer.h"
 
 #define MAX_DEPTH 256
 
-/* ---- a set of values with scoped undo ------------------------------------------------------------------ */
+/* ---- a set of values (one per scope) ------------------------------------------------------------------ */
 
 enum { UNDEF = 0, DEFINED = 1, DELETED = 2 };
 
@@ -30,16 +36,9 @@ typedef struct slot {
   int state;
 } slot;
 
-typedef struct undo {
-  size_t slot;
-  int prev;
-} undo;
-
 typedef struct vset {
   slot *slots;
   size_t cap, n;
-  undo *log;
-  size_t nlog, logcap;
   bool oom;
 } vset;
 
@@ -52,45 +51,22 @@ static size_t hash_ptr(const th_value *v) {
 }
 
 static bool vset_grow(vset *s) {
-  size_t cap = s->cap ? s->cap * 2 : 256;
+  size_t cap = s->cap ? s->cap * 2 : 16;
   slot *sl = th_calloc(cap, sizeof *sl);
   if (!sl) return false;
-  /* slots move, so the undo log (slot indices) is rewritten through a remap */
-  size_t *remap = s->cap ? th_malloc(sizeof(size_t) * s->cap) : NULL;
-  if (s->cap && !remap) {
-    th_free(sl);
-    return false;
-  }
   for (size_t i = 0; i < s->cap; i++) {
     if (!s->slots[i].v) continue;
     size_t j = hash_ptr(s->slots[i].v) & (cap - 1);
     while (sl[j].v) j = (j + 1) & (cap - 1);
     sl[j] = s->slots[i];
-    remap[i] = j;
   }
-  for (size_t k = 0; k < s->nlog; k++) s->log[k].slot = remap[s->log[k].slot];
-  th_free(remap);
   th_free(s->slots);
   s->slots = sl;
   s->cap = cap;
   return true;
 }
 
-static size_t vset_slot(vset *s, const th_value *v) {
-  if ((s->n + 1) * 2 > s->cap && !vset_grow(s)) {
-    s->oom = true;
-    return (size_t)-1;
-  }
-  size_t i = hash_ptr(v) & (s->cap - 1);
-  while (s->slots[i].v && s->slots[i].v != v) i = (i + 1) & (s->cap - 1);
-  if (!s->slots[i].v) {
-    s->slots[i].v = v;
-    s->n++;
-  }
-  return i;
-}
-
-static int vset_get(vset *s, const th_value *v) {
+static int vset_get(const vset *s, const th_value *v) {
   if (!s->cap) return UNDEF;
   for (size_t i = hash_ptr(v) & (s->cap - 1); s->slots[i].v; i = (i + 1) & (s->cap - 1))
     if (s->slots[i].v == v) return s->slots[i].state;
@@ -98,33 +74,20 @@ static int vset_get(vset *s, const th_value *v) {
 }
 
 static void vset_set(vset *s, const th_value *v, int state) {
-  size_t i = vset_slot(s, v);
-  if (i == (size_t)-1) return;
-  if (s->nlog == s->logcap) {
-    size_t cap = s->logcap ? s->logcap * 2 : 256;
-    undo *l = th_realloc(s->log, sizeof(undo) * cap);
-    if (!l) {
-      s->oom = true;
-      return;
-    }
-    s->log = l;
-    s->logcap = cap;
+  if ((s->n + 1) * 2 > s->cap && !vset_grow(s)) {
+    s->oom = true;
+    return;
   }
-  s->log[s->nlog++] = (undo){i, s->slots[i].state};
+  size_t i = hash_ptr(v) & (s->cap - 1);
+  while (s->slots[i].v && s->slots[i].v != v) i = (i + 1) & (s->cap - 1);
+  if (!s->slots[i].v) {
+    s->slots[i].v = v;
+    s->n++;
+  }
   s->slots[i].state = state;
 }
 
-static void vset_pop(vset *s, size_t mark) {
-  while (s->nlog > mark) {
-    undo u = s->log[--s->nlog];
-    s->slots[u.slot].state = u.prev;
-  }
-}
-
-static void vset_free(vset *s) {
-  th_free(s->slots);
-  th_free(s->log);
-}
+static void vset_free(vset *s) { th_free(s->slots); }
 
 /* ---- messages ---------------------------------------------------------------------------------------------- */
 
@@ -159,11 +122,69 @@ static const char *vname(const th_value *v) { return v && v->name ? v->name : "<
 
 /* ---- pass 1: structure --------------------------------------------------------------------------------------- */
 
-typedef struct sctx {
+/* A scope: the top level (owner NULL), or the subsymbols of `owner`, which see only the owner's
+ * argument values and what earlier subsymbols define (a decomposition or a fusion region is a function
+ * of its arguments). `up` is the enclosing scope, consulted for better messages and for values defined
+ * twice. */
+typedef struct scope {
   vset defs;
+  const struct scope *up;
+  const th_bsym *owner;
+} scope;
+
+typedef struct sctx {
+  scope *sc;
   const th_bsym *b;
   th_status st;
 } sctx;
+
+static bool is_dynamic(const th_symbol *sym) { return sym->id == TH_OP_DYNAMIC || !sym->module; }
+
+/* "fusion nvFusion0" / "region TorchCompile0": how a message names a dynamic symbol's region. */
+static const char *region_word(const th_symbol *sym) {
+  const char *n = sym->name ? sym->name : "";
+  for (const char *p = n; *p; p++)
+    if ((p[0] == 'f' || p[0] == 'F') && !strncmp(p + 1, "usion", 5)) return "fusion";
+  return "region";
+}
+
+/* A use inside a region of a value that its owner does not pass in. */
+static th_status fail_not_argument(const th_bsym *owner, const th_bsym *sub, const th_value *v) {
+  int line = sub->line > 0 ? sub->line : owner->line;
+  th_strbuf sb;
+  th_sb_init(&sb);
+  if (line > 0) th_sb_printf(&sb, "line %d: ", line);
+  if (is_dynamic(owner->sym)) {
+    th_sb_printf(&sb, "%s %s uses %s, which is not one of its arguments", region_word(owner->sym),
+                 owner->sym->name ? owner->sym->name : "?", vname(v));
+  } else {
+    th_sb_puts(&sb, "the decomposition of `");
+    th_print_bsym_line(&sb, owner, false);
+    th_sb_printf(&sb, "` uses %s, which is not one of its arguments", vname(v));
+  }
+  if (line <= 0) {
+    th_sb_puts(&sb, " (in `");
+    th_print_bsym_line(&sb, sub, false);
+    th_sb_puts(&sb, "`)");
+  }
+  char *s = th_sb_take(&sb);
+  if (!s) return th_error(TH_ERR_NOMEM, "out of memory reporting a verification error");
+  if (strlen(s) > 900) memcpy(s + 890, " [...]", 7);
+  th_error(TH_ERR_VERIFY, "%s", s);
+  free(s);
+  return TH_ERR_VERIFY;
+}
+
+/* The state of v in the scopes enclosing c->sc (DEFINED if defined in any of them). */
+static int outer_state(const scope *sc, const th_value *v) {
+  int st = UNDEF;
+  for (const scope *u = sc->up; u; u = u->up) {
+    int s = vset_get(&u->defs, v);
+    if (s == DEFINED) return DEFINED;
+    if (s == DELETED) st = DELETED;
+  }
+  return st;
+}
 
 static void check_use(th_value *v, void *p) {
   sctx *c = p;
@@ -172,14 +193,16 @@ static void check_use(th_value *v, void *p) {
     c->st = fail(c->b, "has a null value argument");
     return;
   }
-  int s = vset_get(&c->defs, v);
+  int s = vset_get(&c->sc->defs, v);
   if (s == DELETED) c->st = fail(c->b, "uses %s after it was deleted (del)", vname(v));
+  else if (s != DEFINED && c->sc->owner && outer_state(c->sc, v) != UNDEF)
+    c->st = fail_not_argument(c->sc->owner, c->b, v);
   else if (s != DEFINED) c->st = fail(c->b, "uses %s, which is not defined before it", vname(v));
 }
 
 static void mark_deleted(th_value *v, void *p) {
   sctx *c = p;
-  if (v) vset_set(&c->defs, v, DELETED);
+  if (v) vset_set(&c->sc->defs, v, DELETED);
 }
 
 static void define(th_value *v, void *p) {
@@ -189,11 +212,75 @@ static void define(th_value *v, void *p) {
     c->st = fail(c->b, "has a null output");
     return;
   }
-  if (vset_get(&c->defs, v) != UNDEF) {
+  if (vset_get(&c->sc->defs, v) != UNDEF || outer_state(c->sc, v) != UNDEF) {
     c->st = fail(c->b, "defines %s, which is already defined", vname(v));
     return;
   }
-  vset_set(&c->defs, v, DEFINED);
+  vset_set(&c->sc->defs, v, DEFINED);
+}
+
+static void define_arg(th_value *v, void *p) {
+  scope *sc = p;
+  if (v) vset_set(&sc->defs, v, DEFINED);
+}
+
+typedef struct produced_ctx {
+  const scope *sub; /* the decomposition's scope, after its subsymbols */
+  const th_bsym *b;
+  th_status st;
+} produced_ctx;
+
+/* An output of a known op must be defined by its decomposition (one of its subsymbols' outputs). */
+static void check_produced(th_value *v, void *p) {
+  produced_ctx *c = p;
+  if (c->st != TH_OK || !v) return;
+  if (vset_get(&c->sub->defs, v) == UNDEF) {
+    th_strbuf sb;
+    th_sb_init(&sb);
+    if (c->b->line > 0) th_sb_printf(&sb, "line %d: ", c->b->line);
+    th_sb_puts(&sb, "the decomposition of `");
+    th_print_bsym_line(&sb, c->b, false);
+    th_sb_printf(&sb, "` does not produce %s", vname(v));
+    char *s = th_sb_take(&sb);
+    if (!s) {
+      c->st = th_error(TH_ERR_NOMEM, "out of memory reporting a verification error");
+      return;
+    }
+    if (strlen(s) > 900) memcpy(s + 890, " [...]", 7);
+    th_error(TH_ERR_VERIFY, "%s", s);
+    free(s);
+    c->st = TH_ERR_VERIFY;
+  }
+}
+
+static th_status check_scope(sctx *c, th_bsym *const *bsyms, int n, int depth);
+
+/* The subsymbols of b in their own scope (b's argument values), then b's outputs: defined in the
+ * current scope and, for a known op, produced by the subsymbols. */
+static th_status check_subs_and_outputs(sctx *c, const th_bsym *b, int depth) {
+  scope sub;
+  memset(&sub, 0, sizeof sub);
+  sub.up = c->sc;
+  sub.owner = b;
+  for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], define_arg, &sub);
+  for (int k = 0; k < b->nkwargs; k++) th_arg_foreach_value(&b->kwargs[k], define_arg, &sub);
+  scope *saved = c->sc;
+  c->sc = &sub;
+  th_status st = sub.defs.oom ? th_error(TH_ERR_NOMEM, "out of memory verifying a trace")
+                              : check_scope(c, b->subs, b->nsubs, depth + 1);
+  c->sc = saved;
+  c->b = b;
+  if (st == TH_OK) {
+    th_arg_foreach_value(&b->out, define, c);
+    st = c->st;
+  }
+  if (st == TH_OK && !is_dynamic(b->sym) && !(b->sym->tags & TH_TAG_UTILITY)) {
+    produced_ctx pc = {&sub, b, TH_OK};
+    th_arg_foreach_value(&b->out, check_produced, &pc);
+    st = pc.st;
+  }
+  vset_free(&sub.defs);
+  return st;
 }
 
 static th_status check_scope(sctx *c, th_bsym *const *bsyms, int n, int depth) {
@@ -210,14 +297,13 @@ static th_status check_scope(sctx *c, th_bsym *const *bsyms, int n, int depth) {
       continue;
     }
     if (b->nsubs) {
-      size_t mark = c->defs.nlog;
-      TH_TRY(check_scope(c, b->subs, b->nsubs, depth + 1));
-      vset_pop(&c->defs, mark);
-      c->b = b;
+      if (!b->subs) return fail(b, "has %d subsymbols but no subsymbol list", b->nsubs);
+      TH_TRY(check_subs_and_outputs(c, b, depth));
+    } else {
+      th_arg_foreach_value(&b->out, define, c);
+      TH_TRY(c->st);
     }
-    th_arg_foreach_value(&b->out, define, c);
-    TH_TRY(c->st);
-    if (c->defs.oom) return th_error(TH_ERR_NOMEM, "out of memory verifying a trace");
+    if (c->sc->defs.oom) return th_error(TH_ERR_NOMEM, "out of memory verifying a trace");
   }
   return TH_OK;
 }
@@ -243,18 +329,21 @@ static th_status check_structure(const th_trace *tr) {
     free(next);
     return st;
   }
+  scope top;
+  memset(&top, 0, sizeof top);
   sctx c;
   memset(&c, 0, sizeof c);
+  c.sc = &top;
   for (int i = 0; i < tr->inputs.n; i++) {
     const th_value *v = tr->inputs.items[i];
-    if (vset_get(&c.defs, v) != UNDEF) {
-      vset_free(&c.defs);
+    if (vset_get(&top.defs, v) != UNDEF) {
+      vset_free(&top.defs);
       return fail(NULL, "input %s appears twice in the signature", vname(v));
     }
-    vset_set(&c.defs, v, DEFINED);
+    vset_set(&top.defs, v, DEFINED);
   }
-  th_status st = c.defs.oom ? th_error(TH_ERR_NOMEM, "out of memory verifying a trace") : check_scope(&c, bs, n, 0);
-  vset_free(&c.defs);
+  th_status st = top.defs.oom ? th_error(TH_ERR_NOMEM, "out of memory verifying a trace") : check_scope(&c, bs, n, 0);
+  vset_free(&top.defs);
   return st;
 }
 

@@ -19,13 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "core/ir.h"
+#include "core/printer.h"
 #include "thunder/trace.h"
-
-void th_print_py_float(double f, char *buf, size_t n); /* printer.c */
 
 static const th_device CPU = {TH_CPU, 0};
 
@@ -554,8 +554,30 @@ static void test_syntax_errors(void **state) {
       {"", 1, 1, "expected 'def': the text has no function"},
       {HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n    t1 = prims.neg(t0)\n", 4, 5, "unexpected indent"},
       {"def computation(a, b):\n  # a: \"cpu f32[2]\"\n  return a\n", 1, 20, "input 'b' has no type comment"},
-      {"def computation(a):\n  # a: \"cpu f99[2]\"\n  return a\n", 2, 8, "invalid type \"cpu f99[2]\": unknown dtype"},
-      {"def computation(a):\n  # a: \"cpu f32[2, -1]\"\n  return a\n", 2, 8, "expected a non-negative dimension"},
+      /* type strings: the caret sits under the offending part of the string */
+      {"def computation(a):\n  # a: \"cpu f99[2]\"\n  return a\n", 2, 13, "invalid type \"cpu f99[2]\": unknown dtype"},
+      {"def computation(a):\n  # a: \"cpu f32[2, -1]\"\n  return a\n", 2, 20, "expected a non-negative dimension"},
+      {"def computation(a):\n  # a: \"cpu [2]\"\n  return a\n", 2, 13, "expected a dtype like f32"},
+      {"def computation(a):\n  # a: \"cpu\"\n  return a\n", 2, 12, "expected a space, then a dtype like f32"},
+      {"def computation(a):\n  # a: \"cpu f32[2] x\"\n  return a\n", 2, 20, "unexpected text after ']'"},
+      {"def computation(a):\n  # a: \"cpu f32[2 3]\"\n  return a\n", 2, 19, "expected ',' or ']' in the shape"},
+      {"def computation(a):\n  # a: \"int x\"\n  return a\n", 2, 13, "invalid int value"},
+      {HDR "  t0 = prims.neg(a)  # t0: \"cpu f33[2]\"\n", 3, 33, "unknown dtype"},
+      /* the input section: type comments of non-parameters, junk after a type, repeated or unquoted types */
+      {HDR "  # z: \"cpu f32[2]\"\n  return a\n", 3, 5, "'z' is not a parameter of computation"},
+      {"def computation(a):\n  # a: \"cpu f32[2]\" trailing junk\n  return a\n", 2, 21,
+       "unexpected 'trailing' after the type of input 'a'"},
+      {"def computation(a):\n  # a: \"cpu f32[2]\" $\n  return a\n", 2, 21, "unexpected character '$'"},
+      {"def computation(a):\n  # a: \"cpu f32[2]\n  return a\n", 2, 8, "unterminated string literal"},
+      {"def computation(a):\n  # a: cpu f32[2]\n  return a\n", 2, 8, "expected the type of input 'a' as a string"},
+      {HDR "  # a: \"cpu f32[2]\"\n  return a\n", 3, 5, "input 'a' has a second type comment (the first is on line 2)"},
+      /* many keyword arguments: a repeat is found (by hashing past the first few) */
+      {HDR "  t0 = mylib.op(a, k0=1, k1=1, k2=1, k3=1, k4=1, k5=1, k6=1, k7=1, k8=1, k9=1, k10=1, k11=1, k12=1, "
+           "k13=1, k14=1, k15=1, k16=1, k17=1, k5=2)\n    # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t0\n",
+       3, 136, "keyword argument repeated: k5"},
+      /* CR-only line endings are line breaks: the error is on line 3, not a one-line file */
+      {"def computation(a):\r  # a: \"cpu f32[2]\"\r  t0 = prims.neg(b)  # t0: \"cpu f32[2]\"\r  return t0\r", 3, 18,
+       "name 'b' is not defined"},
       {HDR "  t0 = prims.mul(a, 1x)  # t0: \"cpu f32[2]\"\n", 3, 21, "invalid number literal"},
       {HDR "  t0 = prims.add(a=a, a)\n", 3, 23, "positional argument follows keyword argument"},
       {HDR "  1 = prims.neg(a)\n", 3, 3, "expected an assignment target, found '1'"},
@@ -588,9 +610,12 @@ static void test_syntax_errors(void **state) {
     assert_non_null(l2);
     const char *l3 = strchr(l2 + 1, '\n');
     assert_non_null(l3);
-    const char *src = cases[i].text;
-    for (int k = 1; k < cases[i].line && strchr(src, '\n'); k++) src = strchr(src, '\n') + 1;
-    size_t srclen = strcspn(src, "\n");
+    const char *src = cases[i].text; /* lines end at \n, \r\n or \r */
+    for (int k = 1; k < cases[i].line && src[strcspn(src, "\r\n")]; k++) {
+      src += strcspn(src, "\r\n");
+      src += src[0] == '\r' && src[1] == '\n' ? 2 : 1;
+    }
+    size_t srclen = strcspn(src, "\r\n");
     assert_int_equal((size_t)(l3 - l2 - 1), srclen);
     for (size_t k = 0; k < srclen; k++) assert_true(l2[1 + k] == src[k] || (src[k] == '\t' && l2[1 + k] == ' '));
     for (int k = 0; k < cases[i].col - 1; k++)
@@ -617,6 +642,109 @@ static void test_nesting_limits(void **state) {
   assert_int_equal(th_trace_parse(text, "deep.py", &tr), TH_ERR_SYNTAX);
   assert_contains(th_last_error(), "subsymbols nested too deeply");
   free(text);
+}
+
+/* Text forms a trace file may come in: a UTF-8 BOM, CR-only / CRLF / mixed line endings, and
+ * Python-like whitespace inside type strings all parse to the trace the plain text gives. */
+static void test_text_forms(void **state) {
+  (void)state;
+  const char *plain = "def computation(a, n):\n  # a: \"cpu f32[2, 3]\"\n  # n: \"int 4\"\n"
+                      "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\n  return t0\n";
+  th_trace *tr = parse_ok(plain, "plain.py");
+  char *want = th_trace_print(tr, -1);
+  th_trace_free(tr);
+  const char *variants[] = {
+      "\xEF\xBB\xBF" "def computation(a, n):\n  # a: \"cpu f32[2, 3]\"\n  # n: \"int 4\"\n"
+      "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\n  return t0\n",
+      "def computation(a, n):\r  # a: \"cpu f32[2, 3]\"\r  # n: \"int 4\"\r"
+      "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\r  return t0\r",
+      "def computation(a, n):\r\n  # a: \"cpu f32[2, 3]\"\r\n  # n: \"int 4\"\r"
+      "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\n  return t0",
+      "def computation(a, n):\n  # a: \"cpu   f32[ 2 ,3 ]\"\n  # n: \" int   4 \"\n"
+      "  t0 = prims.neg(a)  # t0: \"cpu\tf32 [2,3,]\"\n  return t0\n",
+  };
+  for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+    char file[32];
+    snprintf(file, sizeof file, "variant%zu.py", i);
+    tr = parse_ok(variants[i], file);
+    char *got = th_trace_print(tr, -1);
+    assert_text_equal(got, want, file);
+    free(got);
+    assert_int_equal(th_trace_verify(tr), TH_OK);
+    th_trace_free(tr);
+  }
+  free(want);
+  /* a BOM only counts at the very start; elsewhere it is an unexpected byte */
+  assert_int_equal(th_trace_parse(HDR "  \xEF\xBB\xBFreturn a\n", "bom.py", &tr), TH_ERR_SYNTAX);
+  assert_contains(th_last_error(), "bom.py:3:3: unexpected character (byte 0xef)");
+}
+
+/* Memory is linear in the line length: a string literal costs its own length (it used to cost the
+ * rest of its line: 20k short strings on one line took over 1 GB), and deep nesting stops at the
+ * nesting limit before the rest of the line is read (100k levels of dict used to take 21 GB). Both
+ * are measured as the number of allocations (each arena chunk is one; a chunk is >= 64 KiB). */
+static void test_long_lines_memory(void **state) {
+  (void)state;
+  th_trace *tr = NULL;
+  enum { N = 20000 };
+  char *text = malloc(64 + N * 8 + 64);
+  assert_non_null(text);
+  char *p = text + sprintf(text, HDR "  return (a");
+  for (int i = 0; i < N; i++) p += sprintf(p, ", 'ab'");
+  strcpy(p, ")\n");
+  /* warm up (the op table is built on first use) */
+  assert_int_equal(th_trace_parse(HDR "  return a\n", "warm.py", &tr), TH_OK);
+  th_trace_free(tr);
+  th_alloc_fail_after(500);
+  th_status st = th_trace_parse(text, "strings.py", &tr);
+  th_alloc_fail_after(0);
+  if (st != TH_OK) fail_msg("20k strings on one line need more than 500 allocations: %s", th_last_error());
+  th_arg ret = th_trace_output(tr);
+  assert_int_equal(ret.kind, TH_ARG_TUPLE);
+  assert_int_equal(ret.u.seq.n, N + 1);
+  assert_string_equal(ret.u.seq.items[N].u.s, "ab");
+  th_trace_free(tr);
+  /* 20k nested dicts: "nested too deeply" after a handful of allocations */
+  p = text + sprintf(text, HDR "  return ");
+  for (int i = 0; i < N; i++) p += sprintf(p, "{\"a\": ");
+  strcpy(p, "1\n"); /* unclosed: the limit is hit first */
+  tr = NULL;
+  th_alloc_fail_after(50);
+  st = th_trace_parse(text, "deep.py", &tr);
+  th_alloc_fail_after(0);
+  assert_null(tr);
+  if (st != TH_ERR_SYNTAX) fail_msg("expected a syntax error, got %s: %s", th_status_name(st), th_last_error());
+  assert_contains(th_last_error(), "deep.py:3:");
+  assert_contains(th_last_error(), "nested too deeply");
+  free(text);
+}
+
+/* Parse and verify time is linear in the number of inputs and statements (they were quadratic: name
+ * lookups over the parameter list, a per-statement scan of every input). 30k inputs, each negated:
+ * well under a second even in a sanitizer build; the quadratic passes took over 40 s there. */
+static void test_many_inputs_linear(void **state) {
+  (void)state;
+  enum { N = 30000 };
+  size_t cap = (size_t)N * 100 + 100;
+  char *text = malloc(cap);
+  assert_non_null(text);
+  char *p = text + sprintf(text, "def computation(");
+  for (int i = 0; i < N; i++) p += sprintf(p, i ? ", x%d" : "x%d", i);
+  p += sprintf(p, "):\n");
+  for (int i = 0; i < N; i++) p += sprintf(p, "  # x%d: \"cpu f32[2]\"\n", i);
+  for (int i = 0; i < N; i++) p += sprintf(p, "  t%d = prims.neg(x%d)  # t%d: \"cpu f32[2]\"\n", i, i, i);
+  p += sprintf(p, "  return (");
+  for (int i = 0; i < N; i++) p += sprintf(p, "t%d, ", i);
+  strcpy(p, ")\n");
+  assert_true(strlen(text) < cap);
+  clock_t t0 = clock();
+  th_trace *tr = parse_ok(text, "inputs.py");
+  assert_int_equal(th_trace_num_inputs(tr), N);
+  assert_int_equal(th_trace_verify(tr), TH_OK);
+  double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+  th_trace_free(tr);
+  free(text);
+  if (secs > 10.0) fail_msg("parsing and verifying %d inputs took %.1f s of CPU time (quadratic?)", N, secs);
 }
 
 /* ---- (5) unknown ops, binding, verification ------------------------------------------------------------------- */
@@ -702,6 +830,86 @@ static void test_verify_metas(void **state) {
   th_trace_free(tr);
 }
 
+/* A decomposition must compute its op's outputs from the op's arguments: every output of a known op
+ * is defined by its subsymbols, and the subsymbols of an op or a fusion region use only its arguments
+ * and values defined earlier inside it. (Whether the decomposition computes the same function as the
+ * op is not checked: only where its values come from.) */
+static void test_verify_decompositions(void **state) {
+  (void)state;
+  /* the subsymbols of ltorch.neg define t9, not t0 */
+  expect_verify_error("def computation(x, y):\n  # x: \"cpu f32[2]\"\n  # y: \"cpu f32[2]\"\n"
+                      "  t0 = ltorch.neg(x)  # t0: \"cpu f32[2]\"\n    # t9 = prims.neg(x)  # t9: \"cpu f32[2]\"\n"
+                      "  return t0\n",
+                      "line 4: the decomposition of `t0 = ltorch.neg(x)` does not produce t0");
+  /* a tuple output: each element must be produced */
+  expect_verify_error(HDR "  (t0, t1) = ltorch.var_mean(a)\n    # (t0, t2) = prims.var_mean(a, (0,), correction=1)\n"
+                          "  return t0\n",
+                      "line 3: the decomposition of `(t0, t1) = ltorch.var_mean(a, None, None, False, "
+                      "correction=None)` does not produce t1");
+  /* a fusion region's body uses a value the region is not given */
+  expect_verify_error("def computation(x, y):\n  # x: \"cpu f32[2]\"\n  # y: \"cpu f32[2]\"\n"
+                      "  [t0] = nvFusion0(y)\n    # t1 = prims.neg(y)  # t1: \"cpu f32[2]\"\n"
+                      "    # t0 = prims.add(x, t1)  # t0: \"cpu f32[2]\"\n  return t0\n",
+                      "line 6: fusion nvFusion0 uses x, which is not one of its arguments");
+  /* ... also through an executor op's keyword arguments, which count as its arguments */
+  th_trace *tr = parse_ok("def computation(x, y):\n  # x: \"cpu f32[2]\"\n  # y: \"cpu f32[2]\"\n"
+                          "  [t0] = TorchCompile0(y, other=x)\n    # t0 = prims.add(x, y)  # t0: \"cpu f32[2]\"\n"
+                          "  return t0\n",
+                          "kw.py");
+  assert_int_equal(th_trace_verify(tr), TH_OK);
+  th_trace_free(tr);
+  /* the decomposition of a torch-level op uses a trace value that is not one of the op's arguments */
+  expect_verify_error("def computation(x, y):\n  # x: \"cpu f32[2]\"\n  # y: \"cpu f32[2]\"\n"
+                      "  t0 = ltorch.neg(x)  # t0: \"cpu f32[2]\"\n    # t0 = prims.neg(y)  # t0: \"cpu f32[2]\"\n"
+                      "  return t0\n",
+                      "line 5: the decomposition of `t0 = ltorch.neg(x)` uses y, which is not one of its arguments");
+  /* nested: an ltorch op inside a fusion sees only its own arguments, not the fusion's */
+  expect_verify_error("def computation(x, y):\n  # x: \"cpu f32[2]\"\n  # y: \"cpu f32[2]\"\n"
+                      "  [t1] = fusion0(x, y)\n    # t0 = ltorch.neg(x)  # t0: \"cpu f32[2]\"\n"
+                      "      # t0 = prims.sub(x, y)  # t0: \"cpu f32[2]\"\n"
+                      "    # t1 = prims.add(t0, y)  # t1: \"cpu f32[2]\"\n  return t1\n",
+                      "line 6: the decomposition of `t0 = ltorch.neg(x)` uses y, which is not one of its arguments");
+  /* a body may not redefine a value of the trace */
+  expect_verify_error("def computation(x, y):\n  # x: \"cpu f32[2]\"\n  # y: \"cpu f32[2]\"\n"
+                      "  [t0] = fusion0(x)\n    # y = prims.neg(x)  # y: \"cpu f32[2]\"\n"
+                      "    # t0 = prims.neg(y)  # t0: \"cpu f32[2]\"\n  return t0\n",
+                      "line 5: `y = prims.neg(x)` defines y, which is already defined");
+  /* a value used inside a region before the region (and not passed in) is still "not an argument";
+   * one the trace defines only later is "not defined before it" */
+  expect_verify_error(HDR "  [t1] = fusion0(a)\n    # t1 = prims.add(a, t5)  # t1: \"cpu f32[2]\"\n"
+                          "  t5 = prims.neg(a)  # t5: \"cpu f32[2]\"\n  return t1\n",
+                      "line 4: `t1 = prims.add(a, t5)` uses t5, which is not defined before it");
+  /* traces built through the API (no line numbers) say which statement */
+  tr = th_trace_new(NULL);
+  int64_t s2[] = {2};
+  th_value *x = input(tr, "x", TH_F32, 1, s2), *y = input(tr, "y", TH_F32, 1, s2);
+  th_value *t0 = tensor(tr, 1, s2);
+  th_symbol *fusion = th_symbol_new_dynamic(tr, "fusion7");
+  th_arg *outs = th_arena_alloc(tr->arena, sizeof(th_arg));
+  outs[0] = th_arg_value(t0);
+  th_arg fa[] = {th_arg_value(y)};
+  th_bsym *fb = mk(tr, fusion, 1, fa, th_arg_list(1, outs));
+  th_arg xa[] = {th_arg_value(x), th_arg_value(y)};
+  th_bsym *sb = mk(tr, th_symbol_lookup("prims.add"), 2, xa, th_arg_value(t0));
+  set_subs(tr, fb, 1, &sb);
+  assert_int_equal(th_trace_append(tr, fb), TH_OK);
+  assert_int_equal(th_trace_set_return(tr, th_arg_value(t0)), TH_OK);
+  assert_int_equal(th_trace_verify(tr), TH_ERR_VERIFY);
+  assert_string_equal(th_last_error(), "fusion fusion7 uses x, which is not one of its arguments (in `t0 = prims.add(x, y)`)");
+  th_trace_free(tr);
+  /* what th_trace_call records satisfies both rules, at every depth */
+  tr = th_trace_new(NULL);
+  int64_t s22[] = {2, 2};
+  th_value *a = input(tr, "a", TH_F32, 2, s22), *b = input(tr, "b", TH_BF16, 2, s22);
+  th_arg ab[] = {th_arg_value(a), th_arg_value(b)};
+  th_arg r = call1(tr, "ltorch.add", 2, ab);
+  th_arg rr[] = {r, th_arg_value(a)};
+  r = call1(tr, "torch.nn.functional.linear", 2, rr);
+  assert_int_equal(th_trace_set_return(tr, r), TH_OK);
+  assert_int_equal(th_trace_verify(tr), TH_OK);
+  th_trace_free(tr);
+}
+
 /* Every allocation failure on the way is reported, never a crash or a leak (ASan build). */
 static void test_alloc_failures(void **state) {
   (void)state;
@@ -745,9 +953,13 @@ int main(void) {
       cmocka_unit_test(test_seed004),
       cmocka_unit_test(test_syntax_errors),
       cmocka_unit_test(test_nesting_limits),
+      cmocka_unit_test(test_text_forms),
+      cmocka_unit_test(test_long_lines_memory),
+      cmocka_unit_test(test_many_inputs_linear),
       cmocka_unit_test(test_unknown_and_binding),
       cmocka_unit_test(test_verify_structure),
       cmocka_unit_test(test_verify_metas),
+      cmocka_unit_test(test_verify_decompositions),
       cmocka_unit_test(test_alloc_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
