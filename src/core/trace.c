@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/ir.h"
+#include "core/printer.h"
 
 struct th_session {
   int refcnt;
@@ -355,7 +356,11 @@ void th_value_type_string(const th_value *v, char *buf, size_t n) {
     const char *ty = v->dtype == TH_BOOL ? "bool" : v->dtype == TH_F64 ? "float" : "int";
     if (!v->has_value) snprintf(buf, n, "%s ?", ty);
     else if (v->dtype == TH_BOOL) snprintf(buf, n, "bool %s", v->ivalue ? "True" : "False");
-    else if (v->dtype == TH_F64) snprintf(buf, n, "float %.17g", v->fvalue);
+    else if (v->dtype == TH_F64) {
+      char num[64];
+      th_print_py_float(v->fvalue, num, sizeof num); /* Python's str(): 3.0, 0.1, 1e-05 */
+      snprintf(buf, n, "float %s", num);
+    }
     else snprintf(buf, n, "int %lld", (long long)v->ivalue);
     return;
   }

@@ -939,9 +939,32 @@ static void test_alloc_failures(void **state) {
   free(text);
 }
 
+/* Number proxies' type strings use Python's str() of the value, as Thunder's type_string. */
+static void test_number_type_strings(void **state) {
+  (void)state;
+  th_trace *tr = th_trace_new(NULL);
+  assert_non_null(tr);
+  struct { double f; const char *want; } cases[] = {{3.0, "float 3.0"}, {0.1, "float 0.1"}, {1e-05, "float 1e-05"}};
+  char buf[64];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    th_value *v = th_value_new_number(tr, TH_F64, true, cases[i].f, 0);
+    assert_non_null(v);
+    th_value_type_string(v, buf, sizeof buf);
+    assert_string_equal(buf, cases[i].want);
+  }
+  th_value *k = th_value_new_number(tr, TH_I64, true, 4, 4);
+  th_value_type_string(k, buf, sizeof buf);
+  assert_string_equal(buf, "int 4");
+  th_value *u = th_value_new_number(tr, TH_BOOL, false, 0, 0);
+  th_value_type_string(u, buf, sizeof buf);
+  assert_string_equal(buf, "bool ?");
+  th_trace_free(tr);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_py_float),
+      cmocka_unit_test(test_number_type_strings),
       cmocka_unit_test(test_parse_constant_spellings),
       cmocka_unit_test(test_print_prims),
       cmocka_unit_test(test_print_ltorch),
