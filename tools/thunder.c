@@ -207,8 +207,10 @@ static bool bind_one(const char *prog, th_trace *tr, const binding *b, th_tensor
   for (int i = 0; b->name && i < nin; i++)
     if (name_is(b, th_value_name(th_trace_input(tr, i)))) target = i;
   if (b->name && target < 0) {
-    fprintf(stderr, "thunder: %s: --input %.*s=...: the program has no input named '%.*s'\n", prog,
+    fprintf(stderr, "thunder: %s: --input %.*s=...: the program has no input named '%.*s' (its inputs:", prog,
             (int)b->name_len, b->name, (int)b->name_len, b->name);
+    for (int i = 0; i < nin && i < 16; i++) fprintf(stderr, "%s %s", i ? "," : "", th_value_name(th_trace_input(tr, i)));
+    fprintf(stderr, "%s)\n", nin > 16 ? ", ..." : "");
     return false;
   }
   if (ends_with(b->path, ".npy")) {
