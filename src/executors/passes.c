@@ -183,7 +183,17 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
   th_status st = TH_OK;
   for (int i = 0; i < tr->inputs.n && st == TH_OK; i++)
     st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
-  for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) st = process(&c, tr->bsyms.items[i]);
+  for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) {
+    const th_bsym *top = tr->bsyms.items[i];
+    st = process(&c, top);
+    if (st != TH_OK && st != TH_ERR_NOMEM && !top->sym->is_prim) {
+      /* the failing bsym came from a decomposition: say which statement of the user's trace it was */
+      char msg[768];
+      snprintf(msg, sizeof msg, "%s", th_last_error());
+      if (top->line > 0) th_error(st, "line %d: in the decomposition of %s: %s", top->line, top->sym->qualname, msg);
+      else th_error(st, "in the decomposition of %s: %s", top->sym->qualname, msg);
+    }
+  }
   if (st == TH_OK) st = th_dce_in_place(nt);
   if (st == TH_OK) {
     char pss[96];

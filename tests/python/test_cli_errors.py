@@ -190,3 +190,10 @@ def test_more_bad_usage_exits_2(cli, tmp_path, args):
     prog = write(tmp_path, "ok.py", HEADER + "  return a\n")
     p = cli("run", prog, *args)
     assert p.returncode == 2, (args, p.returncode, p.stderr)
+
+
+def test_unclaimed_prim_names_the_users_statement(cli):
+    from conftest import SOURCE_DIR, BUILD_DIR
+    p = cli("run", SOURCE_DIR / "examples" / "llama_block.py", "--input", BUILD_DIR / "examples" / "llama_block.safetensors",
+            "--random-inputs", "0", "--executors", "blas")
+    assert_user_error(p, "line 26", "ltorch.rms_norm", "Failed to find an executor", "blas")
