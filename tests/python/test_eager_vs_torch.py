@@ -12,10 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import st
+import traceprog
 
-SHORT = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "f16",
-         torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
-         torch.bool: "b8"}
 CPU = 'devices.Device("cpu")'
 
 
@@ -35,28 +33,7 @@ def R(*shape, dtype=torch.float32, lo=-3.0, hi=3.0, seed=0, specials=False):
 
 
 def run_prog(cli, tmp_path, body, inputs):
-    names = list(inputs)
-    lines = ["def computation(%s):" % ", ".join(names)]
-    for n in names:
-        t = inputs[n]
-        lines.append('  # %s: "cpu %s[%s]"' % (n, SHORT[t.dtype], ", ".join(map(str, t.shape))))
-    lines += ["  " + line for line in body.split("; ")] + ["  return out", ""]
-    prog = tmp_path / "prog.py"
-    prog.write_text("\n".join(lines))
-    args = ["run", prog, "--executors", "eager", "--quiet", "--output", tmp_path / "out.safetensors"]
-    if inputs:
-        files = {}
-        for n, t in inputs.items():
-            if t.dtype == torch.bfloat16:
-                files[n] = ("BF16", t.view(torch.int16).numpy().view(np.uint16))
-            else:
-                files[n] = t.numpy()
-        st.write(tmp_path / "in.safetensors", files)
-        args += ["--input", tmp_path / "in.safetensors"]
-    p = cli(*args)
-    assert p.returncode == 0, f"{body}: {p.stderr}"
-    hdr = open(tmp_path / "out.safetensors", "rb").read(4096)
-    return st.read(tmp_path / "out.safetensors")["output0"], hdr
+    return traceprog.run(cli, tmp_path, body.split("; "), inputs, "--executors", "eager")
 
 
 def compare(body, got, hdr, want, mode):

@@ -9,10 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import st
+import traceprog
 
-SHORT = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "f16",
-         torch.int64: "i64", torch.int32: "i32", torch.bool: "b8", torch.uint8: "u8"}
 
 
 def R(*shape, dtype=torch.float32, lo=-2.0, hi=2.0, seed=0):
@@ -25,30 +23,11 @@ def R(*shape, dtype=torch.float32, lo=-2.0, hi=2.0, seed=0):
 
 
 def run_case(cli, tmp_path, call, inputs, expected):
-    names = list(inputs)
-    lines = ["def computation(%s):" % ", ".join(names)]
-    for n in names:
-        t = inputs[n]
-        lines.append('  # %s: "cpu %s[%s]"' % (n, SHORT[t.dtype], ", ".join(map(str, t.shape))))
-    lines += ["  out = " + call, "  return out", ""]
-    prog = tmp_path / "prog.py"
-    prog.write_text("\n".join(lines))
-    files = {}
-    for n, t in inputs.items():
-        if t.dtype == torch.bfloat16:
-            files[n] = ("BF16", t.view(torch.int16).numpy().view(np.uint16))
-        else:
-            files[n] = t.numpy()
-    st.write(tmp_path / "in.safetensors", files)
-    out = tmp_path / "out.safetensors"
-    p = cli("run", prog, "--input", tmp_path / "in.safetensors", "--output", out, "--quiet")
-    assert p.returncode == 0, f"{call}: {p.stderr}"
-    got = st.read(out)["output0"]
+    got, hdr = traceprog.run(cli, tmp_path, ["out = " + call], inputs)
     want = expected
     assert list(got.shape) == list(want.shape), (call, got.shape, want.shape)
     if want.dtype == torch.bfloat16:
         # our reader decodes bf16 to float32: compare the values, and the dtype through the header
-        hdr = open(out, "rb").read()
         assert b'"BF16"' in hdr, call
         torch.testing.assert_close(torch.from_numpy(got.copy()), want.float(), rtol=1.6e-2, atol=1e-5)
     else:
