@@ -25,22 +25,7 @@
 
 /* ---- helpers --------------------------------------------------------------------------------------- */
 
-static char tmpdir[256];
-
-static const char *path_in(const char *name) {
-  static char buf[4][512];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
-
-static void write_file(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-  fclose(f);
-}
+#include "tmpfiles.h"
 
 /* Reads a whole file into a malloc'd buffer. */
 static unsigned char *slurp(const char *path, size_t *n) {

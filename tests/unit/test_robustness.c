@@ -297,22 +297,7 @@ static void test_empty_views_with_huge_strides(void **state) {
 
 /* ---- H5: readers must not format the last-error buffer into itself ---------------------------------- */
 
-static char tmpdir[256];
-
-static const char *path_in(const char *name) {
-  static char buf[2][512];
-  static int k;
-  k = (k + 1) % 2;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
-
-static void write_file(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-  fclose(f);
-}
+#include "tmpfiles.h"
 
 /* The message appears once, after the reader's own prefix (not garbled by an overlapping copy). */
 static void expect_invalid_shape(th_status st, const char *prefix, const char *path) {
