@@ -57,11 +57,15 @@ static bool names_contains(const th_session *s, const char *name) {
   }
 }
 
-static th_status names_insert(th_session *s, const char *name) {
+/* Adds name (not yet present) and returns the session's stored copy, or NULL on OOM (error set). */
+static const char *names_insert(th_session *s, const char *name) {
   if ((s->nnames + 1) * 2 > s->cap) {
     size_t cap = s->cap * 2;
     const char **names = th_calloc(cap, sizeof(char *));
-    if (!names) return th_error(TH_ERR_NOMEM, "out of memory growing the name table");
+    if (!names) {
+      th_error(TH_ERR_NOMEM, "out of memory growing the name table");
+      return NULL;
+    }
     for (size_t i = 0; i < s->cap; i++) {
       if (!s->names[i]) continue;
       size_t j = hash_str(s->names[i]) & (cap - 1);
@@ -73,21 +77,27 @@ static th_status names_insert(th_session *s, const char *name) {
     s->cap = cap;
   }
   const char *copy = th_arena_strdup(s->arena, name);
-  if (!copy) return TH_ERR_NOMEM;
+  if (!copy) return NULL;
   size_t i = hash_str(name) & (s->cap - 1);
   while (s->names[i]) i = (i + 1) & (s->cap - 1);
   s->names[i] = copy;
   s->nnames++;
-  return TH_OK;
+  return copy;
+}
+
+/* Reserves name and returns the stored copy; NULL (error set) if used already or on OOM. */
+static const char *reserve_name(th_trace *tr, const char *name) {
+  if (names_contains(tr->sess, name)) {
+    th_error(TH_ERR_VALUE, "Trying to add the name %s to a trace, but that name is already used", name);
+    return NULL;
+  }
+  return names_insert(tr->sess, name);
 }
 
 bool th_name_used(const th_trace *tr, const char *name) { return names_contains(tr->sess, name); }
 
 th_status th_name_reserve(th_trace *tr, const char *name) {
-  if (names_contains(tr->sess, name))
-    return th_error(TH_ERR_VALUE, "Trying to add the name %s to a trace, but that name is already used",
-                    name);
-  return names_insert(tr->sess, name);
+  return reserve_name(tr, name) ? TH_OK : th_last_status();
 }
 
 const char *th_name_fresh(th_trace *tr, const char *prefix) {
@@ -96,10 +106,7 @@ const char *th_name_fresh(th_trace *tr, const char *prefix) {
     snprintf(buf, sizeof buf, "%s%u", prefix, tr->sess->name_ctr++);
     if (!names_contains(tr->sess, buf)) break;
   }
-  if (names_insert(tr->sess, buf) != TH_OK) return NULL;
-  /* return the stored copy */
-  for (size_t i = hash_str(buf) & (tr->sess->cap - 1);; i = (i + 1) & (tr->sess->cap - 1))
-    if (!strcmp(tr->sess->names[i], buf)) return tr->sess->names[i];
+  return names_insert(tr->sess, buf);
 }
 
 /* ---- names printed as code ------------------------------------------------------------------------- */
@@ -335,15 +342,12 @@ th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dty
   if (name) snprintf(wb, sizeof wb, "%s: input '%s'", who, name);
   else snprintf(wb, sizeof wb, "%s", who);
   if (check_shape(wb, dtype, ndim, shape) != TH_OK) return NULL;
-  if (name && th_name_reserve(tr, name) != TH_OK) return NULL;
+  const char *stored = NULL;
+  if (name && !(stored = reserve_name(tr, name))) return NULL;
   th_value *v = new_tensor(tr, wb, dtype, device, ndim, shape, false);
   if (!v) return NULL;
-  if (name) {
-    for (size_t i = hash_str(name) & (tr->sess->cap - 1);; i = (i + 1) & (tr->sess->cap - 1))
-      if (!strcmp(tr->sess->names[i], name)) {
-        v->name = tr->sess->names[i];
-        break;
-      }
+  if (stored) {
+    v->name = stored;
   } else if (th_value_name_if_needed(tr, v) != TH_OK) {
     return NULL;
   }
