@@ -29,6 +29,9 @@ typedef enum th_status {
 /* The message of the most recent failure on this thread ("" if none). Owned by the library. */
 const char *th_last_error(void);
 
+/* The status of the most recent failure on this thread (TH_OK if none since th_clear_error). */
+th_status th_last_status(void);
+
 /* Short name of a status ("RuntimeError", "ValueError", ...), as the Python layer raises it. */
 const char *th_status_name(th_status s);
 

@@ -11,5 +11,6 @@
 #include "thunder/jit.h"
 #include "thunder/tensor.h"
 #include "thunder/trace.h"
+#include "thunder/transform.h"
 
 #endif

@@ -83,6 +83,10 @@ static inline th_arg th_arg_list(int n, th_arg *items) {
   th_arg a = {TH_ARG_LIST, {0}}; a.u.seq.n = n; a.u.seq.items = items; a.u.seq.keys = 0; return a;
 }
 
+/* What kind of Python value an arg is, for error messages: "Tensor", "int", "float", "tuple", ...
+ * (a NULL arg reads "None"). */
+const char *th_arg_kind_name(const th_arg *a);
+
 /* ---- traces ------------------------------------------------------------------------------------ */
 
 /* A new, empty trace for function `fn_name` ("computation" if NULL) that starts a new compilation
@@ -118,6 +122,11 @@ th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dty
  * 'a': value t0 belongs to another trace"). */
 th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_arg *args, int nkwargs,
                         const char *const *kwnames, const th_arg *kwargs, th_arg *out);
+
+/* Appends a comment line ("# text") at the trace's top level, as Thunder records source locations
+ * ("# /path/f.py:3: \tz = x + y"). text is copied; a newline or other control character (tab
+ * excepted) is TH_ERR_VALUE, as are NULL arguments. */
+th_status th_trace_add_comment(th_trace *tr, const char *text);
 
 /* Sets the return value (any th_arg: a value, a tuple/list/dict of values, None). Appends the RETURN
  * bsym; it must be the last call. A NULL trace and malformed arguments are TH_ERR_VALUE, as for
@@ -171,6 +180,29 @@ const char *th_bsym_qualname(const th_bsym *b);
 th_arg th_bsym_output(const th_bsym *b);
 int th_bsym_num_subsymbols(const th_bsym *b);
 const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i);
+
+/* ---- the op table ------------------------------------------------------------------------------
+ * What ops this build knows, for frontends that map their own spellings onto them (the Python
+ * package maps torch.add, torch.Tensor.add and Tensor.__add__ to ltorch.add from these aliases). */
+enum {
+  TH_OPF_PRIM = 1u << 0,     /* a primitive (prims.*) */
+  TH_OPF_IN_PLACE = 1u << 1, /* mutates its first argument; its output is that argument's new version */
+  TH_OPF_VIEW = 1u << 2,     /* may return a view of its input at run time (reshape, getitem, ...) */
+  TH_OPF_RANDOM = 1u << 3,   /* consumes the random stream (dropout, uniform) */
+  TH_OPF_UTILITY = 1u << 4,  /* return, del, comment: structure, not computation (not callable) */
+};
+/* Number of built-in ops. */
+int th_op_count(void);
+/* Op i (0 <= i < th_op_count()): qualified name ("ltorch.add"), NULL out of range. */
+const char *th_op_qualname(int i);
+/* Op i's PyTorch spellings, '|'-separated ("torch.add|Tensor.add|torch.Tensor.add|Tensor.__add__");
+ * "" for prims and ops with none, NULL out of range. "Tensor.x" means torch.Tensor.x. */
+const char *th_op_aliases(int i);
+/* Op i's schema, PyTorch style ("add(TensorOrScalar a, TensorOrScalar b, /, *, Scalar? alpha=None) ->
+ * Tensor"); NULL out of range. */
+const char *th_op_schema(int i);
+/* Op i's TH_OPF_* flags (0 out of range). */
+unsigned th_op_flags(int i);
 
 #ifdef __cplusplus
 }

@@ -214,8 +214,6 @@ th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst);
 /* Calls fn on every value in an arg (recursively through sequences). */
 void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx);
 
-/* What kind of Python value an arg is, for error messages: "Tensor", "int", "float", "tuple", ... */
-const char *th_arg_kind_name(const th_arg *a);
 
 /* "cpu f32[2, 2]" / "int 4" / "float 3.0" / "bool True" — Thunder's type string. */
 void th_value_type_string(const th_value *v, char *buf, size_t n);

@@ -509,6 +509,7 @@ static const char *ptype_name(const th_param *p) {
 }
 
 const char *th_arg_kind_name(const th_arg *a) {
+  if (!a) return "None";
   switch (a->kind) {
     case TH_ARG_NONE: return "None";
     case TH_ARG_VALUE: return a->u.value->is_tensor ? "Tensor" : a->u.value->dtype == TH_F64 ? "float" : "int";
@@ -737,6 +738,20 @@ th_status th_call(th_trace *tr, th_op_id op, int nargs, const th_arg *args, th_a
   const th_symbol *sym = th_symbol_get(op);
   if (!sym) return th_error(TH_ERR_VALUE, "unknown op id %d", (int)op);
   return th_call_kw(tr, sym, nargs, args, 0, NULL, NULL, out);
+}
+
+th_status th_trace_add_comment(th_trace *tr, const char *text) {
+  if (!tr || !text)
+    return th_error(TH_ERR_VALUE, "th_trace_add_comment: %s is NULL", !tr ? "the trace" : "text");
+  for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+    if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
+      return th_error(TH_ERR_VALUE, "th_trace_add_comment: a comment must be one line without control characters");
+  th_arg a = th_arg_str(text), out;
+  th_vec *saved = tr->scope;
+  tr->scope = &tr->bsyms;
+  th_status st = th_call_kw(tr, th_symbol_get(TH_OP_prims_comment), 1, &a, 0, NULL, NULL, &out);
+  tr->scope = saved;
+  return st;
 }
 
 th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_arg *args, int nkwargs,

@@ -199,3 +199,34 @@ th_symbol *th_symbol_new_dynamic(th_trace *tr, const char *name) {
   s->schema.ret = TH_RT_ANY;
   return s->name ? s : NULL;
 }
+
+/* ---- the public op table (thunder/trace.h) ------------------------------------------------------- */
+
+int th_op_count(void) { return TH_OP_COUNT; }
+
+const char *th_op_qualname(int i) {
+  const th_symbol *s = th_symbol_get((th_op_id)i);
+  return s ? s->qualname : NULL;
+}
+
+const char *th_op_aliases(int i) {
+  const th_symbol *s = th_symbol_get((th_op_id)i);
+  return s ? (s->aliases ? s->aliases : "") : NULL;
+}
+
+const char *th_op_schema(int i) {
+  const th_symbol *s = th_symbol_get((th_op_id)i);
+  return s ? s->schema_text : NULL;
+}
+
+unsigned th_op_flags(int i) {
+  const th_symbol *s = th_symbol_get((th_op_id)i);
+  if (!s) return 0;
+  unsigned f = 0;
+  if (s->is_prim) f |= TH_OPF_PRIM;
+  if (s->tags & TH_TAG_IN_PLACE) f |= TH_OPF_IN_PLACE;
+  if (s->tags & TH_TAG_VIEW) f |= TH_OPF_VIEW;
+  if (s->tags & TH_TAG_RANDOM) f |= TH_OPF_RANDOM;
+  if (s->tags & TH_TAG_UTILITY) f |= TH_OPF_UTILITY;
+  return f;
+}

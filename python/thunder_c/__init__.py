@@ -1,0 +1,82 @@
+"""thunder_c — Lightning Thunder's design with a C core: a source-to-source compiler for PyTorch programs.
+
+    import thunder_c
+    jfn = thunder_c.jit(fn_or_module)
+    y = jfn(x)
+    print(thunder_c.last_traces(jfn)[-1])
+
+Everything that decides what a program computes (tracing, ops, transforms, executors, the runtime) is
+the C core, reached through the _C extension. This file holds only what has to be Python: the
+TorchFunctionMode subclass that routes torch calls to the C tracer while a function is traced, and the
+nn.Module wrapper returned by jit(module).
+"""
+import torch as _torch
+from torch.overrides import TorchFunctionMode
+
+from . import _C
+from ._C import Trace, TensorProxy, cache_hits, cache_misses, trace_from_text
+from ._C import prims, torch  # the prims and torch-level (ltorch) ops, callable inside jitted code
+
+__all__ = ["jit", "last_traces", "cache_hits", "cache_misses", "trace_from_text", "Trace", "TensorProxy",
+           "prims", "torch", "dtypes", "ThunderModule"]
+
+
+class _ThunderMode(TorchFunctionMode):
+    """Active while thunder_c traces a function: every torch call goes to the C tracer."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        r = _C.torch_function(func, types, args, kwargs)
+        if r is _C.PASSTHROUGH:  # a metadata read on a real tensor (x.shape of a captured tensor)
+            return func(*args, **(kwargs or {}))
+        return r
+
+
+_C._set_mode_class(_ThunderMode)
+
+
+class ThunderModule(_torch.nn.Module):
+    """What jit(module) returns: an nn.Module whose forward runs the compiled program. It holds the
+    original module as `_model`, so parameters and buffers are shared with it (an optimizer's update
+    of the original is seen at the next call)."""
+
+    def __init__(self, model, jfn):
+        super().__init__()
+        self._model = model
+        object.__setattr__(self, "_thunder_jit", jfn)
+
+    def forward(self, *args, **kwargs):
+        return self._thunder_jit(*args, **kwargs)
+
+
+def jit(fn, executors=None, cache="constant values"):
+    """Compiles `fn` (a function, an nn.Module, or a thunder_c.Trace) with thunder-c.
+
+    The result is called like fn. The first call with given input metadata (dtypes, shapes, strides,
+    devices, requires_grad, aliasing between inputs, values of non-tensor arguments, autocast state)
+    traces fn on proxies and compiles the trace; later calls with the same metadata reuse it.
+    executors: names in priority order ("blas", "eager"); None = the default list.
+    cache: "constant values" (default), "same input" or "no caching".
+    """
+    j = _C.jit(fn, executors=executors, cache=cache)
+    if isinstance(fn, _torch.nn.Module):
+        return ThunderModule(fn, j)
+    return j
+
+
+def last_traces(jfn):
+    """The traces of the last call's compilation, in pipeline order: the initial trace, then one per
+    pass (Dead Code Elimination, Transform for execution). str(trace) prints it with subsymbols."""
+    return _C.last_traces(jfn)
+
+
+class _Dtypes:
+    """thunder_c.dtypes.float32, ...: the dtypes of thunder-c (also thunder_c.float32)."""
+
+
+dtypes = _Dtypes()
+for _name in dir(_C):
+    _obj = getattr(_C, _name)
+    if isinstance(_obj, _C.dtype):
+        globals()[_name] = _obj
+        setattr(dtypes, _name, _obj)
+del _name, _obj

@@ -1,0 +1,1122 @@
+/* jit.c — the jitted callable: cache lookup, compilation by tracing, and running on torch tensors.
+ *
+ * A call flattens its arguments (tuples, lists, dicts; for a module also its parameters and
+ * buffers, read afresh every call) and exports every tensor by DLPack. The cache key is built from
+ * what the DLPack records say (dtype, shape, strides, device) plus requires_grad, which inputs
+ * share memory, the values of non-tensor arguments ("constant values"), the training flags of a
+ * module's submodules, and the caller's autocast and grad state. A hit runs the entry's program at
+ * once; a miss traces the function with proxies (proxy.c), runs the core's pipeline on the trace
+ * (Dead Code Elimination, then the execution passes) and stores the entry. Inputs cross into the
+ * core without a copy and outputs come back as torch tensors viewing the core's buffers (their
+ * DLPack capsule owns them); an input the program updates in place is updated in the caller's
+ * tensor, because the core writes into the caller's memory. */
+#include <dlpack/dlpack.h>
+#include <string.h>
+
+#include "pyth.h"
+
+static PyObject *mode_class; /* thunder_c._ThunderMode, set by _set_mode_class */
+static unsigned long epoch_counter;
+static PyObject *s_requires_grad, *s_detach, *s_training, *s_parameters, *s_buffers, *s_enter, *s_exit;
+
+/* ---- growable byte buffer for keys -------------------------------------------------------------- */
+
+typedef struct {
+  char *p;
+  size_t n, cap;
+  char local[512];
+} kbuf;
+
+static int kb_put(kbuf *b, const void *d, size_t n) {
+  if (b->n + n > b->cap) {
+    size_t cap = b->cap * 2 > b->n + n ? b->cap * 2 : b->n + n + 256;
+    char *q = b->p == b->local ? PyMem_Malloc(cap) : PyMem_Realloc(b->p, cap);
+    if (!q) return PyErr_NoMemory(), -1;
+    if (b->p == b->local) memcpy(q, b->local, b->n);
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, d, n);
+  b->n += n;
+  return 0;
+}
+static int kb_byte(kbuf *b, char c) { return kb_put(b, &c, 1); }
+static int kb_i64(kbuf *b, int64_t v) { return kb_put(b, &v, sizeof v); }
+static void kb_free(kbuf *b) {
+  if (b->p != b->local) PyMem_Free(b->p);
+}
+
+/* ---- the tensors of one call -------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject *tensor;  /* borrowed: the caller's tensor */
+  PyObject *capsule; /* owned: its DLPack export */
+  DLManagedTensor *m;
+  bool requires_grad;
+} call_tensor;
+
+typedef struct {
+  call_tensor *t;
+  int n, cap;
+  call_tensor local[8];
+} tensor_list;
+
+static void tl_free(tensor_list *l) {
+  for (int i = 0; i < l->n; i++) Py_XDECREF(l->t[i].capsule);
+  if (l->t != l->local) PyMem_Free(l->t);
+}
+
+/* Exports tensor t by DLPack and appends it. */
+static int tl_add(tensor_list *l, PyObject *t) {
+  if (l->n == l->cap) {
+    int cap = l->cap * 2;
+    call_tensor *q = l->t == l->local ? PyMem_Malloc(sizeof *q * (size_t)cap) : PyMem_Realloc(l->t, sizeof *q * (size_t)cap);
+    if (!q) return PyErr_NoMemory(), -1;
+    if (l->t == l->local) memcpy(q, l->local, sizeof *q * (size_t)l->n);
+    l->t = q;
+    l->cap = cap;
+  }
+  PyObject *rg = PyObject_GetAttr(t, s_requires_grad);
+  if (!rg) return -1;
+  bool req = rg == Py_True;
+  Py_DECREF(rg);
+  PyObject *src = req ? PyObject_CallMethodNoArgs(t, s_detach) : Py_NewRef(t);
+  if (!src) return -1;
+  PyObject *cap = PyObject_CallOneArg(pyth_T.to_dlpack, src);
+  Py_DECREF(src);
+  if (!cap) return -1;
+  DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+  if (!m) return Py_DECREF(cap), -1;
+  l->t[l->n++] = (call_tensor){t, cap, m, req};
+  return 0;
+}
+
+static int key_tensor(kbuf *k, const call_tensor *c) {
+  const DLTensor *d = &c->m->dl_tensor;
+  if (kb_byte(k, 'T') < 0 || kb_put(k, &d->dtype, sizeof d->dtype) < 0 || kb_put(k, &d->device, sizeof d->device) < 0 ||
+      kb_byte(k, (char)d->ndim) < 0 || kb_byte(k, c->requires_grad) < 0)
+    return -1;
+  int64_t acc = 1;
+  for (int i = d->ndim - 1; i >= 0; i--) {
+    int64_t st = d->strides ? d->strides[i] : acc;
+    if (kb_i64(k, d->shape[i]) < 0 || kb_i64(k, d->shape[i] == 1 ? 0 : st) < 0) return -1;
+    acc *= d->shape[i];
+  }
+  return 0;
+}
+
+/* [lo, hi) bytes a tensor can touch; lo == hi for an empty tensor. */
+static void byte_range(const DLTensor *d, uintptr_t *lo, uintptr_t *hi) {
+  int64_t span = 0, acc = 1;
+  bool empty = false;
+  for (int i = d->ndim - 1; i >= 0; i--) {
+    if (d->shape[i] == 0) empty = true;
+    int64_t st = d->strides ? d->strides[i] : acc;
+    span += (d->shape[i] - 1) * st;
+    acc *= d->shape[i];
+  }
+  *lo = (uintptr_t)d->data + d->byte_offset;
+  *hi = empty ? *lo : *lo + (uintptr_t)((span + 1) * ((d->dtype.bits * d->dtype.lanes + 7) / 8));
+}
+
+/* Which inputs share memory: for each tensor, the first earlier one whose bytes overlap it. */
+static int key_aliasing(kbuf *k, const tensor_list *l) {
+  if (kb_byte(k, 'A') < 0) return -1;
+  for (int i = 0; i < l->n; i++) {
+    uintptr_t lo, hi;
+    byte_range(&l->t[i].m->dl_tensor, &lo, &hi);
+    int32_t first = i;
+    for (int j = 0; j < i && first == i; j++) {
+      uintptr_t lo2, hi2;
+      byte_range(&l->t[j].m->dl_tensor, &lo2, &hi2);
+      if (lo < hi2 && lo2 < hi) first = j;
+    }
+    if (first != i && kb_put(k, (int32_t[2]){i, first}, 8) < 0) return -1;
+  }
+  return 0;
+}
+
+/* Flattens one argument into the key and the tensor list. */
+static int walk(PyObject *o, kbuf *k, tensor_list *tl, int depth) {
+  if (depth > 64) return PyErr_SetString(PyExc_RecursionError, "thunder_c: arguments nested too deeply"), -1;
+  if (PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.tensor_type)) {
+    if (tl_add(tl, o) < 0) return -1;
+    return key_tensor(k, &tl->t[tl->n - 1]);
+  }
+  if (o == Py_None) return kb_byte(k, 'n');
+  if (PyBool_Check(o)) return kb_byte(k, o == Py_True ? 'B' : 'b');
+  if (PyLong_CheckExact(o)) {
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return PyErr_SetString(PyExc_OverflowError, "thunder_c: an int argument does not fit in int64"), -1;
+    return kb_byte(k, 'i') < 0 ? -1 : kb_i64(k, v);
+  }
+  if (PyFloat_CheckExact(o)) {
+    double f = PyFloat_AS_DOUBLE(o);
+    return kb_byte(k, 'f') < 0 ? -1 : kb_put(k, &f, sizeof f);
+  }
+  if (PyUnicode_Check(o)) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (!s || kb_byte(k, 's') < 0 || kb_i64(k, n) < 0) return -1;
+    return kb_put(k, s, (size_t)n);
+  }
+  if (PyTuple_Check(o) || PyList_Check(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    if (kb_byte(k, PyTuple_Check(o) ? '(' : '[') < 0 || kb_i64(k, n) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+      if (walk(PySequence_Fast_GET_ITEM(o, i), k, tl, depth + 1) < 0) return -1;
+    return 0;
+  }
+  if (PyDict_Check(o)) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *v;
+    if (kb_byte(k, '{') < 0 || kb_i64(k, PyDict_Size(o)) < 0) return -1;
+    while (PyDict_Next(o, &pos, &key, &v))
+      if (walk(key, k, tl, depth + 1) < 0 || walk(v, k, tl, depth + 1) < 0) return -1;
+    return 0;
+  }
+  /* dtypes, devices, functions, ...: by identity (the entry keeps a reference to the object, so
+   * its address cannot be reused while the entry lives). */
+  uintptr_t id = (uintptr_t)o;
+  return kb_byte(k, 'o') < 0 ? -1 : kb_put(k, &id, sizeof id);
+}
+
+/* ---- cache entries ------------------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD
+  th_trace *traces[4]; /* owned: the initial trace, then each transform's result */
+  int ntraces;
+  th_program *prog;
+  PyObject *lifted;    /* list of captured torch tensors (inputs after the arguments and parameters) */
+  PyObject *pinned;    /* objects whose identity is in the key (kept alive so ids are not reused) */
+  int nargs_tensors;   /* tensors among the arguments */
+  int *param_input;    /* per parameter slot: its input index (shared parameters share one) */
+  int nparams_in;      /* distinct parameter inputs */
+} pyth_entry;
+
+static void entry_dealloc(PyObject *o) {
+  pyth_entry *e = (pyth_entry *)o;
+  th_program_free(e->prog);
+  for (int i = 0; i < e->ntraces; i++) th_trace_free(e->traces[i]);
+  Py_XDECREF(e->lifted);
+  Py_XDECREF(e->pinned);
+  PyMem_Free(e->param_input);
+  PyObject_Free(o);
+}
+
+static PyTypeObject entry_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c._CacheEntry",
+    .tp_basicsize = sizeof(pyth_entry),
+    .tp_dealloc = entry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+};
+
+/* ---- the jitted callable ------------------------------------------------------------------------- */
+
+typedef enum { CACHE_CONSTANT_VALUES, CACHE_SAME_INPUT, CACHE_NONE } cache_mode;
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *fn;        /* the function, module, or Trace */
+  bool is_module;
+  const th_trace *given_trace; /* jit(trace): run this trace as it is */
+  PyObject *slots;     /* modules: list of (owner dict, key, qualified name) per parameter/buffer */
+  PyObject *submodules; /* modules: list of submodules (their `training` flags are in the key) */
+  PyObject *arg_names; /* list of parameter names of fn (for input names), may be empty */
+  PyObject *cache;     /* dict: key bytes -> entry */
+  PyObject *last;      /* the entry of the last call */
+  cache_mode mode;
+  const char **executors;
+  int nexecutors;
+  PyObject *executor_names; /* list of str (owns the strings executors point into) */
+  long long hits, misses;
+  PyObject *weakrefs;
+} pyth_jit;
+
+static void jit_dealloc(PyObject *o) {
+  pyth_jit *j = (pyth_jit *)o;
+  PyObject_GC_UnTrack(o);
+  if (j->weakrefs) PyObject_ClearWeakRefs(o);
+  Py_XDECREF(j->fn);
+  Py_XDECREF(j->slots);
+  Py_XDECREF(j->submodules);
+  Py_XDECREF(j->arg_names);
+  Py_XDECREF(j->cache);
+  Py_XDECREF(j->last);
+  Py_XDECREF(j->executor_names);
+  PyMem_Free(j->executors);
+  PyObject_GC_Del(o);
+}
+
+static int jit_traverse(PyObject *o, visitproc visit, void *arg) {
+  pyth_jit *j = (pyth_jit *)o;
+  Py_VISIT(j->fn);
+  Py_VISIT(j->slots);
+  Py_VISIT(j->submodules);
+  Py_VISIT(j->cache);
+  Py_VISIT(j->last);
+  return 0;
+}
+
+static int jit_clear(PyObject *o) {
+  pyth_jit *j = (pyth_jit *)o;
+  Py_CLEAR(j->fn);
+  Py_CLEAR(j->slots);
+  Py_CLEAR(j->submodules);
+  Py_CLEAR(j->cache);
+  Py_CLEAR(j->last);
+  return 0;
+}
+
+/* Parameter names of a Python function (for naming trace inputs): co_varnames up to the positional
+ * and keyword-only count; `skip_self` drops the first (bound methods, Module.forward). */
+static PyObject *param_names(PyObject *fn, bool skip_self) {
+  PyObject *f = Py_NewRef(fn);
+  if (PyMethod_Check(f)) {
+    PyObject *g = Py_NewRef(PyMethod_GET_FUNCTION(f));
+    Py_DECREF(f);
+    f = g;
+    skip_self = true;
+  }
+  PyObject *names = PyList_New(0);
+  if (!names) return Py_DECREF(f), NULL;
+  if (PyFunction_Check(f)) {
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(f);
+    PyObject *vn = PyObject_GetAttrString((PyObject *)co, "co_varnames");
+    int n = co->co_argcount + co->co_kwonlyargcount;
+    for (int i = skip_self ? 1 : 0; vn && i < n && i < PyTuple_GET_SIZE(vn); i++)
+      PyList_Append(names, PyTuple_GET_ITEM(vn, i));
+    Py_XDECREF(vn);
+  }
+  PyErr_Clear();
+  Py_DECREF(f);
+  return names;
+}
+
+/* Collects a module's parameter and buffer slots (owner dict, name, qualified name) and submodules. */
+static int collect_slots(pyth_jit *j) {
+  j->slots = PyList_New(0);
+  j->submodules = PyList_New(0);
+  if (!j->slots || !j->submodules) return -1;
+  PyObject *it = PyObject_CallMethod(j->fn, "named_modules", NULL);
+  if (!it) return -1;
+  PyObject *iter = PyObject_GetIter(it);
+  Py_DECREF(it);
+  if (!iter) return -1;
+  PyObject *pair;
+  int rc = 0;
+  while (rc == 0 && (pair = PyIter_Next(iter))) {
+    PyObject *prefix = PyTuple_GetItem(pair, 0), *mod = PyTuple_GetItem(pair, 1);
+    if (!prefix || !mod || PyList_Append(j->submodules, mod) < 0) rc = -1;
+    PyObject *dicts[2] = {rc ? NULL : PyObject_GetAttr(mod, s_parameters), rc ? NULL : PyObject_GetAttr(mod, s_buffers)};
+    for (int d = 0; d < 2 && rc == 0; d++) {
+      if (!dicts[d] || !PyDict_Check(dicts[d])) {
+        PyErr_Clear();
+        continue;
+      }
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(dicts[d], &pos, &k, &v)) {
+        PyObject *q = PyUnicode_GetLength(prefix) ? PyUnicode_FromFormat("%U.%U", prefix, k) : Py_NewRef(k);
+        PyObject *slot = q ? PyTuple_Pack(3, dicts[d], k, q) : NULL;
+        Py_XDECREF(q);
+        if (!slot || PyList_Append(j->slots, slot) < 0) rc = -1;
+        Py_XDECREF(slot);
+        if (rc) break;
+      }
+    }
+    Py_XDECREF(dicts[0]);
+    Py_XDECREF(dicts[1]);
+    Py_DECREF(pair);
+  }
+  Py_DECREF(iter);
+  return rc || PyErr_Occurred() ? -1 : 0;
+}
+
+/* The key's header: autocast and grad state of the caller. */
+static int key_state(kbuf *k) {
+  PyObject *v[5] = {PyObject_CallNoArgs(pyth_T.is_autocast_cpu_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_cpu_dtype),
+                    PyObject_CallNoArgs(pyth_T.is_autocast_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_gpu_dtype),
+                    PyObject_CallNoArgs(pyth_T.is_grad_enabled)};
+  int rc = 0;
+  for (int i = 0; i < 5; i++) {
+    if (!v[i]) {
+      rc = -1;
+      continue;
+    }
+    th_dtype dt = TH_DTYPE_COUNT;
+    char c = v[i] == Py_True ? 1 : v[i] == Py_False ? 0 : pyth_dtype_from(v[i], &dt) ? (char)(10 + dt) : 99;
+    if (kb_byte(k, c) < 0) rc = -1;
+  }
+  for (int i = 0; i < 5; i++) Py_XDECREF(v[i]);
+  return rc;
+}
+
+/* ---- tracing (a cache miss) ------------------------------------------------------------------------ */
+
+typedef struct {
+  pyth_tracer tr;
+  int next_input;
+} trace_ctx;
+
+/* Rebuilds argument `o` with proxies in place of tensors, adding one trace input per tensor in the
+ * order walk() met them. `name` is the input name for a tensor here (NULL: a fresh t<N>). */
+static PyObject *proxify(trace_ctx *c, PyObject *o, const char *name, int depth) {
+  if (PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.tensor_type)) {
+    PyObject *dt = PyObject_GetAttrString(o, "dtype"), *shape = PyObject_GetAttrString(o, "shape");
+    PyObject *dev = PyObject_GetAttrString(o, "device");
+    PyObject *r = NULL;
+    th_dtype dtype;
+    th_device device;
+    int64_t sh[TH_MAX_DIMS];
+    Py_ssize_t nd = shape ? PyTuple_Size(shape) : -1;
+    if (!dt || !dev || nd < 0) goto done;
+    if (!pyth_dtype_from(dt, &dtype)) {
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s has dtype %R, which thunder_c does not support", name ? name : "", dt);
+      goto done;
+    }
+    if (!pyth_device_from(dev, &device)) {
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s is on device %R, which thunder_c does not support", name ? name : "", dev);
+      goto done;
+    }
+    if (nd > TH_MAX_DIMS) {
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s has rank %zd; thunder_c supports rank <= %d", name ? name : "", nd, TH_MAX_DIMS);
+      goto done;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) sh[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    if (PyErr_Occurred()) goto done;
+    /* named after the parameter when that name is a free Python identifier, else t<N> */
+    th_value *v = name ? th_trace_add_tensor_input(c->tr.trace, name, dtype, device, (int)nd, sh) : NULL;
+    if (!v) v = th_trace_add_tensor_input(c->tr.trace, NULL, dtype, device, (int)nd, sh);
+    if (!v) {
+      pyth_raise(th_last_status());
+      goto done;
+    }
+    c->next_input++;
+    r = pyth_proxy_new(&c->tr, v);
+  done:
+    Py_XDECREF(dt);
+    Py_XDECREF(shape);
+    Py_XDECREF(dev);
+    return r;
+  }
+  if (depth > 64) return PyErr_SetString(PyExc_RecursionError, "thunder_c: arguments nested too deeply"), NULL;
+  if (PyTuple_Check(o) || PyList_Check(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    PyObject *r = PyList_New(n);
+    if (!r) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+      char sub[128];
+      if (name) snprintf(sub, sizeof sub, "%s_%zd", name, i);
+      PyObject *x = proxify(c, PySequence_Fast_GET_ITEM(o, i), name ? sub : NULL, depth + 1);
+      if (!x) return Py_DECREF(r), NULL;
+      PyList_SET_ITEM(r, i, x);
+    }
+    if (PyList_Check(o)) return r;
+    PyObject *t = PyList_AsTuple(r);
+    Py_DECREF(r);
+    if (t && !PyTuple_CheckExact(o)) { /* namedtuples and torch.Size keep their type */
+      PyObject *nt = PyObject_CallObject((PyObject *)Py_TYPE(o), t);
+      if (!nt) {
+        PyErr_Clear();
+        nt = PyObject_Call((PyObject *)Py_TYPE(o), t, NULL);
+      }
+      if (!nt) {
+        PyErr_Clear();
+        nt = PyObject_CallOneArg((PyObject *)Py_TYPE(o), t);
+      }
+      Py_DECREF(t);
+      return nt;
+    }
+    return t;
+  }
+  if (PyDict_Check(o)) {
+    PyObject *r = PyDict_New();
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (r && PyDict_Next(o, &pos, &k, &v)) {
+      char sub[128];
+      const char *ks = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+      if (name && ks) snprintf(sub, sizeof sub, "%s_%s", name, ks);
+      PyObject *x = proxify(c, v, name && ks ? sub : NULL, depth + 1);
+      if (!x || PyDict_SetItem(r, k, x) < 0) Py_CLEAR(r);
+      Py_XDECREF(x);
+    }
+    return r;
+  }
+  return Py_NewRef(o);
+}
+
+static void free_traces(th_trace **t, int n) {
+  for (int i = 0; i < n; i++) th_trace_free(t[i]);
+}
+
+/* Traces the function on proxies of (args, kwargs) and compiles it into a new entry. */
+static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, const tensor_list *tl) {
+  pyth_entry *e = PyObject_New(pyth_entry, &entry_type);
+  if (!e) return NULL;
+  e->ntraces = 0;
+  e->prog = NULL;
+  e->lifted = PyList_New(0);
+  e->pinned = PyList_New(0);
+  e->param_input = NULL;
+  e->nparams_in = 0;
+  e->nargs_tensors = 0;
+  if (!e->lifted || !e->pinned) goto fail;
+  th_trace *initial = NULL;
+  if (j->given_trace) {
+    /* jit(trace): the given trace is the program; its owner outlives the entry through j->fn. */
+    th_compile_options o = {0};
+    o.executors = j->executors;
+    o.nexecutors = j->nexecutors;
+    th_status st = th_program_compile(j->given_trace, &o, &e->prog);
+    if (st != TH_OK) {
+      pyth_raise(st);
+      goto fail;
+    }
+    e->nargs_tensors = tl->n;
+    return e;
+  }
+
+  trace_ctx c = {{0}, 0};
+  c.tr.trace = initial = th_trace_new("computation");
+  c.tr.epoch = ++epoch_counter;
+  c.tr.lifted = e->lifted;
+  c.tr.lifted_ids = PyDict_New();
+  c.tr.view_ids = PySet_New(NULL);
+  PyObject *pkg = PyImport_ImportModule("thunder_c");
+  PyObject *pkg_file = pkg ? PyObject_GetAttrString(pkg, "__file__") : NULL;
+  Py_XDECREF(pkg);
+  PyObject *torch_file = PyObject_GetAttrString(pyth_T.torch, "__file__");
+  PyErr_Clear();
+  /* the directories: everything up to the last '/' of the package's __init__.py */
+  if (pkg_file && PyUnicode_Check(pkg_file)) {
+    Py_ssize_t n = PyUnicode_GetLength(pkg_file);
+    Py_ssize_t slash = PyUnicode_FindChar(pkg_file, '/', 0, n, -1);
+    c.tr.pkg_dir = slash > 0 ? PyUnicode_Substring(pkg_file, 0, slash + 1) : NULL;
+  }
+  if (torch_file && PyUnicode_Check(torch_file)) {
+    Py_ssize_t n = PyUnicode_GetLength(torch_file);
+    Py_ssize_t slash = PyUnicode_FindChar(torch_file, '/', 0, n, -1);
+    c.tr.torch_dir = slash > 0 ? PyUnicode_Substring(torch_file, 0, slash + 1) : NULL;
+  }
+  Py_XDECREF(pkg_file);
+  Py_XDECREF(torch_file);
+  PyErr_Clear();
+
+  PyObject *pargs = NULL, *pkwargs = NULL, *result = NULL, *mode = NULL, *saved = NULL;
+  pyth_tracer *prev = pyth_active;
+  bool entered = false;
+  if (!initial) {
+    pyth_raise(th_last_status());
+    goto trace_fail;
+  }
+  if (!c.tr.lifted_ids || !c.tr.view_ids) goto trace_fail;
+
+  /* arguments -> proxies, named after the function's parameters */
+  Py_ssize_t na = PyTuple_GET_SIZE(args), nnames = PyList_GET_SIZE(j->arg_names);
+  pargs = PyTuple_New(na);
+  if (!pargs) goto trace_fail;
+  for (Py_ssize_t i = 0; i < na; i++) {
+    char nm[128];
+    const char *pn = i < nnames ? PyUnicode_AsUTF8(PyList_GET_ITEM(j->arg_names, i)) : NULL;
+    if (pn) snprintf(nm, sizeof nm, "%s", pn);
+    else snprintf(nm, sizeof nm, "args_%zd", i);
+    PyObject *x = proxify(&c, PyTuple_GET_ITEM(args, i), nm, 0);
+    if (!x) goto trace_fail;
+    PyTuple_SET_ITEM(pargs, i, x);
+  }
+  if (kwargs) {
+    pkwargs = PyDict_New();
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (pkwargs && PyDict_Next(kwargs, &pos, &k, &v)) {
+      PyObject *x = proxify(&c, v, PyUnicode_AsUTF8(k), 0);
+      if (!x || PyDict_SetItem(pkwargs, k, x) < 0) {
+        Py_XDECREF(x);
+        goto trace_fail;
+      }
+      Py_DECREF(x);
+    }
+    if (!pkwargs) goto trace_fail;
+  }
+  e->nargs_tensors = c.next_input;
+
+  /* module parameters and buffers -> proxies, swapped into the module while it is traced */
+  if (j->is_module) {
+    Py_ssize_t ns = PyList_GET_SIZE(j->slots);
+    e->param_input = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof(int));
+    saved = PyList_New(ns);
+    if (!e->param_input || !saved) goto trace_fail;
+    for (Py_ssize_t s = 0; s < ns; s++) {
+      PyObject *slot = PyList_GET_ITEM(j->slots, s);
+      PyObject *d = PyTuple_GET_ITEM(slot, 0), *k = PyTuple_GET_ITEM(slot, 1), *q = PyTuple_GET_ITEM(slot, 2);
+      PyObject *t = PyDict_GetItemWithError(d, k);
+      if (!t) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "thunder_c: the module's parameter %U disappeared", q);
+        goto trace_fail;
+      }
+      PyList_SET_ITEM(saved, s, Py_NewRef(t));
+      /* a parameter shared by two submodules is one input */
+      int same = -1;
+      for (Py_ssize_t r = 0; r < s && same < 0; r++)
+        if (PyList_GET_ITEM(saved, r) == t) same = (int)r;
+      PyObject *px;
+      if (same >= 0) {
+        e->param_input[s] = e->param_input[same];
+        PyObject *sd = PyTuple_GET_ITEM(PyList_GET_ITEM(j->slots, same), 0);
+        px = Py_XNewRef(PyDict_GetItem(sd, PyTuple_GET_ITEM(PyList_GET_ITEM(j->slots, same), 1)));
+      } else if (t == Py_None) {
+        e->param_input[s] = -1;
+        px = Py_NewRef(Py_None);
+      } else {
+        char nm[160];
+        const char *qs = PyUnicode_AsUTF8(q);
+        snprintf(nm, sizeof nm, "t_%s", qs ? qs : "param");
+        for (char *p = nm; *p; p++)
+          if (*p == '.') *p = '_';
+        e->param_input[s] = c.next_input;
+        px = proxify(&c, t, nm, 0);
+        e->nparams_in++;
+      }
+      if (!px || PyDict_SetItem(d, k, px) < 0) {
+        Py_XDECREF(px);
+        goto trace_fail;
+      }
+      Py_DECREF(px);
+    }
+  }
+
+  /* trace: the mode routes torch calls to the tracer while fn runs on proxies */
+  pyth_active = &c.tr;
+  if (mode_class) {
+    mode = PyObject_CallNoArgs(mode_class);
+    PyObject *r = mode ? PyObject_CallMethodNoArgs(mode, s_enter) : NULL;
+    if (!r) goto trace_fail;
+    Py_DECREF(r);
+    entered = true;
+  }
+  result = PyObject_Call(j->fn, pargs, pkwargs);
+  if (entered) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallMethod(mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
+    Py_XDECREF(r);
+    if (et) PyErr_Restore(et, ev, tb);
+    else if (!r) Py_CLEAR(result);
+    entered = false;
+  }
+  if (!result) goto trace_fail;
+
+  /* the return value */
+  {
+    pyth_pool pool = {0};
+    th_arg ret;
+    int rc = pyth_to_arg(&c.tr, result, &ret, &pool, "the jitted function's return value");
+    th_status st = rc == 0 ? th_trace_set_return(initial, ret) : TH_OK;
+    pyth_pool_free(&pool);
+    if (rc < 0) goto trace_fail;
+    if (st != TH_OK) {
+      pyth_raise(st);
+      goto trace_fail;
+    }
+  }
+  pyth_active = prev;
+
+  /* the pipeline: DCE, then the execution passes */
+  th_status st = th_trace_verify(initial);
+  th_trace *dce = NULL;
+  if (st == TH_OK) st = th_transform_dce(initial, &dce);
+  if (st != TH_OK) {
+    pyth_raise(st);
+    goto trace_fail;
+  }
+  e->traces[e->ntraces++] = initial;
+  initial = NULL;
+  e->traces[e->ntraces++] = dce;
+  th_compile_options o = {0};
+  o.executors = j->executors;
+  o.nexecutors = j->nexecutors;
+  if ((st = th_program_compile(dce, &o, &e->prog)) != TH_OK) {
+    pyth_raise(st);
+    goto trace_fail;
+  }
+  /* pin objects whose identity is part of the key */
+  (void)tl;
+  goto trace_done;
+
+trace_fail:
+  pyth_active = prev;
+  if (entered) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallMethod(mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
+    Py_XDECREF(r);
+    PyErr_Restore(et, ev, tb);
+  }
+  th_trace_free(initial);
+  Py_CLEAR(e);
+trace_done:
+  /* restore the module's parameters */
+  if (saved) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    for (Py_ssize_t s = 0; s < PyList_GET_SIZE(saved); s++) {
+      PyObject *t = PyList_GET_ITEM(saved, s);
+      PyObject *slot = PyList_GET_ITEM(j->slots, s);
+      if (t) PyDict_SetItem(PyTuple_GET_ITEM(slot, 0), PyTuple_GET_ITEM(slot, 1), t);
+    }
+    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+    Py_DECREF(saved);
+  }
+  Py_XDECREF(mode);
+  Py_XDECREF(result);
+  Py_XDECREF(pargs);
+  Py_XDECREF(pkwargs);
+  Py_XDECREF(c.tr.lifted_ids);
+  Py_XDECREF(c.tr.view_ids);
+  Py_XDECREF(c.tr.pkg_dir);
+  Py_XDECREF(c.tr.torch_dir);
+  return e;
+fail:
+  free_traces(e->traces, e->ntraces);
+  e->ntraces = 0;
+  Py_DECREF(e);
+  return NULL;
+}
+
+/* ---- running --------------------------------------------------------------------------------------- */
+
+static void capsule_destructor(PyObject *cap) {
+  if (PyCapsule_IsValid(cap, "dltensor")) {
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m && m->deleter) m->deleter(m);
+  } else {
+    PyErr_Clear();
+  }
+}
+
+/* A torch tensor viewing th_tensor t (which keeps one reference for the capsule). */
+static PyObject *to_torch(th_tensor *t) {
+  DLManagedTensor *m = th_tensor_to_dlpack(t);
+  if (!m) return pyth_raise(th_last_status());
+  PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
+  if (!cap) {
+    m->deleter(m);
+    return NULL;
+  }
+  PyObject *r = PyObject_CallOneArg(pyth_T.from_dlpack, cap);
+  Py_DECREF(cap);
+  return r;
+}
+
+/* Rebuilds the return structure: one output tensor per leaf, in the program's order. */
+static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int *k) {
+  switch (a->kind) {
+    case TH_ARG_TUPLE:
+    case TH_ARG_LIST: {
+      PyObject *r = a->kind == TH_ARG_TUPLE ? PyTuple_New(a->u.seq.n) : PyList_New(a->u.seq.n);
+      for (int i = 0; r && i < a->u.seq.n; i++) {
+        PyObject *x = build_output(&a->u.seq.items[i], outs, nouts, k);
+        if (!x) return Py_DECREF(r), NULL;
+        if (a->kind == TH_ARG_TUPLE) PyTuple_SET_ITEM(r, i, x);
+        else PyList_SET_ITEM(r, i, x);
+      }
+      return r;
+    }
+    case TH_ARG_DICT: {
+      PyObject *r = PyDict_New();
+      for (int i = 0; r && i < a->u.seq.n; i++) {
+        PyObject *x = build_output(&a->u.seq.items[i], outs, nouts, k);
+        if (!x || PyDict_SetItemString(r, a->u.seq.keys[i], x) < 0) Py_CLEAR(r);
+        Py_XDECREF(x);
+      }
+      return r;
+    }
+    default: break;
+  }
+  int i = (*k)++;
+  th_tensor *t = i < nouts ? outs[i] : NULL;
+  if (a->kind == TH_ARG_VALUE && th_value_is_tensor(a->u.value)) {
+    if (!t) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: the program produced no tensor for an output"), NULL;
+    return to_torch(t);
+  }
+  if (a->kind == TH_ARG_VALUE || a->kind == TH_ARG_INT || a->kind == TH_ARG_FLOAT || a->kind == TH_ARG_BOOL) {
+    if (t) {
+      double f = th_tensor_get_f64(t, 0);
+      th_dtype dt = th_tensor_dtype(t);
+      if (dt == TH_BOOL) return PyBool_FromLong(f != 0);
+      if (dt == TH_F64 || dt == TH_F32) return PyFloat_FromDouble(f);
+      return PyLong_FromLongLong((long long)f);
+    }
+  }
+  return pyth_from_arg(NULL, a);
+}
+
+static PyObject *run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
+  int nin = e->prog ? th_trace_num_inputs(th_program_trace(e->prog)) : 0;
+  int nargs = e->nargs_tensors, nparams = e->nparams_in, nl = (int)PyList_GET_SIZE(e->lifted);
+  th_tensor *stack_in[16];
+  th_tensor **in = nin <= 16 ? stack_in : PyMem_Calloc((size_t)nin, sizeof *in);
+  PyObject *extra_caps = NULL;
+  PyObject *res = NULL;
+  th_tensor **outs = NULL;
+  int nouts = 0, made = 0;
+  if (!in) return PyErr_NoMemory();
+  if (nargs + nparams + nl != nin) {
+    PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: %d inputs expected, %d available", nin, nargs + nparams + nl);
+    goto done;
+  }
+  /* arguments, then distinct parameters (in slot order), then captured tensors */
+  for (int i = 0; i < nargs; i++) {
+    DLManagedTensor *m = tl->t[i].m;
+    th_tensor *t = th_tensor_from_dlpack(m);
+    if (!t) {
+      pyth_raise(th_last_status());
+      goto done;
+    }
+    PyCapsule_SetName(tl->t[i].capsule, "used_dltensor");
+    in[made++] = t;
+  }
+  if (j->is_module) {
+    Py_ssize_t ns = PyList_GET_SIZE(j->slots);
+    for (Py_ssize_t s = 0; s < ns; s++) {
+      int idx = e->param_input[s];
+      if (idx < 0 || idx != made) continue; /* shared or None */
+      call_tensor *c = &tl->t[nargs + (int)s];
+      th_tensor *t = th_tensor_from_dlpack(c->m);
+      if (!t) {
+        pyth_raise(th_last_status());
+        goto done;
+      }
+      PyCapsule_SetName(c->capsule, "used_dltensor");
+      in[made++] = t;
+    }
+  }
+  if (nl) {
+    extra_caps = PyList_New(0);
+    for (int i = 0; extra_caps && i < nl; i++) {
+      PyObject *t = PyList_GET_ITEM(e->lifted, i);
+      PyObject *rg = PyObject_GetAttr(t, s_requires_grad);
+      PyObject *src = rg == Py_True ? PyObject_CallMethodNoArgs(t, s_detach) : Py_NewRef(t);
+      Py_XDECREF(rg);
+      PyObject *cap = src ? PyObject_CallOneArg(pyth_T.to_dlpack, src) : NULL;
+      Py_XDECREF(src);
+      DLManagedTensor *m = cap ? PyCapsule_GetPointer(cap, "dltensor") : NULL;
+      th_tensor *tt = m ? th_tensor_from_dlpack(m) : NULL;
+      if (!tt) {
+        if (m) pyth_raise(th_last_status());
+        Py_XDECREF(cap);
+        goto done;
+      }
+      PyCapsule_SetName(cap, "used_dltensor");
+      Py_DECREF(cap);
+      in[made++] = tt;
+    }
+    if (!extra_caps) goto done;
+  }
+  if (made != nin) {
+    PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: made %d of %d inputs", made, nin);
+    goto done;
+  }
+  th_status st = th_program_run(e->prog, nin, in, &nouts, &outs);
+  if (st != TH_OK) {
+    pyth_raise(st);
+    goto done;
+  }
+  th_arg ret = th_trace_output(th_program_trace(e->prog));
+  int k = 0;
+  res = build_output(&ret, outs, nouts, &k);
+done:
+  for (int i = 0; i < made; i++) th_tensor_release(in[i]);
+  if (in != stack_in) PyMem_Free(in);
+  for (int i = 0; i < nouts; i++) th_tensor_release(outs[i]);
+  free(outs);
+  Py_XDECREF(extra_caps);
+  return res;
+}
+
+static bool any_proxy(PyObject *args, PyObject *kwargs) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+    if (Py_TYPE(PyTuple_GET_ITEM(args, i)) == &pyth_proxy_type) return true;
+  if (kwargs) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(kwargs, &pos, &k, &v))
+      if (Py_TYPE(v) == &pyth_proxy_type) return true;
+  }
+  return false;
+}
+
+static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+  pyth_jit *j = (pyth_jit *)self;
+  if (kwargs && PyDict_Size(kwargs) == 0) kwargs = NULL;
+  /* a jitted function called while another is traced is inlined into that trace */
+  if (pyth_active && any_proxy(args, kwargs)) return PyObject_Call(j->fn, args, kwargs);
+  if (j->given_trace && kwargs)
+    return PyErr_SetString(PyExc_TypeError, "a jitted trace takes its inputs positionally"), NULL;
+  kbuf k = {.p = NULL, .n = 0, .cap = sizeof k.local};
+  k.p = k.local;
+  tensor_list tl = {.n = 0, .cap = 8};
+  tl.t = tl.local;
+  PyObject *res = NULL;
+  pyth_entry *e = NULL;
+  if (key_state(&k) < 0 || walk(args, &k, &tl, 0) < 0 || (kwargs && walk(kwargs, &k, &tl, 0) < 0)) goto done;
+  if (j->is_module) {
+    Py_ssize_t ns = PyList_GET_SIZE(j->slots);
+    if (kb_byte(&k, 'P') < 0) goto done;
+    for (Py_ssize_t s = 0; s < ns; s++) {
+      PyObject *slot = PyList_GET_ITEM(j->slots, s);
+      PyObject *t = PyDict_GetItemWithError(PyTuple_GET_ITEM(slot, 0), PyTuple_GET_ITEM(slot, 1));
+      if (!t) {
+        if (!PyErr_Occurred())
+          PyErr_Format(PyExc_RuntimeError, "thunder_c: the module's parameter %U was removed; jit the module again",
+                       PyTuple_GET_ITEM(slot, 2));
+        goto done;
+      }
+      int32_t same = (int32_t)s;
+      for (Py_ssize_t r = 0; r < s && same == s; r++) {
+        PyObject *slot2 = PyList_GET_ITEM(j->slots, r);
+        if (PyDict_GetItem(PyTuple_GET_ITEM(slot2, 0), PyTuple_GET_ITEM(slot2, 1)) == t) same = (int32_t)r;
+      }
+      if (kb_put(&k, &same, sizeof same) < 0) goto done;
+      /* every slot is exported (shared ones too) so slot s is tl entry nargs + s */
+      if (t == Py_None) {
+        if (kb_byte(&k, 'n') < 0) goto done;
+        /* keep the slot numbering: export a placeholder (never used: param_input is -1) */
+        PyObject *z = PyObject_CallMethod(pyth_T.torch, "empty", "i", 0);
+        if (!z || tl_add(&tl, z) < 0) {
+          Py_XDECREF(z);
+          goto done;
+        }
+        Py_DECREF(z); /* the capsule keeps its storage */
+      } else if (!PyObject_TypeCheck(t, (PyTypeObject *)pyth_T.tensor_type)) {
+        PyErr_Format(PyExc_TypeError, "thunder_c: the module's parameter %U is a %s, not a tensor",
+                     PyTuple_GET_ITEM(slot, 2), Py_TYPE(t)->tp_name);
+        goto done;
+      } else if (tl_add(&tl, t) < 0 || key_tensor(&k, &tl.t[tl.n - 1]) < 0) {
+        goto done;
+      }
+    }
+    for (Py_ssize_t s = 0; s < PyList_GET_SIZE(j->submodules); s++) {
+      PyObject *tr = PyObject_GetAttr(PyList_GET_ITEM(j->submodules, s), s_training);
+      if (!tr) goto done;
+      int b = PyObject_IsTrue(tr);
+      Py_DECREF(tr);
+      if (b < 0 || kb_byte(&k, (char)b) < 0) goto done;
+    }
+  }
+  if (key_aliasing(&k, &tl) < 0) goto done;
+
+  PyObject *key = PyBytes_FromStringAndSize(k.p, (Py_ssize_t)k.n);
+  if (!key) goto done;
+  if (j->mode == CACHE_CONSTANT_VALUES) {
+    e = (pyth_entry *)PyDict_GetItemWithError(j->cache, key);
+    Py_XINCREF(e);
+  } else if (j->mode == CACHE_SAME_INPUT && j->last) {
+    e = (pyth_entry *)Py_NewRef(j->last);
+  }
+  if (!e && PyErr_Occurred()) {
+    Py_DECREF(key);
+    goto done;
+  }
+  if (e) {
+    j->hits++;
+  } else {
+    j->misses++;
+    if (pyth_dispatch_init() < 0 || !(e = compile_entry(j, args, kwargs, &tl))) {
+      Py_DECREF(key);
+      goto done;
+    }
+    /* objects whose identity is in the key stay alive with the entry */
+    if (PyList_Append(e->pinned, args) < 0 || (kwargs && PyList_Append(e->pinned, kwargs) < 0) ||
+        (j->mode == CACHE_CONSTANT_VALUES && PyDict_SetItem(j->cache, key, (PyObject *)e) < 0)) {
+      Py_DECREF(key);
+      goto done;
+    }
+  }
+  Py_DECREF(key);
+  Py_XSETREF(j->last, Py_NewRef((PyObject *)e));
+  res = run_entry(j, e, &tl);
+done:
+  Py_XDECREF(e);
+  tl_free(&tl);
+  kb_free(&k);
+  return res;
+}
+
+/* jit(fn_or_module_or_trace, executors=None, cache="constant values") */
+static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwl[] = {"fn", "executors", "cache", NULL};
+  PyObject *fn, *execs = Py_None;
+  const char *cache = "constant values";
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Oz:jit", kwl, &fn, &execs, &cache)) return NULL;
+  cache_mode mode;
+  if (!cache || !strcmp(cache, "constant values")) mode = CACHE_CONSTANT_VALUES;
+  else if (!strcmp(cache, "same input")) mode = CACHE_SAME_INPUT;
+  else if (!strcmp(cache, "no caching")) mode = CACHE_NONE;
+  else if (!strcmp(cache, "symbolic values"))
+    return PyErr_SetString(PyExc_NotImplementedError,
+                           "jit: cache='symbolic values' is not supported by thunder_c; use 'constant values', "
+                           "'same input' or 'no caching'"), NULL;
+  else
+    return PyErr_Format(PyExc_ValueError,
+                        "jit: unknown cache option '%s' (expected 'constant values', 'same input' or 'no caching')",
+                        cache), NULL;
+  bool is_trace = Py_TYPE(fn) == &pyth_trace_type;
+  if (!is_trace && !PyCallable_Check(fn))
+    return PyErr_Format(PyExc_TypeError, "jit: expected a function, an nn.Module or a Trace, got %s", Py_TYPE(fn)->tp_name), NULL;
+  pyth_jit *j = (pyth_jit *)type->tp_alloc(type, 0);
+  if (!j) return NULL;
+  j->fn = Py_NewRef(fn);
+  j->mode = mode;
+  j->cache = PyDict_New();
+  j->given_trace = is_trace ? pyth_trace_get(fn) : NULL;
+  if (!j->cache) goto fail;
+  if (execs != Py_None) {
+    PyObject *l = PySequence_List(execs);
+    if (!l) goto fail;
+    j->executor_names = PyList_New(0);
+    Py_ssize_t n = PyList_GET_SIZE(l);
+    j->executors = PyMem_Calloc((size_t)(n ? n : 1), sizeof(char *));
+    for (Py_ssize_t i = 0; j->executors && j->executor_names && i < n; i++) {
+      PyObject *x = PyList_GET_ITEM(l, i);
+      PyObject *name = PyUnicode_Check(x) ? Py_NewRef(x) : PyObject_GetAttrString(x, "name");
+      if (!name || !PyUnicode_Check(name)) {
+        Py_XDECREF(name);
+        PyErr_Format(PyExc_TypeError, "jit: executors must be names ('blas', 'eager'), got %s", Py_TYPE(x)->tp_name);
+        Py_DECREF(l);
+        goto fail;
+      }
+      PyList_Append(j->executor_names, name);
+      j->executors[i] = PyUnicode_AsUTF8(name);
+      Py_DECREF(name);
+    }
+    j->nexecutors = (int)n;
+    Py_DECREF(l);
+    if (!j->executors || !j->executor_names) goto fail;
+  }
+  PyObject *module_type = PyObject_GetAttrString(pyth_T.torch, "nn");
+  PyObject *mt = module_type ? PyObject_GetAttrString(module_type, "Module") : NULL;
+  Py_XDECREF(module_type);
+  if (!mt) goto fail;
+  j->is_module = !is_trace && PyObject_IsInstance(fn, mt) == 1;
+  Py_DECREF(mt);
+  if (j->is_module) {
+    if (collect_slots(j) < 0) goto fail;
+    PyObject *fwd = PyObject_GetAttrString(fn, "forward");
+    j->arg_names = fwd ? param_names(fwd, true) : NULL;
+    Py_XDECREF(fwd);
+  } else {
+    j->arg_names = is_trace ? PyList_New(0) : param_names(fn, false);
+  }
+  if (!j->arg_names) goto fail;
+  return (PyObject *)j;
+fail:
+  Py_DECREF(j);
+  return NULL;
+}
+
+static PyObject *jit_get_fn(PyObject *o, void *c) {
+  (void)c;
+  return Py_NewRef(((pyth_jit *)o)->fn);
+}
+
+static PyGetSetDef jit_getset[] = {
+    {"__wrapped__", jit_get_fn, NULL, "the function, module or trace that was jitted", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject pyth_jit_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.JitFunction",
+    .tp_basicsize = sizeof(pyth_jit),
+    .tp_dealloc = jit_dealloc,
+    .tp_call = jit_call,
+    .tp_traverse = jit_traverse,
+    .tp_clear = jit_clear,
+    .tp_new = jit_new,
+    .tp_getset = jit_getset,
+    .tp_weaklistoffset = offsetof(pyth_jit, weakrefs),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "jit(fn, executors=None, cache='constant values'): a function, nn.Module or Trace compiled by "
+              "thunder-c. Calling it traces on a cache miss and runs the compiled program.",
+};
+
+/* ---- introspection ---------------------------------------------------------------------------------- */
+
+static pyth_jit *as_jit(PyObject *o) {
+  if (!PyObject_TypeCheck(o, &pyth_jit_type)) {
+    PyObject *inner = PyObject_GetAttrString(o, "_thunder_jit");
+    if (inner && PyObject_TypeCheck(inner, &pyth_jit_type)) {
+      Py_DECREF(inner); /* o keeps it alive */
+      return (pyth_jit *)inner;
+    }
+    Py_XDECREF(inner);
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%R doesn't seem to be a thunder compiled function.", o);
+    return NULL;
+  }
+  return (pyth_jit *)o;
+}
+
+static PyObject *m_last_traces(PyObject *self, PyObject *o) {
+  (void)self;
+  pyth_jit *j = as_jit(o);
+  if (!j) return NULL;
+  if (!j->last) return PyErr_Format(PyExc_TypeError, "%R doesn't seem to have been called yet.", o), NULL;
+  pyth_entry *e = (pyth_entry *)j->last;
+  PyObject *l = PyList_New(0);
+  for (int i = 0; l && i < e->ntraces; i++) {
+    PyObject *t = pyth_trace_wrap(e->traces[i], (PyObject *)e);
+    if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
+    Py_XDECREF(t);
+  }
+  if (l && e->prog) {
+    PyObject *t = pyth_trace_wrap(th_program_trace(e->prog), (PyObject *)e);
+    if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
+    Py_XDECREF(t);
+  }
+  return l;
+}
+
+static PyObject *m_cache_hits(PyObject *self, PyObject *o) {
+  (void)self;
+  pyth_jit *j = as_jit(o);
+  return j ? PyLong_FromLongLong(j->hits) : NULL;
+}
+
+static PyObject *m_cache_misses(PyObject *self, PyObject *o) {
+  (void)self;
+  pyth_jit *j = as_jit(o);
+  return j ? PyLong_FromLongLong(j->misses) : NULL;
+}
+
+static PyObject *m_set_mode_class(PyObject *self, PyObject *cls) {
+  (void)self;
+  Py_XSETREF(mode_class, Py_NewRef(cls));
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef jit_functions[] = {
+    {"last_traces", m_last_traces, METH_O,
+     "last_traces(jfn) -> list of Trace: the traces of the last call's compilation, in pipeline order "
+     "(initial, Dead Code Elimination, Transform for execution)."},
+    {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
+    {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
+    {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},
+    {NULL, NULL, 0, NULL},
+};
+
+int pyth_jit_ready(PyObject *m) {
+  if (PyType_Ready(&pyth_jit_type) < 0 || PyType_Ready(&entry_type) < 0) return -1;
+  if (!(s_requires_grad = PyUnicode_InternFromString("requires_grad")) || !(s_detach = PyUnicode_InternFromString("detach")) ||
+      !(s_training = PyUnicode_InternFromString("training")) || !(s_parameters = PyUnicode_InternFromString("_parameters")) ||
+      !(s_buffers = PyUnicode_InternFromString("_buffers")) || !(s_enter = PyUnicode_InternFromString("__enter__")) ||
+      !(s_exit = PyUnicode_InternFromString("__exit__")))
+    return -1;
+  if (PyModule_AddObjectRef(m, "jit", (PyObject *)&pyth_jit_type) < 0) return -1;
+  return PyModule_AddFunctions(m, jit_functions);
+}

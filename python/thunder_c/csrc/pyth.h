@@ -1,0 +1,129 @@
+/* pyth.h — internal declarations of the thunder_c._C extension (CPython API, C11).
+ *
+ * The extension is a binding: it turns Python objects into the core's values (th_arg) and back,
+ * routes every torch call made while tracing to th_trace_call, and runs compiled programs on torch
+ * tensors exchanged by DLPack. It decides nothing about what a program computes: ops, their
+ * semantics, the transforms and the execution plan are the core's (libthunder).
+ *
+ * Files: module.c (module init, dtypes, errors, op namespaces), proxy.c (TensorProxy and the tracer:
+ * Python <-> th_arg, torch-function dispatch), jit.c (the jitted callable: cache, compile, run),
+ * pytrace.c (Trace and BoundSymbol objects). */
+#ifndef PYTH_H
+#define PYTH_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdbool.h>
+
+#include "thunder/thunder.h"
+
+/* ---- module.c --------------------------------------------------------------------------------- */
+/* torch objects looked up once at import. */
+typedef struct pyth_torch {
+  PyObject *torch;          /* the torch module */
+  PyObject *tensor_type;    /* torch.Tensor */
+  PyObject *to_dlpack;      /* torch._C._to_dlpack */
+  PyObject *from_dlpack;    /* torch._C._from_dlpack */
+  PyObject *size_type;      /* torch.Size */
+  PyObject *device_type;    /* torch.device */
+  PyObject *dtype_type;     /* torch.dtype */
+  PyObject *dtypes[TH_DTYPE_COUNT]; /* torch.float32, ...; NULL where torch has none (fp8 in 1.13) */
+  PyObject *cpu_device;     /* torch.device("cpu") */
+  PyObject *is_autocast_enabled, *is_autocast_cpu_enabled, *get_autocast_gpu_dtype,
+      *get_autocast_cpu_dtype, *is_grad_enabled;
+  PyObject *linecache_getline;
+} pyth_torch;
+extern pyth_torch pyth_T;
+
+/* thunder_c dtype objects (thunder_c.float32, ...): Python type and the objects, by th_dtype. */
+extern PyTypeObject pyth_dtype_type;
+extern PyObject *pyth_dtypes[TH_DTYPE_COUNT];
+
+/* Raises the Python exception matching status st (RuntimeError, ValueError, TypeError, IndexError,
+ * NotImplementedError, SyntaxError -> ValueError-like SyntaxError, MemoryError, OSError) with the
+ * core's last error message. Returns NULL for `return pyth_raise(st);`. */
+PyObject *pyth_raise(th_status st);
+
+/* A torch.dtype or thunder_c dtype object -> th_dtype. False (no exception set) if not a dtype. */
+bool pyth_dtype_from(PyObject *o, th_dtype *out);
+/* A torch.device, or a device string ("cpu", "cuda:0") -> th_device. False (no exception) if not one. */
+bool pyth_device_from(PyObject *o, th_device *out);
+/* New reference to the torch.device for d. */
+PyObject *pyth_device_to_torch(th_device d);
+
+/* ---- proxy.c ----------------------------------------------------------------------------------- */
+typedef struct pyth_tracer pyth_tracer;
+
+/* A proxy for a tensor during tracing: the trace value it stands for now (an in-place op makes the
+ * same Python object stand for the op's output, the new version). */
+typedef struct {
+  PyObject_HEAD
+  th_value *value;
+  pyth_tracer *tracer; /* the tracing session it belongs to; checked on use */
+  unsigned long epoch; /* tracer epoch at creation; a proxy from a finished trace is rejected */
+} pyth_proxy;
+extern PyTypeObject pyth_proxy_type;
+
+/* One tracing session: the trace being recorded, and real tensors captured from outside the
+ * function's arguments (closures, module attributes that are not parameters), which become inputs. */
+struct pyth_tracer {
+  th_trace *trace;
+  unsigned long epoch;
+  PyObject *lifted;       /* list of captured torch tensors, in input order after the arguments */
+  PyObject *lifted_ids;   /* dict id(tensor) -> proxy */
+  PyObject *view_ids;     /* set of value ids that are views or have views */
+  int nlifted;
+  char last_file[512];    /* last source location recorded as a comment */
+  int last_line;
+  PyObject *pkg_dir;      /* str: frames under this directory (thunder_c, torch) are skipped */
+  PyObject *torch_dir;
+};
+
+/* The tracer currently recording (NULL when none). */
+extern pyth_tracer *pyth_active;
+
+/* A new proxy for value v in tracer tr. */
+PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v);
+
+/* Records op `qualname` with Python args (tuple) and kwargs (dict or NULL) in the active trace and
+ * returns the output as Python objects (proxies, tuples, numbers). `display` names the op in errors
+ * ("torch.nn.functional.linear"). flags are the op's TH_OPF_*: for an in-place op the first
+ * argument, a proxy, is rebound to the op's output and returned (`a.add_(1)` returns `a`, now
+ * standing for the new version). */
+PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args,
+                      PyObject *kwargs);
+
+/* The torch-function entry point: the TorchFunctionMode subclass and TensorProxy.__torch_function__
+ * call this with (func, types, args, kwargs). Maps func to an op of the core, or raises
+ * NotImplementedError naming it. */
+PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* Builds the func -> op map (once, at the first trace). -1 with an exception on failure. */
+int pyth_dispatch_init(void);
+
+/* Python object -> th_arg for the active trace; real tensors are lifted into inputs. Memory of the
+ * argument tree is taken from `pool` (freed by pyth_pool_free). -1 with an exception on failure. */
+typedef struct pyth_pool {
+  void **blocks;
+  int n, cap;
+} pyth_pool;
+void *pyth_pool_alloc(pyth_pool *p, size_t n);
+void pyth_pool_free(pyth_pool *p);
+int pyth_to_arg(pyth_tracer *tr, PyObject *o, th_arg *out, pyth_pool *pool, const char *who);
+/* th_arg -> Python (tensor values become new proxies). */
+PyObject *pyth_from_arg(pyth_tracer *tr, const th_arg *a);
+
+/* ---- pytrace.c --------------------------------------------------------------------------------- */
+/* A Trace object viewing `tr`, kept alive by `owner` (which owns the trace). */
+PyObject *pyth_trace_wrap(const th_trace *tr, PyObject *owner);
+/* An owner object that frees `tr` when the last Trace viewing it goes. */
+PyObject *pyth_trace_owner_new(th_trace *tr);
+extern PyTypeObject pyth_trace_type;
+/* The th_trace of a Trace object, or NULL (no exception) if o is not one. */
+const th_trace *pyth_trace_get(PyObject *o);
+
+/* ---- jit.c ------------------------------------------------------------------------------------- */
+extern PyTypeObject pyth_jit_type;
+int pyth_jit_ready(PyObject *module);
+
+#endif
