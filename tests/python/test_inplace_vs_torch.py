@@ -1,0 +1,209 @@
+"""In-place torch-level ops (ltorch.add_, ltorch.exp_, ltorch.fill_, ltorch.copy_, ...) against PyTorch
+eager: each case is a one-statement trace program run through the `thunder` CLI (traceprog.run) on inputs
+made here, compared with the same in-place call in PyTorch 1.13 applied to clones of the inputs. The
+program's output is the new version of the modified tensor, so it must have that tensor's dtype and
+shape and PyTorch's values: the out-of-place result cast to the tensor's dtype (bf16 += f32 computes in
+f32 and rounds once), with only the other operands broadcast. Errors PyTorch raises (a float result
+into an integer tensor, a broadcast that would grow the tensor) must make the CLI fail."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import traceprog
+
+
+def R(*shape, dtype=torch.float32, lo=-2.0, hi=2.0, seed=0):
+    g = torch.Generator().manual_seed(seed + sum(shape) * 31 + len(shape) + 7)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        return torch.randint(int(lo), int(hi), shape, generator=g, dtype=dtype)
+    return (torch.rand(shape, generator=g, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
+
+
+a34, b34, b4 = R(3, 4), R(3, 4, seed=1), R(4, seed=2)
+pos34, pos34b = R(3, 4, lo=0.1, hi=3.0, seed=3), R(3, 4, lo=0.1, hi=3.0, seed=13)
+unit34 = R(3, 4, lo=-0.9, hi=0.9, seed=4)  # acos, asin, atanh
+big34 = R(3, 4, lo=1.1, hi=4.0, seed=5)  # acosh
+i34, j34 = R(3, 4, dtype=torch.int64, lo=-9, hi=10, seed=6), R(3, 4, dtype=torch.int64, lo=-9, hi=10, seed=7)
+nz_j34 = torch.where(j34 == 0, torch.full_like(j34, 3), j34)
+i32_34 = R(3, 4, dtype=torch.int32, lo=-9, hi=10, seed=8)
+bool34, bool4 = R(3, 4, dtype=torch.bool, seed=9), R(4, dtype=torch.bool, seed=10)
+bf34, f16_34 = R(3, 4, dtype=torch.bfloat16, seed=11), R(3, 4, dtype=torch.float16, seed=12)
+bfb34 = R(3, 4, dtype=torch.bfloat16, seed=14)
+d34, s1 = R(3, 4, dtype=torch.float64, seed=15), R(1, dtype=torch.float64, seed=16)
+b14 = R(1, 4, seed=17)
+
+UNARY_POS = ["exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "sqrt", "rsqrt", "sin", "cos", "tan",
+             "tanh", "sigmoid", "erf", "erfc", "reciprocal", "cosh", "sinh", "atan", "asinh", "lgamma"]
+UNARY_ANY = ["abs", "neg", "floor", "ceil", "round", "trunc", "sign", "relu", "logical_not"]
+
+CASES = [
+    # the Python operators' ops, with broadcasting of the other operand (a row, a [1, 4], a 0-dim tensor)
+    ("ltorch.add_(a, b)", {"a": a34, "b": b4}, lambda a, b: a.add_(b)),
+    ("ltorch.add_(a, b, alpha=2)", {"a": a34, "b": b14}, lambda a, b: a.add_(b, alpha=2)),
+    # (a 0-dim operand is made in the program: the test's .safetensors writer stores 0-dim arrays as [1])
+    ("s = ltorch.reshape(b, ()); ltorch.add_(a, s)", {"a": a34, "b": s1}, lambda a, b: a.add_(b.reshape(()))),
+    ("ltorch.add_(a, 3)", {"a": i34}, lambda a: a.add_(3)),
+    ("ltorch.sub_(a, b, alpha=0.5)", {"a": a34, "b": b34}, lambda a, b: a.sub_(b, alpha=0.5)),
+    ("ltorch.sub_(a, b)", {"a": i34, "b": j34}, lambda a, b: a.sub_(b)),
+    ("ltorch.mul_(a, b)", {"a": a34, "b": b4}, lambda a, b: a.mul_(b)),
+    ("ltorch.mul_(a, b)", {"a": i34, "b": bool34}, lambda a, b: a.mul_(b)),
+    ("ltorch.div_(a, b)", {"a": a34, "b": pos34}, lambda a, b: a.div_(b)),
+    ("ltorch.div_(a, b, rounding_mode='floor')", {"a": i34, "b": nz_j34},
+     lambda a, b: a.div_(b, rounding_mode="floor")),
+    ("ltorch.div_(a, b, rounding_mode='trunc')", {"a": a34, "b": pos34},
+     lambda a, b: a.div_(b, rounding_mode="trunc")),
+    ("ltorch.true_divide_(a, 4)", {"a": a34}, lambda a: a.true_divide_(4)),
+    ("ltorch.floor_divide_(a, b)", {"a": a34, "b": pos34}, lambda a, b: a.floor_divide_(b)),
+    ("ltorch.floor_divide_(a, b)", {"a": i34, "b": nz_j34}, lambda a, b: a.floor_divide_(b)),
+    ("ltorch.remainder_(a, b)", {"a": i34, "b": nz_j34}, lambda a, b: a.remainder_(b)),
+    ("ltorch.remainder_(a, 1.5)", {"a": a34}, lambda a: a.remainder_(1.5)),
+    ("ltorch.fmod_(a, b)", {"a": i34, "b": nz_j34}, lambda a, b: a.fmod_(b)),
+    ("ltorch.fmod_(a, 0.75)", {"a": a34}, lambda a: a.fmod_(0.75)),
+    ("ltorch.pow_(a, b)", {"a": pos34, "b": b34}, lambda a, b: a.pow_(b)),
+    ("ltorch.pow_(a, 2)", {"a": i34}, lambda a: a.pow_(2)),
+    ("ltorch.atan2_(a, b)", {"a": a34, "b": b34}, lambda a, b: a.atan2_(b)),
+    ("ltorch.bitwise_and_(a, b)", {"a": i34, "b": j34}, lambda a, b: a.bitwise_and_(b)),
+    ("ltorch.bitwise_or_(a, b)", {"a": i34, "b": j34}, lambda a, b: a.bitwise_or_(b)),
+    ("ltorch.bitwise_xor_(a, b)", {"a": bool34, "b": bool4}, lambda a, b: a.bitwise_xor_(b)),
+    ("ltorch.logical_and_(a, b)", {"a": a34, "b": bool34}, lambda a, b: a.logical_and_(b)),
+    ("ltorch.logical_or_(a, b)", {"a": i34, "b": a34}, lambda a, b: a.logical_or_(b)),
+    ("ltorch.logical_xor_(a, b)", {"a": bool34, "b": i34}, lambda a, b: a.logical_xor_(b)),
+    # comparisons store 0/1 in the tensor's own dtype
+    ("ltorch.eq_(a, b)", {"a": i34, "b": j34}, lambda a, b: a.eq_(b)),
+    ("ltorch.ne_(a, 0)", {"a": i34}, lambda a: a.ne_(0)),
+    ("ltorch.lt_(a, b)", {"a": a34, "b": b4}, lambda a, b: a.lt_(b)),
+    ("ltorch.le_(a, 0.5)", {"a": a34}, lambda a: a.le_(0.5)),
+    ("ltorch.gt_(a, b)", {"a": bf34, "b": a34}, lambda a, b: a.gt_(b)),
+    ("ltorch.ge_(a, b)", {"a": bool34, "b": bool4}, lambda a, b: a.ge_(b)),
+    # clamp_, masked_fill_, lerp_
+    ("ltorch.clamp_(a, -0.5, 0.75)", {"a": a34}, lambda a: a.clamp_(-0.5, 0.75)),
+    ("ltorch.clamp_(a, min=b)", {"a": a34, "b": b4}, lambda a, b: a.clamp_(min=b)),
+    ("ltorch.clamp_(a, max=2)", {"a": i34}, lambda a: a.clamp_(max=2)),
+    ("ltorch.masked_fill_(a, m, -1.5)", {"a": a34, "m": bool4}, lambda a, m: a.masked_fill_(m, -1.5)),
+    ("ltorch.masked_fill_(a, m, 2.7)", {"a": i34, "m": bool34}, lambda a, m: a.masked_fill_(m, 2.7)),
+    ("ltorch.lerp_(a, b, 0.3)", {"a": a34, "b": b34}, lambda a, b: a.lerp_(b, 0.3)),
+    ("ltorch.lerp_(a, b, w)", {"a": a34, "b": b4, "w": pos34 / 3}, lambda a, b, w: a.lerp_(b, w)),
+    # fill_, zero_, copy_
+    ("ltorch.fill_(a, 2.5)", {"a": a34}, lambda a: a.fill_(2.5)),
+    ("ltorch.fill_(a, -1.5)", {"a": i34}, lambda a: a.fill_(-1.5)),
+    ("s = ltorch.reshape(v, ()); ltorch.fill_(a, s)", {"a": bf34, "v": s1}, lambda a, v: a.fill_(v.reshape(()))),
+    ("ltorch.zero_(a)", {"a": i32_34}, lambda a: a.zero_()),
+    ("ltorch.copy_(a, b)", {"a": a34, "b": b4}, lambda a, b: a.copy_(b)),
+    ("ltorch.copy_(a, b)", {"a": i34, "b": a34 * 3}, lambda a, b: a.copy_(b)),
+    ("ltorch.copy_(a, b)", {"a": bf34, "b": d34}, lambda a, b: a.copy_(b)),
+    ("ltorch.copy_(a, b)", {"a": a34, "b": bool4}, lambda a, b: a.copy_(b)),
+    # dtype casting of the result: computed in the promoted dtype, stored in a's
+    ("ltorch.add_(a, b)", {"a": bf34, "b": a34}, lambda a, b: a.add_(b)),
+    ("ltorch.mul_(a, b)", {"a": bf34, "b": d34}, lambda a, b: a.mul_(b)),
+    ("ltorch.add_(a, b)", {"a": bf34, "b": bfb34}, lambda a, b: a.add_(b)),
+    ("ltorch.mul_(a, b)", {"a": f16_34, "b": bf34}, lambda a, b: a.mul_(b)),
+    ("ltorch.add_(a, b)", {"a": i32_34, "b": i34}, lambda a, b: a.add_(b)),
+    ("ltorch.sub_(a, b)", {"a": a34, "b": i34}, lambda a, b: a.sub_(b)),
+    ("ltorch.add_(a, b)", {"a": a34, "b": d34}, lambda a, b: a.add_(b)),
+    ("ltorch.exp_(a)", {"a": bf34}, lambda a: a.exp_()),
+    ("ltorch.sigmoid_(a)", {"a": d34}, lambda a: a.sigmoid_()),
+    # unary ops
+    *[(f"ltorch.{n}_(a)", {"a": pos34}, (lambda n: lambda a: getattr(a, n + "_")())(n)) for n in UNARY_POS],
+    *[(f"ltorch.{n}_(a)", {"a": a34}, (lambda n: lambda a: getattr(a, n + "_")())(n)) for n in UNARY_ANY],
+    *[(f"ltorch.{n}_(a)", {"a": unit34}, (lambda n: lambda a: getattr(a, n + "_")())(n))
+      for n in ("acos", "asin", "atanh")],
+    ("ltorch.acosh_(a)", {"a": big34}, lambda a: a.acosh_()),
+    ("ltorch.abs_(a)", {"a": i34}, lambda a: a.abs_()),
+    ("ltorch.neg_(a)", {"a": i34}, lambda a: a.neg_()),
+    ("ltorch.bitwise_not_(a)", {"a": i34}, lambda a: a.bitwise_not_()),
+    ("ltorch.logical_not_(a)", {"a": i34}, lambda a: a.logical_not_()),
+    ("ltorch.relu_(a)", {"a": i34}, lambda a: a.relu_()),
+    ("ltorch.floor_(a)", {"a": i34}, lambda a: a.floor_()),
+    ("ltorch.sign_(a)", {"a": bf34}, lambda a: a.sign_()),
+    # the names PyTorch programs use for these ops
+    ("Tensor.__iadd__(a, b)", {"a": a34, "b": b4}, lambda a, b: a.__iadd__(b)),
+    ("Tensor.__itruediv__(a, b)", {"a": a34, "b": pos34}, lambda a, b: a.__itruediv__(b)),
+    ("Tensor.__imod__(a, b)", {"a": i34, "b": nz_j34}, lambda a, b: a.__imod__(b)),
+    ("Tensor.__ixor__(a, b)", {"a": i34, "b": j34}, lambda a, b: a.__ixor__(b)),
+    ("torch.nn.functional.relu_(a)", {"a": a34}, F.relu_),
+    ("torch.Tensor.zero_(a)", {"a": a34}, lambda a: a.zero_()),
+]
+
+# Results PyTorch computes through float32 intermediates in its own kernel order for which the trace's
+# prims differ in the last bit (transcendental functions of libm vs. SLEEF): compared with tolerance.
+EXACT_OPS = ("add_", "sub_", "mul_", "fill_", "zero_", "copy_", "clamp_", "masked_fill_", "eq_", "ne_", "lt_",
+             "le_", "gt_", "ge_", "abs_", "neg_", "floor_", "ceil_", "round_", "trunc_", "sign_", "relu_",
+             "bitwise_", "logical_", "remainder_", "fmod_", "__i")
+
+
+def statements(call):
+    """"s = ...; op(...)" -> the program's statements, the last one assigned to `out`."""
+    parts = call.split("; ")
+    return parts[:-1] + ["out = " + parts[-1]]
+
+
+def run_case(cli, tmp_path, call, inputs, fn):
+    with torch.no_grad():
+        clones = {k: v.clone() for k, v in inputs.items()}
+        want = fn(*clones.values())
+        first = next(iter(clones.values()))
+        # PyTorch's in-place op returns the modified tensor itself, with its dtype and shape
+        assert want.data_ptr() == first.data_ptr()
+    got, hdr = traceprog.run(cli, tmp_path, statements(call), inputs)
+    assert list(got.shape) == list(want.shape), (call, got.shape, want.shape)
+    exact = any(k in call for k in EXACT_OPS)
+    tol = {"rtol": 0, "atol": 0} if exact else {}
+    if want.dtype == torch.bfloat16:
+        # the reader decodes bf16 to float32 exactly: compare values, and the dtype through the header
+        assert b'"BF16"' in hdr, call
+        if not exact:
+            tol = {"rtol": 1.6e-2, "atol": 1e-5}
+        torch.testing.assert_close(torch.from_numpy(got.copy()), want.float(), equal_nan=True, **tol)
+    else:
+        got_t = torch.from_numpy(got.copy())
+        assert got_t.dtype == want.dtype, (call, got_t.dtype, want.dtype)
+        torch.testing.assert_close(got_t, want, equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("call,inputs,fn", CASES, ids=[f"{i}-{c[0].split('; ')[-1][:48]}" for i, c in enumerate(CASES)])
+def test_inplace_matches_torch(cli, tmp_path, call, inputs, fn):
+    run_case(cli, tmp_path, call, inputs, fn)
+
+
+def test_every_inplace_op_is_covered():
+    """Each in-place op of the table appears in at least one case above."""
+    called = {c[0].split("; ")[-1].split("(")[0].split(".")[-1] for c in CASES}
+    ops = ["add_", "sub_", "mul_", "div_", "true_divide_", "floor_divide_", "remainder_", "fmod_", "pow_", "atan2_",
+           "bitwise_and_", "bitwise_or_", "bitwise_xor_", "logical_and_", "logical_or_", "logical_xor_", "eq_",
+           "ne_", "lt_", "le_", "gt_", "ge_", "clamp_", "masked_fill_", "lerp_", "fill_", "zero_", "copy_",
+           "acos_", "acosh_", "asin_", "atanh_", "bitwise_not_"] + [n + "_" for n in UNARY_POS + UNARY_ANY]
+    missing = [o for o in ops if o not in called]
+    assert not missing, missing
+
+
+# PyTorch's RuntimeErrors for in-place ops, and what the CLI says for the same program.
+ERRORS = [
+    ("ltorch.add_(a, b)", {"a": R(1), "b": R(2)}, lambda a, b: a.add_(b),
+     "output with shape [1] doesn't match the broadcast shape [2]"),
+    ("ltorch.mul_(a, b)", {"a": b4, "b": a34}, lambda a, b: a.mul_(b),
+     "output with shape [4] doesn't match the broadcast shape [3, 4]"),
+    ("ltorch.add_(a, 1.5)", {"a": i34}, lambda a: a.add_(1.5),
+     "result type Float can't be cast to the desired output type Long"),
+    ("ltorch.div_(a, b)", {"a": i34, "b": nz_j34}, lambda a, b: a.div_(b),
+     "result type Float can't be cast to the desired output type Long"),
+    ("ltorch.sqrt_(a)", {"a": i32_34}, lambda a: a.sqrt_(),
+     "result type Float can't be cast to the desired output type Int"),
+    ("ltorch.add_(a, b)", {"a": bool34, "b": i34}, lambda a, b: a.add_(b),
+     "result type Long can't be cast to the desired output type Bool"),
+    ("ltorch.copy_(a, b)", {"a": b4, "b": R(3)}, lambda a, b: a.copy_(b),
+     "The size of tensor a (4) must match the size of tensor b (3) at non-singleton dimension 0"),
+    ("ltorch.fill_(a, v)", {"a": a34, "v": b4}, lambda a, v: a.fill_(v),
+     "fill_ only supports 0-dimension value tensor but got tensor with 1 dimensions."),
+]
+
+
+@pytest.mark.parametrize("call,inputs,fn,msg", ERRORS, ids=[f"{i}-{e[0][:40]}" for i, e in enumerate(ERRORS)])
+def test_inplace_errors_match_torch(cli, tmp_path, call, inputs, fn, msg):
+    with pytest.raises(RuntimeError) as e:
+        fn(*[v.clone() for v in inputs.values()])
+    assert msg in str(e.value)
+    with pytest.raises(AssertionError) as e:
+        traceprog.run(cli, tmp_path, ["out = " + call], inputs)
+    assert msg in str(e.value), str(e.value)
