@@ -590,6 +590,28 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
   int npos_max = 0;
   for (int i = 0; i < np; i++)
     if (!sc->params[i].kwonly) npos_max++;
+  /* PyTorch's varargs spelling of an int list: x.view(2, 3), x.permute(0, 2, 1), torch.zeros(2, 3)
+   * pass the ints of the first positional int[] parameter as separate arguments; pack them. */
+  if (nargs > npos_max) {
+    int k = -1;
+    for (int i = 0; i < np && i < nargs && k < 0; i++)
+      if (!sc->params[i].kwonly && sc->params[i].type == TH_PT_INT_LIST) k = i;
+    bool ints = k >= 0;
+    for (int i = k; ints && i < nargs; i++)
+      ints = args[i].kind == TH_ARG_INT ||
+             (args[i].kind == TH_ARG_VALUE && args[i].u.value && !args[i].u.value->is_tensor &&
+              args[i].u.value->dtype == TH_I64);
+    if (ints && nargs - k > 1) {
+      th_arg *packed = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(k + 1));
+      th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(nargs - k));
+      if (!packed || !items) return TH_ERR_NOMEM;
+      memcpy(packed, args, sizeof(th_arg) * (size_t)k);
+      memcpy(items, args + k, sizeof(th_arg) * (size_t)(nargs - k));
+      packed[k] = th_arg_tuple(nargs - k, items);
+      args = packed;
+      nargs = k + 1;
+    }
+  }
   if (nargs > npos_max)
     return th_error(TH_ERR_TYPE, "%s() takes %d positional argument%s but %d were given", sym->qualname,
                     npos_max, npos_max == 1 ? "" : "s", nargs);

@@ -419,9 +419,13 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
     while (PyDict_Next(kwargs, &pos, &k, &v)) {
-      if (!(kn[i] = PyUnicode_AsUTF8(k)) || pyth_to_arg(tr, v, &kw[i], &pool, who) < 0) goto done;
+      if (!(kn[i] = PyUnicode_AsUTF8(k))) goto done;
+      /* torch.nn.functional passes _stacklevel (where its warnings point): not an argument of the op */
+      if (!strcmp(kn[i], "_stacklevel")) continue;
+      if (pyth_to_arg(tr, v, &kw[i], &pool, who) < 0) goto done;
       i++;
     }
+    nk = i;
   }
   if (self && view_related(tr, self)) {
     PyErr_Format(PyExc_NotImplementedError,
