@@ -136,8 +136,9 @@ static int key_aliasing(kbuf *k, const tensor_list *l) {
   return 0;
 }
 
-/* Flattens one argument into the key and the tensor list. */
-static int walk(PyObject *o, kbuf *k, tensor_list *tl, int depth) {
+/* Flattens one argument into the key and the tensor list. Objects keyed by identity are appended to
+ * *ids (a list made on first use) so that a new entry can keep them alive. */
+static int walk(PyObject *o, kbuf *k, tensor_list *tl, PyObject **ids, int depth) {
   if (depth > 64) return PyErr_SetString(PyExc_RecursionError, "thunder_c: arguments nested too deeply"), -1;
   if (PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.tensor_type)) {
     if (tl_add(tl, o) < 0) return -1;
@@ -165,7 +166,7 @@ static int walk(PyObject *o, kbuf *k, tensor_list *tl, int depth) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     if (kb_byte(k, PyTuple_Check(o) ? '(' : '[') < 0 || kb_i64(k, n) < 0) return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-      if (walk(PySequence_Fast_GET_ITEM(o, i), k, tl, depth + 1) < 0) return -1;
+      if (walk(PySequence_Fast_GET_ITEM(o, i), k, tl, ids, depth + 1) < 0) return -1;
     return 0;
   }
   if (PyDict_Check(o)) {
@@ -173,12 +174,14 @@ static int walk(PyObject *o, kbuf *k, tensor_list *tl, int depth) {
     PyObject *key, *v;
     if (kb_byte(k, '{') < 0 || kb_i64(k, PyDict_Size(o)) < 0) return -1;
     while (PyDict_Next(o, &pos, &key, &v))
-      if (walk(key, k, tl, depth + 1) < 0 || walk(v, k, tl, depth + 1) < 0) return -1;
+      if (walk(key, k, tl, ids, depth + 1) < 0 || walk(v, k, tl, ids, depth + 1) < 0) return -1;
     return 0;
   }
   /* dtypes, devices, functions, ...: by identity (the entry keeps a reference to the object, so
    * its address cannot be reused while the entry lives). */
   uintptr_t id = (uintptr_t)o;
+  if (!*ids && !(*ids = PyList_New(0))) return -1;
+  if (PyList_Append(*ids, o) < 0) return -1;
   return kb_byte(k, 'o') < 0 ? -1 : kb_put(k, &id, sizeof id);
 }
 
@@ -766,6 +769,12 @@ static PyObject *run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
   th_tensor **outs = NULL;
   int nouts = 0, made = 0;
   if (!in) return PyErr_NoMemory();
+  int expected = nargs + (j->is_module ? (int)PyList_GET_SIZE(j->slots) : 0);
+  if (tl->n != expected) { /* cache="same input" with other inputs */
+    PyErr_Format(PyExc_ValueError, "thunder_c: this compiled program takes %d tensor arguments, got %d "
+                 "(with cache='same input' the inputs must keep their structure)", nargs, tl->n - (expected - nargs));
+    goto done;
+  }
   if (nargs + nparams + nl != nin) {
     PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: %d inputs expected, %d available", nin, nargs + nparams + nl);
     goto done;
@@ -862,9 +871,9 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   k.p = k.local;
   tensor_list tl = {.n = 0, .cap = 8};
   tl.t = tl.local;
-  PyObject *res = NULL;
+  PyObject *res = NULL, *ids = NULL;
   pyth_entry *e = NULL;
-  if (key_state(&k) < 0 || walk(args, &k, &tl, 0) < 0 || (kwargs && walk(kwargs, &k, &tl, 0) < 0)) goto done;
+  if (key_state(&k) < 0 || walk(args, &k, &tl, &ids, 0) < 0 || (kwargs && walk(kwargs, &k, &tl, &ids, 0) < 0)) goto done;
   if (j->is_module) {
     Py_ssize_t ns = PyList_GET_SIZE(j->slots);
     if (kb_byte(&k, 'P') < 0) goto done;
@@ -931,8 +940,8 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
       Py_DECREF(key);
       goto done;
     }
-    /* objects whose identity is in the key stay alive with the entry */
-    if (PyList_Append(e->pinned, args) < 0 || (kwargs && PyList_Append(e->pinned, kwargs) < 0) ||
+    /* objects whose identity is in the key stay alive with the entry (so their ids are not reused) */
+    if ((ids && PyList_Append(e->pinned, ids) < 0) ||
         (j->mode == CACHE_CONSTANT_VALUES && PyDict_SetItem(j->cache, key, (PyObject *)e) < 0)) {
       Py_DECREF(key);
       goto done;
@@ -943,6 +952,7 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   res = run_entry(j, e, &tl);
 done:
   Py_XDECREF(e);
+  Py_XDECREF(ids);
   tl_free(&tl);
   kb_free(&k);
   return res;
