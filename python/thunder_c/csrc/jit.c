@@ -704,6 +704,11 @@ static void capsule_destructor(PyObject *cap) {
 
 /* A torch tensor viewing th_tensor t (which keeps one reference for the capsule). */
 static PyObject *to_torch(th_tensor *t) {
+  th_dtype dt = th_tensor_dtype(t);
+  if (!pyth_T.dtypes[dt])
+    return PyErr_Format(PyExc_NotImplementedError,
+                        "thunder_c: an output has dtype %s, which this PyTorch (%s) cannot represent; convert it "
+                        "inside the function (e.g. .float())", th_dtype_name(dt), "no float8 dtypes"), NULL;
   DLManagedTensor *m = th_tensor_to_dlpack(t);
   if (!m) return pyth_raise(th_last_status());
   PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);

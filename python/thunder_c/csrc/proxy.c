@@ -398,6 +398,8 @@ static void note_views(pyth_tracer *tr, int na, const th_arg *a, const th_arg *o
 PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args,
                       PyObject *kwargs) {
   pyth_tracer *tr = pyth_active;
+  for (Py_ssize_t i = 0; !tr && i < PyTuple_GET_SIZE(args); i++)
+    if (Py_TYPE(PyTuple_GET_ITEM(args, i)) == &pyth_proxy_type) return proxy_value(PyTuple_GET_ITEM(args, i)), NULL;
   if (!tr)
     return PyErr_Format(PyExc_RuntimeError,
                         "%s can only be called inside a function compiled with thunder_c.jit", display), NULL;
@@ -679,6 +681,8 @@ static PyObject *func_display(PyObject *func) {
   PyObject *r = NULL;
   if (q && (!strncmp(q, "_TensorBase.", 12) || !strncmp(q, "Tensor.", 7))) {
     r = PyUnicode_FromFormat("torch.Tensor.%s", strchr(q, '.') + 1);
+  } else if (q && !strncmp(q, "_VariableFunctionsClass.", 24)) {
+    r = PyUnicode_FromFormat("torch.%s", q + 24);
   } else if (q && strstr(q, ".__get__")) {
     r = PyObject_Repr(func);
   } else {
