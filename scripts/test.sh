@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds thunder-c and runs the whole test suite: C unit tests (cmocka, CTest), the exhaustive dtype
-# sweeps, the Python tests (pytest against NumPy and PyTorch from Debian), then the C tests again
-# in an AddressSanitizer + UndefinedBehaviorSanitizer build. Warnings are errors.
+# sweeps, the Python tests (pytest against NumPy and PyTorch from Debian, including PyTorch's OpInfo
+# samples), then the C tests and the Python frontend's tests again in an AddressSanitizer +
+# UndefinedBehaviorSanitizer build. Warnings are errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -12,3 +13,4 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTHUNDER_WERROR=ON -DTHUNDER_SANITIZE=ON > /dev/null
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
+ctest --test-dir build-asan --output-on-failure -L asan

@@ -2,12 +2,14 @@
  *
  *   thunder run PROGRAM [--input NAME=FILE | --input FILE.safetensors]... [--random-inputs SEED]
  *               [--device cpu] [--executors blas,eager] [--output FILE] [--print-trace] [--quiet]
- *   thunder check PROGRAM
+ *               [--autocast bf16|f16]
+ *   thunder check PROGRAM [--autocast bf16|f16]
  *   thunder --help
  *
  * `run` parses and verifies the trace, binds each input (from a .npy file, a tensor of a .safetensors
  * file, or deterministic random values), compiles it for the CPU, runs it, prints summary statistics of
  * every output and optionally writes them (.npy: one output; .safetensors: all, named output0...).
+ * --autocast applies the autocast transform (th_transform_autocast) to the parsed trace first.
  * Input dtypes and shapes come from the trace's argument comments and are checked against the files.
  * Exit status: 0 success, 1 user error (one line on stderr naming file, line, op and argument),
  * 2 bad usage. Output files are written atomically: a failure never leaves a partial file. */
@@ -25,7 +27,8 @@
 
 static const char *usage_text =
     "usage: thunder run PROGRAM [options]   compile and run a trace on the CPU\n"
-    "       thunder check PROGRAM           parse, verify and print a trace\n"
+    "       thunder check PROGRAM [--autocast bf16|f16]\n"
+    "                                       parse, verify and print a trace\n"
     "       thunder --help                  this text\n"
     "\n"
     "PROGRAM is a tensor program in Lightning Thunder's printed trace format\n"
@@ -43,6 +46,11 @@ static const char *usage_text =
     "  --print-trace          also print the execution trace (torch-level ops decomposed into\n"
     "                         the prims the executors run) before running\n"
     "  --quiet                do not print the input trace and output statistics\n"
+    "\n"
+    "run and check options:\n"
+    "  --autocast bf16|f16    apply autocast first, as `torch.autocast` with that dtype: matmul,\n"
+    "                         linear, sdpa run in it; prod, cross_entropy, nll_loss, mse_loss in\n"
+    "                         float32; cat and stack take the widest input dtype (PyTorch's CPU lists)\n"
     "\n"
     "exit status: 0 success, 1 error in the program or its inputs, 2 bad usage\n";
 
@@ -291,7 +299,44 @@ static void print_stats(const char *label, const th_tensor *t) {
   printf("%s\n", n > 6 ? " ..." : "");
 }
 
-static int cmd_check(const char *prog) {
+/* --autocast VALUE: bf16/bfloat16 or f16/float16; false for anything else. */
+static bool parse_autocast(const char *v, th_dtype *dt) {
+  if (!strcmp(v, "bf16") || !strcmp(v, "bfloat16")) *dt = TH_BF16;
+  else if (!strcmp(v, "f16") || !strcmp(v, "float16")) *dt = TH_F16;
+  else return false;
+  return true;
+}
+
+/* Replaces *tr by its autocast trace; prints the error and returns false on failure. */
+static bool apply_autocast(const char *prog, th_trace **tr, th_dtype dt) {
+  th_trace *ac = NULL;
+  if (th_transform_autocast(*tr, dt, &ac) != TH_OK) return fail(prog), false;
+  th_trace_free(*tr);
+  *tr = ac;
+  return true;
+}
+
+static int cmd_check(int argc, char **argv) {
+  const char *prog = NULL;
+  bool autocast = false;
+  th_dtype ac_dtype = TH_BF16;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--autocast")) {
+      if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)) return usage_error("%s needs a value", a);
+      if (autocast) return usage_error("--autocast given twice%s", "");
+      if (!parse_autocast(argv[++i], &ac_dtype))
+        return usage_error("--autocast expects bf16 or f16, got '%s'", argv[i]);
+      autocast = true;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (!prog) {
+      prog = a;
+    } else {
+      return usage_error("check takes exactly one PROGRAM%s", "");
+    }
+  }
+  if (!prog) return usage_error("check takes exactly one PROGRAM%s", "");
   char *text = read_file(prog);
   if (!text) return 1;
   th_trace *tr = NULL;
@@ -299,6 +344,13 @@ static int cmd_check(const char *prog) {
   free(text);
   if (st != TH_OK) return fail("");
   st = th_trace_verify(tr);
+  if (st == TH_OK && autocast) {
+    if (!apply_autocast(prog, &tr, ac_dtype)) {
+      th_trace_free(tr);
+      return 1;
+    }
+    st = th_trace_verify(tr);
+  }
   if (st != TH_OK) {
     th_trace_free(tr);
     return fail(prog);
@@ -314,14 +366,15 @@ static int cmd_check(const char *prog) {
 
 static int cmd_run(int argc, char **argv) {
   const char *prog = NULL, *output = NULL, *executors = NULL;
-  bool has_seed = false, print_trace = false, quiet = false, device_cpu = false;
+  bool has_seed = false, print_trace = false, quiet = false, device_cpu = false, autocast = false;
+  th_dtype ac_dtype = TH_BF16;
   uint64_t seed = 0;
   binding binds[MAX_BINDINGS];
   int nbinds = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     bool needs_value = !strcmp(a, "--input") || !strcmp(a, "--random-inputs") || !strcmp(a, "--device") ||
-                       !strcmp(a, "--output") || !strcmp(a, "--executors");
+                       !strcmp(a, "--output") || !strcmp(a, "--executors") || !strcmp(a, "--autocast");
     if (needs_value && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) return usage_error("%s needs a value", a);
     if (!strcmp(a, "--input")) {
       const char *v = argv[++i];
@@ -362,6 +415,11 @@ static int cmd_run(int argc, char **argv) {
       executors = argv[++i];
       if (!*executors || strspn(executors, ",") == strlen(executors) || strstr(executors, ",,"))
         return usage_error("--executors expects a comma-separated list of executor names, got '%s'", executors);
+    } else if (!strcmp(a, "--autocast")) {
+      if (autocast) return usage_error("--autocast given twice%s", "");
+      if (!parse_autocast(argv[++i], &ac_dtype))
+        return usage_error("--autocast expects bf16 or f16, got '%s'", argv[i]);
+      autocast = true;
     } else if (!strcmp(a, "--print-trace")) {
       print_trace = true;
     } else if (!strcmp(a, "--quiet")) {
@@ -394,6 +452,7 @@ static int cmd_run(int argc, char **argv) {
     fail("");
     goto done;
   }
+  if (autocast && !apply_autocast(prog, &tr, ac_dtype)) goto done;
   inputs = calloc((size_t)th_trace_num_inputs(tr) + 1, sizeof *inputs);
   if (!inputs) {
     fprintf(stderr, "thunder: %s: out of memory\n", prog);
@@ -516,10 +575,7 @@ int main(int argc, char **argv) {
     fputs(usage_text, stdout);
     return 0;
   }
-  if (!strcmp(argv[1], "check")) {
-    if (argc != 3) return usage_error("check takes exactly one PROGRAM%s", "");
-    return cmd_check(argv[2]);
-  }
+  if (!strcmp(argv[1], "check")) return cmd_check(argc - 2, argv + 2);
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
   return usage_error("unknown command '%s'", argv[1]);
 }

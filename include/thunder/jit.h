@@ -39,8 +39,9 @@ typedef struct th_compile_options {
  * cpu"), an op no executor can run (TH_ERR_NOT_IMPLEMENTED). */
 th_status th_program_compile(const th_trace *tr, const th_compile_options *opts, th_program **out);
 
-/* The execution trace (claimed bsyms, provenance "Transform for execution"). Owned by the program
- * (NULL for a NULL program). */
+/* The execution trace: the "Transform for execution" trace (claimed bsyms) after Delete Last Used
+ * (th_transform_del_last_used: `del` lines after last uses; provenance "Delete Last Used"), as
+ * Thunder's final trace. Owned by the program (NULL for a NULL program). */
 const th_trace *th_program_trace(const th_program *p);
 
 /* Runs the program. inputs: one tensor per trace input, checked against the recorded dtype and shape

@@ -204,6 +204,31 @@ const char *th_op_schema(int i);
 /* Op i's TH_OPF_* flags (0 out of range). */
 unsigned th_op_flags(int i);
 
+/* ---- autocast regions ----------------------------------------------------------------------------
+ * `with torch.autocast(device_type, dtype, enabled):` around recording, as PyTorch AMP. Regions nest
+ * (a stack per trace). While one is active, th_trace_call applies the autocast rule of every op that
+ * has one as it records it at the top level: the op's tensor arguments are converted by top-level
+ * prims.convert_element_type bsyms recorded before it, then the op is recorded on the converted
+ * values (so `prims.linear(x, w, None)` on f32 x, w under a bfloat16 region records convert(x),
+ * convert(w) and a bfloat16 prims.linear). Policies, one per op, as PyTorch's CPU autocast lists:
+ *   lower precision (matmul, mm, bmm, linear, addmm, baddbmm, scaled_dot_product_attention,
+ *     prims.matmul, prims.linear): float16 / bfloat16 / float32 tensors -> the region's dtype;
+ *   float32 (prod, cross_entropy, nll_loss, mse_loss; in CUDA regions also exp, log, pow, sum,
+ *     softmax, log_softmax, layer_norm, ... as CUDA's list): float16 / bfloat16 tensors -> float32,
+ *     unless the call gives an explicit dtype;
+ *   promote (cat, stack): float16 / bfloat16 / float32 tensors -> the widest of their dtypes.
+ * float64, integer, bool and fp8 tensors and numbers are never converted. Which region applies to a
+ * call: the innermost region of the call's device type, which is cpu if any tensor argument is on
+ * the CPU, else cuda if any is on a CUDA device (tensors on another device type are left alone, so
+ * CPU tensors in a cuda region are not converted); an enabled=false region switches autocast off for
+ * its device type. Inside an op's decomposition nothing more is converted (its inputs already were).
+ * Errors (TH_ERR_VALUE): a NULL trace; device_type not TH_CPU / TH_CUDA ("User specified an
+ * unsupported autocast device_type 'meta'"); an enabled region whose dtype is not float16 or bfloat16
+ * ("autocast: `dtype` is expected to be either float16 or bfloat16, but float32"; a disabled region
+ * ignores its dtype); pop with no region open. */
+th_status th_trace_autocast_push(th_trace *tr, th_device_type device_type, th_dtype dtype, bool enabled);
+th_status th_trace_autocast_pop(th_trace *tr);
+
 #ifdef __cplusplus
 }
 #endif

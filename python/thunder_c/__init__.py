@@ -14,11 +14,12 @@ import torch as _torch
 from torch.overrides import TorchFunctionMode
 
 from . import _C
-from ._C import Trace, TensorProxy, cache_hits, cache_misses, trace_from_text
+from ._C import Trace, TensorProxy, autocast, cache_hits, cache_misses, trace_from_text
+from . import transforms
 from ._C import prims, torch  # the prims and torch-level (ltorch) ops, callable inside jitted code
 
-__all__ = ["jit", "last_traces", "cache_hits", "cache_misses", "trace_from_text", "Trace", "TensorProxy",
-           "prims", "torch", "dtypes", "ThunderModule"]
+__all__ = ["jit", "last_traces", "cache_hits", "cache_misses", "trace_from_text", "autocast", "transforms",
+           "Trace", "TensorProxy", "prims", "torch", "dtypes", "ThunderModule"]
 
 
 class _ThunderMode(TorchFunctionMode):
@@ -65,7 +66,8 @@ def jit(fn, executors=None, cache="constant values"):
 
 def last_traces(jfn):
     """The traces of the last call's compilation, in pipeline order: the initial trace, then one per
-    pass (Dead Code Elimination, Transform for execution). str(trace) prints it with subsymbols."""
+    pass (Dead Code Elimination, Common Subexpression Elimination, Delete Last Used — the execution
+    trace). str(trace) prints it with subsymbols."""
     return _C.last_traces(jfn)
 
 

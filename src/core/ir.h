@@ -33,8 +33,9 @@ enum {
   TH_TAG_FP8_OK = 1u << 11,   /* accepts fp8 tensors (conversion, data movement, layout, scaled mm) */
   /* autocast policy, as PyTorch AMP's lists */
   TH_TAG_AC_LOWER = 1u << 16,   /* runs in the autocast dtype (matmul, linear, conv, sdpa) */
-  TH_TAG_AC_FP32 = 1u << 17,    /* runs in float32 under autocast */
+  TH_TAG_AC_FP32 = 1u << 17,    /* runs in float32 under autocast (PyTorch's CPU fp32 list; CUDA's too) */
   TH_TAG_AC_PROMOTE = 1u << 18, /* takes the widest floating input dtype */
+  TH_TAG_AC_FP32_CUDA = 1u << 19, /* runs in float32 under CUDA autocast only (PyTorch's CUDA-only fp32 list) */
 };
 
 /* ---- values (proxies) ---------------------------------------------------------------------------- */
@@ -101,6 +102,21 @@ typedef struct th_symbol th_symbol;
  * th_value_new_tensor; a decomposition calls other ops with th_call and returns their outputs. */
 typedef th_status (*th_impl_fn)(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out);
 
+/* An autocast rule (transforms/autocast.c; reference §5). While an autocast region is active
+ * (th_trace_autocast_push), recording a symbol that has a rule at the trace's top level first calls
+ * the rule with the symbol's bound arguments (one per schema parameter, defaults filled in; writable),
+ * the region's dtype and its device type (only tensors on that device type are to be touched). The
+ * rule records what it needs at the top level (typically prims.convert_element_type of some tensor
+ * arguments, th_autocast_cast) and replaces those arguments with the results; the symbol is then
+ * recorded with the rewritten arguments. Autocast is suspended while the rule runs (its own calls are
+ * not cast again) and inside every decomposition (the outer op's inputs are cast already). If the rule
+ * or the op fails, everything the rule recorded is dropped (nothing is recorded on error).
+ * A symbol's rule is its `autocast` field when set, else the built-in rule of its TH_TAG_AC_* tag
+ * (th_autocast_rule): an op registered later (a user-defined executor's symbol) carries its own rule
+ * by setting `autocast`, and may reuse th_autocast_rule_lower / _fp32 / _promote. */
+typedef th_status (*th_autocast_fn)(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                                    th_device_type device_type);
+
 struct th_symbol {
   th_op_id id;
   const char *module;   /* "prims", "ltorch", or NULL for dynamic symbols (printed bare: fusion0) */
@@ -114,6 +130,7 @@ struct th_symbol {
   const char *cexpr;    /* prims: scalar C template for the fuser, or NULL */
   const char *aliases;  /* torch-level: '|'-separated names the parser maps here ("torch.add|Tensor.add") */
   th_schema schema;     /* parsed from schema_text on first use */
+  th_autocast_fn autocast; /* its own autocast rule, or NULL: the rule of its TH_TAG_AC_* tag, if any */
 };
 
 /* The descriptor of a built-in op (schema parsed). NULL for TH_OP_COUNT and beyond. */
@@ -155,7 +172,17 @@ struct th_trace {
   bool has_return;
   int nfusions;    /* fusion region counter for names fusion0, fusion1, ... */
   const char *cur_op; /* the op whose meta/decomposition is running (error prefix), or NULL */
+  th_vec autocast;    /* th_autocast_region*: the autocast region stack, innermost last (entries past n
+                         are popped ones, reused by the next push) */
+  bool autocast_busy; /* an autocast rule is running: its own calls are not cast again */
 };
+
+/* One autocast region (th_trace_autocast_push). */
+typedef struct th_autocast_region {
+  th_device_type device_type; /* TH_CPU or TH_CUDA */
+  th_dtype dtype;             /* TH_F16 or TH_BF16 (when enabled) */
+  bool enabled;               /* false: a `torch.autocast(..., enabled=False)` region */
+} th_autocast_region;
 
 /* A new empty trace in the same compilation as `like` (shares its session: ids and names). */
 th_trace *th_trace_derive(const th_trace *like, const char *fn_name);
@@ -214,6 +241,26 @@ th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst);
 /* Calls fn on every value in an arg (recursively through sequences). */
 void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx);
 
+
+/* ---- autocast (transforms/autocast.c) ---------------------------------------------------------------
+ * The rule recording applies to `sym` (see th_autocast_fn): sym->autocast, else the built-in rule when
+ * sym has a TH_TAG_AC_* tag, else NULL. The built-in rules, PyTorch AMP's policies:
+ *   lower:   float16 / bfloat16 / float32 tensors -> the autocast dtype (TH_TAG_AC_LOWER);
+ *   fp32:    float16 / bfloat16 tensors -> float32, unless an explicit `dtype` argument is given
+ *            (TH_TAG_AC_FP32; TH_TAG_AC_FP32_CUDA in CUDA regions only);
+ *   promote: float16 / bfloat16 / float32 tensors -> the widest of their dtypes (TH_TAG_AC_PROMOTE).
+ * float64, integer, bool and fp8 tensors, numbers and tensors on another device type are left alone. */
+th_autocast_fn th_autocast_rule(const th_symbol *sym);
+th_status th_autocast_rule_lower(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                                 th_device_type device_type);
+th_status th_autocast_rule_fp32(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                                th_device_type device_type);
+th_status th_autocast_rule_promote(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                                   th_device_type device_type);
+/* Replaces every tensor in *a (a value, or a tuple/list of them, copied) that is on device_type and
+ * whose dtype is in `from` (a bit set of 1u << th_dtype) and differs from `to` by a top-level
+ * prims.convert_element_type(t, to). */
+th_status th_autocast_cast(th_trace *tr, th_arg *a, th_device_type device_type, unsigned from, th_dtype to);
 
 /* "cpu f32[2, 2]" / "int 4" / "float 3.0" / "bool True" — Thunder's type string. */
 void th_value_type_string(const th_value *v, char *buf, size_t n);

@@ -701,6 +701,64 @@ th_status th_symbol_infer(th_trace *tr, const th_symbol *sym, const th_arg *boun
   return st;
 }
 
+/* ---- autocast regions ------------------------------------------------------------------------------ */
+
+th_status th_trace_autocast_push(th_trace *tr, th_device_type device_type, th_dtype dtype, bool enabled) {
+  if (!tr) return th_error(TH_ERR_VALUE, "th_trace_autocast_push: the trace is NULL");
+  if (device_type != TH_CPU && device_type != TH_CUDA)
+    return th_error(TH_ERR_VALUE, "User specified an unsupported autocast device_type '%s'",
+                    device_type == TH_META ? "meta" : "?");
+  if (enabled && dtype != TH_F16 && dtype != TH_BF16)
+    return th_error(TH_ERR_VALUE, "autocast: `dtype` is expected to be either float16 or bfloat16, but %s",
+                    (unsigned)dtype < TH_DTYPE_COUNT ? th_dtype_name(dtype) : "an invalid dtype");
+  th_autocast_region *r;
+  if (tr->autocast.n < tr->autocast.cap && tr->autocast.items[tr->autocast.n]) {
+    r = tr->autocast.items[tr->autocast.n++]; /* reuse a popped entry */
+  } else {
+    r = th_arena_alloc(tr->arena, sizeof *r);
+    if (!r) return TH_ERR_NOMEM;
+    TH_TRY(th_vec_push(tr->arena, &tr->autocast, r));
+  }
+  r->device_type = device_type;
+  r->dtype = enabled ? dtype : TH_F32;
+  r->enabled = enabled;
+  return TH_OK;
+}
+
+th_status th_trace_autocast_pop(th_trace *tr) {
+  if (!tr) return th_error(TH_ERR_VALUE, "th_trace_autocast_pop: the trace is NULL");
+  if (tr->autocast.n == 0)
+    return th_error(TH_ERR_VALUE, "th_trace_autocast_pop: no autocast region is open");
+  tr->autocast.n--;
+  return TH_OK;
+}
+
+static void note_device(th_value *v, void *ctx) {
+  unsigned *seen = ctx;
+  if (v->is_tensor) *seen |= 1u << v->device.type;
+}
+
+/* The autocast rule and region that apply to recording sym on `bound` now (see trace.h): false if none. */
+static bool autocast_for(const th_trace *tr, const th_symbol *sym, const th_arg *bound, th_autocast_fn *rule,
+                         th_dtype *dtype, th_device_type *dev) {
+  if (tr->autocast.n == 0 || tr->autocast_busy || tr->verify_mode || tr->scope != &tr->bsyms) return false;
+  if (!(*rule = th_autocast_rule(sym))) return false;
+  unsigned seen = 0;
+  for (int i = 0; i < sym->schema.nparams; i++) th_arg_foreach_value(&bound[i], note_device, &seen);
+  if (seen & (1u << TH_CPU)) *dev = TH_CPU;
+  else if (seen & (1u << TH_CUDA)) *dev = TH_CUDA;
+  else return false;
+  for (int i = tr->autocast.n - 1; i >= 0; i--) {
+    const th_autocast_region *r = tr->autocast.items[i];
+    if (r->device_type != *dev) continue;
+    *dtype = r->dtype;
+    return r->enabled;
+  }
+  return false;
+}
+
+static th_status call_bound(th_trace *tr, const th_symbol *sym, th_arg *bound, th_arg *out);
+
 th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg *args, int nkw,
                      const char *const *kwnames, const th_arg *kwargs, th_arg *out) {
   if (sym->id == TH_OP_DYNAMIC)
@@ -710,6 +768,22 @@ th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg
                     sym->qualname);
   th_arg *bound;
   TH_TRY(th_schema_bind(tr, sym, nargs, args, nkw, kwnames, kwargs, &bound));
+  th_autocast_fn rule;
+  th_dtype ac_dtype;
+  th_device_type ac_dev;
+  if (!autocast_for(tr, sym, bound, &rule, &ac_dtype, &ac_dev)) return call_bound(tr, sym, bound, out);
+  /* autocast: the rule's converts go to the top level before the op; dropped again if anything fails */
+  int mark = tr->bsyms.n;
+  tr->autocast_busy = true;
+  th_status st = rule(tr, sym, bound, ac_dtype, ac_dev);
+  tr->autocast_busy = false;
+  if (st == TH_OK) st = call_bound(tr, sym, bound, out);
+  if (st != TH_OK) tr->bsyms.n = mark;
+  return st;
+}
+
+/* Records sym on its bound arguments (th_call_kw after binding and autocast). */
+static th_status call_bound(th_trace *tr, const th_symbol *sym, th_arg *bound, th_arg *out) {
   th_arg result = th_arg_none();
   th_vec subs = {0};
   const char *saved_op = tr->cur_op;

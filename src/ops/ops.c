@@ -12,9 +12,9 @@
 
 static th_symbol table[TH_OP_COUNT + 1] = {
 #define TH_PRIM(nm, sch, tg, mt, cx) \
-  {TH_OP_prims_##nm, "prims", #nm, "prims." #nm, sch, tg, true, mt, NULL, cx, NULL, {0, NULL, TH_RT_NONE, 0}},
+  {TH_OP_prims_##nm, "prims", #nm, "prims." #nm, sch, tg, true, mt, NULL, cx, NULL, {0, NULL, TH_RT_NONE, 0}, NULL},
 #define TH_TORCH(nm, sch, tg, dc, al) \
-  {TH_OP_ltorch_##nm, "ltorch", #nm, "ltorch." #nm, sch, tg, false, NULL, dc, NULL, al, {0, NULL, TH_RT_NONE, 0}},
+  {TH_OP_ltorch_##nm, "ltorch", #nm, "ltorch." #nm, sch, tg, false, NULL, dc, NULL, al, {0, NULL, TH_RT_NONE, 0}, NULL},
 #include "ops/ops.def"
 #undef TH_PRIM
 #undef TH_TORCH

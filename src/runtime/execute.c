@@ -2,7 +2,8 @@
  * environment kernels see (executors/kernel.h).
  *
  * Compile: verify the trace, check its devices, run the execution transform (every bsym claimed by an
- * executor), then lay the execution trace out flat:
+ * executor) and Delete Last Used (the execution trace gets Thunder's `del` lines; they are utility
+ * bsyms, not steps), then lay the execution trace out flat:
  *   - every value met at the top level gets a slot; slot_of[value id] -> slot index (ids are dense
  *     within a compilation, so this is one array);
  *   - one step per claimed bsym: its kernel, the bsym, the output slots the kernel must fill, and the
@@ -23,6 +24,7 @@
 #include "thunder/jit.h"
 #include "executors/passes.h"
 #include "runtime/program.h"
+#include "transforms/transforms.h"
 
 /* Exported for the unit test (known-answer vectors); the generator behind th_rt_random4. */
 void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
@@ -592,7 +594,15 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
   p->seed = o->seed;
   th_status st = TH_ERR_NOMEM;
   if (!(p->arena = th_arena_new())) goto fail;
-  if ((st = th_transform_for_execution(tr, execs, nexecs, &p->trace)) != TH_OK) goto fail;
+  {
+    /* the execution trace, then Delete Last Used (as Thunder's pipeline ends): the program runs the
+     * del trace, whose dels are utility bsyms (no steps); releases come from the slot analysis */
+    th_trace *et = NULL;
+    st = th_transform_for_execution(tr, execs, nexecs, &et);
+    if (st == TH_OK) st = th_del_last_used(et, &p->trace);
+    th_trace_free(et);
+    if (st != TH_OK) goto fail;
+  }
 #ifndef NDEBUG
   if ((st = th_trace_verify(p->trace)) != TH_OK) {
     char msg[1024];

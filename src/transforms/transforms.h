@@ -34,4 +34,30 @@ th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, 
  * N = (long)(th_pass_clock_ms() - start), floored as Thunder does. */
 double th_pass_clock_ms(void);
 
+/* ---- autocast.c ----------------------------------------------------------------------------------
+ * Autocast as a function transform (thunder/transform.h th_transform_autocast): a new trace into which
+ * every top-level bsym is recorded again under a CPU and a CUDA autocast region of `dtype` (f16/bf16,
+ * else TH_ERR_VALUE); the rules themselves are declared in core/ir.h (th_autocast_rule). *out:
+ * provenance "Autocast (took N milliseconds)". */
+th_status th_autocast(const th_trace *tr, th_dtype dtype, th_trace **out);
+
+/* ---- cse.c ---------------------------------------------------------------------------------------
+ * Common Subexpression Elimination (Thunder's cse): a forward walk keys each top-level bsym by
+ * (symbol, arguments after rewriting earlier redundant outputs, keyword arguments, executor); a bsym
+ * whose key was seen is dropped and its outputs map to the first occurrence's, and every later use
+ * (arguments, subsymbols, the return) is rewritten. Only pure bsyms merge: never RANDOM, IN_PLACE,
+ * DONT_DCE (recursively through subsymbols), UTILITY, dynamic symbols or
+ * ltorch.scaled_dot_product_attention. Constants compare by kind and value (floats bitwise), values
+ * by id. A del drops values that were merged away or merged into; then DCE runs in place.
+ * *out: provenance "Common Subexpression Elimination (took N milliseconds)". */
+th_status th_cse(const th_trace *tr, th_trace **out);
+
+/* ---- del_last_used.c -----------------------------------------------------------------------------
+ * Delete Last Used (Thunder's del_last_used): old dels are dropped; after each top-level bsym before
+ * the return (comments excepted), one `del` (python_del, one TUPLE arg) of the values whose last use
+ * it is, its outputs then its arguments, in flattened order; values reachable from the return (or
+ * used after it) are never deleted; inputs nobody uses get one del each before the first bsym.
+ * *out: provenance "Delete Last Used (took N milliseconds)". */
+th_status th_del_last_used(const th_trace *tr, th_trace **out);
+
 #endif

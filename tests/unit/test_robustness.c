@@ -379,7 +379,7 @@ static void test_api_null_and_malformed(void **state) {
   EXPECT_ERR(th_trace_call(tr, "ltorch.add", 2, a2, 1, nullname, &one, &out), TH_ERR_VALUE, "keyword name 0 is NULL");
   th_arg nv = th_arg_value(NULL);
   EXPECT_ERR(th_trace_call(tr, "ltorch.neg", 1, &nv, 0, NULL, NULL, &out), TH_ERR_VALUE,
-             "ltorch.neg: argument 'a': expected a value, but got a NULL th_value");
+             "ltorch.neg: argument 'input': expected a value, but got a NULL th_value");
   const char *approx[1] = {"approximate"};
   th_arg ns = th_arg_str(NULL);
   EXPECT_ERR(th_trace_call(tr, "ltorch.gelu", 1, &ax, 1, approx, &ns, &out), TH_ERR_VALUE, "NULL pointer");
@@ -400,7 +400,7 @@ static void test_api_null_and_malformed(void **state) {
   th_arg ay = th_arg_value(y);
   EXPECT_ERR(callv(tr, "ltorch.neg", 1, &ay, &out), TH_ERR_VALUE, "value y belongs to another trace");
   th_arg mixed[2] = {ax, ay};
-  EXPECT_ERR(callv(tr, "ltorch.add", 2, mixed, &out), TH_ERR_VALUE, "ltorch.add: argument 'b': value y belongs to another trace");
+  EXPECT_ERR(callv(tr, "ltorch.add", 2, mixed, &out), TH_ERR_VALUE, "ltorch.add: argument 'other': value y belongs to another trace");
   EXPECT_ERR(th_trace_set_return(tr, th_arg_tuple(2, mixed)), TH_ERR_VALUE, "value y belongs to another trace");
   assert_int_equal(th_trace_num_bsyms(tr), 0);
   EXPECT_ERR(th_trace_set_return(NULL, ax), TH_ERR_VALUE, "the trace is NULL");

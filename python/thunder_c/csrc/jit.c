@@ -17,7 +17,7 @@
 
 static PyObject *mode_class; /* thunder_c._ThunderMode, set by _set_mode_class */
 static unsigned long epoch_counter;
-static PyObject *s_requires_grad, *s_detach, *s_training, *s_parameters, *s_buffers, *s_enter, *s_exit;
+static PyObject *s_requires_grad, *s_detach, *s_dtype, *s_view, *s_training, *s_parameters, *s_buffers, *s_enter, *s_exit;
 
 /* ---- growable byte buffer for keys -------------------------------------------------------------- */
 
@@ -66,6 +66,38 @@ static void tl_free(tensor_list *l) {
   if (l->t != l->local) PyMem_Free(l->t);
 }
 
+/* Exports torch tensor t by DLPack: a new capsule and its managed tensor. A tensor that requires grad
+ * is exported detached (no autograd graph is recorded). PyTorch 1.13 cannot export bool tensors, so a
+ * bool tensor goes out as its uint8 view (zero copy) relabelled with DLPack's bool code. */
+static int export_tensor(PyObject *t, bool *requires_grad, PyObject **capsule, DLManagedTensor **managed) {
+  PyObject *rg = PyObject_GetAttr(t, s_requires_grad);
+  if (!rg) return -1;
+  bool req = rg == Py_True;
+  Py_DECREF(rg);
+  PyObject *src = req ? PyObject_CallMethodNoArgs(t, s_detach) : Py_NewRef(t);
+  if (!src) return -1;
+  PyObject *dt = PyObject_GetAttr(src, s_dtype);
+  bool is_bool = dt && dt == pyth_T.dtypes[TH_BOOL];
+  Py_XDECREF(dt);
+  if (!dt) return Py_DECREF(src), -1;
+  if (is_bool) {
+    PyObject *u8 = PyObject_CallMethodOneArg(src, s_view, pyth_T.dtypes[TH_U8]);
+    Py_DECREF(src);
+    if (!u8) return -1;
+    src = u8;
+  }
+  PyObject *cap = PyObject_CallOneArg(pyth_T.to_dlpack, src);
+  Py_DECREF(src);
+  if (!cap) return -1;
+  DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+  if (!m) return Py_DECREF(cap), -1;
+  if (is_bool) m->dl_tensor.dtype.code = 6; /* kDLBool (DLPack >= 0.8) */
+  if (requires_grad) *requires_grad = req;
+  *capsule = cap;
+  *managed = m;
+  return 0;
+}
+
 /* Exports tensor t by DLPack and appends it. */
 static int tl_add(tensor_list *l, PyObject *t) {
   if (l->n == l->cap) {
@@ -76,17 +108,10 @@ static int tl_add(tensor_list *l, PyObject *t) {
     l->t = q;
     l->cap = cap;
   }
-  PyObject *rg = PyObject_GetAttr(t, s_requires_grad);
-  if (!rg) return -1;
-  bool req = rg == Py_True;
-  Py_DECREF(rg);
-  PyObject *src = req ? PyObject_CallMethodNoArgs(t, s_detach) : Py_NewRef(t);
-  if (!src) return -1;
-  PyObject *cap = PyObject_CallOneArg(pyth_T.to_dlpack, src);
-  Py_DECREF(src);
-  if (!cap) return -1;
-  DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
-  if (!m) return Py_DECREF(cap), -1;
+  bool req;
+  PyObject *cap;
+  DLManagedTensor *m;
+  if (export_tensor(t, &req, &cap, &m) < 0) return -1;
   l->t[l->n++] = (call_tensor){t, cap, m, req};
   return 0;
 }
@@ -135,6 +160,10 @@ static int key_aliasing(kbuf *k, const tensor_list *l) {
   }
   return 0;
 }
+
+static int walk(PyObject *o, kbuf *k, tensor_list *tl, PyObject **ids, int depth);
+/* A None, bool, float or str into the key (as walk() writes it). */
+static int walk_scalar(kbuf *k, PyObject *o) { return walk(o, k, NULL, NULL, 0); }
 
 /* Flattens one argument into the key and the tensor list. Objects keyed by identity are appended to
  * *ids (a list made on first use) so that a new entry can keep them alive. */
@@ -185,6 +214,47 @@ static int walk(PyObject *o, kbuf *k, tensor_list *tl, PyObject **ids, int depth
   return kb_byte(k, 'o') < 0 ? -1 : kb_put(k, &id, sizeof id);
 }
 
+/* ---- what the function reads besides its arguments ---------------------------------------------------
+ * A trace bakes in what the function read at trace time: tensors it captured (closure cells, globals,
+ * plain module attributes) by identity, and numbers and strings by value. The key guards them, so
+ * rebinding a closure variable, a global or a module attribute to another tensor or number retraces.
+ * Other objects (functions, modules) are not guarded. */
+static int key_capture(kbuf *k, PyObject *o) {
+  if (PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.tensor_type)) {
+    uintptr_t id = (uintptr_t)o;
+    return kb_byte(k, 'c') < 0 ? -1 : kb_put(k, &id, sizeof id);
+  }
+  if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_Check(o)) {
+    if (PyLong_CheckExact(o)) { /* big ints: by their hash (no overflow error for a guard) */
+      Py_hash_t h = PyObject_Hash(o);
+      return kb_byte(k, 'h') < 0 ? -1 : kb_put(k, &h, sizeof h);
+    }
+    return walk_scalar(k, o);
+  }
+  return kb_byte(k, '-');
+}
+
+static int key_function_reads(kbuf *k, PyObject *fn) {
+  if (!fn || !PyFunction_Check(fn)) return 0;
+  PyObject *closure = PyFunction_GET_CLOSURE(fn);
+  if (kb_byte(k, 'F') < 0) return -1;
+  for (Py_ssize_t i = 0; closure && i < PyTuple_GET_SIZE(closure); i++) {
+    PyObject *v = PyCell_GET(PyTuple_GET_ITEM(closure, i));
+    if (v && key_capture(k, v) < 0) return -1;
+  }
+  PyObject *globals = PyFunction_GET_GLOBALS(fn);
+  PyObject *names = ((PyCodeObject *)PyFunction_GET_CODE(fn))->co_names;
+  for (Py_ssize_t i = 0; globals && names && i < PyTuple_GET_SIZE(names); i++) {
+    PyObject *v = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(names, i));
+    if (v) {
+      if (key_capture(k, v) < 0) return -1;
+    } else if (PyErr_Occurred()) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* ---- cache entries ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -228,6 +298,8 @@ typedef struct {
   PyObject *slots;     /* modules: list of (owner dict, key, qualified name) per parameter/buffer */
   PyObject *submodules; /* modules: list of submodules (their `training` flags are in the key) */
   PyObject *arg_names; /* list of parameter names of fn (for input names), may be empty */
+  PyObject *code_fn;   /* the Python function whose closure and globals are guarded, or NULL */
+  PyObject *attr_slots; /* modules: list of (submodule __dict__, name) of plain tensor/number attributes */
   PyObject *cache;     /* dict: key bytes -> entry */
   PyObject *last;      /* the entry of the last call */
   cache_mode mode;
@@ -246,6 +318,8 @@ static void jit_dealloc(PyObject *o) {
   Py_XDECREF(j->slots);
   Py_XDECREF(j->submodules);
   Py_XDECREF(j->arg_names);
+  Py_XDECREF(j->code_fn);
+  Py_XDECREF(j->attr_slots);
   Py_XDECREF(j->cache);
   Py_XDECREF(j->last);
   Py_XDECREF(j->executor_names);
@@ -258,6 +332,8 @@ static int jit_traverse(PyObject *o, visitproc visit, void *arg) {
   Py_VISIT(j->fn);
   Py_VISIT(j->slots);
   Py_VISIT(j->submodules);
+  Py_VISIT(j->code_fn);
+  Py_VISIT(j->attr_slots);
   Py_VISIT(j->cache);
   Py_VISIT(j->last);
   return 0;
@@ -268,6 +344,8 @@ static int jit_clear(PyObject *o) {
   Py_CLEAR(j->fn);
   Py_CLEAR(j->slots);
   Py_CLEAR(j->submodules);
+  Py_CLEAR(j->code_fn);
+  Py_CLEAR(j->attr_slots);
   Py_CLEAR(j->cache);
   Py_CLEAR(j->last);
   return 0;
@@ -302,7 +380,8 @@ static PyObject *param_names(PyObject *fn, bool skip_self) {
 static int collect_slots(pyth_jit *j) {
   j->slots = PyList_New(0);
   j->submodules = PyList_New(0);
-  if (!j->slots || !j->submodules) return -1;
+  j->attr_slots = PyList_New(0);
+  if (!j->slots || !j->submodules || !j->attr_slots) return -1;
   PyObject *it = PyObject_CallMethod(j->fn, "named_modules", NULL);
   if (!it) return -1;
   PyObject *iter = PyObject_GetIter(it);
@@ -332,6 +411,24 @@ static int collect_slots(pyth_jit *j) {
     }
     Py_XDECREF(dicts[0]);
     Py_XDECREF(dicts[1]);
+    /* plain attributes a forward may read: tensors (captured) and numbers/strings (baked in) */
+    PyObject *md = rc ? NULL : PyObject_GenericGetDict(mod, NULL);
+    if (md && PyDict_Check(md)) {
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (rc == 0 && PyDict_Next(md, &pos, &k, &v)) {
+        const char *ks = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+        if (!ks || ks[0] == '_' || !strcmp(ks, "training")) continue;
+        bool keep = PyObject_TypeCheck(v, (PyTypeObject *)pyth_T.tensor_type) || PyBool_Check(v) ||
+                    PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_Check(v);
+        if (!keep) continue;
+        PyObject *slot = PyTuple_Pack(2, md, k);
+        if (!slot || PyList_Append(j->attr_slots, slot) < 0) rc = -1;
+        Py_XDECREF(slot);
+      }
+    }
+    Py_XDECREF(md);
+    PyErr_Clear();
     Py_DECREF(pair);
   }
   Py_DECREF(iter);
@@ -627,22 +724,26 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     }
   }
   pyth_active = prev;
+  pyth_autocast_clear(&c.tr);
 
-  /* the pipeline: DCE, then the execution passes */
+  /* the pipeline: DCE, CSE, then the execution passes (which end with Delete Last Used) */
   th_status st = th_trace_verify(initial);
-  th_trace *dce = NULL;
+  th_trace *dce = NULL, *cse = NULL;
   if (st == TH_OK) st = th_transform_dce(initial, &dce);
+  if (st == TH_OK) st = th_transform_cse(dce, &cse);
   if (st != TH_OK) {
+    th_trace_free(dce);
     pyth_raise(st);
     goto trace_fail;
   }
   e->traces[e->ntraces++] = initial;
   initial = NULL;
   e->traces[e->ntraces++] = dce;
+  e->traces[e->ntraces++] = cse;
   th_compile_options o = {0};
   o.executors = j->executors;
   o.nexecutors = j->nexecutors;
-  if ((st = th_program_compile(dce, &o, &e->prog)) != TH_OK) {
+  if ((st = th_program_compile(cse, &o, &e->prog)) != TH_OK) {
     pyth_raise(st);
     goto trace_fail;
   }
@@ -652,6 +753,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
 
 trace_fail:
   pyth_active = prev;
+  pyth_autocast_clear(&c.tr);
   if (entered) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
@@ -711,6 +813,7 @@ static PyObject *to_torch(th_tensor *t) {
                         "inside the function (e.g. .float())", th_dtype_name(dt), "no float8 dtypes"), NULL;
   DLManagedTensor *m = th_tensor_to_dlpack(t);
   if (!m) return pyth_raise(th_last_status());
+  if (dt == TH_BOOL) m->dl_tensor.dtype.code = kDLUInt; /* PyTorch 1.13 has no DLPack bool: see export_tensor */
   PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
   if (!cap) {
     m->deleter(m);
@@ -718,6 +821,7 @@ static PyObject *to_torch(th_tensor *t) {
   }
   PyObject *r = PyObject_CallOneArg(pyth_T.from_dlpack, cap);
   Py_DECREF(cap);
+  if (r && dt == TH_BOOL) Py_SETREF(r, PyObject_CallMethodOneArg(r, s_view, pyth_T.dtypes[TH_BOOL]));
   return r;
 }
 
@@ -813,14 +917,10 @@ static PyObject *run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
   if (nl) {
     extra_caps = PyList_New(0);
     for (int i = 0; extra_caps && i < nl; i++) {
-      PyObject *t = PyList_GET_ITEM(e->lifted, i);
-      PyObject *rg = PyObject_GetAttr(t, s_requires_grad);
-      PyObject *src = rg == Py_True ? PyObject_CallMethodNoArgs(t, s_detach) : Py_NewRef(t);
-      Py_XDECREF(rg);
-      PyObject *cap = src ? PyObject_CallOneArg(pyth_T.to_dlpack, src) : NULL;
-      Py_XDECREF(src);
-      DLManagedTensor *m = cap ? PyCapsule_GetPointer(cap, "dltensor") : NULL;
-      th_tensor *tt = m ? th_tensor_from_dlpack(m) : NULL;
+      PyObject *cap = NULL;
+      DLManagedTensor *m = NULL;
+      if (export_tensor(PyList_GET_ITEM(e->lifted, i), NULL, &cap, &m) < 0) goto done;
+      th_tensor *tt = th_tensor_from_dlpack(m);
       if (!tt) {
         if (m) pyth_raise(th_last_status());
         Py_XDECREF(cap);
@@ -878,7 +978,15 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   tl.t = tl.local;
   PyObject *res = NULL, *ids = NULL;
   pyth_entry *e = NULL;
-  if (key_state(&k) < 0 || walk(args, &k, &tl, &ids, 0) < 0 || (kwargs && walk(kwargs, &k, &tl, &ids, 0) < 0)) goto done;
+  if (key_state(&k) < 0 || walk(args, &k, &tl, &ids, 0) < 0 || (kwargs && walk(kwargs, &k, &tl, &ids, 0) < 0) ||
+      key_function_reads(&k, j->code_fn) < 0)
+    goto done;
+  for (Py_ssize_t s = 0; j->attr_slots && s < PyList_GET_SIZE(j->attr_slots); s++) {
+    PyObject *slot = PyList_GET_ITEM(j->attr_slots, s);
+    PyObject *v = PyDict_GetItemWithError(PyTuple_GET_ITEM(slot, 0), PyTuple_GET_ITEM(slot, 1));
+    if (!v && PyErr_Occurred()) goto done;
+    if (v ? key_capture(&k, v) < 0 : kb_byte(&k, '-') < 0) goto done;
+  }
   if (j->is_module) {
     Py_ssize_t ns = PyList_GET_SIZE(j->slots);
     if (kb_byte(&k, 'P') < 0) goto done;
@@ -1024,9 +1132,14 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (collect_slots(j) < 0) goto fail;
     PyObject *fwd = PyObject_GetAttrString(fn, "forward");
     j->arg_names = fwd ? param_names(fwd, true) : NULL;
+    if (fwd && PyMethod_Check(fwd)) j->code_fn = Py_NewRef(PyMethod_GET_FUNCTION(fwd));
     Py_XDECREF(fwd);
   } else {
-    j->arg_names = is_trace ? PyList_New(0) : param_names(fn, false);
+    PyObject *inner = pyth_autocast_inner(fn); /* jit(autocast(f)): inputs named after f's parameters */
+    PyObject *f = inner ? inner : fn;
+    j->arg_names = is_trace ? PyList_New(0) : param_names(f, false);
+    if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
+    if (!is_trace && PyFunction_Check(f)) j->code_fn = Py_NewRef(f);
   }
   if (!j->arg_names) goto fail;
   return (PyObject *)j;
@@ -1118,7 +1231,7 @@ static PyObject *m_set_mode_class(PyObject *self, PyObject *cls) {
 static PyMethodDef jit_functions[] = {
     {"last_traces", m_last_traces, METH_O,
      "last_traces(jfn) -> list of Trace: the traces of the last call's compilation, in pipeline order "
-     "(initial, Dead Code Elimination, Transform for execution)."},
+     "(initial, Dead Code Elimination, Common Subexpression Elimination, Delete Last Used)."},
     {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
     {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
     {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},
@@ -1127,7 +1240,8 @@ static PyMethodDef jit_functions[] = {
 
 int pyth_jit_ready(PyObject *m) {
   if (PyType_Ready(&pyth_jit_type) < 0 || PyType_Ready(&entry_type) < 0) return -1;
-  if (!(s_requires_grad = PyUnicode_InternFromString("requires_grad")) || !(s_detach = PyUnicode_InternFromString("detach")) ||
+  if (!(s_dtype = PyUnicode_InternFromString("dtype")) || !(s_view = PyUnicode_InternFromString("view")) ||
+      !(s_requires_grad = PyUnicode_InternFromString("requires_grad")) || !(s_detach = PyUnicode_InternFromString("detach")) ||
       !(s_training = PyUnicode_InternFromString("training")) || !(s_parameters = PyUnicode_InternFromString("_parameters")) ||
       !(s_buffers = PyUnicode_InternFromString("_buffers")) || !(s_enter = PyUnicode_InternFromString("__enter__")) ||
       !(s_exit = PyUnicode_InternFromString("__exit__")))

@@ -260,6 +260,12 @@ static int init_torch(void) {
       PyErr_Clear();
     }
   }
+  pyth_T.return_types = PyObject_GetAttrString(pyth_T.torch, "return_types");
+  PyErr_Clear();
+  pyth_T.memory_format_type = PyObject_GetAttrString(pyth_T.torch, "memory_format");
+  pyth_T.contiguous_format = PyObject_GetAttrString(pyth_T.torch, "contiguous_format");
+  pyth_T.preserve_format = PyObject_GetAttrString(pyth_T.torch, "preserve_format");
+  PyErr_Clear();
   PyObject *lc = PyImport_ImportModule("linecache");
   if (lc) {
     pyth_T.linecache_getline = PyObject_GetAttrString(lc, "getline");
@@ -290,7 +296,7 @@ PyMODINIT_FUNC PyInit__C(void) {
       PyModule_AddObjectRef(m, "Trace", (PyObject *)&pyth_trace_type) < 0 ||
       PyModule_AddObjectRef(m, "Op", (PyObject *)&pyth_op_type) < 0)
     goto fail;
-  if (add_namespaces(m) < 0 || pyth_jit_ready(m) < 0) goto fail;
+  if (add_namespaces(m) < 0 || pyth_jit_ready(m) < 0 || pyth_transforms_ready(m) < 0) goto fail;
   return m;
 fail:
   Py_DECREF(m);

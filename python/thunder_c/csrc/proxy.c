@@ -62,11 +62,10 @@ static bool proxy_live(const pyth_proxy *p) {
 /* The proxy's value, or NULL with RuntimeError if the proxy outlived its trace. */
 static th_value *proxy_value(PyObject *o) {
   pyth_proxy *p = (pyth_proxy *)o;
-  if (!proxy_live(p)) {
-    PyErr_Format(PyExc_RuntimeError,
-                 "thunder_c: the proxy %s was used outside the trace that made it (a proxy only "
-                 "exists while thunder_c.jit traces the function; do not keep it after the call)",
-                 th_value_name(p->value) ? th_value_name(p->value) : "?");
+  if (!proxy_live(p)) { /* its value may be freed with its trace: do not read it */
+    PyErr_SetString(PyExc_RuntimeError,
+                    "thunder_c: a TensorProxy was used outside the trace that made it (a proxy only "
+                    "exists while thunder_c.jit traces the function; do not keep it after the call)");
     return NULL;
   }
   return p->value;
@@ -76,6 +75,7 @@ static void proxy_dealloc(PyObject *o) { PyObject_Free(o); }
 
 static PyObject *proxy_repr(PyObject *o) {
   pyth_proxy *p = (pyth_proxy *)o;
+  if (!proxy_live(p)) return PyUnicode_FromString("<TensorProxy (expired: its trace has ended)>");
   char dev[32], buf[160];
   th_device_str(th_value_device(p->value), dev, sizeof dev);
   int n = snprintf(buf, sizeof buf, "<TensorProxy %s: %s %s[", th_value_name(p->value) ? th_value_name(p->value) : "?",
@@ -231,6 +231,12 @@ int pyth_to_arg(pyth_tracer *tr, PyObject *o, th_arg *out, pyth_pool *pool, cons
     return 0;
   }
   if (o == Py_Ellipsis) return out->kind = TH_ARG_ELLIPSIS, 0;
+  if (pyth_T.memory_format_type && Py_TYPE(o) == (PyTypeObject *)pyth_T.memory_format_type) {
+    /* thunder-c's outputs are contiguous, so contiguous_format and preserve_format give the same values */
+    if (o == pyth_T.contiguous_format || o == pyth_T.preserve_format) return *out = th_arg_none(), 0;
+    PyErr_Format(PyExc_NotImplementedError, "%s: memory_format=%R is not supported by thunder_c", who, o);
+    return -1;
+  }
   if (PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.tensor_type)) return lift_tensor(tr, o, out);
   if (PyDict_Check(o)) {
     Py_ssize_t n = PyDict_Size(o), pos = 0, i = 0;
@@ -363,6 +369,55 @@ static void record_location(pyth_tracer *tr) {
   PyErr_Clear();
 }
 
+/* ---- autocast ------------------------------------------------------------------------------------ */
+
+/* torch.autocast is a Python context manager that flips torch's global state; nothing is called that
+ * the tracer could see. So before each op the tracer reads that state and, when it changed since the
+ * last op, replaces the trace's regions with a cpu and a cuda region that say the same. The core's
+ * autocast rules do the rest (th_trace_autocast_push). */
+static PyObject *read_autocast_state(void) {
+  PyObject *v[4] = {PyObject_CallNoArgs(pyth_T.is_autocast_cpu_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_cpu_dtype),
+                    PyObject_CallNoArgs(pyth_T.is_autocast_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_gpu_dtype)};
+  PyObject *t = v[0] && v[1] && v[2] && v[3] ? PyTuple_Pack(4, v[0], v[1], v[2], v[3]) : NULL;
+  for (int i = 0; i < 4; i++) Py_XDECREF(v[i]);
+  return t;
+}
+
+void pyth_autocast_clear(pyth_tracer *tr) {
+  while (tr->autocast_pushed > 0) {
+    th_trace_autocast_pop(tr->trace);
+    tr->autocast_pushed--;
+  }
+  Py_CLEAR(tr->autocast_state);
+}
+
+int pyth_autocast_sync(pyth_tracer *tr) {
+  if (tr->autocast_forced) return 0;
+  PyObject *st = read_autocast_state();
+  if (!st) return -1;
+  if (tr->autocast_state) {
+    int same = PyObject_RichCompareBool(st, tr->autocast_state, Py_EQ);
+    if (same != 0) {
+      Py_DECREF(st);
+      return same < 0 ? -1 : 0;
+    }
+  }
+  pyth_autocast_clear(tr);
+  tr->autocast_state = st;
+  for (int d = 0; d < 2; d++) {
+    bool on = PyTuple_GET_ITEM(st, 2 * d) == Py_True;
+    th_dtype dt = TH_BF16;
+    if (on && !pyth_dtype_from(PyTuple_GET_ITEM(st, 2 * d + 1), &dt)) {
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: autocast to %R is not supported", PyTuple_GET_ITEM(st, 2 * d + 1));
+      return -1;
+    }
+    th_status s = th_trace_autocast_push(tr->trace, d == 0 ? TH_CPU : TH_CUDA, dt, on);
+    if (s != TH_OK) return pyth_raise(s), -1;
+    tr->autocast_pushed++;
+  }
+  return 0;
+}
+
 /* ---- recording ------------------------------------------------------------------------------------ */
 
 /* Views: the ids of values that are views or have views (the inputs and outputs of TH_OPF_VIEW
@@ -424,6 +479,8 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
       if (!(kn[i] = PyUnicode_AsUTF8(k))) goto done;
       /* torch.nn.functional passes _stacklevel (where its warnings point): not an argument of the op */
       if (!strcmp(kn[i], "_stacklevel")) continue;
+      /* memory_format=torch.contiguous_format / preserve_format: outputs are contiguous either way */
+      if (!strcmp(kn[i], "memory_format") && (v == pyth_T.contiguous_format || v == pyth_T.preserve_format)) continue;
       if (pyth_to_arg(tr, v, &kw[i], &pool, who) < 0) goto done;
       i++;
     }
@@ -435,6 +492,7 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
                  "thunder_c yet", display, th_value_name(self->value));
     goto done;
   }
+  if (pyth_autocast_sync(tr) < 0) goto done;
   record_location(tr);
   th_arg out;
   th_status st = th_trace_call(tr->trace, qualname, (int)na, a, (int)nk, kn, kw, &out);
@@ -448,6 +506,14 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
     res = Py_NewRef((PyObject *)self);
   } else {
     res = pyth_from_arg(tr, &out);
+    /* PyTorch returns named tuples for some ops (x.max(dim=1).values): torch.return_types.<op> */
+    if (res && PyTuple_CheckExact(res) && pyth_T.return_types) {
+      const char *dot = strrchr(qualname, '.');
+      PyObject *rt = PyObject_GetAttrString(pyth_T.return_types, dot ? dot + 1 : qualname);
+      if (rt && PyType_Check(rt)) Py_SETREF(res, PyObject_CallOneArg(rt, res));
+      Py_XDECREF(rt);
+      if (!rt) PyErr_Clear();
+    }
   }
 done:
   pyth_pool_free(&pool);
@@ -604,6 +670,7 @@ static const struct { const char *method, *qualname; bool swap; } protocol[] = {
     {"__matmul__", "ltorch.matmul", false},   {"__truediv__", "ltorch.true_divide", false},
     {"__div__", "ltorch.true_divide", false}, {"__abs__", "ltorch.abs", false},
     {"__getitem__", "ltorch.getitem", false}, {"__and__", "ltorch.bitwise_and", false},
+    {"where", "ltorch.where", true}, /* x.where(condition, y) is torch.where(condition, x, y) */
 };
 
 /* Tensor attributes that only read metadata: on a real (captured) tensor they run eagerly. */
@@ -811,7 +878,9 @@ static PyObject *proxy_is_cuda(PyObject *o, void *c) {
 
 static PyObject *proxy_name(PyObject *o, void *c) {
   (void)c;
-  const char *n = th_value_name(((pyth_proxy *)o)->value);
+  th_value *v = proxy_value(o);
+  if (!v) return NULL;
+  const char *n = th_value_name(v);
   return PyUnicode_FromString(n ? n : "");
 }
 

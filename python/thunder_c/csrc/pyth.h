@@ -32,6 +32,8 @@ typedef struct pyth_torch {
   PyObject *is_autocast_enabled, *is_autocast_cpu_enabled, *get_autocast_gpu_dtype,
       *get_autocast_cpu_dtype, *is_grad_enabled;
   PyObject *linecache_getline;
+  PyObject *return_types;   /* torch.return_types (named tuples of ops like max(dim)) */
+  PyObject *memory_format_type, *contiguous_format, *preserve_format; /* torch.memory_format and two values */
 } pyth_torch;
 extern pyth_torch pyth_T;
 
@@ -75,6 +77,9 @@ struct pyth_tracer {
   int nlifted;
   char last_file[512];    /* last source location recorded as a comment */
   int last_line;
+  int autocast_pushed;    /* regions pushed on the trace to mirror torch's autocast state */
+  PyObject *autocast_state; /* the torch autocast state they mirror (a tuple), or NULL */
+  int autocast_forced;    /* > 0 inside thunder_c autocast(fn, dtype): the state is fixed */
   PyObject *pkg_dir;      /* str: frames under this directory (thunder_c, torch) are skipped */
   PyObject *torch_dir;
 };
@@ -97,6 +102,12 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
  * call this with (func, types, args, kwargs). Maps func to an op of the core, or raises
  * NotImplementedError naming it. */
 PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* Mirrors the caller's torch.autocast state (cpu and cuda: enabled, dtype) onto the trace's autocast
+ * regions before an op is recorded; cheap when nothing changed. -1 with an exception on failure. */
+int pyth_autocast_sync(pyth_tracer *tr);
+/* Ends the mirrored regions (end of tracing). */
+void pyth_autocast_clear(pyth_tracer *tr);
 
 /* Builds the func -> op map (once, at the first trace). -1 with an exception on failure. */
 int pyth_dispatch_init(void);
@@ -121,6 +132,11 @@ PyObject *pyth_trace_owner_new(th_trace *tr);
 extern PyTypeObject pyth_trace_type;
 /* The th_trace of a Trace object, or NULL (no exception) if o is not one. */
 const th_trace *pyth_trace_get(PyObject *o);
+
+/* ---- transforms.c ------------------------------------------------------------------------------ */
+int pyth_transforms_ready(PyObject *module);
+/* The function inside thunder_c.autocast(fn, dtype) (borrowed), or NULL if o is not one. */
+PyObject *pyth_autocast_inner(PyObject *o);
 
 /* ---- jit.c ------------------------------------------------------------------------------------- */
 extern PyTypeObject pyth_jit_type;

@@ -190,6 +190,17 @@ th_status th_eg_shallow_copy_ref(th_rt_env *env, const th_bsym *b) {
   return set_view(env, b, th_tensor_view(t, t->ndim, t->shape, t->strides, 0));
 }
 
+/* stride_order(a, (n-1, ..., 0)): a itself (a view) when it is row-major contiguous, else a copy. */
+th_status th_eg_stride_order_ref(th_rt_env *env, const th_bsym *b) {
+  th_tensor *t = th_eg_tensor_arg(env, b, 0);
+  if (!t) return th_last_status();
+  if (th_tensor_is_contiguous(t)) return set_view(env, b, th_tensor_view(t, t->ndim, t->shape, t->strides, 0));
+  th_tensor *out = th_eg_alloc_out(env, b, 0);
+  if (!out) return th_last_status();
+  th_eg_copy_tensor(out, t);
+  return TH_OK;
+}
+
 /* ---- copies ---------------------------------------------------------------------------------------------- */
 
 th_status th_eg_flip_ref(th_rt_env *env, const th_bsym *b) {

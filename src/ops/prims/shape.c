@@ -311,3 +311,22 @@ th_status prims_like_meta(th_trace *tr, const th_symbol *sym, const th_arg *args
   const th_value *a = th_meta_tensor(&args[0]);
   return th_meta_new_tensor_like(tr, a, a->dtype, a->ndim, a->shape, out);
 }
+
+/* ---- stride_order(a, order) ---------------------------------------------------------------------------
+ * Thunder's stride_order: a tensor with a's values laid out so that dimension order[0] has the largest
+ * stride ... order[n-1] the smallest; at run time `a` itself when it already is (a view), else a copy.
+ * Only the row-major order (n-1, ..., 0), which ltorch.contiguous uses, is supported. */
+th_status prims_stride_order_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const th_value *a = th_meta_tensor(&args[0]);
+  int64_t order[TH_MAX_DIMS];
+  int n = 0;
+  TH_TRY(th_meta_int_list(sym->qualname, "order", &args[1], order, &n));
+  if (n != a->ndim)
+    return th_error(TH_ERR_RUNTIME, "%s: expected an order of length %d (the rank of a), but got %d", sym->qualname,
+                    a->ndim, n);
+  for (int i = 0; i < n; i++)
+    if (order[i] != n - 1 - i)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: only the row-major order (%d, ..., 0) is supported", sym->qualname,
+                      n - 1);
+  return th_meta_new_tensor_like(tr, a, a->dtype, a->ndim, a->shape, out);
+}

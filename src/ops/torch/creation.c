@@ -4,13 +4,22 @@
  * Defaults follow PyTorch: device cpu; zeros/ones/empty are float32; full infers its dtype from the
  * fill value (bool -> bool, int -> int64, float -> float32); arange is int64 when start, end and step
  * are all integers, else float32. empty is full of zeros (no uninitialized memory in traces). A fill
- * value is converted to the dtype's Python type first (1.5 into an int64 tensor fills 1, as torch.full). */
+ * value is converted to the dtype's Python type first (1.5 into an int64 tensor fills 1, as torch.full).
+ * requires_grad=True (PyTorch's leaf tensors for autograd) is NotImplementedError. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
 
 static const th_device cpu_device = {TH_CPU, 0};
+
+/* requires_grad=True (a leaf that autograd would track) has no meaning in a thunder-c trace yet. */
+static th_status no_grad(const char *op, const th_arg *a) {
+  bool rg;
+  TH_TRY(th_tu_bool(op, "requires_grad", a, &rg));
+  if (rg) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: requires_grad=True is not supported", op);
+  return TH_OK;
+}
 
 /* device/dtype keyword arguments with defaults. */
 static th_status dev_dtype(const char *op, const th_arg *dev_arg, const th_arg *dt_arg, th_device dflt_dev,
@@ -52,6 +61,7 @@ th_status ltorch_full_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   th_device dev;
   th_dtype dt;
   TH_TRY(read_shape(sym->qualname, &args[0], shape, &ndim));
+  TH_TRY(no_grad(sym->qualname, &args[4]));
   TH_TRY(dev_dtype(sym->qualname, &args[2], &args[3], cpu_device, fill_default_dtype(&args[1]), &dev, &dt));
   return fill(tr, ndim, shape, args[1], dev, dt, out);
 }
@@ -62,6 +72,7 @@ static th_status constant_new(th_trace *tr, const th_symbol *sym, const th_arg *
   th_device dev;
   th_dtype dt;
   TH_TRY(read_shape(sym->qualname, &args[0], shape, &ndim));
+  TH_TRY(no_grad(sym->qualname, &args[3]));
   TH_TRY(dev_dtype(sym->qualname, &args[1], &args[2], cpu_device, TH_F32, &dev, &dt));
   return fill(tr, ndim, shape, th_arg_int(value), dev, dt, out);
 }
@@ -75,12 +86,14 @@ th_status ltorch_empty_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   return constant_new(tr, sym, args, 0, out);
 }
 
-/* The *_like forms: shape of a; device and dtype default to a's. */
+/* The *_like forms: shape of a; device and dtype default to a's; requires_grad (the argument after
+ * dtype) must be False. */
 static th_status constant_like(th_trace *tr, const th_symbol *sym, const th_arg *a, th_arg value, const th_arg *dev_arg,
                                const th_arg *dt_arg, th_arg *out) {
   const th_value *v = a->u.value;
   th_device dev;
   th_dtype dt;
+  TH_TRY(no_grad(sym->qualname, dt_arg + 1));
   TH_TRY(dev_dtype(sym->qualname, dev_arg, dt_arg, v->device, v->dtype, &dev, &dt));
   return fill(tr, v->ndim, v->shape, value, dev, dt, out);
 }
@@ -99,9 +112,11 @@ th_status ltorch_empty_like_decomp(th_trace *tr, const th_symbol *sym, const th_
 
 /* ---- arange ------------------------------------------------------------------------------------- */
 
-/* arange(start, end=None, step=1): length ceil((end - start) / step) computed in double as PyTorch.
- * Integer dtypes with integer arguments are one prims.iota; otherwise the values are start + i * step
- * computed in float64 from an int64 iota and converted once. */
+/* arange(start, end=None, step=1) as PyTorch's CPU kernel: for an integer dtype start, end and step
+ * are first truncated to int64 (arange(0.1, -7.9, -4.0, dtype=torch.int64) is [0, -4]) and the values
+ * are one prims.iota; the length is ceil((end - start) / step) in double, of the truncated bounds for
+ * int64 and of the given ones otherwise. Float dtypes compute start + i * step in float64 from an
+ * int64 iota and convert once. */
 th_status ltorch_arange_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_arg *sa = &args[0], *ea = &args[1], *pa = &args[2];
@@ -113,25 +128,40 @@ th_status ltorch_arange_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   if (sa) TH_TRY(th_tu_float(op, "start", sa, &start));
   TH_TRY(th_tu_float(op, "end", ea, &end));
   TH_TRY(th_tu_float(op, "step", pa, &step));
+  TH_TRY(no_grad(op, &args[5]));
   bool all_int = th_meta_number_type(ea) != TH_F64 && th_meta_number_type(pa) != TH_F64 &&
                  (!sa || th_meta_number_type(sa) != TH_F64);
   if (!isfinite(start) || !isfinite(end))
     return th_error(TH_ERR_RUNTIME, "%s: unsupported range: %g -> %g", op, start, end);
-  if (step == 0.0) return th_error(TH_ERR_RUNTIME, "%s: step must be nonzero", op);
-  if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
-    return th_error(TH_ERR_RUNTIME, "%s: upper bound and larger bound inconsistent with step sign", op);
   th_device dev;
   th_dtype dt;
   TH_TRY(dev_dtype(op, &args[3], &args[4], cpu_device, all_int ? TH_I64 : TH_F32, &dev, &dt));
-  double len_d = ceil((end - start) / step);
+  if (dt == TH_BOOL) return th_error(TH_ERR_RUNTIME, "%s: \"arange_cpu\" not implemented for 'Bool'", op);
+  bool int_dt = th_dtype_is_integer(dt);
+  double len_d;
+  if (int_dt) {
+    if (fabs(start) >= 9.2e18 || fabs(end) >= 9.2e18 || fabs(step) >= 9.2e18)
+      return th_error(TH_ERR_RUNTIME, "%s: unsupported range: %g -> %g", op, start, end);
+    double lo = trunc(start), hi = trunc(end), st = trunc(step);
+    if (st == 0.0) return th_error(TH_ERR_RUNTIME, "%s: step must be nonzero", op);
+    if (!((st > 0 && hi >= lo) || (st < 0 && hi <= lo)))
+      return th_error(TH_ERR_RUNTIME, "%s: upper bound and larger bound inconsistent with step sign", op);
+    len_d = dt == TH_I64 ? ceil((hi - lo) / st) : ceil((end - start) / step);
+    start = lo;
+    step = st;
+  } else {
+    if (step == 0.0) return th_error(TH_ERR_RUNTIME, "%s: step must be nonzero", op);
+    if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
+      return th_error(TH_ERR_RUNTIME, "%s: upper bound and larger bound inconsistent with step sign", op);
+    len_d = ceil((end - start) / step);
+  }
   if (len_d > 9.0e15) return th_error(TH_ERR_RUNTIME, "%s: arange of %g elements is too large", op, len_d);
-  int64_t length = (int64_t)len_d;
+  int64_t length = len_d > 0 ? (int64_t)len_d : 0;
   if (length == 0) { /* prims.iota(0) has shape (); build the empty (0,) tensor directly */
     int64_t zero = 0;
     return fill(tr, 1, &zero, th_arg_int(0), dev, dt, out);
   }
-  if (th_meta_dtype_is_exact(dt) && dt != TH_BOOL && all_int)
-    return th_tu_iota(tr, length, (int64_t)start, (int64_t)step, dev, dt, out);
+  if (int_dt) return th_tu_iota(tr, length, (int64_t)start, (int64_t)step, dev, dt, out);
   th_arg idx;
   TH_TRY(th_tu_iota(tr, length, 0, 1, dev, TH_I64, &idx));
   TH_TRY(th_tu_convert(tr, &idx, TH_F64));

@@ -99,8 +99,10 @@ th_status ltorch_tanh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 
 /* ---- unary: sign, rounding, predicates ------------------------------------------------------------ */
 
-/* abs is the identity on unsigned dtypes (bool, uint8), as Thunder's clang.abs. */
+/* abs is the identity on uint8, as Thunder's clang.abs; PyTorch has no abs kernel for bool tensors. */
 th_status ltorch_abs_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (arg_dtype(&args[0]) == TH_BOOL)
+    return th_error(TH_ERR_RUNTIME, "%s: \"abs_cpu\" not implemented for 'Bool'", sym->qualname);
   if (is_unsigned_dtype(arg_dtype(&args[0]))) {
     *out = args[0];
     return TH_OK;
@@ -117,9 +119,11 @@ th_status ltorch_neg_decomp(th_trace *tr, const th_symbol *sym, const th_arg *ar
   return th_tu_unary(tr, sym->qualname, TH_OP_prims_neg, args[0], TH_TU_PROMO_DEFAULT, out);
 }
 
-/* ceil/floor/round/trunc are the identity on exact dtypes. */
+/* ceil/floor/round/trunc are the identity on integer dtypes; PyTorch has no kernel for bool tensors. */
 static th_status rounding(th_trace *tr, const th_symbol *sym, th_op_id prim, const th_arg *a, th_tu_promo kind,
                           th_arg *out) {
+  if (th_meta_is_tensor(a) && a->u.value->dtype == TH_BOOL)
+    return th_error(TH_ERR_RUNTIME, "%s: \"%s_vml_cpu\" not implemented for 'Bool'", sym->qualname, sym->name);
   if (th_meta_dtype_is_exact(arg_dtype(a))) {
     *out = *a;
     return TH_OK;
@@ -132,8 +136,28 @@ th_status ltorch_ceil_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 th_status ltorch_floor_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return rounding(tr, sym, TH_OP_prims_floor, &args[0], TH_TU_PROMO_NUMBER_TO_INT, out);
 }
+/* round(a, decimals=d): for d != 0, PyTorch's round_decimals kernel in the computation dtype:
+ * nearbyint(a * 10^d) / 10^d, or nearbyint(a / 10^-d) * 10^-d for d < 0 (floating dtypes only). */
 th_status ltorch_round_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return rounding(tr, sym, TH_OP_prims_round, &args[0], TH_TU_PROMO_DEFAULT, out);
+  const char *op = sym->qualname;
+  int64_t decimals;
+  TH_TRY(th_meta_int(op, "decimals", &args[1], &decimals));
+  if (decimals == 0) return rounding(tr, sym, TH_OP_prims_round, &args[0], TH_TU_PROMO_DEFAULT, out);
+  th_dtype dt = arg_dtype(&args[0]);
+  if (!th_dtype_is_float(dt) || th_dtype_is_fp8(dt))
+    return th_error(TH_ERR_RUNTIME, "%s: \"round_cpu\" not implemented for '%s'", op, th_dtype_name(dt));
+  if (decimals > 308 || decimals < -308)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: decimals=%lld is out of the supported range", op, (long long)decimals);
+  th_dtype cdt = th_tu_computation_dtype(dt);
+  double scale = pow(10.0, (double)(decimals < 0 ? -decimals : decimals));
+  if (cdt == TH_F32) scale = (double)(float)scale; /* the kernel's scalar_t constant */
+  th_arg x = args[0];
+  TH_TRY(th_tu_convert(tr, &x, cdt));
+  TH_TRY(th_tu_call2(tr, decimals > 0 ? TH_OP_prims_mul : TH_OP_prims_div, x, th_arg_float(scale), &x));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_round, x, &x));
+  TH_TRY(th_tu_call2(tr, decimals > 0 ? TH_OP_prims_div : TH_OP_prims_mul, x, th_arg_float(scale), &x));
+  *out = x;
+  return th_tu_convert(tr, out, dt);
 }
 th_status ltorch_trunc_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return rounding(tr, sym, TH_OP_prims_trunc, &args[0], TH_TU_PROMO_DEFAULT, out);
@@ -479,16 +503,17 @@ th_status ltorch_where_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
 }
 
 /* clamp(a, min, max) = where(a != a, a, where(a > min, a, min)), then the same with max and <: NaN
- * in a propagates, NaN in min/max propagates, and min > max gives max, as torch.clamp. */
+ * in a propagates, NaN in min/max propagates, and min > max gives max, as torch.clamp. Bool tensors
+ * clamp only against tensor bounds (PyTorch's clamp.Tensor); a number bound is PyTorch's error. */
 th_status ltorch_clamp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_arg *lo = &args[1], *hi = &args[2];
   if (lo->kind == TH_ARG_NONE && hi->kind == TH_ARG_NONE)
     return th_error(TH_ERR_VALUE, "%s: clamp: At least one of 'min' or 'max' must not be None", op);
-  bool all_bool = arg_dtype(&args[0]) == TH_BOOL;
-  if (lo->kind != TH_ARG_NONE) all_bool &= arg_dtype(lo) == TH_BOOL;
-  if (hi->kind != TH_ARG_NONE) all_bool &= arg_dtype(hi) == TH_BOOL;
-  if (all_bool) return th_error(TH_ERR_RUNTIME, "%s: clamp is not supported for boolean type", op);
+  bool all_bool = arg_dtype(&args[0]) == TH_BOOL, number_bound = false;
+  if (lo->kind != TH_ARG_NONE) all_bool &= arg_dtype(lo) == TH_BOOL, number_bound |= !th_meta_is_tensor(lo);
+  if (hi->kind != TH_ARG_NONE) all_bool &= arg_dtype(hi) == TH_BOOL, number_bound |= !th_meta_is_tensor(hi);
+  if (all_bool && number_bound) return th_error(TH_ERR_RUNTIME, "%s: clamp is not supported for boolean type", op);
   th_arg a = args[0];
   const struct {
     const th_arg *bound;

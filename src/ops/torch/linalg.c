@@ -7,6 +7,7 @@
  *   - otherwise the batch dims broadcast (right-aligned) and both operands are expanded with
  *     prims.broadcast_in_dim before prims.matmul.
  * No dtype promotion: mixed dtypes are the prim's error, as PyTorch refuses them too. */
+#include <math.h>
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
@@ -104,18 +105,27 @@ th_status ltorch_linear_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   return th_tu_call3(tr, TH_OP_prims_linear, args[0], args[1], args[2], out);
 }
 
-/* beta * bias + alpha * (a @ b); beta == 0 ignores bias (NaN included), as PyTorch. */
+/* beta * bias + alpha * (a @ b); beta == 0 ignores bias (NaN included), as PyTorch. For integer
+ * tensors PyTorch truncates alpha and beta to integers (addmm(i, i, i, alpha=1.6, beta=0.2) is
+ * 1 * (a @ b) + 0 * bias: an int64 result), so the multipliers are the truncated ints there. */
 static th_status add_product(th_trace *tr, const char *op, const th_arg *args, th_arg prod, th_arg *out) {
   double alpha, beta;
   TH_TRY(th_tu_float(op, "alpha", &args[4], &alpha));
   TH_TRY(th_tu_float(op, "beta", &args[3], &beta));
-  if (alpha != 1.0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, prod, args[4], &prod));
+  th_arg alpha_arg = args[4], beta_arg = args[3];
+  if (th_dtype_is_integer(prod.u.value->dtype)) {
+    alpha = trunc(alpha);
+    beta = trunc(beta);
+    alpha_arg = th_arg_int((int64_t)alpha);
+    beta_arg = th_arg_int((int64_t)beta);
+  }
+  if (alpha != 1.0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, prod, alpha_arg, &prod));
   if (beta == 0.0) {
     *out = prod;
     return TH_OK;
   }
   th_arg bias = args[0];
-  if (beta != 1.0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, bias, args[3], &bias));
+  if (beta != 1.0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, bias, beta_arg, &bias));
   return th_tu_call2(tr, TH_OP_ltorch_add, bias, prod, out);
 }
 

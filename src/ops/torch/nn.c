@@ -143,9 +143,14 @@ th_status ltorch_log_softmax_decomp(th_trace *tr, const th_symbol *sym, const th
 }
 
 /* logsumexp(a, dim, keepdim) = log(sum(exp(a - m))) + m with m = amax(a, dim, keepdim=True) and
- * infinite maxima replaced by 0 (so all -inf rows give -inf, not nan), as PyTorch and Thunder. */
+ * infinite maxima replaced by 0 (so all -inf rows give -inf, not nan), as PyTorch and Thunder. Bool and
+ * integer inputs are converted to float32 first (PyTorch's result dtype for them). */
 th_status ltorch_logsumexp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
+  th_arg a0 = args[0];
+  if (th_meta_dtype_is_exact(a0.u.value->dtype)) TH_TRY(th_tu_convert(tr, &a0, TH_F32));
+  th_arg fargs[3] = {a0, args[1], args[2]};
+  args = fargs;
   const th_value *v = args[0].u.value;
   int64_t dims[TH_MAX_DIMS];
   int nd;

@@ -109,21 +109,30 @@ th_status ltorch_amin_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 enum { VAR, STD, VAR_MEAN, STD_MEAN };
 
 /* var/std/var_mean/std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None): the
- * correction defaults to 1; unbiased=True/False means 1/0; giving both is an error. */
+ * correction defaults to 1; unbiased=True/False means 1/0; giving both is an error. A bool in dim's
+ * place is PyTorch's other overload, var(input, unbiased): all dims, that unbiased, nothing else. */
 static th_status var_family(th_trace *tr, const th_symbol *sym, const th_arg *args, int kind, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = args[0].u.value;
   int64_t dims[TH_MAX_DIMS];
   int nd;
   bool keepdim;
-  TH_TRY(th_tu_reduction_dims(op, &args[1], v->ndim, dims, &nd));
+  const th_arg *dim_arg = &args[1], *unbiased_arg = &args[2];
+  th_arg none = th_arg_none();
+  if (args[1].kind == TH_ARG_BOOL) {
+    if (args[2].kind != TH_ARG_NONE || args[4].kind != TH_ARG_NONE)
+      return th_error(TH_ERR_TYPE, "%s: unbiased given twice (as dim and as unbiased or correction)", op);
+    dim_arg = &none;
+    unbiased_arg = &args[1];
+  }
+  TH_TRY(th_tu_reduction_dims(op, dim_arg, v->ndim, dims, &nd));
   TH_TRY(th_tu_bool(op, "keepdim", &args[3], &keepdim));
   double correction = 1.0;
-  if (args[2].kind != TH_ARG_NONE && args[4].kind != TH_ARG_NONE)
+  if (unbiased_arg->kind != TH_ARG_NONE && args[4].kind != TH_ARG_NONE)
     return th_error(TH_ERR_RUNTIME, "%s: cannot specify both unbiased and correction", op);
-  if (args[2].kind != TH_ARG_NONE) {
+  if (unbiased_arg->kind != TH_ARG_NONE) {
     bool unbiased;
-    TH_TRY(th_tu_bool(op, "unbiased", &args[2], &unbiased));
+    TH_TRY(th_tu_bool(op, "unbiased", unbiased_arg, &unbiased));
     correction = unbiased ? 1.0 : 0.0;
   } else if (args[4].kind != TH_ARG_NONE) {
     TH_TRY(th_tu_float(op, "correction", &args[4], &correction));

@@ -221,11 +221,18 @@ th_status ltorch_expand_as_decomp(th_trace *tr, const th_symbol *sym, const th_a
 /* ---- copies ----------------------------------------------------------------------------------------- */
 
 /* contiguous: tensors in traces have no layout, so this is the identity (a shallow copy). */
+/* contiguous(a) = prims.stride_order(a, (n-1, ..., 0)) as in Thunder: at run time `a` itself when it is
+ * already contiguous (PyTorch returns self), else a contiguous copy (never a strided alias of x.t()).
+ * Tagged VIEW: the result may alias a. */
 th_status ltorch_contiguous_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  (void)tr;
   (void)sym;
-  *out = args[0];
-  return TH_OK;
+  const th_value *a = args[0].u.value;
+  th_arg order[TH_MAX_DIMS];
+  for (int i = 0; i < a->ndim; i++) order[i] = th_arg_int(a->ndim - 1 - i);
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(a->ndim ? a->ndim : 1));
+  if (!items) return TH_ERR_NOMEM;
+  if (a->ndim) memcpy(items, order, sizeof(th_arg) * (size_t)a->ndim);
+  return th_tu_call2(tr, TH_OP_prims_stride_order, args[0], th_arg_tuple(a->ndim, items), out);
 }
 
 th_status ltorch_clone_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -597,6 +604,8 @@ th_status ltorch_narrow_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   int64_t dim, start, length;
   int d;
   TH_TRY(th_meta_int(op, "dim", &args[1], &dim));
+  if (th_meta_is_tensor(&args[2])) /* PyTorch's narrow(Tensor start): the slice would depend on data */
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: a tensor start (a value known only at run time) is not supported", op);
   TH_TRY(th_meta_int(op, "start", &args[2], &start));
   TH_TRY(th_meta_int(op, "length", &args[3], &length));
   if (v->ndim == 0) return th_error(TH_ERR_RUNTIME, "%s: narrow() cannot be applied to a 0-dim tensor.", op);

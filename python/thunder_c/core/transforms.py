@@ -1,0 +1,2 @@
+"""Thunder's `thunder.core.transforms` spelling of thunder_c.transforms."""
+from ..transforms import autocast, cse, dce, del_last_used  # noqa: F401

@@ -1,0 +1,267 @@
+/* autocast.c — autocast: the rules (PyTorch AMP's policies) that recording applies inside an autocast
+ * region, and the function transform that replays a trace under one (Thunder's `autocast(fn, dtype)`).
+ *
+ * Region path (core/trace.c): th_trace_autocast_push opens a region on a trace; th_call_kw, recording
+ * an op at the top level, asks th_autocast_rule for the op's rule and runs it on the bound arguments
+ * before recording the op (see th_autocast_fn in core/ir.h). The rules here only convert arguments:
+ * every convert is a top-level prims.convert_element_type, as Thunder's maybe_downcast_to records.
+ *
+ * Function path (th_autocast): a new trace of the same compilation, with a CPU and a CUDA region of
+ * the dtype open, into which every top-level bsym of the old trace is recorded again (th_call_kw on its
+ * bound arguments, with each value replaced by what it became). Re-recording, not patching, is what
+ * keeps every proxy's dtype right (Thunder #283: the add after an autocast matmul must see a bfloat16
+ * operand and convert it back to float32). */
+#include <string.h>
+
+#include "transforms/transforms.h"
+
+#define F16_BF16 ((1u << TH_F16) | (1u << TH_BF16))
+#define F16_BF16_F32 ((1u << TH_F16) | (1u << TH_BF16) | (1u << TH_F32))
+
+/* ---- converting arguments --------------------------------------------------------------------------- */
+
+th_status th_autocast_cast(th_trace *tr, th_arg *a, th_device_type device_type, unsigned from, th_dtype to) {
+  if (a->kind == TH_ARG_VALUE) {
+    th_value *v = a->u.value;
+    if (!v->is_tensor || v->device.type != device_type || v->dtype == to || !(from & (1u << v->dtype)))
+      return TH_OK;
+    th_arg cargs[2] = {*a, th_arg_dtype(to)}, res;
+    TH_TRY(th_call(tr, TH_OP_prims_convert_element_type, 2, cargs, &res));
+    *a = res;
+    return TH_OK;
+  }
+  if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST) return TH_OK;
+  int n = a->u.seq.n;
+  if (n == 0) return TH_OK;
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n);
+  if (!items) return TH_ERR_NOMEM;
+  memcpy(items, a->u.seq.items, sizeof(th_arg) * (size_t)n);
+  for (int i = 0; i < n; i++) TH_TRY(th_autocast_cast(tr, &items[i], device_type, from, to));
+  a->u.seq.items = items;
+  return TH_OK;
+}
+
+/* ---- the built-in rules ------------------------------------------------------------------------------ */
+
+th_status th_autocast_rule_lower(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                                 th_device_type device_type) {
+  for (int i = 0; i < sym->schema.nparams; i++)
+    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16_F32, dtype));
+  return TH_OK;
+}
+
+th_status th_autocast_rule_fp32(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                                th_device_type device_type) {
+  (void)dtype;
+  /* PyTorch: "Ops called with an explicit dtype=... argument are not eligible" */
+  for (int i = 0; i < sym->schema.nparams; i++)
+    if (!strcmp(sym->schema.params[i].name, "dtype") && args[i].kind != TH_ARG_NONE) return TH_OK;
+  for (int i = 0; i < sym->schema.nparams; i++)
+    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16, TH_F32));
+  return TH_OK;
+}
+
+typedef struct {
+  th_device_type dev;
+  unsigned seen; /* bit set of the eligible dtypes met */
+} promote_ctx;
+
+static void note_eligible(th_value *v, void *p) {
+  promote_ctx *c = p;
+  if (v->is_tensor && v->device.type == c->dev && (F16_BF16_F32 & (1u << v->dtype))) c->seen |= 1u << v->dtype;
+}
+
+th_status th_autocast_rule_promote(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                                   th_device_type device_type) {
+  (void)dtype;
+  promote_ctx c = {device_type, 0};
+  for (int i = 0; i < sym->schema.nparams; i++) th_arg_foreach_value(&args[i], note_eligible, &c);
+  if (!c.seen) return TH_OK;
+  /* the widest: float32 if any operand is float32 (or float16 meets bfloat16), else the one low dtype */
+  th_dtype to = (c.seen & (1u << TH_F32)) || c.seen == F16_BF16 ? TH_F32 : c.seen == (1u << TH_F16) ? TH_F16 : TH_BF16;
+  for (int i = 0; i < sym->schema.nparams; i++)
+    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16_F32, to));
+  return TH_OK;
+}
+
+/* The rule of a symbol with TH_TAG_AC_* tags: the policy for the region's device type. */
+static th_status builtin_rule(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
+                              th_device_type device_type) {
+  unsigned t = sym->tags;
+  if (t & TH_TAG_AC_LOWER) return th_autocast_rule_lower(tr, sym, args, dtype, device_type);
+  if ((t & TH_TAG_AC_FP32) || ((t & TH_TAG_AC_FP32_CUDA) && device_type == TH_CUDA))
+    return th_autocast_rule_fp32(tr, sym, args, dtype, device_type);
+  if (t & TH_TAG_AC_PROMOTE) return th_autocast_rule_promote(tr, sym, args, dtype, device_type);
+  return TH_OK;
+}
+
+th_autocast_fn th_autocast_rule(const th_symbol *sym) {
+  if (sym->autocast) return sym->autocast;
+  if (sym->tags & (TH_TAG_AC_LOWER | TH_TAG_AC_FP32 | TH_TAG_AC_PROMOTE | TH_TAG_AC_FP32_CUDA)) return builtin_rule;
+  return NULL;
+}
+
+/* ---- the function transform ------------------------------------------------------------------------- */
+
+/* old value -> new value, open addressing on the pointer */
+typedef struct {
+  th_value **keys, **vals;
+  size_t cap, n;
+} value_map;
+
+static size_t ptr_hash(const void *p, size_t cap) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x & (cap - 1);
+}
+
+static th_status map_put(value_map *m, th_value *k, th_value *v) {
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    th_value **keys = th_calloc(cap, sizeof *keys), **vals = th_calloc(cap, sizeof *vals);
+    if (!keys || !vals) {
+      th_free(keys);
+      th_free(vals);
+      return th_error(TH_ERR_NOMEM, "autocast: out of memory");
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->keys[i]) continue;
+      size_t j = ptr_hash(m->keys[i], cap);
+      while (keys[j]) j = (j + 1) & (cap - 1);
+      keys[j] = m->keys[i];
+      vals[j] = m->vals[i];
+    }
+    th_free(m->keys);
+    th_free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+  }
+  size_t i = ptr_hash(k, m->cap);
+  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+  if (!m->keys[i]) m->n++;
+  m->keys[i] = k;
+  m->vals[i] = v;
+  return TH_OK;
+}
+
+static th_value *map_get(th_value *k, void *ctx) {
+  const value_map *m = ctx;
+  if (!m->cap) return k;
+  for (size_t i = ptr_hash(k, m->cap); m->keys[i]; i = (i + 1) & (m->cap - 1))
+    if (m->keys[i] == k) return m->vals[i];
+  return k;
+}
+
+/* Substitutes the map in an argument already copied into the new trace's arena. */
+static void subst(th_arg *a, const value_map *m) {
+  if (a->kind == TH_ARG_VALUE) {
+    a->u.value = map_get(a->u.value, (void *)m);
+  } else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT) {
+    for (int i = 0; i < a->u.seq.n; i++) subst(&a->u.seq.items[i], m);
+  }
+}
+
+/* True if a value in a (recursively) was replaced. */
+static bool any_mapped(const th_arg *a, const value_map *m) {
+  if (a->kind == TH_ARG_VALUE) return map_get(a->u.value, (void *)m) != a->u.value;
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
+    for (int i = 0; i < a->u.seq.n; i++)
+      if (any_mapped(&a->u.seq.items[i], m)) return true;
+  return false;
+}
+
+/* Records in m what each output value of the old bsym became. */
+static th_status map_outputs(value_map *m, const th_arg *old, const th_arg *neu, const char *op) {
+  if (old->kind == TH_ARG_VALUE) {
+    if (neu->kind != TH_ARG_VALUE)
+      return th_error(TH_ERR_RUNTIME, "autocast: replaying %s gave a %s where the trace has a value", op,
+                      th_arg_kind_name(neu));
+    return old->u.value == neu->u.value ? TH_OK : map_put(m, old->u.value, neu->u.value);
+  }
+  if (old->kind == TH_ARG_TUPLE || old->kind == TH_ARG_LIST) {
+    if ((neu->kind != TH_ARG_TUPLE && neu->kind != TH_ARG_LIST) || neu->u.seq.n != old->u.seq.n)
+      return th_error(TH_ERR_RUNTIME, "autocast: replaying %s changed the structure of its outputs", op);
+    for (int i = 0; i < old->u.seq.n; i++) TH_TRY(map_outputs(m, &old->u.seq.items[i], &neu->u.seq.items[i], op));
+  }
+  return TH_OK;
+}
+
+/* Re-records one top-level bsym of the old trace into nt. */
+static th_status replay(th_trace *nt, const th_bsym *b, value_map *m) {
+  const th_symbol *sym = b->sym;
+  if (sym->id == TH_OP_prims_python_del) return TH_OK;
+  if (sym->id == TH_OP_prims_comment) return th_trace_add_comment(nt, b->args[0].u.s);
+  if (sym->id == TH_OP_prims_python_return) {
+    th_arg ret;
+    TH_TRY(th_arg_copy(nt, &b->args[0], &ret));
+    subst(&ret, m);
+    return th_trace_set_return(nt, ret);
+  }
+  if (sym->id == TH_OP_DYNAMIC || b->nargs != sym->schema.nparams) {
+    /* a fusion region or an executor op of a parsed trace: nothing to re-record; copied as it is */
+    bool changed = false;
+    for (int i = 0; i < b->nargs; i++) changed |= any_mapped(&b->args[i], m);
+    for (int i = 0; i < b->nkwargs; i++) changed |= any_mapped(&b->kwargs[i], m);
+    if (changed)
+      return th_error(TH_ERR_NOT_IMPLEMENTED,
+                      "autocast: cannot replay %s: it is not an op of this build, and an input of it was converted",
+                      sym->qualname);
+    th_bsym *c;
+    TH_TRY(th_bsym_clone(nt, b, NULL, NULL, &c));
+    return th_trace_append(nt, c);
+  }
+  /* schema symbols: bound arguments back into positional and keyword-only ones */
+  int np = sym->schema.nparams, npos = 0, nkw = 0;
+  th_arg *pos = th_arena_alloc(nt->arena, sizeof(th_arg) * (size_t)(np ? np : 1));
+  th_arg *kw = th_arena_alloc(nt->arena, sizeof(th_arg) * (size_t)(np ? np : 1));
+  const char **kwnames = th_arena_alloc(nt->arena, sizeof(char *) * (size_t)(np ? np : 1));
+  if (!pos || !kw || !kwnames) return TH_ERR_NOMEM;
+  for (int i = 0; i < np; i++) {
+    th_arg a;
+    TH_TRY(th_arg_copy(nt, &b->args[i], &a));
+    subst(&a, m);
+    if (sym->schema.params[i].kwonly) {
+      kwnames[nkw] = sym->schema.params[i].name;
+      kw[nkw++] = a;
+    } else {
+      pos[npos++] = a;
+    }
+  }
+  th_arg res;
+  TH_TRY(th_call_kw(nt, sym, npos, pos, nkw, kwnames, kw, &res));
+  return map_outputs(m, &b->out, &res, sym->qualname);
+}
+
+th_status th_autocast(const th_trace *tr, th_dtype dtype, th_trace **out) {
+  if (dtype != TH_F16 && dtype != TH_BF16)
+    return th_error(TH_ERR_VALUE, "autocast: `dtype` is expected to be either float16 or bfloat16, but %s",
+                    (unsigned)dtype < TH_DTYPE_COUNT ? th_dtype_name(dtype) : "an invalid dtype");
+  double start = th_pass_clock_ms();
+  th_trace *nt = th_trace_derive(tr, NULL);
+  if (!nt) return TH_ERR_NOMEM;
+  value_map m = {0};
+  th_status st = TH_OK;
+  for (int i = 0; st == TH_OK && i < tr->inputs.n; i++) st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
+  if (st == TH_OK) st = th_trace_autocast_push(nt, TH_CPU, dtype, true);
+  if (st == TH_OK) st = th_trace_autocast_push(nt, TH_CUDA, dtype, true);
+  nt->scope = &nt->bsyms;
+  nt->nfusions = tr->nfusions; /* regions copied as they are keep their names */
+  for (int i = 0; st == TH_OK && i < tr->bsyms.n; i++) st = replay(nt, tr->bsyms.items[i], &m);
+  nt->autocast.n = 0; /* the regions were the transform's, not the program's */
+  th_free(m.keys);
+  th_free(m.vals);
+  if (st == TH_OK) {
+    char prov[96];
+    snprintf(prov, sizeof prov, "Autocast (took %ld milliseconds)", (long)(th_pass_clock_ms() - start));
+    st = th_trace_set_provenance(nt, prov);
+  }
+  if (st != TH_OK) {
+    th_trace_free(nt);
+    return st;
+  }
+  *out = nt;
+  return TH_OK;
+}
