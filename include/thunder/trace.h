@@ -179,6 +179,11 @@ int64_t th_value_numel(const th_value *v);
 const char *th_bsym_qualname(const th_bsym *b);
 th_arg th_bsym_output(const th_bsym *b);
 int th_bsym_num_subsymbols(const th_bsym *b);
+/* Whether output `v` of b may share memory with one of b's tensor arguments at run time: b is a view
+ * op (reshape, transpose, getitem, ...), or its decomposition produces v through view prims only
+ * (ltorch.to to the same dtype is prims.shallow_copy of its input). Frontends use it to know which
+ * tensors an in-place update can show through (PyTorch's aliasing). False for NULL. */
+bool th_bsym_output_may_alias(const th_bsym *b, const th_value *v);
 const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i);
 
 /* ---- the op table ------------------------------------------------------------------------------

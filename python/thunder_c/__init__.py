@@ -48,6 +48,13 @@ class ThunderModule(_torch.nn.Module):
     def forward(self, *args, **kwargs):
         return self._thunder_jit(*args, **kwargs)
 
+    # The original module's keys (no "_model." prefix), so checkpoints move between the two.
+    def state_dict(self, *args, **kwargs):
+        return self._model.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict=True):
+        return self._model.load_state_dict(state_dict, strict=strict)
+
 
 def jit(fn, executors=None, cache="constant values"):
     """Compiles `fn` (a function, an nn.Module, or a thunder_c.Trace) with thunder-c.

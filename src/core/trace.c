@@ -947,3 +947,38 @@ int th_bsym_num_subsymbols(const th_bsym *b) { return b ? b->nsubs : 0; }
 const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i) {
   return b && i >= 0 && i < b->nsubs ? b->subs[i] : NULL;
 }
+
+/* ---- aliasing of outputs ------------------------------------------------------------------------------- */
+
+static bool arg_has_value(const th_arg *a, const th_value *v) {
+  if (a->kind == TH_ARG_VALUE) return a->u.value == v;
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
+    for (int i = 0; i < a->u.seq.n; i++)
+      if (arg_has_value(&a->u.seq.items[i], v)) return true;
+  return false;
+}
+
+static bool may_alias(const th_bsym *b, const th_value *v, int depth) {
+  if (!b || !v || depth > 64) return false;
+  if (b->sym->tags & TH_TAG_VIEW) return true;
+  if (b->sym->is_prim) return false;
+  for (int i = b->nsubs - 1; i >= 0; i--)
+    if (arg_has_value(&b->subs[i]->out, v)) {
+      if (!may_alias(b->subs[i], v, depth + 1)) return false;
+      /* a view of what? follow its first tensor argument back through the decomposition */
+      const th_bsym *s = b->subs[i];
+      for (int k = 0; k < s->nargs; k++)
+        if (s->args[k].kind == TH_ARG_VALUE && s->args[k].u.value->is_tensor) {
+          const th_value *src = s->args[k].u.value;
+          for (int a = 0; a < b->nargs; a++)
+            if (arg_has_value(&b->args[a], src)) return true;
+          th_bsym tmp = *b;
+          tmp.nsubs = i; /* the producer of src comes earlier */
+          return may_alias(&tmp, src, depth + 1);
+        }
+      return false;
+    }
+  return false;
+}
+
+bool th_bsym_output_may_alias(const th_bsym *b, const th_value *v) { return may_alias(b, v, 0); }

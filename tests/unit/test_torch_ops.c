@@ -255,7 +255,7 @@ static th_tu_type ty(th_dtype dt, th_tu_strength s) {
   return t;
 }
 
-/* The lattice itself (Thunder's tables), including its oddities. */
+/* The lattice itself (Thunder's tables), including its oddities; bool tensor + int follows PyTorch. */
 static void test_promote_lattice(void **state) {
   (void)state;
   const struct {
@@ -264,7 +264,7 @@ static void test_promote_lattice(void **state) {
       {ty(TH_U8, TH_TU_STRONG), ty(TH_I8, TH_TU_STRONG), ty(TH_I16, TH_TU_STRONG)},
       {ty(TH_U8, TH_TU_WEAK), ty(TH_I64, TH_TU_WEAK), ty(TH_I16, TH_TU_STRONG)}, /* u8_ + i64_ -> i16 */
       {ty(TH_I32, TH_TU_STRONG), ty(TH_I64, TH_TU_WEAK), ty(TH_I32, TH_TU_STRONG)},
-      {ty(TH_BOOL, TH_TU_STRONG), ty(TH_I64, TH_TU_NUMBER), ty(TH_I8, TH_TU_WEAK)},
+      {ty(TH_BOOL, TH_TU_STRONG), ty(TH_I64, TH_TU_NUMBER), ty(TH_I64, TH_TU_NUMBER)}, /* PyTorch: int64, not Thunder's i8_ */
       {ty(TH_I64, TH_TU_STRONG), ty(TH_F64, TH_TU_NUMBER), ty(TH_F64, TH_TU_NUMBER)},
       {ty(TH_BF16, TH_TU_STRONG), ty(TH_F16, TH_TU_STRONG), ty(TH_F32, TH_TU_STRONG)},
       {ty(TH_BF16, TH_TU_WEAK), ty(TH_F16, TH_TU_WEAK), ty(TH_F32, TH_TU_WEAK)},

@@ -459,6 +459,7 @@ static int key_state(kbuf *k) {
 typedef struct {
   pyth_tracer tr;
   int next_input;
+  PyObject *inputs; /* list: the proxy of each trace input, in order */
 } trace_ctx;
 
 /* Rebuilds argument `o` with proxies in place of tensors, adding one trace input per tensor in the
@@ -496,6 +497,10 @@ static PyObject *proxify(trace_ctx *c, PyObject *o, const char *name, int depth)
     }
     c->next_input++;
     r = pyth_proxy_new(&c->tr, v);
+    if (r && PyList_Append(c->inputs, r) < 0) Py_CLEAR(r);
+    PyObject *rg = r ? PyObject_GetAttr(o, s_requires_grad) : NULL;
+    if (r && (!rg || (rg == Py_True && PySet_Add(c->tr.grad_leaves, r) < 0))) Py_CLEAR(r);
+    Py_XDECREF(rg);
   done:
     Py_XDECREF(dt);
     Py_XDECREF(shape);
@@ -553,6 +558,45 @@ static void free_traces(th_trace **t, int n) {
   for (int i = 0; i < n; i++) th_trace_free(t[i]);
 }
 
+/* The trace input of call tensor i (arguments first, then module parameter slots), or -1. */
+static int tensor_input_index(const pyth_jit *j, const pyth_entry *e, int i) {
+  if (i < e->nargs_tensors) return i;
+  int s = i - e->nargs_tensors;
+  if (!j->is_module || s >= PyList_GET_SIZE(j->slots)) return -1;
+  return e->param_input[s];
+}
+
+/* Puts back the submodule attributes of `snapshots` (list of (__dict__, copy)) that tracing rebound.
+ * With `check`, an attribute that now holds a proxy is an error: forward stored a computed tensor in
+ * the module (a side effect on module state that a compiled program cannot replay). */
+static int restore_module_attributes(PyObject *snapshots, bool check) {
+  int rc = 0;
+  for (Py_ssize_t s = 0; s < PyList_GET_SIZE(snapshots); s++) {
+    PyObject *md = PyTuple_GET_ITEM(PyList_GET_ITEM(snapshots, s), 0);
+    PyObject *old = PyTuple_GET_ITEM(PyList_GET_ITEM(snapshots, s), 1);
+    PyObject *keys = PyDict_Keys(md);
+    for (Py_ssize_t i = 0; keys && i < PyList_GET_SIZE(keys); i++) {
+      PyObject *k = PyList_GET_ITEM(keys, i);
+      PyObject *now = PyDict_GetItem(md, k), *was = PyDict_GetItem(old, k);
+      if (now == was) continue;
+      if (check && rc == 0 && now && Py_TYPE(now) == &pyth_proxy_type) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "thunder_c: forward assigned a computed tensor to the module attribute '%U' (a side effect on "
+                     "module state, which thunder_c does not replay); return the tensor instead, or update a "
+                     "registered buffer in place (self.buf.copy_(...))", k);
+        rc = -1;
+      }
+      if (!check || rc) { /* undo */
+        if (was) PyDict_SetItem(md, k, was);
+        else PyDict_DelItem(md, k);
+      }
+    }
+    Py_XDECREF(keys);
+  }
+  PyErr_Occurred() && rc == 0 ? PyErr_Clear() : (void)0;
+  return rc;
+}
+
 /* Traces the function on proxies of (args, kwargs) and compiles it into a new entry. */
 static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, const tensor_list *tl) {
   pyth_entry *e = PyObject_New(pyth_entry, &entry_type);
@@ -580,12 +624,14 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     return e;
   }
 
-  trace_ctx c = {{0}, 0};
+  trace_ctx c = {{0}, 0, NULL};
   c.tr.trace = initial = th_trace_new("computation");
   c.tr.epoch = ++epoch_counter;
   c.tr.lifted = e->lifted;
   c.tr.lifted_ids = PyDict_New();
-  c.tr.view_ids = PySet_New(NULL);
+  c.tr.groups = PyDict_New();
+  c.inputs = PyList_New(0);
+  c.tr.grad_leaves = PySet_New(NULL);
   PyObject *pkg = PyImport_ImportModule("thunder_c");
   PyObject *pkg_file = pkg ? PyObject_GetAttrString(pkg, "__file__") : NULL;
   Py_XDECREF(pkg);
@@ -606,14 +652,14 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   Py_XDECREF(torch_file);
   PyErr_Clear();
 
-  PyObject *pargs = NULL, *pkwargs = NULL, *result = NULL, *mode = NULL, *saved = NULL;
+  PyObject *pargs = NULL, *pkwargs = NULL, *result = NULL, *mode = NULL, *saved = NULL, *snapshots = NULL;
   pyth_tracer *prev = pyth_active;
   bool entered = false;
   if (!initial) {
     pyth_raise(th_last_status());
     goto trace_fail;
   }
-  if (!c.tr.lifted_ids || !c.tr.view_ids) goto trace_fail;
+  if (!c.tr.lifted_ids || !c.tr.groups || !c.inputs || !c.tr.grad_leaves) goto trace_fail;
 
   /* arguments -> proxies, named after the function's parameters */
   Py_ssize_t na = PyTuple_GET_SIZE(args), nnames = PyList_GET_SIZE(j->arg_names);
@@ -689,6 +735,33 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     }
   }
 
+  /* inputs whose memory overlaps (f(a, a), a parameter shared as a view) start in one alias group */
+  for (int i = 0; i < tl->n; i++)
+    for (int k = 0; k < i; k++) {
+      uintptr_t lo, hi, lo2, hi2;
+      byte_range(&tl->t[i].m->dl_tensor, &lo, &hi);
+      byte_range(&tl->t[k].m->dl_tensor, &lo2, &hi2);
+      if (!(lo < hi2 && lo2 < hi)) continue;
+      int ii = tensor_input_index(j, e, i), kk = tensor_input_index(j, e, k);
+      if (ii < 0 || kk < 0 || ii == kk || ii >= PyList_GET_SIZE(c.inputs) || kk >= PyList_GET_SIZE(c.inputs)) continue;
+      if (pyth_alias_join(&c.tr, PyList_GET_ITEM(c.inputs, ii), PyList_GET_ITEM(c.inputs, kk)) < 0) goto trace_fail;
+    }
+
+  /* module state: a snapshot of every submodule's attributes, to undo assignments made while tracing */
+  if (j->is_module) {
+    snapshots = PyList_New(0);
+    for (Py_ssize_t s = 0; snapshots && s < PyList_GET_SIZE(j->submodules); s++) {
+      PyObject *md = PyObject_GenericGetDict(PyList_GET_ITEM(j->submodules, s), NULL);
+      PyObject *copy = md ? PyDict_Copy(md) : NULL;
+      PyObject *pair = copy ? PyTuple_Pack(2, md, copy) : NULL;
+      if (!pair || PyList_Append(snapshots, pair) < 0) Py_CLEAR(snapshots);
+      Py_XDECREF(md);
+      Py_XDECREF(copy);
+      Py_XDECREF(pair);
+    }
+    if (!snapshots) goto trace_fail;
+  }
+
   /* trace: the mode routes torch calls to the tracer while fn runs on proxies */
   pyth_active = &c.tr;
   if (mode_class) {
@@ -709,6 +782,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     entered = false;
   }
   if (!result) goto trace_fail;
+  if (snapshots && restore_module_attributes(snapshots, true) < 0) goto trace_fail;
 
   /* the return value */
   {
@@ -747,8 +821,6 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     pyth_raise(st);
     goto trace_fail;
   }
-  /* pin objects whose identity is part of the key */
-  (void)tl;
   goto trace_done;
 
 trace_fail:
@@ -764,6 +836,13 @@ trace_fail:
   th_trace_free(initial);
   Py_CLEAR(e);
 trace_done:
+  if (snapshots) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    restore_module_attributes(snapshots, false);
+    PyErr_Restore(et, ev, tb);
+    Py_DECREF(snapshots);
+  }
   /* restore the module's parameters */
   if (saved) {
     PyObject *et, *ev, *tb;
@@ -782,7 +861,9 @@ trace_done:
   Py_XDECREF(pargs);
   Py_XDECREF(pkwargs);
   Py_XDECREF(c.tr.lifted_ids);
-  Py_XDECREF(c.tr.view_ids);
+  Py_XDECREF(c.tr.groups);
+  Py_XDECREF(c.inputs);
+  Py_XDECREF(c.tr.grad_leaves);
   Py_XDECREF(c.tr.pkg_dir);
   Py_XDECREF(c.tr.torch_dir);
   return e;

@@ -420,34 +420,87 @@ int pyth_autocast_sync(pyth_tracer *tr) {
 
 /* ---- recording ------------------------------------------------------------------------------------ */
 
-/* Views: the ids of values that are views or have views (the inputs and outputs of TH_OPF_VIEW
- * ops). An in-place update of one of them is refused (see the file comment). */
-static void note_view_cb(th_value *v, void *ctx) {
-  PyObject *id = PyLong_FromUnsignedLong(th_value_id(v));
-  if (id) PySet_Add((PyObject *)ctx, id);
-  Py_XDECREF(id);
+/* ---- aliasing: functionalization of in-place updates ----------------------------------------------
+ * Proxies whose tensors may share memory at run time form an alias group: the outputs of view ops
+ * (and of ops the core says may return an input, th_bsym_output_may_alias) join their input's group,
+ * and inputs whose memory overlaps start in one group (jit.c). After an in-place op updates a member,
+ * every other member gets its new version, `prims.update_aliases(member, updated)`, and the proxy
+ * stands for it from then on: later uses read the update, in every pass, by data dependence. At run
+ * time update_aliases is the member itself, so an update shows through exactly the tensors that
+ * really share memory, as in PyTorch (a reshape that had to copy is not affected). */
+static PyObject *group_of(pyth_tracer *tr, PyObject *p) {
+  PyObject *g = PyDict_GetItemWithError(tr->groups, p);
+  if (!g) PyErr_Clear();
+  return g;
 }
 
-static bool view_related(pyth_tracer *tr, pyth_proxy *p) {
-  PyObject *id = PyLong_FromUnsignedLong(th_value_id(p->value));
-  int r = id ? PySet_Contains(tr->view_ids, id) : 0;
-  Py_XDECREF(id);
-  PyErr_Clear();
-  return r == 1;
-}
-
-static void visit_values(const th_arg *a, void (*fn)(th_value *, void *), void *ctx) {
-  if (a->kind == TH_ARG_VALUE) {
-    if (th_value_is_tensor(a->u.value)) fn(a->u.value, ctx);
-  } else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT) {
-    for (int i = 0; i < a->u.seq.n; i++) visit_values(&a->u.seq.items[i], fn, ctx);
+int pyth_alias_join(pyth_tracer *tr, PyObject *a, PyObject *b) {
+  if (a == b) return 0;
+  PyObject *ga = group_of(tr, a), *gb = group_of(tr, b);
+  if (ga && ga == gb) return 0;
+  if (!ga && !gb) {
+    PyObject *g = PyList_New(0);
+    int r = g && PyList_Append(g, a) == 0 && PyList_Append(g, b) == 0 && PyDict_SetItem(tr->groups, a, g) == 0 &&
+                    PyDict_SetItem(tr->groups, b, g) == 0 ? 0 : -1;
+    Py_XDECREF(g);
+    return r;
   }
+  if (!ga) { /* join b's group */
+    PyObject *t = a; a = b; b = t;
+    ga = gb;
+    gb = NULL;
+  }
+  if (!gb) return PyList_Append(ga, b) == 0 && PyDict_SetItem(tr->groups, b, ga) == 0 ? 0 : -1;
+  Py_INCREF(gb);
+  int r = 0;
+  for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(gb); i++) {
+    PyObject *m = PyList_GET_ITEM(gb, i);
+    r = PyList_Append(ga, m) == 0 && PyDict_SetItem(tr->groups, m, ga) == 0 ? 0 : -1;
+  }
+  Py_DECREF(gb);
+  return r;
 }
 
-static void note_views(pyth_tracer *tr, int na, const th_arg *a, const th_arg *out) {
-  for (int i = 0; i < na; i++) visit_values(&a[i], note_view_cb, tr->view_ids);
-  visit_values(out, note_view_cb, tr->view_ids);
-  PyErr_Clear();
+/* After `self` was updated in place: the other members of its group get their new versions. */
+static int update_aliases(pyth_tracer *tr, pyth_proxy *self) {
+  PyObject *g = group_of(tr, (PyObject *)self);
+  if (!g) return 0;
+  Py_INCREF(g);
+  int r = 0;
+  for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(g); i++) {
+    pyth_proxy *m = (pyth_proxy *)PyList_GET_ITEM(g, i);
+    if (m == self || !proxy_live(m)) continue;
+    th_arg a[2] = {th_arg_value(m->value), th_arg_value(self->value)}, out;
+    th_status st = th_trace_call(tr->trace, "prims.update_aliases", 2, a, 0, NULL, NULL, &out);
+    if (st != TH_OK) {
+      pyth_raise(st);
+      r = -1;
+    } else {
+      m->value = out.u.value;
+    }
+  }
+  Py_DECREF(g);
+  return r;
+}
+
+/* Outputs that may share memory with the op's first tensor argument join its group. */
+static int note_aliases(pyth_tracer *tr, PyObject *args, PyObject *res) {
+  PyObject *src = NULL;
+  for (Py_ssize_t i = 0; !src && i < PyTuple_GET_SIZE(args); i++)
+    if (Py_TYPE(PyTuple_GET_ITEM(args, i)) == &pyth_proxy_type) src = PyTuple_GET_ITEM(args, i);
+  int n = th_trace_num_bsyms(tr->trace);
+  const th_bsym *b = n ? th_trace_bsym(tr->trace, n - 1) : NULL;
+  if (!src || !b) return 0;
+  if (Py_TYPE(res) == &pyth_proxy_type)
+    return th_bsym_output_may_alias(b, ((pyth_proxy *)res)->value) ? pyth_alias_join(tr, src, res) : 0;
+  if (PyTuple_Check(res))
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(res); i++) {
+      PyObject *o = PyTuple_GET_ITEM(res, i);
+      if (Py_TYPE(o) == &pyth_proxy_type && th_bsym_output_may_alias(b, ((pyth_proxy *)o)->value) &&
+          pyth_alias_join(tr, src, o) < 0)
+        return -1;
+    }
+  return 0;
 }
 
 PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args,
@@ -486,11 +539,15 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
     }
     nk = i;
   }
-  if (self && view_related(tr, self)) {
-    PyErr_Format(PyExc_NotImplementedError,
-                 "%s: updating in place a tensor that is a view or has views (%s) is not supported by "
-                 "thunder_c yet", display, th_value_name(self->value));
-    goto done;
+  if (self && tr->grad_leaves && PySet_Contains(tr->grad_leaves, (PyObject *)self) == 1) {
+    PyObject *ge = PyObject_CallNoArgs(pyth_T.is_grad_enabled);
+    bool on = ge == Py_True;
+    Py_XDECREF(ge);
+    if (on) { /* PyTorch's rule for leaves of the autograd graph */
+      PyErr_Format(PyExc_RuntimeError, "%s: a leaf Variable that requires grad is being used in an in-place operation.",
+                   display);
+      goto done;
+    }
   }
   if (pyth_autocast_sync(tr) < 0) goto done;
   record_location(tr);
@@ -500,12 +557,13 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
     pyth_raise(st);
     goto done;
   }
-  if (flags & TH_OPF_VIEW) note_views(tr, (int)na, a, &out);
   if (self && out.kind == TH_ARG_VALUE) {
     self->value = out.u.value;
+    if (update_aliases(tr, self) < 0) goto done;
     res = Py_NewRef((PyObject *)self);
   } else {
     res = pyth_from_arg(tr, &out);
+    if (res && note_aliases(tr, args, res) < 0) Py_CLEAR(res);
     /* PyTorch returns named tuples for some ops (x.max(dim=1).values): torch.return_types.<op> */
     if (res && PyTuple_CheckExact(res) && pyth_T.return_types) {
       const char *dot = strrchr(qualname, '.');
@@ -680,6 +738,17 @@ static const char *const metadata_reads[] = {
     "is_contiguous", "element_size", "__len__", "__repr__", "__format__", "__hash__", "grad_fn",
 };
 
+/* torch functions that build a tensor from Python data: run eagerly while tracing (no proxy among
+ * their arguments); the tensor they make is then captured as a constant input like a closure tensor. */
+static const char *const data_constructors[] = {"tensor", "as_tensor", "from_numpy", "scalar_tensor"};
+
+/* Metadata queries in function form (torch.numel(x)): answered by the proxy's method of that name. */
+static const struct { const char *func, *method; } metadata_functions[] = {
+    {"numel", "numel"}, {"is_floating_point", "is_floating_point"}, {"is_complex", "is_complex"},
+    {"is_nonzero", "item"}, /* data-dependent: raises as item() does */
+};
+static PyObject *metadata_funcs; /* dict: torch function -> method name */
+
 static int qualname_flags(const char *qualname, unsigned *flags) {
   for (int i = 0; i < th_op_count(); i++)
     if (!strcmp(th_op_qualname(i), qualname)) return *flags = th_op_flags(i), 1;
@@ -710,6 +779,30 @@ int pyth_dispatch_init(void) {
     if (!qualname_flags(protocol[i].qualname, &fl)) continue;
     snprintf(alias, sizeof alias, "Tensor.%s", protocol[i].method);
     if (add_alias(alias, protocol[i].qualname, fl, protocol[i].swap) < 0) goto fail;
+  }
+  for (size_t i = 0; i < sizeof data_constructors / sizeof *data_constructors; i++) {
+    PyObject *f = PyObject_GetAttrString(pyth_T.torch, data_constructors[i]);
+    if (!f) {
+      PyErr_Clear();
+      continue;
+    }
+    int r = PySet_Add(passthrough, f);
+    Py_DECREF(f);
+    if (r < 0) goto fail;
+  }
+  if (!(metadata_funcs = PyDict_New())) goto fail;
+  for (size_t i = 0; i < sizeof metadata_functions / sizeof *metadata_functions; i++) {
+    PyObject *f = PyObject_GetAttrString(pyth_T.torch, metadata_functions[i].func);
+    if (!f || !metadata_functions[i].method) {
+      Py_XDECREF(f);
+      PyErr_Clear();
+      continue;
+    }
+    PyObject *m = PyUnicode_FromString(metadata_functions[i].method);
+    int r = m ? PyDict_SetItem(metadata_funcs, f, m) : -1;
+    Py_XDECREF(m);
+    Py_DECREF(f);
+    if (r < 0) goto fail;
   }
   for (size_t i = 0; i < sizeof metadata_reads / sizeof *metadata_reads; i++) {
     PyObject *f = PyObject_GetAttrString(pyth_T.tensor_type, metadata_reads[i]);
@@ -798,8 +891,15 @@ PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t 
   if (!fargs) return NULL;
   PyObject *r = NULL;
   PyObject *op = PyDict_GetItemWithError(dispatch, func);
-  if (op) {
+  PyObject *meta = op || PyErr_Occurred() ? NULL : PyDict_GetItemWithError(metadata_funcs, func);
+  if (fkw && PyDict_GetItemString(fkw, "out") && PyDict_GetItemString(fkw, "out") != Py_None) {
+    PyObject *d = func_display(func);
+    if (d) PyErr_Format(PyExc_NotImplementedError, "%U: out= is not supported by thunder_c (use the result)", d);
+    Py_XDECREF(d);
+  } else if (op) {
     r = op_call_args((pyth_op *)op, fargs, fkw);
+  } else if (meta && PyTuple_GET_SIZE(fargs) == 1 && Py_TYPE(PyTuple_GET_ITEM(fargs, 0)) == &pyth_proxy_type) {
+    r = PyObject_CallMethodNoArgs(PyTuple_GET_ITEM(fargs, 0), meta);
   } else if (!PyErr_Occurred()) {
     int pt = PySet_Contains(passthrough, func);
     if (pt == 1 && !has_proxy(fargs, 0) && !(fkw && has_proxy(fkw, 0))) {
@@ -882,6 +982,25 @@ static PyObject *proxy_name(PyObject *o, void *c) {
   if (!v) return NULL;
   const char *n = th_value_name(v);
   return PyUnicode_FromString(n ? n : "");
+}
+
+/* isinstance(x, torch.Tensor) and torch.is_tensor(x) see a tensor: user code and torch.nn take the
+ * tensor branch, and every op on it is recorded. type(x) stays TensorProxy. */
+static PyObject *proxy_class(PyObject *o, void *c) {
+  (void)o;
+  (void)c;
+  return Py_NewRef(pyth_T.tensor_type);
+}
+
+static PyObject *proxy_layout(PyObject *o, void *c) {
+  (void)c;
+  if (!proxy_value(o)) return NULL;
+  return PyObject_GetAttrString(pyth_T.torch, "strided");
+}
+
+static PyObject *proxy_data(PyObject *o, void *c) {
+  (void)c;
+  return proxy_value(o) ? Py_NewRef(o) : NULL;
 }
 
 /* Records op `qualname` on (self, extra...) */
@@ -1065,6 +1184,12 @@ static PyGetSetDef proxy_getset[] = {
     {"T", proxy_T, NULL, "dimensions reversed", NULL},
     {"mT", proxy_mT, NULL, "last two dimensions swapped", NULL},
     {"name", proxy_name, NULL, "the proxy's name in the trace", NULL},
+    {"__class__", proxy_class, NULL, "torch.Tensor: isinstance(x, torch.Tensor) holds while tracing", NULL},
+    {"is_nested", proxy_false, NULL, "False", NULL},
+    {"is_mkldnn", proxy_false, NULL, "False", NULL},
+    {"is_meta", proxy_false, NULL, "False", NULL},
+    {"layout", proxy_layout, NULL, "torch.strided", NULL},
+    {"data", proxy_data, NULL, "the tensor itself (no autograd graph is recorded)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1203,12 +1328,18 @@ static PyObject *proxy_richcompare(PyObject *a, PyObject *b, int op) {
 
 static PyObject *proxy_subscript(PyObject *a, PyObject *key) { return binary("ltorch.getitem", "torch.Tensor.__getitem__", a, key); }
 
+/* x[key] = v: the view x[key] updated in place (copy_ of a tensor, fill_ of a number); x and its other
+ * aliases then read the update (see "aliasing" above). */
 static int proxy_ass_subscript(PyObject *a, PyObject *key, PyObject *v) {
-  (void)key;
-  (void)v;
   if (!proxy_value(a)) return -1;
-  PyErr_SetString(PyExc_NotImplementedError, "torch.Tensor.__setitem__ is not supported by thunder_c");
-  return -1;
+  if (!v) return PyErr_SetString(PyExc_TypeError, "tensors do not support item deletion"), -1;
+  PyObject *view = proxy_subscript(a, key);
+  if (!view) return -1;
+  bool tensor = Py_TYPE(v) == &pyth_proxy_type || PyObject_TypeCheck(v, (PyTypeObject *)pyth_T.tensor_type);
+  PyObject *r = binary(tensor ? "ltorch.copy_" : "ltorch.fill_", "torch.Tensor.__setitem__", view, v);
+  Py_DECREF(view);
+  Py_XDECREF(r);
+  return r ? 0 : -1;
 }
 
 static Py_ssize_t proxy_len(PyObject *a) {

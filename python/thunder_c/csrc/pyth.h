@@ -73,7 +73,8 @@ struct pyth_tracer {
   unsigned long epoch;
   PyObject *lifted;       /* list of captured torch tensors, in input order after the arguments */
   PyObject *lifted_ids;   /* dict id(tensor) -> proxy */
-  PyObject *view_ids;     /* set of value ids that are views or have views */
+  PyObject *groups;       /* dict proxy -> list: proxies whose tensors may share memory (alias groups) */
+  PyObject *grad_leaves;  /* set of input proxies whose tensors require grad (no in-place update) */
   int nlifted;
   char last_file[512];    /* last source location recorded as a comment */
   int last_line;
@@ -108,6 +109,9 @@ PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t 
 int pyth_autocast_sync(pyth_tracer *tr);
 /* Ends the mirrored regions (end of tracing). */
 void pyth_autocast_clear(pyth_tracer *tr);
+
+/* Puts proxies a and b in one alias group (see proxy.c, "aliasing"). -1 with an exception. */
+int pyth_alias_join(pyth_tracer *tr, PyObject *a, PyObject *b);
 
 /* Builds the func -> op map (once, at the first trace). -1 with an exception on failure. */
 int pyth_dispatch_init(void);

@@ -92,6 +92,7 @@ static const th_operator_impl eager_impls[] = {
     {TH_OP_prims_take, th_eg_take_ref, NULL},
     {TH_OP_prims_clone, th_eg_clone_ref, NULL},
     {TH_OP_prims_stride_order, th_eg_stride_order_ref, NULL},
+    {TH_OP_prims_update_aliases, th_eg_update_aliases_ref, NULL},
     {TH_OP_prims_shallow_copy, th_eg_shallow_copy_ref, NULL},
     /* reductions */
     {TH_OP_prims_sum, th_eg_reduce_ref, NULL},

@@ -152,6 +152,7 @@ th_status th_eg_cat_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_take_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_clone_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_stride_order_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_update_aliases_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_shallow_copy_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_copy__ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_device_put_ref(th_rt_env *env, const th_bsym *b);

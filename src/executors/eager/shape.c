@@ -190,6 +190,9 @@ th_status th_eg_shallow_copy_ref(th_rt_env *env, const th_bsym *b) {
   return set_view(env, b, th_tensor_view(t, t->ndim, t->shape, t->strides, 0));
 }
 
+/* update_aliases(a, after): a itself (a view of its memory, which an in-place update may have changed). */
+th_status th_eg_update_aliases_ref(th_rt_env *env, const th_bsym *b) { return th_eg_shallow_copy_ref(env, b); }
+
 /* stride_order(a, (n-1, ..., 0)): a itself (a view) when it is row-major contiguous, else a copy. */
 th_status th_eg_stride_order_ref(th_rt_env *env, const th_bsym *b) {
   th_tensor *t = th_eg_tensor_arg(env, b, 0);

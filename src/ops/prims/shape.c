@@ -330,3 +330,14 @@ th_status prims_stride_order_meta(th_trace *tr, const th_symbol *sym, const th_a
                       n - 1);
   return th_meta_new_tensor_like(tr, a, a->dtype, a->ndim, a->shape, out);
 }
+
+/* ---- update_aliases(a, after) ----------------------------------------------------------------------------
+ * Functionalization of in-place updates: `a` is a tensor that may share memory with one that an
+ * in-place op just updated, `after` that op's output (the updated tensor's new version). The result is
+ * a's new version: like a, and at run time a itself (its memory, which the update may have changed).
+ * Depending on `after` orders it after the update, so every later use of a reads the new version. */
+th_status prims_update_aliases_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  (void)sym;
+  const th_value *a = th_meta_tensor(&args[0]);
+  return th_meta_new_tensor_like(tr, a, a->dtype, a->ndim, a->shape, out);
+}

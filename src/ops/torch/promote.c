@@ -7,7 +7,9 @@
  * strength: strong (a tensor), weak (a 0-dim tensor) or a Python number (bool/int/float). The exact
  * lattice is  bool < b8_ < b8,  int < i8_ < i16_ < i32_ < i64_ < i8 < i16 < i32 < i64,  u8_ < u8, with
  * unsigned + signed giving i16; the inexact one is  float < bf16_/f16_ < f32_ < f64_ < bf16/f16 < f32
- * < f64 with bf16 + f16 = f32. Exact with inexact gives the inexact type. fp8 has no entry. */
+ * < f64 with bf16 + f16 = f32. Exact with inexact gives the inexact type. fp8 has no entry.
+ * One deliberate difference from Thunder's table, to match PyTorch: a bool tensor with a Python int
+ * gives the Python int's type (int64), not int8 (torch.tensor([True]) + 300 is int64 [301]). */
 #include <math.h>
 #include <string.h>
 
@@ -18,9 +20,9 @@
 /* Exact types: 0 bool 1 b8_ 2 b8 3 int 4 u8_ 5 u8 6 i8_ 7 i16_ 8 i32_ 9 i64_ 10 i8 11 i16 12 i32 13 i64 */
 static const unsigned char exact_table[14][14] = {
     {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* bool */
-    {1, 1, 2, 6, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8_ */
-    {2, 2, 2, 6, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8 */
-    {3, 6, 6, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* int */
+    {1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8_ */
+    {2, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8 */
+    {3, 3, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* int */
     {4, 4, 4, 4, 4, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8_ */
     {5, 5, 5, 5, 5, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8 */
     {6, 6, 6, 6, 11, 11, 6, 7, 8, 9, 10, 11, 12, 13},         /* i8_ */

@@ -1,0 +1,283 @@
+"""In-place updates through thunder_c.jit, against PyTorch eager: functionalization (the op plus
+prims.copy_, whose output is the new version; prims.update_aliases for every tensor that may share
+memory with the updated one), views and their bases, setitem, inputs passed twice, and an Adam step
+written with in-place ops (thunder-reference.md §11 scenarios 16-22 on the CPU). Each case runs the same
+function eagerly on clones of the inputs and compares the outputs AND the inputs afterwards."""
+import math
+
+import pytest
+import torch
+
+from conftest import import_thunder_c
+
+thunder_c = import_thunder_c()
+
+
+def run_both(f, *inputs, jf=None):
+    """(eager result, eager inputs after, jit result, jit inputs after) on clones of inputs."""
+    ea = [t.clone() for t in inputs]
+    ja = [t.clone() for t in inputs]
+    want = f(*ea)
+    got = (jf or thunder_c.jit(f))(*ja)
+    return want, ea, got, ja
+
+
+def close(a, b):
+    if isinstance(a, (tuple, list)):
+        assert isinstance(b, (tuple, list)) and len(a) == len(b)
+        for x, y in zip(a, b):
+            close(x, y)
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), f"expected a tensor, got {type(b)}"
+        torch.testing.assert_close(b, a)
+    else:
+        assert a == b
+
+
+def same_as_eager(f, *inputs):
+    want, ea, got, ja = run_both(f, *inputs)
+    close(want, got)
+    close(ea, ja)  # the inputs were updated as eager updated them
+    return got, ja
+
+
+def qualnames(trace):
+    return [b.qualname for b in trace.bound_symbols]
+
+
+def test_seed004_iadd_updates_the_callers_tensor_and_returns_none():
+    def f(a):
+        a += 1
+    for executors in (None, ["eager"], ["blas", "eager"]):
+        a = torch.tensor(0)
+        jf = thunder_c.jit(f, executors=executors)
+        assert jf(a) is None
+        assert a.item() == 1
+        for t in thunder_c.last_traces(jf):
+            assert t.bound_symbols[-1].qualname == "prims.python_return"
+
+
+def test_scenario17_add_then_return_other():
+    def f(a, b):
+        a += b
+        return b
+    a, b = torch.randn(4), torch.randn(4)
+    a0 = a.clone()
+    out = thunder_c.jit(f)(a, b)
+    assert out.data_ptr() == b.data_ptr()
+    torch.testing.assert_close(a, a0 + b)
+
+
+def test_scenario18_two_inputs_updated_and_combined():
+    def f(x, y):
+        x += 1
+        y *= 2
+        return x + y
+    got, ja = same_as_eager(f, torch.randn(3), torch.randn(3))
+
+
+def test_scenario20_views_see_the_update_of_their_base():
+    def j(x):
+        a = x.view(-1)
+        b = x.view(-1)
+        x.add_(1)
+        return a + 1, b + 1
+    x = torch.randn(2, 3)
+    got, _ = same_as_eager(j, x)
+    torch.testing.assert_close(got[0], x.flatten() + 2)
+
+    def k(x):
+        y = x.view(2, 3)
+        return x.exp_() * y.tanh_()
+    same_as_eager(k, torch.randn(2, 3))
+
+
+def test_update_through_a_view_changes_the_base():
+    def f(x):
+        y = x.view(6)
+        y.add_(1)
+        return x * 1
+    same_as_eager(f, torch.randn(2, 3))
+
+    def g(x):
+        y = x.t()
+        y.mul_(2)
+        return x + 0, y + 0
+    same_as_eager(g, torch.randn(2, 3))
+
+    def h(x):  # a slice: only part of the base changes
+        x[1:].zero_()
+        return x.sum()
+    same_as_eager(h, torch.randn(4))
+
+
+def test_reshape_that_copies_does_not_change_the_base():
+    def f(x):
+        y = x.t().reshape(-1)  # not viewable: PyTorch copies, so the update stays in y
+        y.add_(1)
+        return x + 0, y
+    same_as_eager(f, torch.randn(2, 3))
+
+
+def test_setitem_with_basic_indexing():
+    def f(x, v):
+        x[0] = 5.0
+        x[:, 1] = v
+        x[1, 2:] = v[0]
+        return x * 2
+    same_as_eager(f, torch.randn(3, 4), torch.randn(3))
+
+
+def test_scenario21_aliased_arguments():
+    def f(a, b):
+        return a.exp_() + b.tanh_(), a
+    jf = thunder_c.jit(f)
+    a0 = torch.randn(3)
+    ea, ja = a0.clone(), a0.clone()
+    want = f(ea, ea)
+    got = jf(ja, ja)
+    torch.testing.assert_close(ja, ea)  # a == tanh(exp(a0))
+    torch.testing.assert_close(got[0], want[0])  # == 2 * a
+    assert got[1].data_ptr() == ja.data_ptr()
+    # call sequence (a,a), (a,b), (b,b), (b,a): aliasing is part of the cache key
+    jf2 = thunder_c.jit(f)
+    a, b = torch.randn(3), torch.randn(3)
+    seen = []
+    for args in ((a, a), (a, b), (b, b), (b, a)):
+        jf2(*args)
+        seen.append((thunder_c.cache_hits(jf2), thunder_c.cache_misses(jf2)))
+    assert seen == [(0, 1), (0, 2), (1, 2), (2, 2)]
+
+    def z(a):
+        return a.zero_()
+    a = torch.randn(3)
+    out = thunder_c.jit(z)(a)
+    assert torch.count_nonzero(a) == 0 and torch.count_nonzero(out) == 0
+
+
+def test_scenario22_inplace_on_a_leaf_that_requires_grad_raises():
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        thunder_c.jit(lambda x: x.copy_(x))(x)
+    # the source is converted to the destination's dtype inside copy_
+    def f(x, y):
+        x.add_(y)
+        return x
+    same_as_eager(f, torch.randn(4).bfloat16(), torch.randn(4))
+
+
+def test_adam_step_with_inplace_ops_matches_torch_optim():
+    torch.manual_seed(0)
+    params = [torch.randn(4, 3), torch.randn(3)]
+    grads = [torch.randn(4, 3), torch.randn(3)]
+    lr, beta1, beta2, eps = 1e-2, 0.9, 0.999, 1e-8
+
+    def adam_step(params, grads, exp_avgs, exp_avg_sqs, step):
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+            m.mul_(beta1).add_(g, alpha=1 - beta1)
+            v.mul_(beta2).add_(g * g, alpha=1 - beta2)
+            denom = (v.sqrt() / math.sqrt(bias_correction2)).add_(eps)
+            p.add_(m / denom, alpha=-lr / bias_correction1)
+
+    # reference: torch.optim.Adam on the same parameters, two steps
+    ref = [p.clone().requires_grad_() for p in params]
+    opt = torch.optim.Adam(ref, lr=lr, betas=(beta1, beta2), eps=eps)
+    mine = [p.clone() for p in params]
+    ms = [torch.zeros_like(p) for p in params]
+    vs = [torch.zeros_like(p) for p in params]
+    jstep = thunder_c.jit(adam_step)
+    for step in (1, 2):
+        for r, g in zip(ref, grads):
+            r.grad = g.clone()
+        opt.step()
+        jstep(mine, grads, ms, vs, step)
+    for r, p in zip(ref, mine):
+        torch.testing.assert_close(p, r.detach())
+
+
+def test_update_aliases_in_the_trace_and_return_last():
+    def k(x):
+        y = x.view(2, 3)
+        return x.exp_() * y.tanh_()
+    jk = thunder_c.jit(k)
+    jk(torch.randn(2, 3))
+    for t in thunder_c.last_traces(jk):
+        t.verify()
+        names = qualnames(t)
+        assert names[-1] == "prims.python_return"
+    final = qualnames(thunder_c.last_traces(jk)[-1])
+    assert final.count("prims.copy_") == 2
+    assert final.count("prims.update_aliases") == 2
+
+
+def test_cse_does_not_merge_reads_across_an_update():
+    def f(x):
+        a = x * 2
+        x.add_(1)
+        b = x * 2  # x is a new version: not the same expression as a
+        return a, b
+    same_as_eager(f, torch.randn(3))
+
+
+def test_random_op_twice_stays_twice():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True), torch.nn.functional.dropout(x, 0.5, training=True)
+    jf = thunder_c.jit(f)
+    a, b = jf(torch.ones(1000))
+    assert not torch.equal(a, b)
+    assert [n for n in qualnames(thunder_c.last_traces(jf)[-1]) if "uniform" in n].__len__() == 2
+
+
+def test_bool_tensor_with_python_int_promotes_like_pytorch():
+    b = torch.tensor([True, False])
+    for f in (lambda b: b + 300, lambda b: b * 2, lambda b: 1 + b, lambda b: b // 2,
+              lambda b: b + 1 + torch.ones(2, dtype=torch.int8)):
+        want, got = f(b), thunder_c.jit(f)(b)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_isinstance_tensor_and_constants_inside_the_function():
+    def f(x, bias):
+        if isinstance(bias, torch.Tensor) and torch.is_tensor(x):
+            x = x + bias
+        return x.masked_fill(x > 1, torch.tensor(0.5)) + torch.tensor([1.0, 2.0, 3.0]), torch.numel(x)
+    want = f(torch.zeros(3), torch.ones(3) * 2)
+    got = thunder_c.jit(f)(torch.zeros(3), torch.ones(3) * 2)
+    close(want, got)
+
+
+def test_out_kwarg_is_not_supported():
+    with pytest.raises(NotImplementedError, match="out="):
+        thunder_c.jit(lambda a, b, c: torch.add(a, b, out=c))(torch.ones(2), torch.ones(2), torch.ones(2))
+
+
+def test_module_state_side_effects():
+    class Cache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            self.count += 1  # a buffer updated in place: replayed at every call
+            return self.lin(x)
+
+    m = Cache()
+    tm = thunder_c.jit(m)
+    x = torch.randn(2, 3)
+    for _ in range(3):
+        torch.testing.assert_close(tm(x), m.lin(x))
+    assert m.count.item() == 3
+    assert set(tm.state_dict()) == set(m.state_dict()) == {"lin.weight", "lin.bias", "count"}
+
+    class Leaky(torch.nn.Module):
+        def forward(self, x):
+            self.cache = x * 2  # a computed tensor stored on the module: refused, and undone
+            return x
+
+    lm = Leaky()
+    with pytest.raises(NotImplementedError, match="module attribute 'cache'"):
+        thunder_c.jit(lm)(torch.randn(2))
+    assert not hasattr(lm, "cache")
