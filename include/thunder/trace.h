@@ -133,6 +133,14 @@ th_status th_trace_add_comment(th_trace *tr, const char *text);
  * th_trace_call (a NULL value, a value of another compilation, ...). */
 th_status th_trace_set_return(th_trace *tr, th_arg ret);
 
+/* Like th_trace_set_return, and the return also carries `updated`: the final versions of the inputs
+ * the trace updates in place (the outputs of their last prims.copy_ / prims.update_aliases), so that
+ * every pass, sort and fusion keeps those updates before the return by data dependence (DESIGN.md,
+ * "Effects and ordering"). They are not printed (`return t2`) and not outputs of the program. Each
+ * must be a tensor value of this compilation (TH_ERR_VALUE otherwise; nupdated < 0, or updated NULL
+ * with nupdated > 0, too). */
+th_status th_trace_set_return_updated(th_trace *tr, th_arg ret, int nupdated, th_value *const *updated);
+
 /* Prints the trace in Thunder's format. print_depth -1 prints every subsymbol level (str(trace)),
  * 1 prints top-level bsyms only (trace.python()). Returns a malloc'd NUL-terminated string the
  * caller frees with free(), or NULL on allocation failure. */
@@ -178,6 +186,10 @@ int64_t th_value_numel(const th_value *v);
 /* "prims.add", "ltorch.linear", "fusion0", ... */
 const char *th_bsym_qualname(const th_bsym *b);
 th_arg th_bsym_output(const th_bsym *b);
+/* b's arguments, one per schema parameter (defaults filled in) for ops of the table, positional ones
+ * for dynamic symbols (fusion regions); 0 / TH_ARG_NONE out of range. */
+int th_bsym_num_args(const th_bsym *b);
+th_arg th_bsym_arg(const th_bsym *b, int i);
 int th_bsym_num_subsymbols(const th_bsym *b);
 /* Whether output `v` of b may share memory with one of b's tensor arguments at run time: b is a view
  * op (reshape, transpose, getitem, ...), or its decomposition produces v through view prims only

@@ -1263,8 +1263,9 @@ static th_status del_stmt(parser *ps, th_bsym **out) {
 /* return [expr ("," expr)*] — several values become one tuple. */
 static th_status return_stmt(parser *ps, th_bsym **out) {
   th_arg *args;
-  TH_TRY(alloc_items(ps, 1, &args));
+  TH_TRY(alloc_items(ps, 2, &args));
   args[0] = th_arg_none();
+  args[1] = th_arg_tuple(0, NULL); /* updated inputs: not printed, so none when parsed */
   if (peek(ps)->kind != TK_EOF && peek(ps)->kind != TK_COMMENT) {
     arglist l = {0};
     bool comma = false;
@@ -1279,7 +1280,7 @@ static th_status return_stmt(parser *ps, th_bsym **out) {
     if (l.n == 1 && !comma) args[0] = l.items[0];
     else TH_TRY(seq_from(ps, TH_ARG_TUPLE, &l, &args[0]));
   }
-  return make_bsym(ps, th_symbol_get(TH_OP_prims_python_return), 1, args, th_arg_none(), out);
+  return make_bsym(ps, th_symbol_get(TH_OP_prims_python_return), 2, args, th_arg_none(), out);
 }
 
 /* Binds a call to a schema symbol. Returns the status of th_schema_bind (message set). */

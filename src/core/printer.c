@@ -238,13 +238,10 @@ void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment) {
     th_sb_puts(sb, "<bsym without symbol>");
     return;
   }
-  if (is_sym(b, TH_OP_prims_python_return)) {
+  if (is_sym(b, TH_OP_prims_python_return)) { /* the value; the updated inputs (args[1]) are not printed */
     th_sb_puts(sb, "return ");
     if (b->nargs == 0) th_sb_puts(sb, "None");
-    for (int i = 0; i < b->nargs; i++) {
-      if (i) th_sb_puts(sb, ", ");
-      put_arg(sb, &b->args[i]);
-    }
+    else put_arg(sb, &b->args[0]);
     return;
   }
   if (is_sym(b, TH_OP_prims_python_del)) {

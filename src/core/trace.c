@@ -885,17 +885,32 @@ th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_
   return st;
 }
 
-th_status th_trace_set_return(th_trace *tr, th_arg ret) {
+th_status th_trace_set_return(th_trace *tr, th_arg ret) { return th_trace_set_return_updated(tr, ret, 0, NULL); }
+
+th_status th_trace_set_return_updated(th_trace *tr, th_arg ret, int nupdated, th_value *const *updated) {
   static const char *const who = "th_trace_set_return";
   if (!tr) return th_error(TH_ERR_VALUE, "%s: the trace is NULL", who);
   if (tr->has_return) return th_error(TH_ERR_RUNTIME, "the trace already has a return");
+  if (nupdated < 0 || (nupdated > 0 && !updated))
+    return th_error(TH_ERR_VALUE, "%s: bad list of updated inputs (n=%d)", who, nupdated);
   TH_TRY(arg_check_tree(tr, &ret, who, 0));
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(nupdated ? nupdated : 1));
+  if (!items) return TH_ERR_NOMEM;
+  for (int i = 0; i < nupdated; i++) {
+    if (!updated[i] || !updated[i]->is_tensor)
+      return th_error(TH_ERR_VALUE, "%s: updated input %d is not a tensor value", who, i);
+    items[i] = th_arg_value(updated[i]);
+  }
+  th_arg upd = th_arg_tuple(nupdated, items), u;
+  TH_TRY(arg_check_tree(tr, &upd, who, 0));
   th_arg a;
   TH_TRY(arg_copy(tr, &ret, &a, who, 0));
-  th_arg *args = th_arena_alloc(tr->arena, sizeof(th_arg));
+  TH_TRY(arg_copy(tr, &upd, &u, who, 0));
+  th_arg *args = th_arena_alloc(tr->arena, 2 * sizeof(th_arg));
   if (!args) return TH_ERR_NOMEM;
   args[0] = a;
-  th_bsym *b = th_bsym_new(tr, th_symbol_get(TH_OP_prims_python_return), 1, args, th_arg_none());
+  args[1] = u;
+  th_bsym *b = th_bsym_new(tr, th_symbol_get(TH_OP_prims_python_return), 2, args, th_arg_none());
   if (!b) return TH_ERR_NOMEM;
   TH_TRY(th_vec_push(tr->arena, &tr->bsyms, b));
   tr->has_return = true;
@@ -982,3 +997,10 @@ static bool may_alias(const th_bsym *b, const th_value *v, int depth) {
 }
 
 bool th_bsym_output_may_alias(const th_bsym *b, const th_value *v) { return may_alias(b, v, 0); }
+
+int th_bsym_num_args(const th_bsym *b) { return b ? b->nargs : 0; }
+
+th_arg th_bsym_arg(const th_bsym *b, int i) {
+  if (!b || i < 0 || i >= b->nargs) return th_arg_none();
+  return b->args[i];
+}

@@ -195,10 +195,21 @@ static th_status replay(th_trace *nt, const th_bsym *b, value_map *m) {
   if (sym->id == TH_OP_prims_python_del) return TH_OK;
   if (sym->id == TH_OP_prims_comment) return th_trace_add_comment(nt, b->args[0].u.s);
   if (sym->id == TH_OP_prims_python_return) {
-    th_arg ret;
+    th_arg ret, upd = th_arg_tuple(0, NULL);
     TH_TRY(th_arg_copy(nt, &b->args[0], &ret));
     subst(&ret, m);
-    return th_trace_set_return(nt, ret);
+    if (b->nargs > 1) {
+      TH_TRY(th_arg_copy(nt, &b->args[1], &upd));
+      subst(&upd, m);
+    }
+    int cap = upd.kind == TH_ARG_TUPLE ? upd.u.seq.n : 0, n = 0;
+    th_value **vals = th_malloc(sizeof(th_value *) * (size_t)(cap ? cap : 1));
+    if (!vals) return th_error(TH_ERR_NOMEM, "autocast: out of memory");
+    for (int i = 0; i < cap; i++)
+      if (upd.u.seq.items[i].kind == TH_ARG_VALUE) vals[n++] = upd.u.seq.items[i].u.value;
+    th_status st = th_trace_set_return_updated(nt, ret, n, vals);
+    th_free(vals);
+    return st;
   }
   if (sym->id == TH_OP_DYNAMIC || b->nargs != sym->schema.nparams) {
     /* a fusion region or an executor op of a parsed trace: nothing to re-record; copied as it is */

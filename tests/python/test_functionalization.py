@@ -54,7 +54,11 @@ def test_seed004_iadd_updates_the_callers_tensor_and_returns_none():
         assert jf(a) is None
         assert a.item() == 1
         for t in thunder_c.last_traces(jf):
-            assert t.bound_symbols[-1].qualname == "prims.python_return"
+            ret = t.bound_symbols[-1]
+            assert ret.qualname == "prims.python_return"
+            # the return carries the copy's output (a's final version): a data edge copy_ -> return
+            copies = [b for b in t.bound_symbols if b.qualname in ("prims.copy_", "ltorch.add_")]
+            assert copies and copies[-1].output_names[0] in ret.arg_names
 
 
 def test_scenario17_add_then_return_other():

@@ -789,7 +789,30 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     pyth_pool pool = {0};
     th_arg ret;
     int rc = pyth_to_arg(&c.tr, result, &ret, &pool, "the jitted function's return value");
-    th_status st = rc == 0 ? th_trace_set_return(initial, ret) : TH_OK;
+    /* the final versions of inputs updated in place travel with the return (data dependence) */
+    int nin = th_trace_num_inputs(initial), nup = 0;
+    th_value **upd = rc == 0 ? pyth_pool_alloc(&pool, sizeof(th_value *) * (size_t)(nin + 1)) : NULL;
+    if (rc == 0 && !upd) rc = -1;
+    PyObject *candidates = rc == 0 ? PyList_New(0) : NULL;
+    if (candidates) {
+      PyObject *lifted = PyDict_Values(c.tr.lifted_ids);
+      if (!lifted || PyList_SetSlice(candidates, 0, 0, c.inputs) < 0 ||
+          PyList_SetSlice(candidates, PyList_GET_SIZE(candidates), PyList_GET_SIZE(candidates), lifted) < 0)
+        rc = -1;
+      Py_XDECREF(lifted);
+      for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(candidates); i++) {
+        th_value *now = ((pyth_proxy *)PyList_GET_ITEM(candidates, i))->value;
+        bool is_input = false;
+        for (int k = 0; k < nin && !is_input; k++) is_input = th_trace_input(initial, k) == now;
+        bool seen = false;
+        for (int k = 0; k < nup && !seen; k++) seen = upd[k] == now;
+        if (!is_input && !seen && nup < nin) upd[nup++] = now;
+      }
+      Py_DECREF(candidates);
+    } else {
+      rc = -1;
+    }
+    th_status st = rc == 0 ? th_trace_set_return_updated(initial, ret, nup, upd) : TH_OK;
     pyth_pool_free(&pool);
     if (rc < 0) goto trace_fail;
     if (st != TH_OK) {

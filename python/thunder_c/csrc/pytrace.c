@@ -215,6 +215,19 @@ static PyObject *bsym_outputs(PyObject *o, void *c) {
   return l;
 }
 
+/* Names of the values among the arguments, flattened in order (for `return`: the returned values,
+ * then the final versions of the inputs updated in place, which the return carries unprinted). */
+static PyObject *bsym_arg_names(PyObject *o, void *c) {
+  (void)c;
+  const th_bsym *b = ((pyth_bsym_obj *)o)->b;
+  PyObject *l = PyList_New(0);
+  for (int i = 0; l && i < th_bsym_num_args(b); i++) {
+    th_arg a = th_bsym_arg(b, i);
+    if (out_names(&a, l) < 0) Py_CLEAR(l);
+  }
+  return l;
+}
+
 static PyObject *bsym_repr(PyObject *o) {
   PyObject *q = bsym_qualname(o, NULL);
   if (!q) return NULL;
@@ -229,6 +242,7 @@ static PyGetSetDef bsym_getset[] = {
     {"sym", bsym_sym, NULL, "the symbol (here: this object, which carries name and qualname)", NULL},
     {"subsymbols", bsym_subs, NULL, "the decomposition, as bound symbols", NULL},
     {"output_names", bsym_outputs, NULL, "names of the output proxies", NULL},
+    {"arg_names", bsym_arg_names, NULL, "names of the values among the arguments, flattened", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
