@@ -20,7 +20,10 @@ extern "C" {
 typedef struct th_program th_program;
 
 typedef struct th_compile_options {
-  /* Executors in priority order by name ("blas", "eager"); NULL = the default list. */
+  /* Executors in priority order by name: "blas", "eager", or one made with th_executor_new
+   * (thunder/executor.h); NULL = the default list {"blas", "eager"}. A list is used as given (eager is
+   * not appended). An unknown name is TH_ERR_VALUE ("Expected an Executor or the name of a registered
+   * Executor, but got 'x' (known: blas, eager, ...)"). */
   const char *const *executors;
   int nexecutors;
   /* Run on this device instead of the trace's (traces recorded for cuda:0 run on the CPU with

@@ -92,7 +92,8 @@ typedef enum th_op_id {
 #undef TH_PRIM
 #undef TH_TORCH
   TH_OP_COUNT,
-  TH_OP_DYNAMIC = 100000 /* fusion regions and ops this build does not know (parsed executor ops) */
+  TH_OP_DYNAMIC = 100000, /* fusion regions and ops this build does not know (parsed executor ops) */
+  TH_OP_REGISTERED = 200000 /* ops registered at run time (th_op_register): TH_OP_REGISTERED + k */
 } th_op_id;
 
 typedef struct th_symbol th_symbol;
@@ -133,11 +134,27 @@ struct th_symbol {
   th_autocast_fn autocast; /* its own autocast rule, or NULL: the rule of its TH_TAG_AC_* tag, if any */
 };
 
-/* The descriptor of a built-in op (schema parsed). NULL for TH_OP_COUNT and beyond. */
+/* The descriptor of a built-in op (schema parsed), or of a registered op (id TH_OP_REGISTERED + k).
+ * NULL for any other id. */
 const th_symbol *th_symbol_get(th_op_id id);
-/* Lookup by "prims.add", "ltorch.add", an alias ("torch.nn.functional.linear", "Tensor.to"), or a
- * bare name ("add" = ltorch.add if it exists, else prims.add). NULL if unknown. */
+/* Lookup by "prims.add", "ltorch.add", an alias ("torch.nn.functional.linear", "Tensor.to"), a
+ * bare name ("add" = ltorch.add if it exists, else prims.add), or the qualified name of an op
+ * registered with th_op_register ("myex.fused_gelu_linear"). NULL if unknown. */
 const th_symbol *th_symbol_lookup(const char *name);
+
+/* Parses a PyTorch-style schema "name(T a, T b=..., /, *, T c=...) -> Ret" into *out (parameters and
+ * defaults allocated in `arena`). The rows of ops.def and registered ops share it. strict (registered
+ * ops): the op and parameter names must be Python identifiers, parameter names unique, a positional
+ * parameter without default may not follow one with a default, a None default needs an optional type,
+ * and the return must be Tensor, Tensor[], (Tensor, ...) or None. Errors: TH_ERR_VALUE "invalid schema
+ * '<text>': <what>". *name / *name_len (may be NULL) receive the op name before '('. */
+th_status th_schema_parse(const char *text, th_arena *arena, bool strict, th_schema *out, const char **name,
+                          size_t *name_len);
+
+/* The registry of ops added at run time (executors/registry.c): by qualified name, or by id
+ * (TH_OP_REGISTERED + k). NULL if none. Thread-safe; a registered op lives for the process. */
+const th_symbol *th_registry_lookup(const char *qualname);
+const th_symbol *th_registry_symbol(th_op_id id);
 /* A symbol made at run time (fusion regions "fusion0", unknown executor ops from parsed text); it
  * takes any arguments and has no schema. Allocated in tr's arena. */
 th_symbol *th_symbol_new_dynamic(th_trace *tr, const char *name);

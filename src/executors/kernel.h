@@ -15,10 +15,13 @@
 
 #include "core/ir.h"
 #include "runtime/runtime.h"
+#include "thunder/executor.h"
 
 typedef struct th_rt_env th_rt_env;
 
-typedef th_status (*th_kernel_fn)(th_rt_env *env, const th_bsym *b);
+/* A built-in kernel (the public kernel type of user executors, th_kernel_fn, runs through
+ * th_rt_user_kernel_adapter). */
+typedef th_status (*th_rt_kernel_fn)(th_rt_env *env, const th_bsym *b);
 
 /* The tensor bound to a tensor argument (borrowed), or NULL if the arg is not a tensor value. */
 th_tensor *th_rt_tensor(th_rt_env *env, const th_arg *a);
@@ -39,14 +42,14 @@ bool th_rt_device_override(th_rt_env *env, th_device *dev);
 void th_rt_random4(th_rt_env *env, uint32_t out[4]);
 
 /* ---- executors ---------------------------------------------------------------------------------------
- * An operator executor claims bsyms of the symbols it implements; `checker` (optional) may refuse a
- * particular call (dtype, shape). The eager executor implements every prim; the BLAS executor takes
- * prims.matmul / prims.linear in f32/f64/bf16. */
-typedef bool (*th_checker_fn)(const th_bsym *b);
-
+ * An operator executor claims bsyms of the symbols it implements; `checker` (optional, the public
+ * th_checker_fn of thunder/executor.h) may refuse a particular call (dtype, shape). The eager executor
+ * implements every prim; the BLAS executor takes prims.matmul / prims.linear in f32/f64/bf16. Executors
+ * users make with th_executor_new (executors/registry.c) are descriptors of the same type, whose impls
+ * run th_rt_user_kernel_adapter. */
 typedef struct th_operator_impl {
   th_op_id op;
-  th_kernel_fn kernel;
+  th_rt_kernel_fn kernel;
   th_checker_fn checker; /* NULL: accepts every call */
 } th_operator_impl;
 
@@ -59,5 +62,19 @@ typedef struct th_executor_desc {
 /* Built-in executors, defined in src/executors/eager/ and src/executors/blas.c. */
 extern const th_executor_desc th_eager_executor;
 extern const th_executor_desc th_blas_executor;
+
+/* ---- user executors (executors/registry.c) ------------------------------------------------------------
+ * th_registry_snapshot: *out = a private copy of the registered executor `name` (its name, impls and
+ * kernels as they are now), for one compilation, or NULL if there is none (TH_OK either way;
+ * TH_ERR_NOMEM on allocation failure). Free with th_registry_snapshot_free (NULL is fine). th_registry_user_kernel: the public kernel behind impl of
+ * descriptor d (a snapshot), or NULL for built-in kernels. th_registry_executor_names: "a, b" of the
+ * registered executors, for messages. The runtime hands a step's user kernel to the adapter through
+ * th_rt_user_kernel. */
+th_status th_registry_snapshot(const char *name, th_executor_desc **out);
+void th_registry_snapshot_free(th_executor_desc *d);
+th_kernel_fn th_registry_user_kernel(const th_executor_desc *d, const th_operator_impl *impl);
+void th_registry_executor_names(char *buf, size_t n);
+th_status th_rt_user_kernel_adapter(th_rt_env *env, const th_bsym *b);
+th_kernel_fn th_rt_user_kernel(th_rt_env *env);
 
 #endif

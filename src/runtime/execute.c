@@ -30,7 +30,8 @@
 void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 typedef struct th_step {
-  th_kernel_fn kernel;
+  th_rt_kernel_fn kernel;
+  th_kernel_fn user; /* a user executor's kernel (kernel is then th_rt_user_kernel_adapter), else NULL */
   const th_bsym *b;
   int nouts;        /* outputs the kernel must bind */
   int32_t *outs;    /* their slots */
@@ -73,7 +74,10 @@ struct th_rt_env {
   th_tensor **slots;
   uint64_t run;   /* counter words 2-3 */
   uint64_t draws; /* counter words 0-1 */
+  th_kernel_fn user; /* the running step's user kernel, if any */
 };
+
+th_kernel_fn th_rt_user_kernel(th_rt_env *env) { return env->user; }
 
 bool th_rt_device_override(th_rt_env *env, th_device *dev) {
   if (!env->p->has_device_override) return false;
@@ -512,13 +516,15 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
     if (!b->executor)
       return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no executor claimed it", b->sym->qualname);
     const th_operator_impl *impl = NULL;
+    const th_executor_desc *owner = NULL;
     for (int e = 0; e < nexecs && !impl; e++)
-      if (!strcmp(execs[e]->name, b->executor)) impl = find_impl(execs[e], b->sym->id);
+      if (!strcmp(execs[e]->name, b->executor)) impl = find_impl(owner = execs[e], b->sym->id);
     if (!impl || !impl->kernel)
       return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: claimed by executor '%s', which has no kernel for it",
                       b->sym->qualname, b->executor);
     th_step *s = &p->steps[p->nsteps++];
     s->kernel = impl->kernel;
+    s->user = th_registry_user_kernel(owner, impl); /* copied: the executor may be freed later */
     s->b = b;
   }
 
@@ -633,15 +639,26 @@ th_status th_program_compile(const th_trace *tr, const th_compile_options *opts,
   }
   if (n < 0 || n > 16) return th_error(TH_ERR_VALUE, "expected between 0 and 16 executors, got %d", n);
   const th_executor_desc *execs[16];
-  for (int i = 0; i < n; i++) {
-    if (!names[i] || !(execs[i] = builtin_executor(names[i]))) {
-      *out = NULL;
-      return th_error(TH_ERR_VALUE,
-                      "Expected an Executor or the name of a registered Executor, but got '%s' (known: "
-                      "blas, eager)", names[i] ? names[i] : "NULL");
+  th_executor_desc *snaps[16]; /* user executors (th_executor_new), copied for this compilation */
+  int nsnaps = 0;
+  th_status st = TH_OK;
+  for (int i = 0; i < n && st == TH_OK; i++) {
+    if (names[i] && (execs[i] = builtin_executor(names[i]))) continue;
+    th_executor_desc *snap = NULL;
+    if (names[i] && (st = th_registry_snapshot(names[i], &snap)) != TH_OK) break;
+    if (snap) {
+      execs[i] = snaps[nsnaps++] = snap;
+      continue;
     }
+    char known[512];
+    th_registry_executor_names(known, sizeof known);
+    st = th_error(TH_ERR_VALUE,
+                  "Expected an Executor or the name of a registered Executor, but got '%.200s' (known: blas, "
+                  "eager%s%s)", names[i] ? names[i] : "NULL", known[0] ? ", " : "", known);
   }
-  return th_program_compile_with(tr, opts, execs, n, out);
+  if (st == TH_OK) st = th_program_compile_with(tr, opts, execs, n, out);
+  for (int i = 0; i < nsnaps; i++) th_registry_snapshot_free(snaps[i]);
+  return st;
 }
 
 /* ---- run ---------------------------------------------------------------------------------------- */
@@ -713,10 +730,11 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
       th_tensor_retain(inputs[i]);
       p->slots[i] = inputs[i];
     }
-  th_rt_env env = {p, p->slots, p->runs++, 0};
+  th_rt_env env = {p, p->slots, p->runs++, 0, NULL};
   th_status st = TH_OK;
   for (int i = 0; i < p->nsteps; i++) {
     const th_step *s = &p->steps[i];
+    env.user = s->user;
     if ((st = s->kernel(&env, s->b)) != TH_OK) {
       op_error(s->b, st);
       goto fail;

@@ -7,8 +7,8 @@
 #include "thunder/jit.h"
 
 /* th_program_compile with executor descriptors instead of names (th_program_compile resolves the
- * names "blas" and "eager" and calls this). For executors that are not built in (tests, and later the
- * public executor registry). opts->executors is ignored. */
+ * names "blas", "eager" and those of executors made with th_executor_new, copied for the compilation,
+ * and calls this). Also for executors that are not registered (tests). opts->executors is ignored. */
 th_status th_program_compile_with(const th_trace *tr, const th_compile_options *opts,
                                   const th_executor_desc *const *execs, int nexecs, th_program **out);
 

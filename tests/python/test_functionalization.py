@@ -285,3 +285,73 @@ def test_module_state_side_effects():
     with pytest.raises(NotImplementedError, match="module attribute 'cache'"):
         thunder_c.jit(lm)(torch.randn(2))
     assert not hasattr(lm, "cache")
+
+
+G = torch.zeros(2)
+
+
+def test_inplace_on_a_captured_tensor_is_seen_by_later_reads():
+    def f(x):
+        a = G * 1
+        G.add_(x)
+        b = G * 1  # must see the update
+        v = G[0:1]
+        G.mul_(2)
+        return a, b, v * 1
+    G.zero_()
+    want = f(torch.ones(2))
+    G.zero_()
+    got = thunder_c.jit(f)(torch.ones(2))
+    close(want, got)
+    torch.testing.assert_close(G, torch.full((2,), 2.0))
+
+
+def test_plain_tensor_attribute_updated_in_place():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.plain = torch.zeros(1)
+
+        def forward(self, x):
+            self.plain += 1
+            return x * self.plain
+
+    m = M()
+    jm = thunder_c.jit(m)
+    x = torch.ones(2)
+    assert jm(x).tolist() == [1.0, 1.0] and jm(x).tolist() == [2.0, 2.0]
+    assert isinstance(m.plain, torch.Tensor) and m.plain.item() == 2.0
+
+
+def test_two_threads_tracing_at_once():
+    import threading
+    ev1, ev2 = threading.Event(), threading.Event()
+
+    def fa(x):
+        y = x + 1
+        ev1.set()
+        ev2.wait(5)
+        return y
+
+    def fb(x):
+        ev1.wait(5)
+        y = x * 2
+        ev2.set()
+        return y
+
+    ja, jb = thunder_c.jit(fa), thunder_c.jit(fb)
+    res = {}
+
+    def run(name, j):
+        try:
+            res[name] = j(torch.ones(2))
+        except Exception as e:  # noqa: BLE001 - reported below
+            res[name] = e
+
+    ts = [threading.Thread(target=run, args=("A", ja)), threading.Thread(target=run, args=("B", jb))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert torch.equal(res["A"], torch.full((2,), 2.0)) and torch.equal(res["B"], torch.full((2,), 2.0))
+    assert not thunder_c._C.is_tracing()

@@ -19,7 +19,8 @@
 
 #include "pyth.h"
 
-pyth_tracer *pyth_active;
+/* Per thread: each Python thread traces on its own (the GIL is released between bytecodes). */
+_Thread_local pyth_tracer *pyth_active;
 
 /* ---- memory for argument trees ------------------------------------------------------------------ */
 
@@ -525,6 +526,14 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
     self = (pyth_proxy *)PyTuple_GET_ITEM(args, 0);
   for (Py_ssize_t i = 0; i < na; i++)
     if (pyth_to_arg(tr, PyTuple_GET_ITEM(args, i), &a[i], &pool, who) < 0) goto done;
+  if ((flags & TH_OPF_IN_PLACE) && !self && na > 0 &&
+      PyObject_TypeCheck(PyTuple_GET_ITEM(args, 0), (PyTypeObject *)pyth_T.tensor_type)) {
+    /* an in-place update of a captured tensor (G.add_(x), G a global): its proxy takes the new version */
+    PyObject *key = PyLong_FromVoidPtr(PyTuple_GET_ITEM(args, 0));
+    self = key ? (pyth_proxy *)PyDict_GetItemWithError(tr->lifted_ids, key) : NULL;
+    Py_XDECREF(key);
+    if (!self && PyErr_Occurred()) goto done;
+  }
   if (nk) {
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
@@ -886,6 +895,9 @@ PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t 
   if ((fargs && !PyTuple_Check(fargs)) || (fkw && !PyDict_Check(fkw)))
     return PyErr_SetString(PyExc_TypeError, "torch_function: args must be a tuple and kwargs a dict"), NULL;
   if (pyth_dispatch_init() < 0) return NULL;
+  /* this thread is not tracing (the mode of another thread's trace, if torch shared it): run as is */
+  if (!pyth_active && !has_proxy(fargs ? fargs : Py_None, 0) && !(fkw && has_proxy(fkw, 0)))
+    return Py_NewRef(pyth_passthrough_marker);
   PyObject *empty = NULL;
   if (!fargs) fargs = empty = PyTuple_New(0);
   if (!fargs) return NULL;

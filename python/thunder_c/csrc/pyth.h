@@ -86,7 +86,7 @@ struct pyth_tracer {
 };
 
 /* The tracer currently recording (NULL when none). */
-extern pyth_tracer *pyth_active;
+extern _Thread_local pyth_tracer *pyth_active;
 
 /* A new proxy for value v in tracer tr. */
 PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v);
