@@ -222,8 +222,13 @@ th_tensor *th_tensor_view(th_tensor *t, int ndim, const int64_t *shape, const in
   uint64_t extent;
   size_t isz = th_dtype_size(t->dtype);
   bool ok = view_extent(ndim, shape, st, t->offset + offset, isz, &extent) && extent <= t->storage->nbytes;
-  if (numel == 0) /* an empty view must still start inside (or at the end of) its storage */
-    ok = ok && (uint64_t)(t->offset + offset) <= t->storage->nbytes / isz;
+  /* An empty view touches no element, wherever it starts: PyTorch allows x[:, 2:] of a [0, 4] tensor
+   * (offset 2 in an empty storage). It is placed at the storage's start, so no pointer is ever formed
+   * past its end. */
+  if (numel == 0) {
+    ok = true;
+    offset = -t->offset;
+  }
   if (!ok) {
     th_error(TH_ERR_INDEX,
              "%s: the view (numel=%lld, offset=%lld) reaches past the end of its storage of %zu bytes", who,

@@ -355,3 +355,60 @@ def test_two_threads_tracing_at_once():
         t.join()
     assert torch.equal(res["A"], torch.full((2,), 2.0)) and torch.equal(res["B"], torch.full((2,), 2.0))
     assert not thunder_c._C.is_tracing()
+
+
+def test_adversarial_regressions():
+    """Findings of the adversarial pass, each a silent wrong result or crash before its fix."""
+    import numpy as np
+    x = torch.ones(2)
+    # `G += x` on a global leaves the user's tensor bound (not a proxy)
+    g = {"G": torch.zeros(2)}
+    exec("def f(x):\n    global G\n    G += x\n    return G * 1", g)
+    jf = thunder_c.jit(g["f"])
+    assert jf(x).tolist() == [1.0, 1.0] and type(g["G"]) is torch.Tensor and jf(x).tolist() == [2.0, 2.0]
+    # a jitted function called inside another trace is inlined, even on real tensors
+    H = torch.ones(2)
+    inner = thunder_c.jit(lambda t: t * 3)
+    outer = thunder_c.jit(lambda x: x + inner(H))
+    assert outer(x).tolist() == [4.0, 4.0]
+    H.add_(1)
+    assert outer(x).tolist() == [7.0, 7.0]
+    # two equal computed outputs are two tensors
+    a, b = thunder_c.jit(lambda x: (x * 2, x * 2))(torch.ones(3))
+    a.add_(100)
+    assert b.tolist() == [2.0, 2.0, 2.0]
+    # a lazily negated view is read with its sign
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    v = z.conj().imag
+    torch.testing.assert_close(thunder_c.jit(lambda v: v * 1)(v), v * 1)
+    # empty tensors slice like PyTorch
+    e = torch.zeros(0, 4)
+    assert thunder_c.jit(lambda e: e[:, 2:])(e).shape == (0, 2)
+    # devices, dtypes and numpy scalars are keyed by value (no retrace per call)
+    jd = thunder_c.jit(lambda x, d, s: x.to(d) * s)
+    for _ in range(5):
+        jd(x, x.device, np.float64(2.0))
+    assert thunder_c.cache_misses(jd) == 1
+    # a NumPy array operand, and thunder_c dtypes hash like torch's
+    torch.testing.assert_close(thunder_c.jit(lambda x: x * np.array([2.0]))(x), x * np.array([2.0]))
+    assert {torch.float32: 1}[thunder_c.float32] == 1
+    # a captured tensor resized between calls: traced again, not an error
+    V = torch.ones(4)
+    jv = thunder_c.jit(lambda x: x.sum() + V.sum())
+    assert jv(x).item() == 6.0
+    V.data = torch.ones(8)
+    assert jv(x).item() == 10.0
+    # a module edited after jit(): a submodule replaced is seen
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    tm = thunder_c.jit(m)
+    tm(x)
+    m[0] = torch.nn.Linear(2, 2)
+    torch.testing.assert_close(tm(x), m(x))
+    # torch.set_default_dtype other than float32 is refused, not ignored
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(NotImplementedError, match="set_default_dtype"):
+            thunder_c.jit(lambda x: x + torch.ones(2))(x)
+    finally:
+        torch.set_default_dtype(prev)

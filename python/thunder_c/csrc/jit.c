@@ -11,13 +11,14 @@
  * DLPack capsule owns them); an input the program updates in place is updated in the caller's
  * tensor, because the core writes into the caller's memory. */
 #include <dlpack/dlpack.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pyth.h"
 
 static PyObject *mode_class; /* thunder_c._ThunderMode, set by _set_mode_class */
 static unsigned long epoch_counter;
-static PyObject *s_requires_grad, *s_detach, *s_dtype, *s_view, *s_training, *s_parameters, *s_buffers, *s_enter, *s_exit;
+static PyObject *s_requires_grad, *s_detach, *s_dtype, *s_view, *s_is_neg, *s_training, *s_parameters, *s_buffers, *s_enter, *s_exit;
 
 /* ---- growable byte buffer for keys -------------------------------------------------------------- */
 
@@ -75,6 +76,12 @@ static int export_tensor(PyObject *t, bool *requires_grad, PyObject **capsule, D
   bool req = rg == Py_True;
   Py_DECREF(rg);
   PyObject *src = req ? PyObject_CallMethodNoArgs(t, s_detach) : Py_NewRef(t);
+  if (!src) return -1;
+  /* a lazily negated or conjugated view (z.conj().imag) exports its raw memory: resolve it first */
+  PyObject *neg = PyObject_CallMethodNoArgs(src, s_is_neg);
+  if (!neg) return Py_DECREF(src), -1;
+  if (neg == Py_True) Py_SETREF(src, PyObject_CallMethod(src, "resolve_neg", NULL));
+  Py_DECREF(neg);
   if (!src) return -1;
   PyObject *dt = PyObject_GetAttr(src, s_dtype);
   bool is_bool = dt && dt == pyth_T.dtypes[TH_BOOL];
@@ -144,24 +151,65 @@ static void byte_range(const DLTensor *d, uintptr_t *lo, uintptr_t *hi) {
   *hi = empty ? *lo : *lo + (uintptr_t)((span + 1) * ((d->dtype.bits * d->dtype.lanes + 7) / 8));
 }
 
-/* Which inputs share memory: for each tensor, the first earlier one whose bytes overlap it. */
+/* Which inputs share memory: for each tensor, the first earlier one whose bytes overlap it. Sorted by
+ * start address and swept, so a module with thousands of parameters costs n log n, not n^2. */
+typedef struct {
+  uintptr_t lo, hi;
+  int i;
+} span_t;
+
+static int span_cmp(const void *a, const void *b) {
+  const span_t *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : x->i - y->i;
+}
+
 static int key_aliasing(kbuf *k, const tensor_list *l) {
   if (kb_byte(k, 'A') < 0) return -1;
-  for (int i = 0; i < l->n; i++) {
-    uintptr_t lo, hi;
-    byte_range(&l->t[i].m->dl_tensor, &lo, &hi);
-    int32_t first = i;
-    for (int j = 0; j < i && first == i; j++) {
-      uintptr_t lo2, hi2;
-      byte_range(&l->t[j].m->dl_tensor, &lo2, &hi2);
-      if (lo < hi2 && lo2 < hi) first = j;
-    }
-    if (first != i && kb_put(k, (int32_t[2]){i, first}, 8) < 0) return -1;
+  if (l->n < 2) return 0;
+  span_t *sp = PyMem_Malloc(sizeof *sp * (size_t)l->n);
+  int32_t *first = PyMem_Malloc(sizeof *first * (size_t)l->n);
+  if (!sp || !first) {
+    PyMem_Free(sp);
+    PyMem_Free(first);
+    return PyErr_NoMemory(), -1;
   }
-  return 0;
+  for (int i = 0; i < l->n; i++) {
+    byte_range(&l->t[i].m->dl_tensor, &sp[i].lo, &sp[i].hi);
+    sp[i].i = i;
+    first[i] = i;
+  }
+  qsort(sp, (size_t)l->n, sizeof *sp, span_cmp);
+  /* overlapping runs: every member maps to the smallest index of its connected run */
+  int rc = 0;
+  for (int a = 0; a < l->n;) {
+    int b = a + 1;
+    uintptr_t hi = sp[a].hi;
+    int lowest = sp[a].i;
+    while (b < l->n && sp[b].lo < hi && sp[b].lo < sp[b].hi && sp[a].lo < sp[a].hi) {
+      if (sp[b].hi > hi) hi = sp[b].hi;
+      if (sp[b].i < lowest) lowest = sp[b].i;
+      b++;
+    }
+    for (int c = a; c < b; c++) first[sp[c].i] = lowest;
+    a = b;
+  }
+  for (int i = 0; i < l->n && rc == 0; i++)
+    if (first[i] != i) rc = kb_put(k, (int32_t[2]){i, first[i]}, 8);
+  PyMem_Free(sp);
+  PyMem_Free(first);
+  return rc;
 }
 
 static int walk(PyObject *o, kbuf *k, tensor_list *tl, PyObject **ids, int depth);
+
+/* Other objects (functions, arrays, ...): by identity. The entry keeps a reference to them, so their
+ * address cannot be reused while it lives. */
+static int walk_identity(PyObject *o, kbuf *k, PyObject **ids) {
+  uintptr_t id = (uintptr_t)o;
+  if (!*ids && !(*ids = PyList_New(0))) return -1;
+  if (PyList_Append(*ids, o) < 0) return -1;
+  return kb_byte(k, 'o') < 0 ? -1 : kb_put(k, &id, sizeof id);
+}
 /* A None, bool, float or str into the key (as walk() writes it). */
 static int walk_scalar(kbuf *k, PyObject *o) { return walk(o, k, NULL, NULL, 0); }
 
@@ -175,13 +223,13 @@ static int walk(PyObject *o, kbuf *k, tensor_list *tl, PyObject **ids, int depth
   }
   if (o == Py_None) return kb_byte(k, 'n');
   if (PyBool_Check(o)) return kb_byte(k, o == Py_True ? 'B' : 'b');
-  if (PyLong_CheckExact(o)) {
+  if (PyLong_Check(o)) { /* int and its subclasses (IntEnum, numpy ints are not PyLong) by value */
     int overflow;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow) return PyErr_SetString(PyExc_OverflowError, "thunder_c: an int argument does not fit in int64"), -1;
     return kb_byte(k, 'i') < 0 ? -1 : kb_i64(k, v);
   }
-  if (PyFloat_CheckExact(o)) {
+  if (PyFloat_Check(o)) { /* float and subclasses (numpy.float64) by value */
     double f = PyFloat_AS_DOUBLE(o);
     return kb_byte(k, 'f') < 0 ? -1 : kb_put(k, &f, sizeof f);
   }
@@ -191,27 +239,37 @@ static int walk(PyObject *o, kbuf *k, tensor_list *tl, PyObject **ids, int depth
     if (!s || kb_byte(k, 's') < 0 || kb_i64(k, n) < 0) return -1;
     return kb_put(k, s, (size_t)n);
   }
+  th_dtype dt;
+  if (pyth_dtype_from(o, &dt)) return kb_byte(k, 'd') < 0 ? -1 : kb_byte(k, (char)dt);
+  th_device dev;
+  if (PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.device_type) && pyth_device_from(o, &dev))
+    return kb_byte(k, 'D') < 0 || kb_put(k, &dev, sizeof dev) < 0 ? -1 : 0;
   if (PyTuple_Check(o) || PyList_Check(o)) {
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-    if (kb_byte(k, PyTuple_Check(o) ? '(' : '[') < 0 || kb_i64(k, n) < 0) return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-      if (walk(PySequence_Fast_GET_ITEM(o, i), k, tl, ids, depth + 1) < 0) return -1;
-    return 0;
+    /* a tuple copy: exporting a tensor runs Python code, which may change a list under us */
+    PyObject *items = PySequence_Tuple(o);
+    if (!items) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    int r = kb_byte(k, PyTuple_Check(o) ? '(' : '[') < 0 || kb_i64(k, n) < 0 ? -1 : 0;
+    for (Py_ssize_t i = 0; r == 0 && i < n; i++) r = walk(PyTuple_GET_ITEM(items, i), k, tl, ids, depth + 1);
+    Py_DECREF(items);
+    return r;
   }
   if (PyDict_Check(o)) {
-    Py_ssize_t pos = 0;
-    PyObject *key, *v;
-    if (kb_byte(k, '{') < 0 || kb_i64(k, PyDict_Size(o)) < 0) return -1;
-    while (PyDict_Next(o, &pos, &key, &v))
-      if (walk(key, k, tl, ids, depth + 1) < 0 || walk(v, k, tl, ids, depth + 1) < 0) return -1;
-    return 0;
+    PyObject *items = PyDict_Items(o); /* a snapshot, as above */
+    if (!items) return -1;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    int r = kb_byte(k, '{') < 0 || kb_i64(k, n) < 0 ? -1 : 0;
+    for (Py_ssize_t i = 0; r == 0 && i < n; i++) {
+      PyObject *kv = PyList_GET_ITEM(items, i), *key = PyTuple_GET_ITEM(kv, 0);
+      /* keys are never inputs (a tensor key is guarded by identity) */
+      r = PyObject_TypeCheck(key, (PyTypeObject *)pyth_T.tensor_type) ? walk_identity(key, k, ids)
+                                                                        : walk(key, k, tl, ids, depth + 1);
+      if (r == 0) r = walk(PyTuple_GET_ITEM(kv, 1), k, tl, ids, depth + 1);
+    }
+    Py_DECREF(items);
+    return r;
   }
-  /* dtypes, devices, functions, ...: by identity (the entry keeps a reference to the object, so
-   * its address cannot be reused while the entry lives). */
-  uintptr_t id = (uintptr_t)o;
-  if (!*ids && !(*ids = PyList_New(0))) return -1;
-  if (PyList_Append(*ids, o) < 0) return -1;
-  return kb_byte(k, 'o') < 0 ? -1 : kb_put(k, &id, sizeof id);
+  return walk_identity(o, k, ids);
 }
 
 /* ---- what the function reads besides its arguments ---------------------------------------------------
@@ -242,6 +300,16 @@ static int key_function_reads(kbuf *k, PyObject *fn) {
     PyObject *v = PyCell_GET(PyTuple_GET_ITEM(closure, i));
     if (v && key_capture(k, v) < 0) return -1;
   }
+  PyObject *defaults = PyFunction_GET_DEFAULTS(fn); /* f(x, scale=2.0): changing f.__defaults__ retraces */
+  for (Py_ssize_t i = 0; defaults && i < PyTuple_GET_SIZE(defaults); i++)
+    if (key_capture(k, PyTuple_GET_ITEM(defaults, i)) < 0) return -1;
+  PyObject *kwdefaults = PyFunction_GET_KW_DEFAULTS(fn);
+  if (kwdefaults && PyDict_Check(kwdefaults)) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *v;
+    while (PyDict_Next(kwdefaults, &pos, &key, &v))
+      if (key_capture(k, v) < 0) return -1;
+  }
   PyObject *globals = PyFunction_GET_GLOBALS(fn);
   PyObject *names = ((PyCodeObject *)PyFunction_GET_CODE(fn))->co_names;
   for (Py_ssize_t i = 0; globals && names && i < PyTuple_GET_SIZE(names); i++) {
@@ -271,19 +339,37 @@ typedef struct {
 
 static void entry_dealloc(PyObject *o) {
   pyth_entry *e = (pyth_entry *)o;
+  PyObject_GC_UnTrack(o);
   th_program_free(e->prog);
   for (int i = 0; i < e->ntraces; i++) th_trace_free(e->traces[i]);
   Py_XDECREF(e->lifted);
   Py_XDECREF(e->pinned);
   PyMem_Free(e->param_input);
-  PyObject_Free(o);
+  PyObject_GC_Del(o);
+}
+
+/* Entries hold Python objects (captured tensors, identity-keyed arguments) that may refer back to
+ * the jitted function (a module whose forward calls it): the cycle collector must see them. */
+static int entry_traverse(PyObject *o, visitproc visit, void *arg) {
+  pyth_entry *e = (pyth_entry *)o;
+  Py_VISIT(e->lifted);
+  Py_VISIT(e->pinned);
+  return 0;
+}
+
+static int entry_clear(PyObject *o) {
+  pyth_entry *e = (pyth_entry *)o;
+  Py_CLEAR(e->pinned);
+  return 0;
 }
 
 static PyTypeObject entry_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c._CacheEntry",
     .tp_basicsize = sizeof(pyth_entry),
     .tp_dealloc = entry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_traverse = entry_traverse,
+    .tp_clear = entry_clear,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 };
 
 /* ---- the jitted callable ------------------------------------------------------------------------- */
@@ -300,6 +386,7 @@ typedef struct {
   PyObject *arg_names; /* list of parameter names of fn (for input names), may be empty */
   PyObject *code_fn;   /* the Python function whose closure and globals are guarded, or NULL */
   PyObject *attr_slots; /* modules: list of (submodule __dict__, name) of plain tensor/number attributes */
+  PyObject *structure;  /* modules: structure_of() when the slots were collected */
   PyObject *cache;     /* dict: key bytes -> entry */
   PyObject *last;      /* the entry of the last call */
   cache_mode mode;
@@ -320,6 +407,7 @@ static void jit_dealloc(PyObject *o) {
   Py_XDECREF(j->arg_names);
   Py_XDECREF(j->code_fn);
   Py_XDECREF(j->attr_slots);
+  Py_XDECREF(j->structure);
   Py_XDECREF(j->cache);
   Py_XDECREF(j->last);
   Py_XDECREF(j->executor_names);
@@ -334,6 +422,7 @@ static int jit_traverse(PyObject *o, visitproc visit, void *arg) {
   Py_VISIT(j->submodules);
   Py_VISIT(j->code_fn);
   Py_VISIT(j->attr_slots);
+  Py_VISIT(j->structure);
   Py_VISIT(j->cache);
   Py_VISIT(j->last);
   return 0;
@@ -346,6 +435,7 @@ static int jit_clear(PyObject *o) {
   Py_CLEAR(j->submodules);
   Py_CLEAR(j->code_fn);
   Py_CLEAR(j->attr_slots);
+  Py_CLEAR(j->structure);
   Py_CLEAR(j->cache);
   Py_CLEAR(j->last);
   return 0;
@@ -376,8 +466,45 @@ static PyObject *param_names(PyObject *fn, bool skip_self) {
   return names;
 }
 
+/* A module's structure as the slots were collected from it: per submodule, its children (identity),
+ * the number of its parameters, buffers and hooks. A change (a submodule replaced, a parameter
+ * registered, a hook added) makes the jitted module collect its slots again and drop its cache. */
+static PyObject *structure_of(pyth_jit *j) {
+  PyObject *sig = PyList_New(0);
+  static const char *const dicts[] = {"_modules", "_parameters", "_buffers", "_forward_hooks", "_forward_pre_hooks"};
+  for (Py_ssize_t s = 0; sig && s < PyList_GET_SIZE(j->submodules); s++) {
+    PyObject *mod = PyList_GET_ITEM(j->submodules, s);
+    PyObject *md = PyObject_GenericGetDict(mod, NULL);
+    for (size_t d = 0; sig && md && d < sizeof dicts / sizeof *dicts; d++) {
+      PyObject *x = PyDict_GetItemString(md, dicts[d]);
+      PyObject *item = !x || !PyDict_Check(x) ? Py_NewRef(Py_None)
+                       : d == 0 ? PyDict_Values(x)
+                                : PyLong_FromSsize_t(PyDict_Size(x));
+      if (!item || PyList_Append(sig, item) < 0) Py_CLEAR(sig);
+      Py_XDECREF(item);
+    }
+    PyObject *n = md ? PyLong_FromSsize_t(PyDict_Size(md)) : NULL; /* an attribute added or deleted */
+    if (!n || PyList_Append(sig, n) < 0) Py_CLEAR(sig);
+    Py_XDECREF(n);
+    Py_XDECREF(md);
+  }
+  return sig;
+}
+
+static int structure_changed(pyth_jit *j) {
+  PyObject *now = structure_of(j);
+  if (!now) return -1;
+  int same = j->structure ? PyObject_RichCompareBool(now, j->structure, Py_EQ) : 0;
+  Py_DECREF(now);
+  return same < 0 ? -1 : !same;
+}
+
 /* Collects a module's parameter and buffer slots (owner dict, name, qualified name) and submodules. */
 static int collect_slots(pyth_jit *j) {
+  Py_CLEAR(j->slots);
+  Py_CLEAR(j->submodules);
+  Py_CLEAR(j->attr_slots);
+  Py_CLEAR(j->structure);
   j->slots = PyList_New(0);
   j->submodules = PyList_New(0);
   j->attr_slots = PyList_New(0);
@@ -432,11 +559,19 @@ static int collect_slots(pyth_jit *j) {
     Py_DECREF(pair);
   }
   Py_DECREF(iter);
-  return rc || PyErr_Occurred() ? -1 : 0;
+  if (rc || PyErr_Occurred()) return -1;
+  j->structure = structure_of(j);
+  return j->structure ? 0 : -1;
 }
 
-/* The key's header: autocast and grad state of the caller. */
+/* The key's header: autocast and grad state of the caller, and torch's default dtype. */
 static int key_state(kbuf *k) {
+  PyObject *dd = PyObject_CallNoArgs(pyth_T.get_default_dtype);
+  th_dtype ddt = TH_F32;
+  if (!dd) return -1;
+  bool known = pyth_dtype_from(dd, &ddt);
+  Py_DECREF(dd);
+  if (kb_byte(k, known ? (char)ddt : 99) < 0) return -1;
   PyObject *v[5] = {PyObject_CallNoArgs(pyth_T.is_autocast_cpu_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_cpu_dtype),
                     PyObject_CallNoArgs(pyth_T.is_autocast_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_gpu_dtype),
                     PyObject_CallNoArgs(pyth_T.is_grad_enabled)};
@@ -607,7 +742,7 @@ static int restore_module_attributes(PyObject *snapshots, bool check, PyObject *
 
 /* Traces the function on proxies of (args, kwargs) and compiles it into a new entry. */
 static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, const tensor_list *tl) {
-  pyth_entry *e = PyObject_New(pyth_entry, &entry_type);
+  pyth_entry *e = PyObject_GC_New(pyth_entry, &entry_type);
   if (!e) return NULL;
   e->ntraces = 0;
   e->prog = NULL;
@@ -616,6 +751,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   e->param_input = NULL;
   e->nparams_in = 0;
   e->nargs_tensors = 0;
+  PyObject_GC_Track((PyObject *)e);
   if (!e->lifted || !e->pinned) goto fail;
   th_trace *initial = NULL;
   if (j->given_trace) {
@@ -632,6 +768,18 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     return e;
   }
 
+  /* factory functions (torch.ones(3)) take torch's default dtype, which the core's ops do not read */
+  {
+    PyObject *dd = PyObject_CallNoArgs(pyth_T.get_default_dtype);
+    if (!dd) goto fail;
+    bool f32 = dd == pyth_T.dtypes[TH_F32];
+    if (!f32)
+      PyErr_Format(PyExc_NotImplementedError,
+                   "thunder_c: torch.set_default_dtype(%R) is not supported (thunder-c's factory functions "
+                   "default to float32); pass dtype= explicitly and restore the default", dd);
+    Py_DECREF(dd);
+    if (!f32) goto fail;
+  }
   trace_ctx c = {{0}, 0, NULL};
   c.tr.trace = initial = th_trace_new("computation");
   c.tr.epoch = ++epoch_counter;
@@ -848,6 +996,15 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   th_compile_options o = {0};
   o.executors = j->executors;
   o.nexecutors = j->nexecutors;
+  { /* the random stream (dropout) is seeded from torch's default generator: torch.manual_seed before
+     * the first call reproduces it, and two programs do not share one stream */
+    PyObject *r = PyObject_CallMethod(pyth_T.torch, "randint", "i(i)", 1 << 30, 1);
+    PyObject *item = r ? PyObject_CallMethod(r, "item", NULL) : NULL;
+    if (item) o.seed = (uint64_t)PyLong_AsLongLong(item) * 2654435761u + 1;
+    Py_XDECREF(item);
+    Py_XDECREF(r);
+    PyErr_Clear();
+  }
   if ((st = th_program_compile(cse, &o, &e->prog)) != TH_OK) {
     pyth_raise(st);
     goto trace_fail;
@@ -937,6 +1094,8 @@ static PyObject *to_torch(th_tensor *t) {
   return r;
 }
 
+static _Thread_local const th_trace *g_out_trace; /* the trace whose outputs build_output converts */
+
 /* Rebuilds the return structure: one output tensor per leaf, in the program's order. */
 static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int *k) {
   switch (a->kind) {
@@ -966,6 +1125,21 @@ static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int 
   th_tensor *t = i < nouts ? outs[i] : NULL;
   if (a->kind == TH_ARG_VALUE && th_value_is_tensor(a->u.value)) {
     if (!t) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: the program produced no tensor for an output"), NULL;
+    /* CSE may return one computed buffer for two outputs (return x * 2, x * 2); eager returns two
+     * tensors, so the second is a copy. (An input returned twice stays one tensor, as in eager.) */
+    bool again = false;
+    for (int p = 0; p < i && !again; p++) again = outs[p] == t;
+    if (again) {
+      bool input = false;
+      for (int q = 0; q < th_trace_num_inputs(g_out_trace) && !input; q++) input = th_trace_input(g_out_trace, q) == a->u.value;
+      if (!input) {
+        th_tensor *c = th_tensor_contiguous_copy(t);
+        if (!c) return pyth_raise(th_last_status());
+        PyObject *r = to_torch(c);
+        th_tensor_release(c);
+        return r;
+      }
+    }
     return to_torch(t);
   }
   if (a->kind == TH_ARG_VALUE || a->kind == TH_ARG_INT || a->kind == TH_ARG_FLOAT || a->kind == TH_ARG_BOOL) {
@@ -1055,6 +1229,7 @@ static PyObject *run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
   }
   th_arg ret = th_trace_output(th_program_trace(e->prog));
   int k = 0;
+  g_out_trace = th_program_trace(e->prog);
   res = build_output(&ret, outs, nouts, &k);
 done:
   for (int i = 0; i < made; i++) th_tensor_release(in[i]);
@@ -1065,31 +1240,52 @@ done:
   return res;
 }
 
-static bool any_proxy(PyObject *args, PyObject *kwargs) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
-    if (Py_TYPE(PyTuple_GET_ITEM(args, i)) == &pyth_proxy_type) return true;
-  if (kwargs) {
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(kwargs, &pos, &k, &v))
-      if (Py_TYPE(v) == &pyth_proxy_type) return true;
+/* Whether the tensors an entry captured still have the dtype and shape its trace recorded. */
+static bool lifted_still_match(pyth_entry *e) {
+  Py_ssize_t nl = PyList_GET_SIZE(e->lifted);
+  if (!nl || !e->prog) return true;
+  const th_trace *tr = th_program_trace(e->prog);
+  int base = th_trace_num_inputs(tr) - (int)nl;
+  for (Py_ssize_t i = 0; i < nl; i++) {
+    PyObject *t = PyList_GET_ITEM(e->lifted, i);
+    const th_value *v = th_trace_input(tr, base + (int)i);
+    PyObject *dt = PyObject_GetAttr(t, s_dtype), *shape = PyObject_GetAttrString(t, "shape");
+    th_dtype d;
+    bool ok = dt && shape && pyth_dtype_from(dt, &d) && d == th_value_dtype(v) && PyTuple_Check(shape) &&
+              PyTuple_GET_SIZE(shape) == th_value_ndim(v);
+    for (int k = 0; ok && k < th_value_ndim(v); k++)
+      ok = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, k)) == th_value_shape(v)[k];
+    Py_XDECREF(dt);
+    Py_XDECREF(shape);
+    PyErr_Clear();
+    if (!ok) return false;
   }
-  return false;
+  return true;
 }
 
 static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   pyth_jit *j = (pyth_jit *)self;
   if (kwargs && PyDict_Size(kwargs) == 0) kwargs = NULL;
-  /* a jitted function called while another is traced is inlined into that trace */
-  if (pyth_active && any_proxy(args, kwargs)) return PyObject_Call(j->fn, args, kwargs);
+  /* a jitted function called while another is traced is inlined into that trace (whatever its
+   * arguments: a result computed now would be baked into the outer trace as a constant) */
+  if (pyth_active && !j->given_trace) return PyObject_Call(j->fn, args, kwargs);
   if (j->given_trace && kwargs)
     return PyErr_SetString(PyExc_TypeError, "a jitted trace takes its inputs positionally"), NULL;
   kbuf k = {.p = NULL, .n = 0, .cap = sizeof k.local};
   k.p = k.local;
   tensor_list tl = {.n = 0, .cap = 8};
   tl.t = tl.local;
-  PyObject *res = NULL, *ids = NULL;
+  PyObject *res = NULL, *ids = NULL, *seen_slots = NULL;
   pyth_entry *e = NULL;
+  if (j->is_module) {
+    int changed = structure_changed(j);
+    if (changed < 0) goto done;
+    if (changed) { /* the module was edited since its slots were collected: start over */
+      if (collect_slots(j) < 0) goto done;
+      PyDict_Clear(j->cache);
+      Py_CLEAR(j->last);
+    }
+  }
   if (key_state(&k) < 0 || walk(args, &k, &tl, &ids, 0) < 0 || (kwargs && walk(kwargs, &k, &tl, &ids, 0) < 0) ||
       key_function_reads(&k, j->code_fn) < 0)
     goto done;
@@ -1101,7 +1297,7 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   }
   if (j->is_module) {
     Py_ssize_t ns = PyList_GET_SIZE(j->slots);
-    if (kb_byte(&k, 'P') < 0) goto done;
+    if (kb_byte(&k, 'P') < 0 || !(seen_slots = PyDict_New())) goto done;
     for (Py_ssize_t s = 0; s < ns; s++) {
       PyObject *slot = PyList_GET_ITEM(j->slots, s);
       PyObject *t = PyDict_GetItemWithError(PyTuple_GET_ITEM(slot, 0), PyTuple_GET_ITEM(slot, 1));
@@ -1111,11 +1307,24 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
                        PyTuple_GET_ITEM(slot, 2));
         goto done;
       }
+      /* the first slot holding this very object (shared parameters): a dict, not a scan */
       int32_t same = (int32_t)s;
-      for (Py_ssize_t r = 0; r < s && same == s; r++) {
-        PyObject *slot2 = PyList_GET_ITEM(j->slots, r);
-        if (PyDict_GetItem(PyTuple_GET_ITEM(slot2, 0), PyTuple_GET_ITEM(slot2, 1)) == t) same = (int32_t)r;
+      PyObject *idk = PyLong_FromVoidPtr(t);
+      PyObject *prev = idk ? PyDict_GetItemWithError(seen_slots, idk) : NULL;
+      if (prev) same = (int32_t)PyLong_AsLong(prev);
+      else if (!idk || PyErr_Occurred()) {
+        Py_XDECREF(idk);
+        goto done;
+      } else {
+        PyObject *sv = PyLong_FromSsize_t(s);
+        int r = sv ? PyDict_SetItem(seen_slots, idk, sv) : -1;
+        Py_XDECREF(sv);
+        if (r < 0) {
+          Py_DECREF(idk);
+          goto done;
+        }
       }
+      Py_DECREF(idk);
       if (kb_put(&k, &same, sizeof same) < 0) goto done;
       /* every slot is exported (shared ones too) so slot s is tl entry nargs + s */
       if (t == Py_None) {
@@ -1157,6 +1366,13 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     Py_DECREF(key);
     goto done;
   }
+  if (e && !lifted_still_match(e)) { /* a captured tensor changed shape or dtype: trace again */
+    if (PyErr_Occurred()) {
+      Py_DECREF(key);
+      goto done;
+    }
+    Py_CLEAR(e);
+  }
   if (e) {
     j->hits++;
   } else {
@@ -1178,6 +1394,7 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
 done:
   Py_XDECREF(e);
   Py_XDECREF(ids);
+  Py_XDECREF(seen_slots);
   tl_free(&tl);
   kb_free(&k);
   return res;
@@ -1212,7 +1429,8 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   j->given_trace = is_trace ? pyth_trace_get(fn) : NULL;
   if (!j->cache) goto fail;
   if (execs != Py_None) {
-    PyObject *l = PySequence_List(execs);
+    PyObject *l = PyUnicode_Check(execs) ? PyList_New(1) : PySequence_List(execs); /* "blas" = ["blas"] */
+    if (l && PyUnicode_Check(execs)) PyList_SET_ITEM(l, 0, Py_NewRef(execs));
     if (!l) goto fail;
     j->executor_names = PyList_New(0);
     Py_ssize_t n = PyList_GET_SIZE(l);
@@ -1287,26 +1505,26 @@ PyTypeObject pyth_jit_type = {
 
 /* ---- introspection ---------------------------------------------------------------------------------- */
 
+/* The jitted callable of o (itself, or a ThunderModule's _thunder_jit): a new reference, or NULL with
+ * TypeError. */
 static pyth_jit *as_jit(PyObject *o) {
-  if (!PyObject_TypeCheck(o, &pyth_jit_type)) {
-    PyObject *inner = PyObject_GetAttrString(o, "_thunder_jit");
-    if (inner && PyObject_TypeCheck(inner, &pyth_jit_type)) {
-      Py_DECREF(inner); /* o keeps it alive */
-      return (pyth_jit *)inner;
-    }
-    Py_XDECREF(inner);
-    PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%R doesn't seem to be a thunder compiled function.", o);
-    return NULL;
-  }
-  return (pyth_jit *)o;
+  if (PyObject_TypeCheck(o, &pyth_jit_type)) return (pyth_jit *)Py_NewRef(o);
+  PyObject *inner = PyObject_GetAttrString(o, "_thunder_jit");
+  if (inner && PyObject_TypeCheck(inner, &pyth_jit_type)) return (pyth_jit *)inner;
+  Py_XDECREF(inner);
+  PyErr_Clear();
+  PyErr_Format(PyExc_TypeError, "%R doesn't seem to be a thunder compiled function.", o);
+  return NULL;
 }
 
 static PyObject *m_last_traces(PyObject *self, PyObject *o) {
   (void)self;
   pyth_jit *j = as_jit(o);
   if (!j) return NULL;
-  if (!j->last) return PyErr_Format(PyExc_TypeError, "%R doesn't seem to have been called yet.", o), NULL;
+  if (!j->last) {
+    Py_DECREF(j);
+    return PyErr_Format(PyExc_TypeError, "%R doesn't seem to have been called yet.", o), NULL;
+  }
   pyth_entry *e = (pyth_entry *)j->last;
   PyObject *l = PyList_New(0);
   for (int i = 0; l && i < e->ntraces; i++) {
@@ -1319,19 +1537,24 @@ static PyObject *m_last_traces(PyObject *self, PyObject *o) {
     if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
     Py_XDECREF(t);
   }
+  Py_DECREF(j);
   return l;
 }
 
 static PyObject *m_cache_hits(PyObject *self, PyObject *o) {
   (void)self;
   pyth_jit *j = as_jit(o);
-  return j ? PyLong_FromLongLong(j->hits) : NULL;
+  PyObject *r = j ? PyLong_FromLongLong(j->hits) : NULL;
+  Py_XDECREF(j);
+  return r;
 }
 
 static PyObject *m_cache_misses(PyObject *self, PyObject *o) {
   (void)self;
   pyth_jit *j = as_jit(o);
-  return j ? PyLong_FromLongLong(j->misses) : NULL;
+  PyObject *r = j ? PyLong_FromLongLong(j->misses) : NULL;
+  Py_XDECREF(j);
+  return r;
 }
 
 static PyObject *m_set_mode_class(PyObject *self, PyObject *cls) {
@@ -1353,6 +1576,7 @@ static PyMethodDef jit_functions[] = {
 int pyth_jit_ready(PyObject *m) {
   if (PyType_Ready(&pyth_jit_type) < 0 || PyType_Ready(&entry_type) < 0) return -1;
   if (!(s_dtype = PyUnicode_InternFromString("dtype")) || !(s_view = PyUnicode_InternFromString("view")) ||
+      !(s_is_neg = PyUnicode_InternFromString("is_neg")) ||
       !(s_requires_grad = PyUnicode_InternFromString("requires_grad")) || !(s_detach = PyUnicode_InternFromString("detach")) ||
       !(s_training = PyUnicode_InternFromString("training")) || !(s_parameters = PyUnicode_InternFromString("_parameters")) ||
       !(s_buffers = PyUnicode_InternFromString("_buffers")) || !(s_enter = PyUnicode_InternFromString("__enter__")) ||

@@ -51,7 +51,11 @@ static PyObject *dtype_richcompare(PyObject *a, PyObject *b, int op) {
   return PyBool_FromLong((x == y) == (op == Py_EQ));
 }
 
-static Py_hash_t dtype_hash(PyObject *o) { return (Py_hash_t)((pyth_dtype_obj *)o)->dtype + 0x7d41; }
+/* Equal objects hash equal: a thunder_c dtype hashes as the torch dtype it equals. */
+static Py_hash_t dtype_hash(PyObject *o) {
+  PyObject *t = pyth_T.dtypes[((pyth_dtype_obj *)o)->dtype];
+  return t ? PyObject_Hash(t) : (Py_hash_t)((pyth_dtype_obj *)o)->dtype + 0x7d41;
+}
 
 static PyObject *dtype_name(PyObject *o, void *c) {
   (void)c;
@@ -247,9 +251,11 @@ static int init_torch(void) {
   pyth_T.get_autocast_gpu_dtype = PyObject_GetAttrString(pyth_T.torch, "get_autocast_gpu_dtype");
   pyth_T.get_autocast_cpu_dtype = PyObject_GetAttrString(pyth_T.torch, "get_autocast_cpu_dtype");
   pyth_T.is_grad_enabled = PyObject_GetAttrString(pyth_T.torch, "is_grad_enabled");
+  pyth_T.get_default_dtype = PyObject_GetAttrString(pyth_T.torch, "get_default_dtype");
   if (!pyth_T.to_dlpack || !pyth_T.from_dlpack || !pyth_T.tensor_type || !pyth_T.size_type ||
       !pyth_T.device_type || !pyth_T.dtype_type || !pyth_T.is_autocast_enabled || !pyth_T.is_autocast_cpu_enabled ||
-      !pyth_T.get_autocast_gpu_dtype || !pyth_T.get_autocast_cpu_dtype || !pyth_T.is_grad_enabled)
+      !pyth_T.get_autocast_gpu_dtype || !pyth_T.get_autocast_cpu_dtype || !pyth_T.is_grad_enabled ||
+      !pyth_T.get_default_dtype)
     return -1;
   pyth_T.cpu_device = PyObject_CallFunction(pyth_T.device_type, "s", "cpu");
   if (!pyth_T.cpu_device) return -1;
@@ -261,6 +267,10 @@ static int init_torch(void) {
     }
   }
   pyth_T.return_types = PyObject_GetAttrString(pyth_T.torch, "return_types");
+  PyErr_Clear();
+  PyObject *np = PyImport_ImportModule("numpy");
+  pyth_T.numpy_ndarray = np ? PyObject_GetAttrString(np, "ndarray") : NULL;
+  Py_XDECREF(np);
   PyErr_Clear();
   pyth_T.memory_format_type = PyObject_GetAttrString(pyth_T.torch, "memory_format");
   pyth_T.contiguous_format = PyObject_GetAttrString(pyth_T.torch, "contiguous_format");

@@ -128,6 +128,7 @@ static int lift_tensor(pyth_tracer *tr, PyObject *t, th_arg *out) {
   char name[32];
   snprintf(name, sizeof name, "c%d", tr->nlifted);
   th_value *v = th_trace_add_tensor_input(tr->trace, name, dtype, device, (int)nd, sh);
+  if (!v) v = th_trace_add_tensor_input(tr->trace, NULL, dtype, device, (int)nd, sh); /* name taken */
   if (!v) {
     pyth_raise(th_last_status());
     goto done;
@@ -258,6 +259,14 @@ int pyth_to_arg(pyth_tracer *tr, PyObject *o, th_arg *out, pyth_pool *pool, cons
     a.u.seq.keys = keys;
     *out = a;
     return 0;
+  }
+  if (pyth_T.numpy_ndarray && PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.numpy_ndarray)) {
+    /* a NumPy array operand: a constant tensor with its values (captured like a closure tensor) */
+    PyObject *t = PyObject_CallMethod(pyth_T.torch, "as_tensor", "O", o);
+    if (!t) return -1;
+    int r = lift_tensor(tr, t, out); /* the lifted list keeps the converted tensor alive */
+    Py_DECREF(t);
+    return r;
   }
   if (PyIndex_Check(o)) { /* numpy integers, ... */
     PyObject *i = PyNumber_Index(o);
@@ -516,7 +525,8 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
   snprintf(who, sizeof who, "%s", display);
   pyth_pool pool = {0};
   PyObject *res = NULL;
-  pyth_proxy *self = NULL; /* in-place ops: the tensor updated */
+  pyth_proxy *self = NULL;     /* in-place ops: the tensor updated */
+  PyObject *self_tensor = NULL; /* ... when it is a captured torch tensor: that tensor */
   Py_ssize_t na = PyTuple_GET_SIZE(args), nk = kwargs ? PyDict_Size(kwargs) : 0;
   th_arg *a = pyth_pool_alloc(&pool, sizeof(th_arg) * (size_t)(na + 1));
   th_arg *kw = pyth_pool_alloc(&pool, sizeof(th_arg) * (size_t)(nk + 1));
@@ -533,6 +543,7 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
     self = key ? (pyth_proxy *)PyDict_GetItemWithError(tr->lifted_ids, key) : NULL;
     Py_XDECREF(key);
     if (!self && PyErr_Occurred()) goto done;
+    if (self) self_tensor = PyTuple_GET_ITEM(args, 0);
   }
   if (nk) {
     Py_ssize_t pos = 0, i = 0;
@@ -569,7 +580,8 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
   if (self && out.kind == TH_ARG_VALUE) {
     self->value = out.u.value;
     if (update_aliases(tr, self) < 0) goto done;
-    res = Py_NewRef((PyObject *)self);
+    /* G.add_(x) returns G itself: `G += x` must leave the user's tensor bound, not a proxy */
+    res = Py_NewRef(self_tensor ? self_tensor : (PyObject *)self);
   } else {
     res = pyth_from_arg(tr, &out);
     if (res && note_aliases(tr, args, res) < 0) Py_CLEAR(res);
@@ -744,7 +756,7 @@ static const struct { const char *method, *qualname; bool swap; } protocol[] = {
 static const char *const metadata_reads[] = {
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "layout", "is_leaf",
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_floating_point", "is_complex",
-    "is_contiguous", "element_size", "__len__", "__repr__", "__format__", "__hash__", "grad_fn",
+    "is_contiguous", "element_size", "__len__", "__repr__", "__format__", "__hash__", "grad_fn", "data", "detach",
 };
 
 /* torch functions that build a tensor from Python data: run eagerly while tracing (no proxy among
@@ -976,6 +988,11 @@ static PyObject *proxy_false(PyObject *o, void *c) {
   return proxy_value(o) ? Py_NewRef(Py_False) : NULL;
 }
 
+static PyObject *proxy_none(PyObject *o, void *c) {
+  (void)c;
+  return proxy_value(o) ? Py_NewRef(Py_None) : NULL;
+}
+
 static PyObject *proxy_is_cpu(PyObject *o, void *c) {
   (void)c;
   th_value *v = proxy_value(o);
@@ -1189,6 +1206,7 @@ static PyGetSetDef proxy_getset[] = {
     {"device", proxy_device, NULL, "torch device", NULL},
     {"ndim", proxy_ndim, NULL, "number of dimensions", NULL},
     {"requires_grad", proxy_false, NULL, "False: autograd is not recorded yet", NULL},
+    {"grad", proxy_none, NULL, "None: autograd is not recorded yet", NULL},
     {"is_cuda", proxy_is_cuda, NULL, "on a CUDA device", NULL},
     {"is_cpu", proxy_is_cpu, NULL, "on the CPU", NULL},
     {"is_sparse", proxy_false, NULL, "False", NULL},
@@ -1237,7 +1255,7 @@ static PyObject *proxy_getattro(PyObject *o, PyObject *name) {
       Py_DECREF(disp);
       return f;
     }
-    PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c", disp);
+    PyErr_Format(PyExc_AttributeError, "%U is not supported by thunder_c", disp);
     Py_DECREF(disp);
     return NULL;
   }

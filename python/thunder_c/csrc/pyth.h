@@ -30,9 +30,10 @@ typedef struct pyth_torch {
   PyObject *dtypes[TH_DTYPE_COUNT]; /* torch.float32, ...; NULL where torch has none (fp8 in 1.13) */
   PyObject *cpu_device;     /* torch.device("cpu") */
   PyObject *is_autocast_enabled, *is_autocast_cpu_enabled, *get_autocast_gpu_dtype,
-      *get_autocast_cpu_dtype, *is_grad_enabled;
+      *get_autocast_cpu_dtype, *is_grad_enabled, *get_default_dtype;
   PyObject *linecache_getline;
   PyObject *return_types;   /* torch.return_types (named tuples of ops like max(dim)) */
+  PyObject *numpy_ndarray;  /* numpy.ndarray, or NULL without NumPy */
   PyObject *memory_format_type, *contiguous_format, *preserve_format; /* torch.memory_format and two values */
 } pyth_torch;
 extern pyth_torch pyth_T;
