@@ -9,7 +9,6 @@ GPT-2 block; parameters updated or replaced between calls; train/eval), in-place
 core's message as a Python exception), reference counts and memory over many calls, and the traces
 (last_traces, printing, trace_from_text round trip)."""
 import gc
-import math
 import os
 import re
 import sys
@@ -21,7 +20,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from conftest import PYTHON_DIR, import_thunder_c
+from conftest import PYTHON_DIR, SOURCE_DIR, import_thunder_c
+
+sys.path.insert(0, str(SOURCE_DIR / "examples" / "python"))
+import gpt2_module  # noqa: E402  (the GPT-2 block the examples and benchmarks use)
 
 thunder_c = import_thunder_c()
 
@@ -415,54 +417,9 @@ def make_mlp():
     return nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.LayerNorm(32), nn.Dropout(0.1), nn.Linear(32, 4)).eval()
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, block_size):
-        super().__init__()
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
-        self.c_proj = nn.Linear(n_embd, n_embd)
-        self.n_head, self.n_embd = n_head, n_embd
-        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = att @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
-
-
-class MLP(nn.Module):
-    def __init__(self, n_embd):
-        super().__init__()
-        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
-        self.gelu = nn.GELU(approximate="tanh")
-        self.c_proj = nn.Linear(4 * n_embd, n_embd)
-        self.dropout = nn.Dropout(0.1)
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class Block(nn.Module):
-    """A GPT-2 transformer block (nanoGPT's, without F.scaled_dot_product_attention: torch 1.13)."""
-
-    def __init__(self, n_embd=64, n_head=4, block_size=32):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
-        self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = MLP(n_embd)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        x = x + self.mlp(self.ln_2(x))
-        return x
+def Block():
+    """The GPT-2 block of examples/python/gpt2_module.py, small (n_embd 64, 4 heads), with dropout 0.1."""
+    return gpt2_module.Block(n_embd=64, n_head=4, block_size=32, dropout=0.1)
 
 
 def test_mlp_matches_eager():
