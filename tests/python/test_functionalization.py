@@ -412,3 +412,24 @@ def test_adversarial_regressions():
             thunder_c.jit(lambda x: x + torch.ones(2))(x)
     finally:
         torch.set_default_dtype(prev)
+
+
+def test_scenario19_two_copies_into_one_destination():
+    """Thunder #1109 on the CPU: two copy_ into one input; outputs are distinct buffers equal to eager."""
+    def f(t0):
+        t1 = torch.sin(t0)
+        t0.copy_(t1)
+        t2 = torch.cos(t1)
+        t0.copy_(t2)
+        return t1, t2
+    t0 = torch.randn(5)
+    got, ja = same_as_eager(f, t0)
+    assert got[0].data_ptr() != got[1].data_ptr()
+    torch.testing.assert_close(ja[0], torch.cos(torch.sin(t0)))
+
+    def g(x, y):  # z = x * y; copy_(z, x); copy_(y, x): the last copy wins, as in eager
+        z = x * y
+        x.copy_(z)
+        x.copy_(y)
+        return x, z
+    same_as_eager(g, torch.randn(3), torch.randn(3))
