@@ -95,7 +95,10 @@ def main():
       "they are called bound (`x.sum()`). `memory_format=torch.contiguous_format` or `preserve_format` "
       "is accepted (thunder-c's outputs are contiguous); other memory formats raise NotImplementedError. "
       "`Tensor.to`'s positional non_blocking/copy form is unsupported (thunder-c keeps Lightning "
-      "Thunder's signature of `ltorch.to`).\n")
+      "Thunder's signature of `ltorch.to`). Coverage is decided by the op table's aliases, so a few "
+      "spellings that do work are listed as not covered below: `Tensor.T` and `Tensor.mT` (attributes of "
+      "the proxy), `x.where(c, y)` (a reflected spelling of `torch.where`) and `zero_` (whose OpInfo op is "
+      "a lambda).\n")
     w("## Covered OpInfos\n")
     w("| OpInfo | thunder-c op | dtypes | spellings run | passed | by reference | unsupported | failed | "
       "unsupported because |")
