@@ -20,10 +20,16 @@ extern "C" {
 typedef struct th_program th_program;
 
 typedef struct th_compile_options {
-  /* Executors in priority order by name: "blas", "eager", or one made with th_executor_new
+  /* Executors in priority order by name: "fuser", "blas", "eager", or one made with th_executor_new
    * (thunder/executor.h); NULL = the default list {"blas", "eager"}. A list is used as given (eager is
    * not appended). An unknown name is TH_ERR_VALUE ("Expected an Executor or the name of a registered
-   * Executor, but got 'x' (known: blas, eager, ...)"). */
+   * Executor, but got 'x' (known: blas, eager, fuser, ...)").
+   * "fuser" (opt-in, e.g. {"fuser", "blas", "eager"}) is the CPU fusion executor: after claiming, runs
+   * of pointwise prims claimed by the executors listed after it become fusion regions
+   * (`[t0, t1] = fusion0(a, b)` in th_program_trace), each compiled to one C function with $CC (else
+   * cc) and cached on disk in $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c). Without a compiler,
+   * compilation fails with TH_ERR_NOT_IMPLEMENTED (use {"blas", "eager"}). THUNDER_DUMP_FUSIONS=dir
+   * writes each region's source; THUNDER_FUSER_STRATEGY=consecutive disables reordering. */
   const char *const *executors;
   int nexecutors;
   /* Run on this device instead of the trace's (traces recorded for cuda:0 run on the CPU with

@@ -76,5 +76,7 @@ th_kernel_fn th_registry_user_kernel(const th_executor_desc *d, const th_operato
 void th_registry_executor_names(char *buf, size_t n);
 th_status th_rt_user_kernel_adapter(th_rt_env *env, const th_bsym *b);
 th_kernel_fn th_rt_user_kernel(th_rt_env *env);
+/* The running step's private data (the fuser's compiled region), or NULL. */
+const void *th_rt_step_data(th_rt_env *env);
 
 #endif

@@ -23,6 +23,7 @@
 #include "executors/kernel.h"
 #include "thunder/jit.h"
 #include "executors/passes.h"
+#include "executors/fuser/fuser.h"
 #include "runtime/program.h"
 #include "transforms/transforms.h"
 
@@ -33,6 +34,7 @@ typedef struct th_step {
   th_rt_kernel_fn kernel;
   th_kernel_fn user; /* a user executor's kernel (kernel is then th_rt_user_kernel_adapter), else NULL */
   const th_bsym *b;
+  const void *data; /* the fuser's compiled region (th_rt_step_data), else NULL */
   int nouts;        /* outputs the kernel must bind */
   int32_t *outs;    /* their slots */
   int nrelease;     /* slots released after this step */
@@ -51,6 +53,7 @@ typedef struct th_out {
 
 struct th_program {
   th_trace *trace;      /* the execution trace (owned) */
+  th_fuser_set *fusions; /* the fuser's compiled regions (owned), or NULL */
   th_arena *arena;      /* everything below */
   int nsteps;
   th_step *steps;
@@ -75,7 +78,10 @@ struct th_rt_env {
   uint64_t run;   /* counter words 2-3 */
   uint64_t draws; /* counter words 0-1 */
   th_kernel_fn user; /* the running step's user kernel, if any */
+  const void *data;  /* the running step's private data */
 };
+
+const void *th_rt_step_data(th_rt_env *env) { return env->data; }
 
 th_kernel_fn th_rt_user_kernel(th_rt_env *env) { return env->user; }
 
@@ -297,6 +303,7 @@ static const char *const default_executors[] = {"blas", "eager"};
 static const th_executor_desc *builtin_executor(const char *name) {
   if (!strcmp(name, th_blas_executor.name)) return &th_blas_executor;
   if (!strcmp(name, th_eager_executor.name)) return &th_eager_executor;
+  if (!strcmp(name, th_fuser_executor.name)) return &th_fuser_executor;
   return NULL;
 }
 
@@ -526,6 +533,9 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
     s->kernel = impl->kernel;
     s->user = th_registry_user_kernel(owner, impl); /* copied: the executor may be freed later */
     s->b = b;
+    s->data = owner == &th_fuser_executor ? th_fuser_set_find(p->fusions, b->sym->name) : NULL;
+    if (owner == &th_fuser_executor && !s->data)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: claimed by the fuser, which did not compile it", b->sym->qualname);
   }
 
   /* producers, last uses and the return */
@@ -574,6 +584,7 @@ void th_program_free(th_program *p) {
   if (p->slots)
     for (int s = 0; s < p->nslots; s++) th_tensor_release(p->slots[s]);
   th_trace_free(p->trace);
+  th_fuser_set_free(p->fusions);
   th_arena_free(p->arena);
   th_free(p);
 }
@@ -605,6 +616,16 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
      * del trace, whose dels are utility bsyms (no steps); releases come from the slot analysis */
     th_trace *et = NULL;
     st = th_transform_for_execution(tr, execs, nexecs, &et);
+    for (int i = 0; i < nexecs && st == TH_OK; i++) /* fusion regions, when the fuser is listed */
+      if (execs[i] == &th_fuser_executor) {
+        th_trace *ft = NULL;
+        st = th_fuser_pass(et, execs, nexecs, i, &ft, &p->fusions);
+        if (st == TH_OK) {
+          th_trace_free(et);
+          et = ft;
+        }
+        break;
+      }
     if (st == TH_OK) st = th_del_last_used(et, &p->trace);
     th_trace_free(et);
     if (st != TH_OK) goto fail;
@@ -654,7 +675,7 @@ th_status th_program_compile(const th_trace *tr, const th_compile_options *opts,
     th_registry_executor_names(known, sizeof known);
     st = th_error(TH_ERR_VALUE,
                   "Expected an Executor or the name of a registered Executor, but got '%.200s' (known: blas, "
-                  "eager%s%s)", names[i] ? names[i] : "NULL", known[0] ? ", " : "", known);
+                  "eager, fuser%s%s)", names[i] ? names[i] : "NULL", known[0] ? ", " : "", known);
   }
   if (st == TH_OK) st = th_program_compile_with(tr, opts, execs, n, out);
   for (int i = 0; i < nsnaps; i++) th_registry_snapshot_free(snaps[i]);
@@ -730,11 +751,12 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
       th_tensor_retain(inputs[i]);
       p->slots[i] = inputs[i];
     }
-  th_rt_env env = {p, p->slots, p->runs++, 0, NULL};
+  th_rt_env env = {p, p->slots, p->runs++, 0, NULL, NULL};
   th_status st = TH_OK;
   for (int i = 0; i < p->nsteps; i++) {
     const th_step *s = &p->steps[i];
     env.user = s->user;
+    env.data = s->data;
     if ((st = s->kernel(&env, s->b)) != TH_OK) {
       op_error(s->b, st);
       goto fail;

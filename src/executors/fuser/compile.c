@@ -1,0 +1,295 @@
+/* compile.c — compiling a region's C source into a shared object, with a disk cache.
+ *
+ * The compiler is $CC (else cc), run through posix_spawnp (no shell) as
+ *   $CC -O3 -march=native -std=c11 -ffp-contract=off -fwrapv -fopenmp -fPIC -shared -o <tmp.so> <tmp.c> -lm
+ * (-ffp-contract=off: no FMA contraction, so x * 2 + 1 rounds as the eager executor does; -fwrapv:
+ * integer arithmetic wraps as eager's). The cache directory is $XDG_CACHE_HOME/thunder-c, else
+ * $HOME/.cache/thunder-c (made 0700). The key is the SHA-256 (FIPS 180-4) of the source, the compiler's
+ * `--version` output and the flags; a compiled object is written to a temporary file in the cache
+ * directory and renamed into place (rename(2) is atomic), so processes compiling the same kernel at
+ * once never see a partial file. Loaded objects stay loaded for the process (a program may hold their
+ * functions). */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <threads.h>
+#include <unistd.h>
+
+#include "executors/fuser/fuser.h"
+
+extern char **environ;
+
+static atomic_long n_compiles, n_hits;
+long th_fuser_stat_compiles(void) { return atomic_load(&n_compiles); }
+long th_fuser_stat_cache_hits(void) { return atomic_load(&n_hits); }
+
+/* ---- SHA-256 ------------------------------------------------------------------------------------------ */
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+typedef struct {
+  uint32_t h[8];
+  uint64_t len;
+  uint8_t buf[64];
+  size_t nbuf;
+} sha256_ctx;
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(sha256_ctx *c, const uint8_t *p) {
+  uint32_t w[64];
+  for (int i = 0; i < 16; i++)
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+  for (int i = 16; i < 64; i++) {
+    uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  uint32_t a = c->h[0], b = c->h[1], cc = c->h[2], d = c->h[3], e = c->h[4], f = c->h[5], g = c->h[6], h = c->h[7];
+  for (int i = 0; i < 64; i++) {
+    uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
+    uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
+    h = g; g = f; f = e; e = d + t1; d = cc; cc = b; b = a; a = t1 + t2;
+  }
+  c->h[0] += a; c->h[1] += b; c->h[2] += cc; c->h[3] += d;
+  c->h[4] += e; c->h[5] += f; c->h[6] += g; c->h[7] += h;
+}
+
+static void sha256_init(sha256_ctx *c) {
+  static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  memcpy(c->h, h0, sizeof h0);
+  c->len = 0;
+  c->nbuf = 0;
+}
+
+static void sha256_update(sha256_ctx *c, const void *data, size_t n) {
+  const uint8_t *p = data;
+  c->len += n;
+  while (n) {
+    size_t k = 64 - c->nbuf < n ? 64 - c->nbuf : n;
+    memcpy(c->buf + c->nbuf, p, k);
+    c->nbuf += k;
+    p += k;
+    n -= k;
+    if (c->nbuf == 64) {
+      sha256_block(c, c->buf);
+      c->nbuf = 0;
+    }
+  }
+}
+
+static void sha256_final(sha256_ctx *c, uint8_t out[32]) {
+  uint64_t bits = c->len * 8;
+  uint8_t pad = 0x80, zero = 0, lenb[8];
+  sha256_update(c, &pad, 1);
+  while (c->nbuf != 56) sha256_update(c, &zero, 1);
+  for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
+  sha256_update(c, lenb, 8);
+  for (int i = 0; i < 8; i++) {
+    out[4 * i] = (uint8_t)(c->h[i] >> 24);
+    out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
+    out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
+    out[4 * i + 3] = (uint8_t)c->h[i];
+  }
+}
+
+void th_fuser_sha256(const void *data, size_t n, uint8_t out[32]) {
+  sha256_ctx c;
+  sha256_init(&c);
+  sha256_update(&c, data, n);
+  sha256_final(&c, out);
+}
+
+/* ---- running the compiler ---------------------------------------------------------------------------- */
+static const char *const FLAGS[] = {"-O3", "-march=native", "-std=c11", "-ffp-contract=off", "-fwrapv",
+                                    "-fopenmp", "-fPIC", "-shared"};
+#define NFLAGS ((int)(sizeof FLAGS / sizeof *FLAGS))
+
+static const char *compiler(void) {
+  const char *cc = getenv("CC");
+  return cc && cc[0] ? cc : "cc";
+}
+
+/* Runs argv with stdout+stderr to log_path (or /dev/null). Returns the exit status, -1 if it could not
+ * start (errno in *err). */
+static int run(char *const *argv, const char *log_path, int *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  const char *lp = log_path ? log_path : "/dev/null";
+  posix_spawn_file_actions_addopen(&fa, 1, lp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    *err = rc;
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      *err = errno;
+      return -1;
+    }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    *err = ENOENT;
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static char *read_file(const char *path, size_t max) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = th_malloc(max + 1);
+  size_t n = buf ? fread(buf, 1, max, f) : 0;
+  fclose(f);
+  if (buf) buf[n] = 0;
+  return buf;
+}
+
+static th_status missing_compiler(const char *cc) {
+  return th_error(TH_ERR_NOT_IMPLEMENTED,
+                  "the fuser cannot run the C compiler '%s' ($CC, else cc); install one or set $CC, or compile "
+                  "with executors [\"blas\", \"eager\"]",
+                  cc);
+}
+
+static th_status cache_dir(char *dir, size_t n) {
+  const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (x && x[0] == '/') {
+    snprintf(dir, n, "%s/thunder-c", x);
+  } else if (home && home[0]) {
+    char base[4096];
+    snprintf(base, sizeof base, "%s/.cache", home);
+    if (mkdir(base, 0700) != 0 && errno != EEXIST)
+      return th_error(TH_ERR_RUNTIME, "fuser: cannot create the cache directory %s: %s", base, strerror(errno));
+    snprintf(dir, n, "%s/thunder-c", base);
+  } else {
+    return th_error(TH_ERR_RUNTIME, "fuser: neither $XDG_CACHE_HOME nor $HOME is set (needed for the kernel cache)");
+  }
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    return th_error(TH_ERR_RUNTIME, "fuser: cannot create the cache directory %s: %s", dir, strerror(errno));
+  return TH_OK;
+}
+
+static mtx_t ver_mtx;
+static once_flag ver_once = ONCE_FLAG_INIT;
+static char ver_cc[256], ver_text[2048];
+static bool ver_ok;
+static void ver_init(void) { mtx_init(&ver_mtx, mtx_plain); }
+
+/* The compiler's `--version` output (cached per $CC value). */
+static th_status compiler_version(const char *cc, const char *dir, char *out, size_t n) {
+  call_once(&ver_once, ver_init);
+  mtx_lock(&ver_mtx);
+  if (ver_ok && !strcmp(ver_cc, cc)) {
+    snprintf(out, n, "%s", ver_text);
+    mtx_unlock(&ver_mtx);
+    return TH_OK;
+  }
+  char log[4352];
+  snprintf(log, sizeof log, "%s/version-%ld-%lx.txt", dir, (long)getpid(), (unsigned long)thrd_current());
+  char *argv[] = {(char *)cc, "--version", NULL};
+  int err = 0, rc = run(argv, log, &err);
+  if (rc != 0) {
+    unlink(log);
+    mtx_unlock(&ver_mtx);
+    return missing_compiler(cc);
+  }
+  char *text = read_file(log, sizeof ver_text - 1);
+  unlink(log);
+  snprintf(ver_text, sizeof ver_text, "%s", text ? text : "");
+  th_free(text);
+  snprintf(ver_cc, sizeof ver_cc, "%s", cc);
+  ver_ok = true;
+  snprintf(out, n, "%s", ver_text);
+  mtx_unlock(&ver_mtx);
+  return TH_OK;
+}
+
+th_status th_fuser_compile(const char *source, void **fn) {
+  *fn = NULL;
+  const char *cc = compiler();
+  char dir[4200];
+  TH_TRY(cache_dir(dir, sizeof dir));
+  char ver[2048];
+  TH_TRY(compiler_version(cc, dir, ver, sizeof ver));
+  sha256_ctx c;
+  sha256_init(&c);
+  sha256_update(&c, source, strlen(source) + 1);
+  sha256_update(&c, cc, strlen(cc) + 1);
+  sha256_update(&c, ver, strlen(ver) + 1);
+  for (int i = 0; i < NFLAGS; i++) sha256_update(&c, FLAGS[i], strlen(FLAGS[i]) + 1);
+  uint8_t h[32];
+  sha256_final(&c, h);
+  char hex[65];
+  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", h[i]);
+  char so[4400], tmp_c[4400], tmp_so[4400], log[4400];
+  snprintf(so, sizeof so, "%s/fusion-%s.so", dir, hex);
+  bool hit = access(so, R_OK) == 0;
+  if (!hit) {
+    unsigned long tag = (unsigned long)thrd_current() ^ ((unsigned long)getpid() << 20);
+    snprintf(tmp_c, sizeof tmp_c, "%s/tmp-%s-%ld-%lx.c", dir, hex, (long)getpid(), tag);
+    snprintf(tmp_so, sizeof tmp_so, "%s/tmp-%s-%ld-%lx.so", dir, hex, (long)getpid(), tag);
+    snprintf(log, sizeof log, "%s/tmp-%s-%ld-%lx.log", dir, hex, (long)getpid(), tag);
+    FILE *f = fopen(tmp_c, "wb");
+    if (!f || fputs(source, f) < 0 || fclose(f) != 0)
+      return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", tmp_c, strerror(errno));
+    char *argv[NFLAGS + 8];
+    int k = 0;
+    argv[k++] = (char *)cc;
+    for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)FLAGS[i];
+    argv[k++] = "-o";
+    argv[k++] = tmp_so;
+    argv[k++] = tmp_c;
+    argv[k++] = "-lm";
+    argv[k] = NULL;
+    int err = 0, rc = run(argv, log, &err);
+    atomic_fetch_add(&n_compiles, 1);
+    unlink(tmp_c);
+    if (rc < 0) {
+      unlink(log);
+      unlink(tmp_so);
+      return missing_compiler(cc);
+    }
+    if (rc != 0) {
+      char *msg = read_file(log, 600);
+      unlink(log);
+      unlink(tmp_so);
+      th_status st = th_error(TH_ERR_RUNTIME, "fuser: %s failed on a generated kernel (exit %d): %s", cc, rc,
+                              msg ? msg : "");
+      th_free(msg);
+      return st;
+    }
+    unlink(log);
+    if (rename(tmp_so, so) != 0) {
+      unlink(tmp_so);
+      return th_error(TH_ERR_RUNTIME, "fuser: cannot rename into %s: %s", so, strerror(errno));
+    }
+  } else {
+    atomic_fetch_add(&n_hits, 1);
+  }
+  void *handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
+  void *f = dlsym(handle, "fusion_kernel");
+  if (!f) return th_error(TH_ERR_RUNTIME, "fuser: %s has no fusion_kernel", so);
+  *fn = f;
+  return TH_OK;
+}
