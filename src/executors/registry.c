@@ -341,7 +341,7 @@ th_executor *th_executor_new(const char *name) {
              "most 64 characters", name);
     return NULL;
   }
-  if (!strcmp(name, th_eager_executor.name) || !strcmp(name, th_blas_executor.name)) {
+  if (!strcmp(name, th_eager_executor.name) || !strcmp(name, th_blas_executor.name) || !strcmp(name, "fuser")) {
     th_error(TH_ERR_VALUE, "th_executor_new: an executor named '%s' is already registered (built in)", name);
     return NULL;
   }

@@ -642,6 +642,8 @@ static void test_executor_errors(void **state) {
   expect_error(th_last_status(), TH_ERR_VALUE, "an executor named 'errex' is already registered");
   assert_null(th_executor_new("eager"));
   expect_error(th_last_status(), TH_ERR_VALUE, "an executor named 'eager' is already registered");
+  assert_null(th_executor_new("fuser")); /* the built-in fusion executor's name is taken too */
+  expect_error(th_last_status(), TH_ERR_VALUE, "an executor named 'fuser' is already registered");
   assert_null(th_executor_new("my-ex"));
   expect_error(th_last_status(), TH_ERR_VALUE, "invalid executor name");
   assert_null(th_executor_new(NULL));
