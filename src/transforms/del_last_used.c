@@ -75,6 +75,16 @@ static th_bsym *make_del(th_trace *tr, dlu_ctx *c) {
   return th_bsym_new(tr, th_symbol_get(TH_OP_prims_python_del), 1, args, th_arg_none());
 }
 
+/* Appends the del of the values collected in c (if any) to rev. */
+static th_status flush_del(th_trace *nt, dlu_ctx *c, th_bsym **rev, int *nrev) {
+  if (c->oom) return th_error(TH_ERR_NOMEM, "out of memory in delete last used");
+  if (c->n == 0) return TH_OK;
+  th_bsym *d = make_del(nt, c);
+  if (!d) return TH_ERR_NOMEM;
+  rev[(*nrev)++] = d;
+  return TH_OK;
+}
+
 th_status th_del_last_used(const th_trace *tr, th_trace **out) {
   double t0 = th_pass_clock_ms();
   th_trace *nt = th_trace_derive(tr, tr->fn_name);
@@ -121,36 +131,14 @@ th_status th_del_last_used(const th_trace *tr, th_trace **out) {
       th_arg_foreach_value(&b->out, last_use_cb, &c);
       for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], last_use_cb, &c);
       for (int k = 0; k < b->nkwargs; k++) th_arg_foreach_value(&b->kwargs[k], last_use_cb, &c);
-      if (c.oom) {
-        st = th_error(TH_ERR_NOMEM, "out of memory in delete last used");
-        goto done;
-      }
-      if (c.n > 0) {
-        th_bsym *d = make_del(nt, &c);
-        if (!d) {
-          st = TH_ERR_NOMEM;
-          goto done;
-        }
-        rev[nrev++] = d;
-      }
+      if ((st = flush_del(nt, &c, rev, &nrev)) != TH_OK) goto done;
     }
     rev[nrev++] = copy;
   }
   /* inputs nobody uses: deleted first, one del each, in input order */
   for (int i = tr->inputs.n - 1; i >= 0; i--) {
     last_use_cb(tr->inputs.items[i], &c);
-    if (c.oom) {
-      st = th_error(TH_ERR_NOMEM, "out of memory in delete last used");
-      goto done;
-    }
-    if (c.n > 0) {
-      th_bsym *d = make_del(nt, &c);
-      if (!d) {
-        st = TH_ERR_NOMEM;
-        goto done;
-      }
-      rev[nrev++] = d;
-    }
+    if ((st = flush_del(nt, &c, rev, &nrev)) != TH_OK) goto done;
   }
 
   for (int i = 0; i < tr->inputs.n && st == TH_OK; i++)
