@@ -704,7 +704,7 @@ static int tensor_input_index(const pyth_jit *j, const pyth_entry *e, int i) {
 /* Puts back the submodule attributes of `snapshots` (list of (__dict__, copy)) that tracing rebound.
  * With `check`, an attribute that now holds a proxy is an error: forward stored a computed tensor in
  * the module (a side effect on module state that a compiled program cannot replay). */
-static int restore_module_attributes(PyObject *snapshots, bool check, PyObject *lifted_ids) {
+static int restore_module_attributes(PyObject *snapshots, bool check) {
   int rc = 0;
   for (Py_ssize_t s = 0; s < PyList_GET_SIZE(snapshots); s++) {
     PyObject *md = PyTuple_GET_ITEM(PyList_GET_ITEM(snapshots, s), 0);
@@ -714,15 +714,7 @@ static int restore_module_attributes(PyObject *snapshots, bool check, PyObject *
       PyObject *k = PyList_GET_ITEM(keys, i);
       PyObject *now = PyDict_GetItem(md, k), *was = PyDict_GetItem(old, k);
       if (now == was) continue;
-      /* `self.plain += 1` on a plain tensor attribute: the attribute is rebound to the proxy of the
-       * captured tensor, which the update wrote in place; putting the tensor back is what eager does */
-      bool same_tensor = false;
-      if (now && was && Py_TYPE(now) == &pyth_proxy_type && lifted_ids) {
-        PyObject *key = PyLong_FromVoidPtr(was);
-        same_tensor = key && PyDict_GetItem(lifted_ids, key) == now;
-        Py_XDECREF(key);
-      }
-      if (check && rc == 0 && now && Py_TYPE(now) == &pyth_proxy_type && !same_tensor) {
+      if (check && rc == 0 && now && Py_TYPE(now) == &pyth_proxy_type) {
         PyErr_Format(PyExc_NotImplementedError,
                      "thunder_c: forward assigned a computed tensor to the module attribute '%U' (a side effect on "
                      "module state, which thunder_c does not replay); return the tensor instead, or update a "
@@ -938,7 +930,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     entered = false;
   }
   if (!result) goto trace_fail;
-  if (snapshots && restore_module_attributes(snapshots, true, c.tr.lifted_ids) < 0) goto trace_fail;
+  if (snapshots && restore_module_attributes(snapshots, true) < 0) goto trace_fail;
 
   /* the return value */
   {
@@ -1027,7 +1019,7 @@ trace_done:
   if (snapshots) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    restore_module_attributes(snapshots, false, NULL);
+    restore_module_attributes(snapshots, false);
     PyErr_Restore(et, ev, tb);
     Py_DECREF(snapshots);
   }

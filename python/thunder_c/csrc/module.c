@@ -11,9 +11,6 @@
 
 pyth_torch pyth_T;
 PyObject *pyth_dtypes[TH_DTYPE_COUNT];
-extern PyTypeObject pyth_op_type;
-extern PyObject *pyth_passthrough_marker;
-PyObject *pyth_op_new(const char *qualname, const char *display, unsigned flags, bool swap, PyObject *self);
 
 /* ---- errors ---------------------------------------------------------------------------------------- */
 

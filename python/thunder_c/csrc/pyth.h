@@ -114,6 +114,14 @@ void pyth_autocast_clear(pyth_tracer *tr);
 /* Puts proxies a and b in one alias group (see proxy.c, "aliasing"). -1 with an exception. */
 int pyth_alias_join(pyth_tracer *tr, PyObject *a, PyObject *b);
 
+/* Callable ops (thunder_c.prims.add, bound Tensor methods): a new one for op `qualname`, shown to users
+ * as `display`; `swap` exchanges the first two positional arguments (reflected operators); `self` (may
+ * be NULL) is prepended to the arguments (a bound method). */
+extern PyTypeObject pyth_op_type;
+PyObject *pyth_op_new(const char *qualname, const char *display, unsigned flags, bool swap, PyObject *self);
+/* Returned by pyth_torch_function when the mode should run func eagerly (metadata reads, constants). */
+extern PyObject *pyth_passthrough_marker;
+
 /* Builds the func -> op map (once, at the first trace). -1 with an exception on failure. */
 int pyth_dispatch_init(void);
 
