@@ -163,24 +163,18 @@ static int span_cmp(const void *a, const void *b) {
   return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : x->i - y->i;
 }
 
-static int key_aliasing(kbuf *k, const tensor_list *l) {
-  if (kb_byte(k, 'A') < 0) return -1;
+/* first[i] = the smallest index of the run of overlapping tensors that tensor i belongs to (i itself
+ * when it shares memory with no other). -1 with MemoryError. */
+static int alias_roots(const tensor_list *l, int32_t *first) {
+  for (int i = 0; i < l->n; i++) first[i] = i;
   if (l->n < 2) return 0;
   span_t *sp = PyMem_Malloc(sizeof *sp * (size_t)l->n);
-  int32_t *first = PyMem_Malloc(sizeof *first * (size_t)l->n);
-  if (!sp || !first) {
-    PyMem_Free(sp);
-    PyMem_Free(first);
-    return PyErr_NoMemory(), -1;
-  }
+  if (!sp) return PyErr_NoMemory(), -1;
   for (int i = 0; i < l->n; i++) {
     byte_range(&l->t[i].m->dl_tensor, &sp[i].lo, &sp[i].hi);
     sp[i].i = i;
-    first[i] = i;
   }
   qsort(sp, (size_t)l->n, sizeof *sp, span_cmp);
-  /* overlapping runs: every member maps to the smallest index of its connected run */
-  int rc = 0;
   for (int a = 0; a < l->n;) {
     int b = a + 1;
     uintptr_t hi = sp[a].hi;
@@ -193,9 +187,18 @@ static int key_aliasing(kbuf *k, const tensor_list *l) {
     for (int c = a; c < b; c++) first[sp[c].i] = lowest;
     a = b;
   }
+  PyMem_Free(sp);
+  return 0;
+}
+
+static int key_aliasing(kbuf *k, const tensor_list *l) {
+  if (kb_byte(k, 'A') < 0) return -1;
+  if (l->n < 2) return 0;
+  int32_t *first = PyMem_Malloc(sizeof *first * (size_t)l->n);
+  if (!first) return PyErr_NoMemory(), -1;
+  int rc = alias_roots(l, first);
   for (int i = 0; i < l->n && rc == 0; i++)
     if (first[i] != i) rc = kb_put(k, (int32_t[2]){i, first[i]}, 8);
-  PyMem_Free(sp);
   PyMem_Free(first);
   return rc;
 }
@@ -884,16 +887,18 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   }
 
   /* inputs whose memory overlaps (f(a, a), a parameter shared as a view) start in one alias group */
-  for (int i = 0; i < tl->n; i++)
-    for (int k = 0; k < i; k++) {
-      uintptr_t lo, hi, lo2, hi2;
-      byte_range(&tl->t[i].m->dl_tensor, &lo, &hi);
-      byte_range(&tl->t[k].m->dl_tensor, &lo2, &hi2);
-      if (!(lo < hi2 && lo2 < hi)) continue;
-      int ii = tensor_input_index(j, e, i), kk = tensor_input_index(j, e, k);
+  {
+    int32_t *first = PyMem_Malloc(sizeof *first * (size_t)(tl->n ? tl->n : 1));
+    int rc = first ? alias_roots(tl, first) : (PyErr_NoMemory(), -1);
+    for (int i = 0; rc == 0 && i < tl->n; i++) {
+      if (first[i] == i) continue;
+      int ii = tensor_input_index(j, e, i), kk = tensor_input_index(j, e, first[i]);
       if (ii < 0 || kk < 0 || ii == kk || ii >= PyList_GET_SIZE(c.inputs) || kk >= PyList_GET_SIZE(c.inputs)) continue;
-      if (pyth_alias_join(&c.tr, PyList_GET_ITEM(c.inputs, ii), PyList_GET_ITEM(c.inputs, kk)) < 0) goto trace_fail;
+      rc = pyth_alias_join(&c.tr, PyList_GET_ITEM(c.inputs, ii), PyList_GET_ITEM(c.inputs, kk));
     }
+    PyMem_Free(first);
+    if (rc < 0) goto trace_fail;
+  }
 
   /* module state: a snapshot of every submodule's attributes, to undo assignments made while tracing */
   if (j->is_module) {
