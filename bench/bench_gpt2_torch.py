@@ -1,8 +1,11 @@
 """PyTorch eager baseline for bench_gpt2: the same GPT-2 block (B8 T256 C768 H12), f32 and bf16, time per
 forward, min/median/max over N runs. Run with Debian's /usr/bin/python3 and the same thread count:
-  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/bench_gpt2_torch.py"""
+  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/bench_gpt2_torch.py [iters] [--bf16-iters N]
+    [--dtypes f32,bf16]
+(PyTorch 1.13's bf16 CPU kernels take ~20 s per forward on AVX2-only CPUs, hence the separate bf16 count.)
+Each result is also printed as an "@gpt2 <dtype> torch min median max" line for bench/run_fusion.sh."""
+import argparse
 import math
-import sys
 import time
 
 import torch
@@ -10,7 +13,11 @@ import torch.nn.functional as F
 
 torch.set_num_threads(2)
 B, T, C, H = 8, 256, 768, 12
-iters = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+ap = argparse.ArgumentParser()
+ap.add_argument("iters", type=int, nargs="?", default=10)
+ap.add_argument("--bf16-iters", type=int, default=None, help="iterations for bf16 (default: iters)")
+ap.add_argument("--dtypes", default="f32,bf16")
+args = ap.parse_args()
 
 
 def block(x, p):
@@ -26,7 +33,9 @@ def block(x, p):
     return x1 + F.linear(F.gelu(F.linear(h2, p["wfc"], p["bfc"]), approximate="tanh"), p["wout"], p["bout"])
 
 
-for dtype in (torch.float32, torch.bfloat16):
+for dname in args.dtypes.split(","):
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dname]
+    iters = args.bf16_iters if dname == "bf16" and args.bf16_iters is not None else args.iters
     shapes = dict(ln1w=(C,), ln1b=(C,), wqkv=(3 * C, C), bqkv=(3 * C,), wproj=(C, C), bproj=(C,), ln2w=(C,),
                   ln2b=(C,), wfc=(4 * C, C), bfc=(4 * C,), wout=(C, 4 * C), bout=(C,))
     p = {k: torch.randn(s, dtype=dtype) * 0.02 for k, s in shapes.items()}
@@ -39,4 +48,6 @@ for dtype in (torch.float32, torch.bfloat16):
             block(x, p)
             ts.append((time.perf_counter() - t0) * 1e3)
     ts.sort()
-    print(f"torch eager gpt2_block {str(dtype)[6:]}: min {ts[0]:.1f} ms  median {ts[len(ts) // 2]:.1f} ms  max {ts[-1]:.1f} ms")
+    med = ts[len(ts) // 2] if len(ts) % 2 else (ts[len(ts) // 2 - 1] + ts[len(ts) // 2]) / 2
+    print(f"torch eager gpt2_block {str(dtype)[6:]}: min {ts[0]:.1f} ms  median {med:.1f} ms  max {ts[-1]:.1f} ms")
+    print(f"@gpt2 {dname} torch {ts[0]:.4f} {med:.4f} {ts[-1]:.4f} - -", flush=True)

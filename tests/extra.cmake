@@ -17,7 +17,27 @@ if(THUNDER_SANITIZE AND THUNDER_BUILD_PYTHON)
   add_test(NAME python_frontend_asan
     COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider
       ${CMAKE_CURRENT_SOURCE_DIR}/python/test_jit_frontend.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_seeds.py
-      ${CMAKE_CURRENT_SOURCE_DIR}/python/test_functionalization.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_autocast_jit.py)
+      ${CMAKE_CURRENT_SOURCE_DIR}/python/test_functionalization.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_autocast_jit.py
+      ${CMAKE_CURRENT_SOURCE_DIR}/python/test_extend.py)
   set_tests_properties(python_frontend_asan PROPERTIES LABELS asan TIMEOUT 1200
     ENVIRONMENT "THUNDER_BUILD_DIR=${PROJECT_BINARY_DIR};THUNDER_SOURCE_DIR=${PROJECT_SOURCE_DIR};LD_PRELOAD=${TH_LIBASAN}:${TH_LIBUBSAN};ASAN_OPTIONS=detect_leaks=0;UBSAN_OPTIONS=print_stacktrace=1")
+endif()
+
+# The C extension-API example (examples/user_executor.c): registers an op and an executor from C, runs
+# a program using them and exits non-zero unless the result matches its double-precision reference.
+if(TARGET user_executor)
+  add_test(NAME example_user_executor COMMAND user_executor)
+  set_tests_properties(example_user_executor PROPERTIES LABELS unit TIMEOUT 120)
+endif()
+
+# The C training example: a few AdamW steps of examples/train_gpt.c on the GPL-3 text (or, without
+# it, the project's README); --check fails unless the loss falls below 0.85 x its first value.
+if(TARGET train_gpt)
+  if(EXISTS /usr/share/common-licenses/GPL-3)
+    set(TH_TRAIN_TEXT /usr/share/common-licenses/GPL-3)
+  else()
+    set(TH_TRAIN_TEXT ${PROJECT_SOURCE_DIR}/README.md)
+  endif()
+  add_test(NAME example_train_gpt COMMAND train_gpt --steps 30 --batch 8 --check ${TH_TRAIN_TEXT})
+  set_tests_properties(example_train_gpt PROPERTIES LABELS unit TIMEOUT 300)
 endif()

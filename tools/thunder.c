@@ -1,15 +1,20 @@
 /* thunder.c — the `thunder` command-line tool: check and run programs written in Thunder's trace format.
  *
  *   thunder run PROGRAM [--input NAME=FILE | --input FILE.safetensors]... [--random-inputs SEED]
- *               [--device cpu] [--executors blas,eager] [--output FILE] [--print-trace] [--quiet]
- *               [--autocast bf16|f16]
- *   thunder check PROGRAM [--autocast bf16|f16]
+ *               [--device cpu] [--executors fuser,blas,eager] [--output FILE] [--print-trace] [--quiet]
+ *               [--autocast bf16|f16] [--float8]
+ *               [--grad [--cotangents FILE]]
+ *   thunder check PROGRAM [--autocast bf16|f16] [--float8] [--grad]
  *   thunder --help
  *
  * `run` parses and verifies the trace, binds each input (from a .npy file, a tensor of a .safetensors
  * file, or deterministic random values), compiles it for the CPU, runs it, prints summary statistics of
  * every output and optionally writes them (.npy: one output; .safetensors: all, named output0...).
- * --autocast applies the autocast transform (th_transform_autocast) to the parsed trace first.
+ * --autocast applies the autocast transform (th_transform_autocast) to the parsed trace first; --float8
+ * then the float8 training transform (th_transform_float8: every linear as dynamic per-tensor scaled
+ * fp8 math with _scaled_mm, e4m3fn for inputs and weights).
+ * --grad (last) differentiates: check prints the forward and backward traces of th_transform_grad; run
+ * runs both, the backward with cotangents of ones (or --cotangents FILE), and prints the gradients.
  * Input dtypes and shapes come from the trace's argument comments and are checked against the files.
  * Exit status: 0 success, 1 user error (one line on stderr naming file, line, op and argument),
  * 2 bad usage. Output files are written atomically: a failure never leaves a partial file. */
@@ -27,8 +32,9 @@
 
 static const char *usage_text =
     "usage: thunder run PROGRAM [options]   compile and run a trace on the CPU\n"
-    "       thunder check PROGRAM [--autocast bf16|f16]\n"
-    "                                       parse, verify and print a trace\n"
+    "       thunder check PROGRAM [--autocast bf16|f16] [--float8] [--grad]\n"
+    "                                       parse, verify and print a trace (--grad: its forward\n"
+    "                                       and backward traces, th_transform_grad)\n"
     "       thunder --help                  this text\n"
     "\n"
     "PROGRAM is a tensor program in Lightning Thunder's printed trace format\n"
@@ -41,16 +47,25 @@ static const char *usage_text =
     "  --random-inputs SEED   fill inputs not bound by --input with deterministic random values\n"
     "                         (floats uniform in [-1, 1), integers in [0, 16), bools 0/1)\n"
     "  --device cpu           run a trace recorded for another device (cuda:0) on the CPU\n"
-    "  --executors LIST       executors in priority order (default blas,eager)\n"
+    "  --executors LIST       executors in priority order (default fuser,blas,eager; fuser compiles\n"
+    "                         fusion regions with $CC, cached in ~/.cache/thunder-c)\n"
     "  --output FILE          write the outputs: FILE.npy (a single output) or FILE.safetensors\n"
     "  --print-trace          also print the execution trace (torch-level ops decomposed into\n"
     "                         the prims the executors run) before running\n"
     "  --quiet                do not print the input trace and output statistics\n"
+    "  --grad                 also differentiate: run the forward and backward traces of the grad\n"
+    "                         transform and print (with --output: write, as grad_<input>) the\n"
+    "                         gradient of every floating input\n"
+    "  --cotangents FILE      the output gradients for --grad (default: ones): FILE.npy for a single\n"
+    "                         output tensor, or FILE.safetensors with cotangent0, cotangent1, ...\n"
     "\n"
     "run and check options:\n"
     "  --autocast bf16|f16    apply autocast first, as `torch.autocast` with that dtype: matmul,\n"
     "                         linear, sdpa run in it; prod, cross_entropy, nll_loss, mse_loss in\n"
     "                         float32; cat and stack take the widest input dtype (PyTorch's CPU lists)\n"
+    "  --float8               then run every linear as fp8 math (torchao's float8 training recipe with\n"
+    "                         dynamic per-tensor scales: amax -> scale = 448 / amax -> saturated cast to\n"
+    "                         float8_e4m3fn for input and weight -> torch._scaled_mm)\n"
     "\n"
     "exit status: 0 success, 1 error in the program or its inputs, 2 bad usage\n";
 
@@ -316,9 +331,198 @@ static bool apply_autocast(const char *prog, th_trace **tr, th_dtype dt) {
   return true;
 }
 
+/* Replaces *tr by its float8 trace (default options); prints the error and returns false on failure. */
+static bool apply_float8(const char *prog, th_trace **tr) {
+  th_trace *f8 = NULL;
+  if (th_transform_float8(*tr, NULL, &f8) != TH_OK) return fail(prog), false;
+  th_trace_free(*tr);
+  *tr = f8;
+  return true;
+}
+
+/* ---- --grad: the forward and backward traces of th_transform_grad ------------------------------------- */
+
+/* check --grad: prints the forward trace, then the backward trace. */
+static int check_grad(const char *prog, const th_trace *tr) {
+  th_trace *fwd = NULL, *bwd = NULL;
+  if (th_transform_grad(tr, NULL, &fwd, &bwd) != TH_OK) return fail(prog);
+  char *f = th_trace_print(fwd, -1), *b = th_trace_print(bwd, -1);
+  if (f) fputs(f, stdout);
+  putchar('\n');
+  if (b) fputs(b, stdout);
+  free(f);
+  free(b);
+  /* what rematerialization saves: the same transform without it (layout errors cannot happen here) */
+  th_trace *f0 = NULL, *b0 = NULL;
+  th_grad_layout L = {0}, L0 = {0};
+  th_grad_forward_layout(fwd, &L);
+  bool have0 = th_transform_grad_remat(tr, NULL, false, &f0, &b0) == TH_OK && th_grad_forward_layout(f0, &L0) == TH_OK;
+  printf("# %s: ok (grad: forward %d top-level bound symbols, backward %d; saved for backward %lld bytes", prog,
+         th_trace_num_bsyms(fwd), th_trace_num_bsyms(bwd), (long long)L.saved_bytes);
+  if (have0) printf(", %lld without rematerialization", (long long)L0.saved_bytes);
+  printf(")\n");
+  th_trace_free(f0);
+  th_trace_free(b0);
+  th_trace_free(fwd);
+  th_trace_free(bwd);
+  return 0;
+}
+
+/* A tensor of ones like v. */
+static th_tensor *ones_like_value(const th_value *v) {
+  th_dtype dt = th_value_dtype(v);
+  th_tensor *t = th_tensor_empty(dt, th_value_ndim(v), th_value_shape(v));
+  if (!t) return NULL;
+  unsigned char *p = th_tensor_data(t);
+  size_t sz = th_dtype_size(dt);
+  for (int64_t i = 0; i < th_tensor_numel(t); i++) {
+    unsigned char *e = p + (size_t)i * sz;
+    switch (dt) {
+      case TH_F16: { uint16_t x = th_f32_to_f16(1.0f); memcpy(e, &x, 2); break; }
+      case TH_BF16: { uint16_t x = th_f32_to_bf16(1.0f); memcpy(e, &x, 2); break; }
+      case TH_F32: { float x = 1.0f; memcpy(e, &x, 4); break; }
+      case TH_F64: { double x = 1.0; memcpy(e, &x, 8); break; }
+      default: memset(e, 0, sz); break; /* integer outputs get no gradient: their cotangent is unused */
+    }
+  }
+  return t;
+}
+
+/* The cotangents of run --grad: ones like each output tensor, or from FILE (.npy: the only output
+ * tensor; .safetensors: cotangent0, cotangent1, ... one per output tensor). */
+static bool load_cotangents(const char *prog, const th_trace *fwd, const char *path, int n, th_tensor **cots) {
+  th_arg r = th_trace_output(fwd);
+  const th_arg *flat = &r.u.seq.items[0].u.seq.items[2];
+  tensor_file f = {0, NULL, NULL};
+  th_tensor *single = NULL;
+  bool ok = true;
+  if (path && ends_with(path, ".npy")) {
+    if (n != 1) {
+      fprintf(stderr, "thunder: %s: --cotangents %s: the program returns %d tensors; use a .safetensors file with "
+              "cotangent0...\n", prog, path, n);
+      return false;
+    }
+    if (th_npy_read(path, &single) != TH_OK) return fail(prog), false;
+  } else if (path && th_safetensors_read(path, &f.n, &f.names, &f.tensors) != TH_OK) {
+    return fail(prog), false;
+  }
+  for (int i = 0; ok && i < n; i++) {
+    const th_value *v = flat->u.seq.items[i].u.value;
+    char name[32];
+    snprintf(name, sizeof name, "cotangent%d", i);
+    if (!path) {
+      if (!(cots[i] = ones_like_value(v))) ok = fail(prog) == 0;
+      continue;
+    }
+    th_tensor *t = single ? single : tensor_file_find(&f, name);
+    if (!t) {
+      fprintf(stderr, "thunder: %s: --cotangents %s: no tensor named '%s'\n", prog, path, name);
+      ok = false;
+    } else if ((ok = check_input(prog, v, t, path))) {
+      th_tensor_retain(t);
+      cots[i] = t;
+    }
+  }
+  th_tensor_release(single);
+  if (path && !single) th_safetensors_free(f.n, f.names, f.tensors);
+  return ok;
+}
+
+/* run --grad: forward, then backward with the cotangents; prints (and writes) outputs and gradients. */
+static int run_grad(const char *prog, const th_trace *tr, th_tensor **inputs, const th_compile_options *opts,
+                    const char *cot_path, const char *output, bool quiet, bool print_trace) {
+  int rc = 1, nf = 0, nb = 0, nin = th_trace_num_inputs(tr), ns = 0, ncot = 0;
+  th_trace *fwd = NULL, *bwd = NULL;
+  th_program *pf = NULL, *pb = NULL;
+  th_tensor **fo = NULL, **go = NULL, **bin = NULL;
+  th_grad_layout L;
+  if (th_transform_grad(tr, NULL, &fwd, &bwd) != TH_OK || th_grad_forward_layout(fwd, &L) != TH_OK ||
+      th_program_compile(fwd, opts, &pf) != TH_OK || th_program_compile(bwd, opts, &pb) != TH_OK) {
+    fail(prog);
+    goto done;
+  }
+  if (!quiet) {
+    char *f = th_trace_print(fwd, -1), *b = th_trace_print(bwd, -1);
+    if (f && b) printf("%s\n%s", f, b);
+    free(f);
+    free(b);
+  }
+  if (print_trace) {
+    char *f = th_trace_print(th_program_trace(pf), -1), *b = th_trace_print(th_program_trace(pb), -1);
+    if (f && b) printf("%s# the execution traces: what the executors run\n%s\n%s", quiet ? "" : "\n", f, b);
+    free(f);
+    free(b);
+  }
+  if (th_program_run(pf, nin, inputs, &nf, &fo) != TH_OK) {
+    fail(prog);
+    goto done;
+  }
+  ns = L.nsaved_tensors + L.nsaved_other;
+  ncot = L.nflat_output;
+  int nbin = ns + ncot;
+  bin = calloc((size_t)nbin + 1, sizeof *bin);
+  if (!bin) goto done;
+  for (int i = 0; i < ns; i++) bin[i] = fo[L.noutput + L.nflat_args + L.nflat_output + i];
+  if (!load_cotangents(prog, fwd, cot_path, L.nflat_output, bin + ns)) goto done;
+  if (th_program_run(pb, nbin, bin, &nb, &go) != TH_OK) {
+    fail(prog);
+    goto done;
+  }
+  if (!quiet) {
+    printf("\n# outputs of %s\n", prog);
+    for (int i = 0; i < L.noutput; i++) {
+      char label[32];
+      snprintf(label, sizeof label, "output%d", i);
+      print_stats(label, fo[i]);
+    }
+    printf("\n# gradients (cotangents: %s)\n", cot_path ? cot_path : "ones");
+    for (int i = 0; i < nb; i++) {
+      char label[256];
+      snprintf(label, sizeof label, "grad_%s", th_value_name(th_trace_input(tr, i)));
+      print_stats(label, go[i]);
+    }
+  }
+  if (output) { /* outputs as output<i>, gradients as grad_<input> (None skipped) */
+    char (*names)[256] = calloc((size_t)(L.noutput + nb) + 1, sizeof *names);
+    const char **np = calloc((size_t)(L.noutput + nb) + 1, sizeof *np);
+    th_tensor **ts = calloc((size_t)(L.noutput + nb) + 1, sizeof *ts);
+    int k = 0;
+    for (int i = 0; names && np && ts && i < L.noutput + nb; i++) {
+      th_tensor *t = i < L.noutput ? fo[i] : go[i - L.noutput];
+      if (!t) continue;
+      if (i < L.noutput) snprintf(names[k], sizeof names[k], "output%d", i);
+      else snprintf(names[k], sizeof names[k], "grad_%s", th_value_name(th_trace_input(tr, i - L.noutput)));
+      np[k] = names[k];
+      ts[k++] = t;
+    }
+    th_status st = names && np && ts ? th_safetensors_write(output, k, np, ts) : TH_ERR_NOMEM;
+    free(names);
+    free(np);
+    free(ts);
+    if (st != TH_OK) {
+      fail(prog);
+      goto done;
+    }
+  }
+  rc = 0;
+done:
+  for (int i = 0; bin && i < ncot; i++) th_tensor_release(bin[ns + i]); /* the cotangents (NULL: not loaded) */
+  free(bin);
+  for (int i = 0; i < nf; i++) th_tensor_release(fo[i]);
+  for (int i = 0; i < nb; i++) th_tensor_release(go[i]);
+  free(fo);
+  free(go);
+  th_program_free(pf);
+  th_program_free(pb);
+  th_trace_free(fwd);
+  th_trace_free(bwd);
+  return rc;
+}
+
 static int cmd_check(int argc, char **argv) {
   const char *prog = NULL;
-  bool autocast = false;
+  bool grad = false;
+  bool autocast = false, float8 = false;
   th_dtype ac_dtype = TH_BF16;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -328,6 +532,11 @@ static int cmd_check(int argc, char **argv) {
       if (!parse_autocast(argv[++i], &ac_dtype))
         return usage_error("--autocast expects bf16 or f16, got '%s'", argv[i]);
       autocast = true;
+    } else if (!strcmp(a, "--float8")) {
+      if (float8) return usage_error("--float8 given twice%s", "");
+      float8 = true;
+    } else if (!strcmp(a, "--grad")) {
+      grad = true;
     } else if (a[0] == '-' && a[1]) {
       return usage_error("unknown option '%s'", a);
     } else if (!prog) {
@@ -351,9 +560,21 @@ static int cmd_check(int argc, char **argv) {
     }
     st = th_trace_verify(tr);
   }
+  if (st == TH_OK && float8) {
+    if (!apply_float8(prog, &tr)) {
+      th_trace_free(tr);
+      return 1;
+    }
+    st = th_trace_verify(tr);
+  }
   if (st != TH_OK) {
     th_trace_free(tr);
     return fail(prog);
+  }
+  if (grad) {
+    int grc = check_grad(prog, tr);
+    th_trace_free(tr);
+    return grc;
   }
   char *s = th_trace_print(tr, -1);
   if (s) fputs(s, stdout);
@@ -365,8 +586,9 @@ static int cmd_check(int argc, char **argv) {
 }
 
 static int cmd_run(int argc, char **argv) {
-  const char *prog = NULL, *output = NULL, *executors = NULL;
-  bool has_seed = false, print_trace = false, quiet = false, device_cpu = false, autocast = false;
+  const char *prog = NULL, *output = NULL, *executors = NULL, *cotangents = NULL;
+  bool grad = false;
+  bool has_seed = false, print_trace = false, quiet = false, device_cpu = false, autocast = false, float8 = false;
   th_dtype ac_dtype = TH_BF16;
   uint64_t seed = 0;
   binding binds[MAX_BINDINGS];
@@ -374,7 +596,7 @@ static int cmd_run(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     bool needs_value = !strcmp(a, "--input") || !strcmp(a, "--random-inputs") || !strcmp(a, "--device") ||
-                       !strcmp(a, "--output") || !strcmp(a, "--executors") || !strcmp(a, "--autocast");
+                       !strcmp(a, "--output") || !strcmp(a, "--executors") || !strcmp(a, "--cotangents") || !strcmp(a, "--autocast");
     if (needs_value && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) return usage_error("%s needs a value", a);
     if (!strcmp(a, "--input")) {
       const char *v = argv[++i];
@@ -420,6 +642,16 @@ static int cmd_run(int argc, char **argv) {
       if (!parse_autocast(argv[++i], &ac_dtype))
         return usage_error("--autocast expects bf16 or f16, got '%s'", argv[i]);
       autocast = true;
+    } else if (!strcmp(a, "--float8")) {
+      if (float8) return usage_error("--float8 given twice%s", "");
+      float8 = true;
+    } else if (!strcmp(a, "--grad")) {
+      grad = true;
+    } else if (!strcmp(a, "--cotangents")) {
+      if (cotangents) return usage_error("--cotangents given twice%s", "");
+      cotangents = argv[++i];
+      if (!ends_with(cotangents, ".npy") && !ends_with(cotangents, ".safetensors"))
+        return usage_error("--cotangents must end in .npy or .safetensors, got '%s'", cotangents);
     } else if (!strcmp(a, "--print-trace")) {
       print_trace = true;
     } else if (!strcmp(a, "--quiet")) {
@@ -433,6 +665,9 @@ static int cmd_run(int argc, char **argv) {
     }
   }
   if (!prog) return usage_error("run: missing PROGRAM%s", "");
+  if (cotangents && !grad) return usage_error("--cotangents needs --grad%s", "");
+  if (grad && output && !ends_with(output, ".safetensors"))
+    return usage_error("with --grad, --output writes outputs and gradients: give a .safetensors file, not '%s'", output);
 
   int rc = 1;
   th_trace *tr = NULL;
@@ -453,6 +688,7 @@ static int cmd_run(int argc, char **argv) {
     goto done;
   }
   if (autocast && !apply_autocast(prog, &tr, ac_dtype)) goto done;
+  if (float8 && !apply_float8(prog, &tr)) goto done;
   inputs = calloc((size_t)th_trace_num_inputs(tr) + 1, sizeof *inputs);
   if (!inputs) {
     fprintf(stderr, "thunder: %s: out of memory\n", prog);
@@ -488,6 +724,10 @@ static int cmd_run(int argc, char **argv) {
     for (char *tok = strtok(exec_buf, ","); tok && nexec < 16; tok = strtok(NULL, ",")) exec_names[nexec++] = tok;
     opts.executors = exec_names;
     opts.nexecutors = nexec;
+  }
+  if (grad) {
+    rc = run_grad(prog, tr, inputs, &opts, cotangents, output, quiet, print_trace);
+    goto done;
   }
   if (th_program_compile(tr, &opts, &p) != TH_OK) {
     fail(prog);

@@ -123,6 +123,20 @@ enum {
 th_status th_op_register(const char *qualname, const char *schema, th_meta_fn meta, th_autocast_rule_fn autocast,
                          unsigned tags);
 
+/* ---- operators with a user pointer ---------------------------------------------------------------- *
+ * The callbacks above are plain function pointers; a binding that registers many operators through one
+ * callback (the Python frontend: every op's meta is a Python callable) tells them apart by a user
+ * pointer. th_op_register_ex is th_op_register with callbacks that receive `user` as their last
+ * argument; everything else (names, schema, tags, errors, when the callbacks run) is the same. The
+ * registry keeps `user` for the process (registered operators cannot be removed): it must stay valid
+ * as long as the op may be recorded, parsed, verified or autocast. */
+typedef th_status (*th_meta_ex_fn)(const th_arg *args, int nargs, th_tensor_meta *outputs, int *noutputs,
+                                   void *user);
+typedef th_status (*th_autocast_rule_ex_fn)(const th_arg *args, int nargs, th_dtype dtype,
+                                           th_device_type device_type, th_dtype *cast_to, void *user);
+th_status th_op_register_ex(const char *qualname, const char *schema, th_meta_ex_fn meta,
+                            th_autocast_rule_ex_fn autocast, unsigned tags, void *user);
+
 /* ---- executors ----------------------------------------------------------------------------------- */
 
 typedef struct th_executor th_executor;
@@ -187,6 +201,23 @@ th_status th_kernel_set_output(th_kernel_ctx *k, int j, th_tensor *t);
  * that is not the op's qualified name ("'mul' names ltorch.mul; give its qualified name"); return / del /
  * comment (not computations); ex already implements the op. TH_ERR_NOMEM on allocation failure. */
 th_status th_executor_add_impl(th_executor *ex, const char *qualname, th_kernel_fn fn, th_checker_fn checker);
+
+/* A checker with a user pointer and a way to fail (th_executor_add_impl_ex): called like th_checker_fn
+ * at compile time with a bound symbol of the op; sets *claims (true: this executor runs the call; false:
+ * the next executor in the list is asked) and returns TH_OK, or returns an error status with a message
+ * (th_set_error), which fails the compilation with "<op>: <message>" (*claims is then ignored). */
+typedef th_status (*th_checker_ex_fn)(const th_bsym *b, void *user, bool *claims);
+
+/* th_executor_add_impl with a user pointer: the kernel reads it with th_kernel_user, the checker (may be
+ * NULL: every call) receives it. Same errors as th_executor_add_impl. The registry does not own `user`:
+ * it must stay valid while ex exists and while any program compiled with ex exists (a program keeps
+ * the pointer with its copy of the kernel, as it does the kernel). */
+th_status th_executor_add_impl_ex(th_executor *ex, const char *qualname, th_kernel_fn fn, th_checker_ex_fn checker,
+                                  void *user);
+
+/* The user pointer given to th_executor_add_impl_ex for the running kernel (NULL for an implementation
+ * added by th_executor_add_impl, and for NULL). */
+void *th_kernel_user(const th_kernel_ctx *k);
 
 /* The name of the executor that claimed b ("eager", "blas", "myex") in an execution trace
  * (th_program_trace); NULL for a bsym nobody claimed (return, del, comments; any bsym of a trace that

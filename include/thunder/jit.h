@@ -21,15 +21,20 @@ typedef struct th_program th_program;
 
 typedef struct th_compile_options {
   /* Executors in priority order by name: "fuser", "blas", "eager", or one made with th_executor_new
-   * (thunder/executor.h); NULL = the default list {"blas", "eager"}. A list is used as given (eager is
-   * not appended). An unknown name is TH_ERR_VALUE ("Expected an Executor or the name of a registered
-   * Executor, but got 'x' (known: blas, eager, fuser, ...)").
-   * "fuser" (opt-in, e.g. {"fuser", "blas", "eager"}) is the CPU fusion executor: after claiming, runs
-   * of pointwise prims claimed by the executors listed after it become fusion regions
-   * (`[t0, t1] = fusion0(a, b)` in th_program_trace), each compiled to one C function with $CC (else
-   * cc) and cached on disk in $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c). Without a compiler,
-   * compilation fails with TH_ERR_NOT_IMPLEMENTED (use {"blas", "eager"}). THUNDER_DUMP_FUSIONS=dir
-   * writes each region's source; THUNDER_FUSER_STRATEGY=consecutive disables reordering. */
+   * (thunder/executor.h); NULL = the default list {"fuser", "blas", "eager"}. A list is used as given
+   * (eager is not appended). An unknown name is TH_ERR_VALUE ("Expected an Executor or the name of a
+   * registered Executor, but got 'x' (known: blas, eager, fuser, ...)").
+   * "fuser" is the CPU fusion executor: after claiming, it groups the bsyms claimed by the executors
+   * listed after it — elementwise ops, conversions (fp8 included), the reductions sum/prod/amax/amin/
+   * var/var_mean, layout ops (reshape, transpose, slice, squeeze, broadcast_in_dim, stride_order, clone)
+   * — into fusion regions (`[t0, t1] = fusion0(a, b)` in th_program_trace): loop nests whose
+   * intermediates never touch memory (softmax, layer_norm, rms_norm are one region each). All regions of
+   * a program are one C translation unit, compiled once with $CC (else cc) and cached on disk in
+   * $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c); a cached program loads in well under a
+   * millisecond. Exact ops match the eager executor bit for bit; reductions and transcendental functions
+   * agree to a tolerance (docs/design.md, "Fuser"). Without a compiler, compiling a program that has a
+   * region fails with TH_ERR_NOT_IMPLEMENTED naming $CC (use {"blas", "eager"}, which runs everything).
+   * THUNDER_FUSER_STRATEGY=consecutive disables reordering. */
   const char *const *executors;
   int nexecutors;
   /* Run on this device instead of the trace's (traces recorded for cuda:0 run on the CPU with
@@ -38,6 +43,10 @@ typedef struct th_compile_options {
   th_device device_override;
   /* Seed of the random stream (dropout in training mode, uniform). */
   uint64_t seed;
+  /* When not NULL or empty, the fuser writes each program's generated C source (all its fusion regions)
+   * to dump_dir/<trace name>-<12 hex digits of its SHA-256>.c; NULL = $THUNDER_DUMP_FUSIONS (same
+   * meaning), empty = nowhere. The directory must exist; a failed write is ignored. */
+  const char *dump_dir;
 } th_compile_options;
 
 /* Verifies `tr`, then builds the program. The trace is not modified and may be freed afterwards.
@@ -53,9 +62,17 @@ th_status th_program_compile(const th_trace *tr, const th_compile_options *opts,
  * Thunder's final trace. Owned by the program (NULL for a NULL program). */
 const th_trace *th_program_trace(const th_program *p);
 
-/* Runs the program. inputs: one tensor per trace input, checked against the recorded dtype and shape
- * (TH_ERR_VALUE naming the input on mismatch). p, noutputs or outputs NULL, and inputs NULL with
- * ninputs > 0, are TH_ERR_VALUE. On success *outputs is a malloc'd array of *noutputs
+/* The number of tensors th_program_run takes: one per trace input, except that a collection input (a
+ * backward trace's saved_for_backward and cotangents, th_transform_grad) takes one per leaf: its items
+ * depth first, so `backward_fn(saved_for_backward, cotangents)` with saved_for_backward = ((t0, t1),
+ * (i2,)) and cotangents = (t5,) runs on {t0, t1, i2, t5} (a number leaf as a 0-dim tensor of its
+ * Python type: float64, int64, bool; an unused item printed `_` accepts any tensor or NULL). 0 for NULL. */
+int th_program_num_inputs(const th_program *p);
+
+/* Runs the program. inputs: one tensor per trace input (th_program_num_inputs: collections by their
+ * leaves), checked against the recorded dtype and shape (TH_ERR_VALUE naming the input on mismatch).
+ * p, noutputs or outputs NULL, and inputs NULL with ninputs > 0, are TH_ERR_VALUE. On success
+ * *outputs is a malloc'd array of *noutputs
  * tensors (each one reference owned by the caller; free the array with free()). Not thread-safe for
  * one program; distinct programs may run concurrently. */
 th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,

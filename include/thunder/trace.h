@@ -175,6 +175,14 @@ int th_trace_num_bsyms(const th_trace *tr);
 const th_bsym *th_trace_bsym(const th_trace *tr, int i);
 
 const char *th_value_name(const th_value *v);
+/* Collections (Thunder's CollectionProxy, type string "Collection"): the inputs of a backward trace
+ * (saved_for_backward, cotangents, th_transform_grad) and the tuples unpacked from them (C0, C1).
+ * Neither a tensor nor a number (th_value_dtype gives TH_DTYPE_COUNT). Its items are the values its
+ * `a, b, = coll` line defines (th_value_item: NULL for one printed `_`); false / 0 / NULL for a value
+ * that is not a collection or an index out of range. */
+bool th_value_is_collection(const th_value *v);
+int th_value_num_items(const th_value *v);
+th_value *th_value_item(const th_value *v, int i);
 uint32_t th_value_id(const th_value *v);
 bool th_value_is_tensor(const th_value *v);
 th_dtype th_value_dtype(const th_value *v);

@@ -16,10 +16,11 @@ from torch.overrides import TorchFunctionMode
 from . import _C
 from ._C import Trace, TensorProxy, autocast, cache_hits, cache_misses, trace_from_text
 from . import transforms
+from . import extend  # user operators and executors (thunder_c.extend.OperatorExecutor)
 from ._C import prims, torch  # the prims and torch-level (ltorch) ops, callable inside jitted code
 
-__all__ = ["jit", "last_traces", "cache_hits", "cache_misses", "trace_from_text", "autocast", "transforms",
-           "Trace", "TensorProxy", "prims", "torch", "dtypes", "ThunderModule"]
+__all__ = ["jit", "last_traces", "last_backward_traces", "cache_hits", "cache_misses", "trace_from_text", "autocast", "transforms",
+           "extend", "Trace", "TensorProxy", "prims", "torch", "dtypes", "ThunderModule"]
 
 
 class _ThunderMode(TorchFunctionMode):
@@ -33,6 +34,23 @@ class _ThunderMode(TorchFunctionMode):
 
 
 _C._set_mode_class(_ThunderMode)
+
+
+class _ThunderFunction(_torch.autograd.Function):
+    """Links a jitted call to PyTorch autograd (csrc/autograd.c decides everything): forward hands over
+    the outputs the forward program computed and saves what the backward program reads; backward runs
+    that program on the saved tensors and the incoming gradients."""
+
+    @staticmethod
+    def forward(ctx, call, *inputs):
+        return _C._autograd_forward(ctx, call)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _C._autograd_backward(ctx, grads)
+
+
+_C._set_autograd_function(_ThunderFunction)
 
 
 class ThunderModule(_torch.nn.Module):
@@ -56,16 +74,20 @@ class ThunderModule(_torch.nn.Module):
         return self._model.load_state_dict(state_dict, strict=strict)
 
 
-def jit(fn, executors=None, cache="constant values"):
+def jit(fn, executors=None, cache="constant values", float8=None):
     """Compiles `fn` (a function, an nn.Module, or a thunder_c.Trace) with thunder-c.
 
     The result is called like fn. The first call with given input metadata (dtypes, shapes, strides,
     devices, requires_grad, aliasing between inputs, values of non-tensor arguments, autocast state)
     traces fn on proxies and compiles the trace; later calls with the same metadata reuse it.
-    executors: names in priority order ("blas", "eager"); None = the default list.
+    executors: in priority order, names ("fuser", "blas", "eager", a registered user executor's) or
+    thunder_c.extend.OperatorExecutor objects (kept alive with the result); None = the default list.
     cache: "constant values" (default), "same input" or "no caching".
+    float8: None/False, True, or a dict with any of filter, input_dtype, weight_dtype: applies the
+    float8 training transform (thunder_c.transforms.float8) to each trace before DCE, so every linear
+    runs as dynamic per-tensor scaled fp8 math (last_traces shows a "Float8" trace).
     """
-    j = _C.jit(fn, executors=executors, cache=cache)
+    j = _C.jit(fn, executors=executors, cache=cache, float8=float8)
     if isinstance(fn, _torch.nn.Module):
         return ThunderModule(fn, j)
     return j
@@ -74,8 +96,16 @@ def jit(fn, executors=None, cache="constant values"):
 def last_traces(jfn):
     """The traces of the last call's compilation, in pipeline order: the initial trace, then one per
     pass (Dead Code Elimination, Common Subexpression Elimination, Delete Last Used — the execution
-    trace). str(trace) prints it with subsymbols."""
+    trace); under autograd the grad transform's forward comes before the execution trace (the forward
+    program's; see last_backward_traces). str(trace) prints it with subsymbols."""
     return _C.last_traces(jfn)
+
+
+def last_backward_traces(jfn):
+    """The backward traces of the last call's compilation when it ran under autograd (grad enabled and
+    an input or parameter requiring grad): the grad transform's backward_fn, then its execution trace
+    (Delete Last Used). [] when the call ran forward only; last_traces then ends with the forward."""
+    return _C.last_backward_traces(jfn)
 
 
 class _Dtypes:

@@ -52,6 +52,14 @@ struct th_value {
   bool has_value; /* number proxies: value known */
   double fvalue;
   int64_t ivalue;
+  /* Collections (Thunder's CollectionProxy, type string "Collection"): the backward trace's inputs
+   * saved_for_backward and cotangents and the tuples unpacked from them (C0, C1). Not a tensor and not
+   * a number: is_tensor false, dtype TH_DTYPE_COUNT. Its items are what `a, b, = coll`
+   * (prims.unpack_sequence) defines; a NULL item is one printed `_` (unused, any value binds). The
+   * runtime binds a collection input by its leaves, depth first (th_program_num_inputs). */
+  bool is_collection;
+  int coll_n;             /* number of items (0 until its unpacking is known) */
+  th_value **coll_items;  /* coll_n items, session arena */
 };
 
 /* ---- schemas --------------------------------------------------------------------------------------
@@ -231,6 +239,16 @@ bool th_is_py_name(const char *s);
 th_value *th_value_new_number(th_trace *tr, th_dtype pytype, bool has_value, double f, int64_t i);
 /* Gives v a fresh name if it has none. */
 th_status th_value_name_if_needed(th_trace *tr, th_value *v);
+
+/* Names v `name` (reserved in the session, which keeps the string; TH_ERR_VALUE if already used). */
+th_status th_value_set_name(th_trace *tr, th_value *v, const char *name);
+/* A new collection value (unnamed, no items yet; see th_value.is_collection). NULL on OOM. */
+th_value *th_value_new_collection(th_trace *tr);
+/* Sets the items of collection c (copied into the session's arena; NULL items allowed). */
+th_status th_collection_set_items(th_trace *tr, th_value *c, int n, th_value *const *items);
+/* A `prims.unpack_sequence(c, n)` bsym (not appended) whose output is the TUPLE of c's items (a NULL
+ * item is TH_ARG_NONE, printed `_`): `C0, C1, = saved_for_backward`. NULL on OOM. */
+th_bsym *th_unpack_sequence_new(th_trace *tr, th_value *c);
 
 /* Records a call of symbol `sym` with positional args (and keyword args by name) into the current
  * scope; see the file comment. *out receives the output. */

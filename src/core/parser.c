@@ -98,6 +98,7 @@ typedef struct vtype {
   bool has_value;
   double f;
   int64_t i;
+  bool is_collection; /* "Collection" */
 } vtype;
 
 typedef struct parser {
@@ -119,6 +120,9 @@ typedef struct parser {
   token *tokbuf[MAX_NEST + 2];
   int tokcap[MAX_NEST + 2];
   int tlevel;
+  /* the values of the last `a, b, = coll` line still waiting for their "# a: \"<type>\"" lines */
+  th_value **pending;
+  int npending, next_pending, pending_line;
 } parser;
 
 #define TYPE_COMMENT_LEVEL (MAX_NEST + 1)
@@ -498,6 +502,7 @@ static th_value *new_named_value(parser *ps, const char *name) {
 }
 
 static void apply_type(th_value *v, const vtype *t) {
+  v->is_collection = t->is_collection;
   v->is_tensor = t->is_tensor;
   v->dtype = t->dtype;
   v->device = t->device;
@@ -519,9 +524,11 @@ static void type_of(const th_value *v, vtype *t) {
   t->has_value = v->has_value;
   t->f = v->fvalue;
   t->i = v->ivalue;
+  t->is_collection = v->is_collection;
 }
 
 static bool same_type(const th_value *v, const vtype *t) {
+  if (v->is_collection != t->is_collection) return false;
   if (v->is_tensor != t->is_tensor || v->dtype != t->dtype) return false;
   if (!t->is_tensor) return true;
   if (!th_device_eq(v->device, t->device) || v->ndim != t->ndim) return false;
@@ -617,6 +624,12 @@ static bool parse_type_string(const char *s, vtype *t, const char **why, int *at
   const char *head = s + h0;
   if (hl == 0)
     return type_fail(why, at, "expected \"<device> <dtype>[<shape>]\" or \"int|float|bool <value>\"", h0);
+  if (hl == 10 && !strncmp(head, "Collection", 10)) { /* a CollectionProxy (the backward's inputs) */
+    if (s[skip_ws(s, i)]) return type_fail(why, at, "unexpected text after Collection", skip_ws(s, i));
+    t->is_collection = true;
+    t->dtype = TH_DTYPE_COUNT;
+    return true;
+  }
   if ((hl == 3 && !strncmp(head, "int", 3)) || (hl == 5 && !strncmp(head, "float", 5)) ||
       (hl == 4 && !strncmp(head, "bool", 4))) {
     t->is_tensor = false;
@@ -1288,6 +1301,90 @@ static th_status bind_call(parser *ps, const th_symbol *sym, const arglist *pos,
   return th_schema_bind(ps->tr, sym, pos->n, pos->items, kw->n, (const char *const *)kw->names, kw->items, bound);
 }
 
+/* targets "=" NAME — Thunder's unpack_sequence of a Collection ("C0, C1, = saved_for_backward"). The
+ * targets are names or `_`; each name is defined here and typed by the "# NAME: \"<type>\"" lines that
+ * follow at the same indentation (the body loop reads them: ps->pending). The collection's items
+ * become these values (a `_` one NULL). */
+static th_status unpack_stmt(parser *ps, const target *tg, block sub, th_bsym **out) {
+  token *t = next(ps);
+  const char *name = tok_str(ps, t);
+  if (!name) return TH_ERR_NOMEM;
+  if (tg->kind != TG_TUPLE && tg->kind != TG_LIST)
+    return error_tok(ps, t, "expected a call after '=' (only a Collection is unpacked, as `a, b, = %s`)", name);
+  entry *e = map_find(ps, name);
+  if (!e || !e->defined) return error_tok(ps, t, "name '%s' is not defined", name);
+  th_value *c = e->v;
+  if (!c->is_collection) {
+    char ty[128];
+    th_print_value_type(c, ty, sizeof ty);
+    return error_tok(ps, t, "cannot unpack '%s': it is \"%s\", not a Collection", name, ty);
+  }
+  if (c->coll_items) return error_tok(ps, t, "'%s' is unpacked a second time", name);
+  if (peek(ps)->kind == TK_COMMENT) next(ps);
+  if (!block_empty(ps, sub))
+    return syntax_error(ps, &ps->lines[sub.first], ps->lines[sub.first].indent + 1, "an unpacking has no subsymbols");
+  th_value **items = th_arena_alloc(ps->pa, sizeof(th_value *) * (size_t)(tg->n ? tg->n : 1));
+  if (!items) return TH_ERR_NOMEM;
+  for (int i = 0; i < tg->n; i++) {
+    const target *x = &tg->items[i];
+    items[i] = NULL;
+    if (x->kind == TG_SKIP) continue;
+    if (x->kind != TG_NAME) return syntax_error(ps, ps->ln, x->col, "an unpacking assigns names or _");
+    entry *d = map_find(ps, x->name);
+    if (d && d->defined)
+      return syntax_error(ps, ps->ln, x->col, "'%s' is defined again; it was defined on line %d", x->name, d->def_line);
+    if (!d) {
+      if (!(d = map_insert(ps, x->name))) return TH_ERR_NOMEM;
+      if (!(d->v = new_named_value(ps, x->name))) return line_error(ps, ps->ln, x->col, th_last_status(), "%s", th_last_error());
+    }
+    d->defined = true;
+    d->def_line = ps->ln->lineno;
+    items[i] = d->v;
+  }
+  TH_TRY(th_collection_set_items(ps->tr, c, tg->n, items));
+  *out = th_unpack_sequence_new(ps->tr, c);
+  if (!*out) return TH_ERR_NOMEM;
+  (*out)->line = ps->ln->lineno;
+  ps->pending = items;
+  ps->npending = tg->n;
+  ps->next_pending = 0;
+  ps->pending_line = ps->ln->lineno;
+  while (ps->next_pending < ps->npending && !ps->pending[ps->next_pending]) ps->next_pending++;
+  return TH_OK;
+}
+
+/* A line of the body while an unpacking waits for type comments: "# NAME: \"<type>\"" of the next
+ * unpacked value types it (*matched); anything else is an error naming the value left untyped. */
+static th_status pending_type(parser *ps, const line *ln, bool *matched) {
+  *matched = false;
+  const th_value *v = ps->pending[ps->next_pending];
+  ps->ln = ln;
+  ps->tlevel = 0;
+  if (ln->comment) {
+    th_status st = tokenize(ps, ln->indent + 1);
+    if (st == TH_ERR_NOMEM) return st;
+    const token *tk = ps->toks;
+    if (st == TH_OK && ps->ntoks == 4 && tk[0].kind == TK_NAME && is_punct(&tk[1], ":") && tk[2].kind == TK_STR &&
+        tk[3].kind == TK_EOF && (size_t)tk[0].len == strlen(v->name) && !strncmp(tk[0].p, v->name, (size_t)tk[0].len)) {
+      vtype t;
+      const char *why;
+      int at = 0;
+      if (!parse_type_string(tk[2].sval, &t, &why, &at))
+        return syntax_error(ps, ln, str_col(&tk[2], at), "invalid type \"%s\": %s", tk[2].sval, why);
+      apply_type((th_value *)v, &t);
+      TH_TRY(th_value_check(v, v->name));
+      *matched = true;
+      ps->next_pending++;
+      while (ps->next_pending < ps->npending && !ps->pending[ps->next_pending]) ps->next_pending++;
+      return TH_OK;
+    }
+    if (st != TH_OK) th_clear_error();
+  }
+  return syntax_error(ps, ln, ln->indent + 1,
+                      "'%s' (unpacked on line %d) has no type comment: expected '# %s: \"<type>\"' here", v->name,
+                      ps->pending_line, v->name);
+}
+
 /* The statement on line li, its text starting at byte `content`, its subsymbols in `sub`. */
 static th_status parse_stmt(parser *ps, int li, int content, block sub, int depth, th_bsym **out) {
   *out = NULL;
@@ -1334,6 +1431,11 @@ static th_status parse_stmt(parser *ps, int li, int content, block sub, int dept
     TH_TRY(targets(ps, &tg));
     TH_TRY(expect(ps, "="));
     has_lhs = true;
+    token *src = peek(ps), *after = peek_at(ps, 1);
+    if (src->kind == TK_NAME && (after->kind == TK_EOF || after->kind == TK_COMMENT)) {
+      if (depth > 0) return error_tok(ps, src, "an unpacking cannot be a subsymbol");
+      return unpack_stmt(ps, &tg, sub, out);
+    }
     if (tg.n == 1 && !tg.comma) tg = tg.items[0]; /* a single target, not a 1-tuple written "a, = ..." */
   }
   token *callee_tok = peek(ps);
@@ -1698,6 +1800,12 @@ static th_status parse_trace(parser *ps, const char *text) {
     if (ln->indent < body) break;
     if (ln->indent > body)
       return syntax_error(ps, ln, ln->indent + 1, "unexpected indent (only '# ' subsymbol lines may be deeper)");
+    if (ps->next_pending < ps->npending) { /* the type comments of an unpacking */
+      bool typed_now = false;
+      TH_TRY(pending_type(ps, ln, &typed_now));
+      i++;
+      continue;
+    }
     if (ln->comment) {
       bool matched = false;
       if (in_inputs) TH_TRY(input_type(ps, ln, typed, &matched));
@@ -1738,6 +1846,11 @@ static th_status parse_trace(parser *ps, const char *text) {
   for (int k = 0; k < params.n; k++)
     if (!typed[k])
       return syntax_error(ps, defl, (int)params.items[k].u.i, "input '%s' has no type comment", params.names[k]);
+  if (ps->next_pending < ps->npending) {
+    const line *ln = i < ps->nlines ? &ps->lines[i] : &ps->lines[ps->nlines - 1];
+    return syntax_error(ps, ln, 1, "'%s' (unpacked on line %d) has no type comment", ps->pending[ps->next_pending]->name,
+                        ps->pending_line);
+  }
   for (; i < ps->nlines; i++) {
     const line *ln = &ps->lines[i];
     if (!ln->blank && !ln->comment)

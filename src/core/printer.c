@@ -248,6 +248,23 @@ void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment) {
     put_del(sb, b);
     return;
   }
+  if (is_sym(b, TH_OP_prims_unpack_sequence)) { /* "C0, C1, = saved_for_backward" (Thunder's unpack_sequence) */
+    const th_arg *src = b->nargs > 0 ? &b->args[0] : NULL;
+    if (b->out.kind == TH_ARG_TUPLE && b->out.u.seq.n == 0) {
+      th_sb_puts(sb, "# ");
+      if (src) put_arg(sb, src);
+      th_sb_puts(sb, " (empty sequence)");
+      return;
+    }
+    if (b->out.kind == TH_ARG_TUPLE)
+      for (int i = 0; i < b->out.u.seq.n; i++) {
+        put_out(sb, &b->out.u.seq.items[i]);
+        th_sb_puts(sb, ", ");
+      }
+    th_sb_puts(sb, "= ");
+    if (src) put_arg(sb, src);
+    return;
+  }
   if (is_sym(b, TH_OP_prims_comment)) {
     th_sb_puts(sb, "# ");
     if (b->nargs > 0 && b->args[0].kind == TH_ARG_STR && b->args[0].u.s) th_sb_puts(sb, b->args[0].u.s);
@@ -288,6 +305,16 @@ static void put_bsym(th_strbuf *sb, const th_bsym *b, int level, int print_depth
   if (level > 0) th_sb_puts(sb, "# ");
   th_print_bsym_line(sb, b, true);
   th_sb_putc(sb, '\n');
+  if (level == 0 && is_sym(b, TH_OP_prims_unpack_sequence) && b->out.kind == TH_ARG_TUPLE) {
+    /* one type comment per unpacked value, as Thunder prints them ("# C0: \"Collection\"") */
+    for (int i = 0; i < b->out.u.seq.n; i++) {
+      const th_arg *o = &b->out.u.seq.items[i];
+      if (o->kind != TH_ARG_VALUE || !o->u.value) continue;
+      char ty[256];
+      th_print_value_type(o->u.value, ty, sizeof ty);
+      th_sb_printf(sb, "  # %s: \"%s\"\n", o->u.value->name ? o->u.value->name : "<unnamed>", ty);
+    }
+  }
   if (print_depth >= 0 && level + 1 >= print_depth) return;
   for (int i = 0; i < b->nsubs; i++) put_bsym(sb, b->subs[i], level + 1, print_depth);
 }

@@ -17,6 +17,11 @@
  *                        th_trace_set_return builds this form. (nargs == 0 prints "return None" and
  *                        nargs > 1 joins the args with ", ", but neither is produced by the core.)
  *   prims.comment        nargs == 1, args[0] a STR without newlines; prints "# text".
+ *   prims.unpack_sequence nargs == 2: args[0] a VALUE that is a collection, args[1] INT its length; out
+ *                        a TUPLE of the collection's items (VALUEs; NONE for an unused one, printed `_`).
+ *                        Prints "C0, C1, = saved_for_backward", then one "# C0: \"Collection\"" line
+ *                        per value at the same indentation (a zero-length one: "# C1 (empty sequence)").
+ *                        th_unpack_sequence_new builds this form.
  *   fusion regions       a dynamic symbol (th_symbol_new_dynamic, printed by its bare name) whose
  *   (and executor ops)   positional args are the region's inputs (VALUEs) and whose `out` is a LIST of
  *                        VALUEs, even for one output: "[t6] = nvFusion1(result, t_2)" with no type

@@ -8,7 +8,8 @@
  *                        quiet bit set, exactly as the F16C instruction vcvtps2ph (imm 0) does.
  *   float32 -> bfloat16  round to nearest even; every NaN becomes 0x7fc0 (c10::BFloat16).
  *   float32 -> fp8       c10::Float8_e4m3fn / Float8_e5m2: e4m3fn gives NaN (0x7f|sign) for NaN, +-inf
- *                        and |x| >= 464, else rounds to nearest even (448 <= |x| < 464 gives 448);
+ *                        and |x| > 464, else rounds to nearest even (448 <= |x| <= 464 gives 448: the
+ *                        tie at 464 goes to the even code 0x7e, as c10's mant_odd rounding does);
  *                        e5m2 rounds to nearest even with overflow to +-inf (|x| >= 61440), NaN gives
  *                        0x7f|sign. The saturating variants first clamp |x| (inf included) to the
  *                        largest finite value; NaN stays NaN.
@@ -100,7 +101,7 @@ static inline uint8_t th_sc_f32_to_e4m3fn(float x, bool saturate) {
   uint32_t a = w ^ sign;
   uint8_t r;
   if (saturate && a > 0x43e00000u && a <= 0x7f800000u) a = 0x43e00000u; /* clamp to 448, inf too */
-  if (a >= 0x43e80000u) {                                                 /* >= 464, inf, NaN */
+  if (a > 0x43e80000u) {                                                  /* > 464, inf, NaN */
     r = 0x7f;
   } else if (a < 0x3c800000u) { /* below 2^-6: subnormal, a multiple of 2^-9 = the ulp of 2^14 */
     float s = th_sc_f32_from_bits(a) + 0x1p14f;

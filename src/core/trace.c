@@ -267,6 +267,7 @@ static bool device_ok(th_device d) {
 th_status th_value_check(const th_value *v, const char *who) {
   if (!who) who = "value";
   if (!v) return th_error(TH_ERR_VALUE, "%s: the value is NULL", who);
+  if (v->is_collection) return TH_OK;
   if ((unsigned)v->dtype >= TH_DTYPE_COUNT)
     return th_error(TH_ERR_VALUE, "%s: invalid dtype %d", who, (int)v->dtype);
   if (!v->is_tensor) return TH_OK;
@@ -311,9 +312,47 @@ th_value *th_value_new_number(th_trace *tr, th_dtype pytype, bool has_value, dou
 
 th_status th_value_name_if_needed(th_trace *tr, th_value *v) {
   if (v->name) return TH_OK;
-  const char *prefix = v->is_tensor ? "t" : v->dtype == TH_F64 ? "f" : "i";
+  const char *prefix = v->is_tensor ? "t" : v->is_collection ? "C" : v->dtype == TH_F64 ? "f" : "i";
   v->name = th_name_fresh(tr, prefix);
   return v->name ? TH_OK : TH_ERR_NOMEM;
+}
+
+/* ---- collections ------------------------------------------------------------------------------- */
+
+th_status th_value_set_name(th_trace *tr, th_value *v, const char *name) {
+  const char *stored = reserve_name(tr, name);
+  if (!stored) return th_last_status();
+  v->name = stored;
+  return TH_OK;
+}
+
+th_value *th_value_new_collection(th_trace *tr) {
+  th_value *v = th_arena_alloc(tr->sess->arena, sizeof *v);
+  if (!v) return NULL;
+  v->id = tr->sess->next_id++;
+  v->sess = tr->sess;
+  v->dtype = TH_DTYPE_COUNT;
+  v->is_collection = true;
+  return v;
+}
+
+th_status th_collection_set_items(th_trace *tr, th_value *c, int n, th_value *const *items) {
+  th_value **it = th_arena_alloc(tr->sess->arena, sizeof(th_value *) * (size_t)(n ? n : 1));
+  if (!it) return TH_ERR_NOMEM;
+  for (int i = 0; i < n; i++) it[i] = items[i];
+  c->coll_items = it;
+  c->coll_n = n;
+  return TH_OK;
+}
+
+th_bsym *th_unpack_sequence_new(th_trace *tr, th_value *c) {
+  th_arg *args = th_arena_alloc(tr->arena, 2 * sizeof(th_arg));
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(c->coll_n ? c->coll_n : 1));
+  if (!args || !items) return NULL;
+  args[0] = th_arg_value(c);
+  args[1] = th_arg_int(c->coll_n);
+  for (int i = 0; i < c->coll_n; i++) items[i] = c->coll_items[i] ? th_arg_value(c->coll_items[i]) : th_arg_none();
+  return th_bsym_new(tr, th_symbol_get(TH_OP_prims_unpack_sequence), 2, args, th_arg_tuple(c->coll_n, items));
 }
 
 th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
@@ -356,6 +395,10 @@ th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dty
 }
 
 void th_value_type_string(const th_value *v, char *buf, size_t n) {
+  if (v->is_collection) {
+    snprintf(buf, n, "Collection");
+    return;
+  }
   if (!v->is_tensor) {
     const char *ty = v->dtype == TH_BOOL ? "bool" : v->dtype == TH_F64 ? "float" : "int";
     if (!v->has_value) snprintf(buf, n, "%s ?", ty);
@@ -512,7 +555,11 @@ const char *th_arg_kind_name(const th_arg *a) {
   if (!a) return "None";
   switch (a->kind) {
     case TH_ARG_NONE: return "None";
-    case TH_ARG_VALUE: return a->u.value->is_tensor ? "Tensor" : a->u.value->dtype == TH_F64 ? "float" : "int";
+    case TH_ARG_VALUE:
+      return a->u.value->is_tensor        ? "Tensor"
+             : a->u.value->is_collection ? "Collection"
+             : a->u.value->dtype == TH_F64 ? "float"
+                                          : "int";
     case TH_ARG_BOOL: return "bool";
     case TH_ARG_INT: return "int";
     case TH_ARG_FLOAT: return "float";
@@ -538,6 +585,7 @@ static bool is_tensor(const th_arg *a) { return a->kind == TH_ARG_VALUE && a->u.
 
 static bool arg_fits(const th_param *p, const th_arg *a) {
   if (a->kind == TH_ARG_NONE) return p->optional || p->type == TH_PT_ANY;
+  if (a->kind == TH_ARG_VALUE && a->u.value->is_collection) return p->type == TH_PT_ANY; /* not a number */
   switch (p->type) {
     case TH_PT_TENSOR: return is_tensor(a);
     case TH_PT_TENSOR_LIST:
@@ -939,6 +987,11 @@ const th_bsym *th_trace_bsym(const th_trace *tr, int i) {
 const char *th_value_name(const th_value *v) { return v ? v->name : NULL; }
 uint32_t th_value_id(const th_value *v) { return v ? v->id : 0; }
 bool th_value_is_tensor(const th_value *v) { return v && v->is_tensor; }
+bool th_value_is_collection(const th_value *v) { return v && v->is_collection; }
+int th_value_num_items(const th_value *v) { return v && v->is_collection ? v->coll_n : 0; }
+th_value *th_value_item(const th_value *v, int i) {
+  return v && v->is_collection && i >= 0 && i < v->coll_n ? v->coll_items[i] : NULL;
+}
 th_dtype th_value_dtype(const th_value *v) { return v ? v->dtype : TH_DTYPE_COUNT; }
 th_device th_value_device(const th_value *v) {
   th_device cpu = {TH_CPU, 0};

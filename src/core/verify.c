@@ -255,6 +255,24 @@ static void check_produced(th_value *v, void *p) {
 
 static th_status check_scope(sctx *c, th_bsym *const *bsyms, int n, int depth);
 
+/* `C0, C1, = coll`: unpacks a collection into exactly its items (th_value.coll_items). */
+static th_status check_unpack(const th_bsym *b) {
+  const th_value *c = b->nargs >= 1 && b->args[0].kind == TH_ARG_VALUE ? b->args[0].u.value : NULL;
+  if (!c || !c->is_collection) return fail(b, "unpacks something that is not a Collection");
+  if (b->out.kind != TH_ARG_TUPLE || b->out.u.seq.n != c->coll_n)
+    return fail(b, "unpacks %d values, but %s holds %d", b->out.kind == TH_ARG_TUPLE ? b->out.u.seq.n : 1,
+                vname(c), c->coll_n);
+  for (int i = 0; i < c->coll_n; i++) {
+    const th_arg *o = &b->out.u.seq.items[i];
+    const th_value *want = c->coll_items[i];
+    if (o->kind == TH_ARG_NONE && !want) continue;
+    if (o->kind != TH_ARG_VALUE || o->u.value != want)
+      return fail(b, "unpacks item %d of %s as %s, but the collection holds %s", i, vname(c),
+                  o->kind == TH_ARG_VALUE ? vname(o->u.value) : "_", want ? vname(want) : "_");
+  }
+  return TH_OK;
+}
+
 /* The subsymbols of b in their own scope (b's argument values), then b's outputs: defined in the
  * current scope and, for a known op, produced by the subsymbols. */
 static th_status check_subs_and_outputs(sctx *c, const th_bsym *b, int depth) {
@@ -296,6 +314,7 @@ static th_status check_scope(sctx *c, th_bsym *const *bsyms, int n, int depth) {
       for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], mark_deleted, c);
       continue;
     }
+    if (b->sym->id == TH_OP_prims_unpack_sequence) TH_TRY(check_unpack(b));
     if (b->nsubs) {
       if (!b->subs) return fail(b, "has %d subsymbols but no subsymbol list", b->nsubs);
       TH_TRY(check_subs_and_outputs(c, b, depth));

@@ -73,6 +73,13 @@ extern const th_executor_desc th_blas_executor;
 th_status th_registry_snapshot(const char *name, th_executor_desc **out);
 void th_registry_snapshot_free(th_executor_desc *d);
 th_kernel_fn th_registry_user_kernel(const th_executor_desc *d, const th_operator_impl *impl);
+/* The user pointer behind impl of descriptor d (th_executor_add_impl_ex), else NULL; the runtime keeps
+ * it per step and hands it to the adapter (th_rt_user_data, read by th_kernel_user). */
+void *th_registry_user_data(const th_executor_desc *d, const th_operator_impl *impl);
+void *th_rt_user_data(th_rt_env *env);
+/* Whether impl of executor d claims b: its th_checker_ex_fn (user executors' th_executor_add_impl_ex;
+ * an error fails the compilation, with the op's name in front), else its plain checker (NULL: yes). */
+th_status th_registry_check(const th_executor_desc *d, const th_operator_impl *impl, const th_bsym *b, bool *claims);
 void th_registry_executor_names(char *buf, size_t n);
 th_status th_rt_user_kernel_adapter(th_rt_env *env, const th_bsym *b);
 th_kernel_fn th_rt_user_kernel(th_rt_env *env);

@@ -163,7 +163,9 @@ static th_status process(pass_ctx *c, const th_bsym *b) {
   }
   for (int i = 0; i < c->nexecs; i++) {
     const th_operator_impl *impl = find_impl(c->execs[i], sym->id);
-    if (impl && (!impl->checker || impl->checker(copy))) {
+    bool claims = false;
+    if (impl) TH_TRY(th_registry_check(c->execs[i], impl, copy, &claims));
+    if (claims) {
       /* copied: a user executor's name lives in a per-compilation snapshot */
       if (!(copy->executor = th_arena_strdup(tr->arena, c->execs[i]->name))) return TH_ERR_NOMEM;
       return th_vec_push(tr->arena, &tr->bsyms, copy);

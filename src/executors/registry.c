@@ -13,6 +13,9 @@
  * public kernels. A compilation takes a private copy (th_registry_snapshot), so adding impls or freeing
  * the executor later never touches a compiled program: the runtime copies each step's public kernel
  * at compile time (th_registry_user_kernel) and hands it to the adapter through the run-time env.
+ * The _ex variants (a binding's one callback for many ops) add a user pointer: an op keeps it with its
+ * callbacks; an executor keeps one per impl, next to its kernel and its failable checker, and the
+ * execution pass asks th_registry_check, the runtime th_registry_user_data (copied per step).
  *
  * Everything mutable is guarded by one mutex (registration is rare; lookups of unknown names take it
  * briefly). Callbacks are never called with it held. */
@@ -29,6 +32,9 @@ typedef struct reg_op {
   th_symbol sym; /* first: the core sees &op->sym */
   th_meta_fn meta;
   th_autocast_rule_fn autocast;
+  th_meta_ex_fn meta_ex;             /* th_op_register_ex: these instead, with user */
+  th_autocast_rule_ex_fn autocast_ex;
+  void *user;
 } reg_op;
 
 struct th_executor {
@@ -36,6 +42,8 @@ struct th_executor {
   char *name;
   th_operator_impl *impls;
   th_kernel_fn *fns; /* fns[i]: the public kernel of impls[i] */
+  th_checker_ex_fn *checkers_ex; /* th_executor_add_impl_ex: checkers_ex[i] (or NULL) and users[i] */
+  void **users;
   int cap;
 };
 
@@ -111,7 +119,8 @@ static th_status reg_meta(th_trace *tr, const th_symbol *sym, const th_arg *args
   memset(metas, 0, sizeof metas);
   int n = fixed >= 0 ? fixed : TH_META_MAX_OUTPUTS;
   th_clear_error();
-  th_status st = op->meta(args, sc->nparams, metas, &n);
+  th_status st = op->meta_ex ? op->meta_ex(args, sc->nparams, metas, &n, op->user)
+                             : op->meta(args, sc->nparams, metas, &n);
   if (st != TH_OK) return callback_error(sym->qualname, st, "its meta");
   if (fixed >= 0 ? n != fixed : (n < 0 || n > TH_META_MAX_OUTPUTS))
     return th_error(TH_ERR_RUNTIME, "%s: its meta produced %d outputs, but its schema returns %s%d", sym->qualname,
@@ -150,7 +159,8 @@ static th_status reg_autocast(th_trace *tr, const th_symbol *sym, th_arg *args, 
   if (!cast_to) return TH_ERR_NOMEM;
   for (int i = 0; i < n; i++) cast_to[i] = TH_DTYPE_COUNT;
   th_clear_error();
-  th_status st = op->autocast(args, n, dtype, device_type, cast_to);
+  th_status st = op->autocast_ex ? op->autocast_ex(args, n, dtype, device_type, cast_to, op->user)
+                                 : op->autocast(args, n, dtype, device_type, cast_to);
   if (st != TH_OK) return callback_error(sym->qualname, st, "its autocast rule");
   for (int i = 0; i < n; i++) {
     th_dtype to = cast_to[i];
@@ -241,14 +251,17 @@ static th_status tags_to_internal(unsigned tags, bool has_rule, unsigned *out) {
   return TH_OK;
 }
 
-th_status th_op_register(const char *qualname, const char *schema, th_meta_fn meta, th_autocast_rule_fn autocast,
-                         unsigned tags) {
-  if (!qualname || !schema || !meta)
+/* th_op_register and th_op_register_ex: exactly one of meta / meta_ex, at most one of autocast /
+ * autocast_ex. */
+static th_status op_register(const char *qualname, const char *schema, th_meta_fn meta, th_meta_ex_fn meta_ex,
+                             th_autocast_rule_fn autocast, th_autocast_rule_ex_fn autocast_ex, unsigned tags,
+                             void *user) {
+  if (!qualname || !schema || (!meta && !meta_ex))
     return th_error(TH_ERR_VALUE, "th_op_register: %s is NULL", !qualname ? "qualname" : !schema ? "schema" : "meta");
   const char *last = NULL;
   TH_TRY(check_qualname(qualname, &last));
   unsigned itags = 0;
-  TH_TRY(tags_to_internal(tags, autocast != NULL, &itags));
+  TH_TRY(tags_to_internal(tags, autocast != NULL || autocast_ex != NULL, &itags));
   const th_symbol *existing = th_symbol_lookup(qualname);
   if (existing) {
     if (!strcmp(existing->qualname, qualname))
@@ -306,13 +319,26 @@ th_status th_op_register(const char *qualname, const char *schema, th_meta_fn me
   s->tags = itags;
   s->is_prim = true;
   s->meta = reg_meta;
-  s->autocast = autocast ? reg_autocast : NULL;
+  s->autocast = autocast || autocast_ex ? reg_autocast : NULL;
   op->meta = meta;
   op->autocast = autocast;
+  op->meta_ex = meta_ex;
+  op->autocast_ex = autocast_ex;
+  op->user = user;
   reg.ops[reg.nops++] = op;
 out:
   reg_unlock();
   return st;
+}
+
+th_status th_op_register(const char *qualname, const char *schema, th_meta_fn meta, th_autocast_rule_fn autocast,
+                         unsigned tags) {
+  return op_register(qualname, schema, meta, NULL, autocast, NULL, tags, NULL);
+}
+
+th_status th_op_register_ex(const char *qualname, const char *schema, th_meta_ex_fn meta,
+                            th_autocast_rule_ex_fn autocast, unsigned tags, void *user) {
+  return op_register(qualname, schema, NULL, meta, NULL, autocast, tags, user);
 }
 
 /* ---- executors ------------------------------------------------------------------------------------------ */
@@ -328,6 +354,8 @@ static void exec_free(th_executor *e) {
   th_free(e->name);
   th_free(e->impls);
   th_free(e->fns);
+  th_free(e->checkers_ex);
+  th_free(e->users);
   th_free(e);
 }
 
@@ -400,7 +428,8 @@ void th_executor_free(th_executor *ex) {
 
 const char *th_executor_name(const th_executor *ex) { return ex ? ex->name : NULL; }
 
-th_status th_executor_add_impl(th_executor *ex, const char *qualname, th_kernel_fn fn, th_checker_fn checker) {
+static th_status add_impl(th_executor *ex, const char *qualname, th_kernel_fn fn, th_checker_fn checker,
+                          th_checker_ex_fn checker_ex, void *user) {
   if (!ex || !qualname || !fn)
     return th_error(TH_ERR_VALUE, "th_executor_add_impl: %s is NULL",
                     !ex ? "the executor" : !qualname ? "qualname" : "the kernel");
@@ -424,7 +453,12 @@ th_status th_executor_add_impl(th_executor *ex, const char *qualname, th_kernel_
     if (impls) ex->impls = impls;
     th_kernel_fn *fns = impls ? th_realloc(ex->fns, sizeof *fns * (size_t)cap) : NULL;
     if (fns) ex->fns = fns;
-    if (!impls || !fns) st = th_error(TH_ERR_NOMEM, "out of memory adding %s to executor '%s'", sym->qualname, ex->name);
+    th_checker_ex_fn *cks = fns ? th_realloc(ex->checkers_ex, sizeof *cks * (size_t)cap) : NULL;
+    if (cks) ex->checkers_ex = cks;
+    void **users = cks ? th_realloc(ex->users, sizeof *users * (size_t)cap) : NULL;
+    if (users) ex->users = users;
+    if (!impls || !fns || !cks || !users)
+      st = th_error(TH_ERR_NOMEM, "out of memory adding %s to executor '%s'", sym->qualname, ex->name);
     else ex->cap = cap;
   }
   if (st == TH_OK) {
@@ -433,11 +467,22 @@ th_status th_executor_add_impl(th_executor *ex, const char *qualname, th_kernel_
     ex->impls[i].kernel = th_rt_user_kernel_adapter;
     ex->impls[i].checker = checker;
     ex->fns[i] = fn;
+    ex->checkers_ex[i] = checker_ex;
+    ex->users[i] = user;
     ex->desc.impls = ex->impls;
     ex->desc.nimpls = i + 1;
   }
   reg_unlock();
   return st;
+}
+
+th_status th_executor_add_impl(th_executor *ex, const char *qualname, th_kernel_fn fn, th_checker_fn checker) {
+  return add_impl(ex, qualname, fn, checker, NULL, NULL);
+}
+
+th_status th_executor_add_impl_ex(th_executor *ex, const char *qualname, th_kernel_fn fn, th_checker_ex_fn checker,
+                                  void *user) {
+  return add_impl(ex, qualname, fn, NULL, checker, user);
 }
 
 /* ---- what compilation uses (kernel.h) ---------------------------------------------------------------- */
@@ -454,14 +499,18 @@ th_status th_registry_snapshot(const char *name, th_executor_desc **out) {
       c->name = th_strdup(e->name);
       c->impls = th_malloc(sizeof *c->impls * (size_t)(n ? n : 1));
       c->fns = th_malloc(sizeof *c->fns * (size_t)(n ? n : 1));
+      c->checkers_ex = th_malloc(sizeof *c->checkers_ex * (size_t)(n ? n : 1));
+      c->users = th_malloc(sizeof *c->users * (size_t)(n ? n : 1));
     }
-    if (!c || !c->name || !c->impls || !c->fns) {
+    if (!c || !c->name || !c->impls || !c->fns || !c->checkers_ex || !c->users) {
       exec_free(c);
       st = th_error(TH_ERR_NOMEM, "out of memory compiling with executor '%s'", name);
     } else {
       if (n) {
         memcpy(c->impls, e->impls, sizeof *c->impls * (size_t)n);
         memcpy(c->fns, e->fns, sizeof *c->fns * (size_t)n);
+        memcpy(c->checkers_ex, e->checkers_ex, sizeof *c->checkers_ex * (size_t)n);
+        memcpy(c->users, e->users, sizeof *c->users * (size_t)n);
       }
       c->cap = n;
       c->desc.name = c->name;
@@ -483,6 +532,38 @@ th_kernel_fn th_registry_user_kernel(const th_executor_desc *d, const th_operato
   return i >= 0 && i < d->nimpls ? e->fns[i] : NULL;
 }
 
+/* impl's index in registry descriptor d (a snapshot), or -1 for a built-in descriptor's impl. */
+static ptrdiff_t impl_index(const th_executor_desc *d, const th_operator_impl *impl) {
+  if (!d || !impl || impl->kernel != th_rt_user_kernel_adapter) return -1;
+  const th_executor *e = (const th_executor *)(const void *)d; /* only registry descriptors use the adapter */
+  ptrdiff_t i = impl - e->impls;
+  return i >= 0 && i < d->nimpls ? i : -1;
+}
+
+void *th_registry_user_data(const th_executor_desc *d, const th_operator_impl *impl) {
+  ptrdiff_t i = impl_index(d, impl);
+  return i >= 0 ? ((const th_executor *)(const void *)d)->users[i] : NULL;
+}
+
+th_status th_registry_check(const th_executor_desc *d, const th_operator_impl *impl, const th_bsym *b, bool *claims) {
+  ptrdiff_t i = impl_index(d, impl);
+  const th_executor *e = (const th_executor *)(const void *)d;
+  if (i >= 0 && e->checkers_ex[i]) {
+    bool ok = false;
+    th_clear_error();
+    th_status st = e->checkers_ex[i](b, e->users[i], &ok);
+    if (st != TH_OK) {
+      char what[96];
+      snprintf(what, sizeof what, "the checker of executor '%s'", d->name);
+      return callback_error(b->sym->qualname, st, what);
+    }
+    *claims = ok;
+    return TH_OK;
+  }
+  *claims = !impl->checker || impl->checker(b);
+  return TH_OK;
+}
+
 void th_registry_executor_names(char *buf, size_t n) {
   if (!n) return;
   buf[0] = 0;
@@ -501,6 +582,8 @@ struct th_kernel_ctx {
   th_rt_env *env;
   const th_bsym *b;
 };
+
+void *th_kernel_user(const th_kernel_ctx *k) { return k ? th_rt_user_data(k->env) : NULL; }
 
 th_status th_rt_user_kernel_adapter(th_rt_env *env, const th_bsym *b) {
   th_kernel_fn fn = th_rt_user_kernel(env);

@@ -17,6 +17,7 @@
  * Random numbers: th_rt_random4 is Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy
  * as 1, 2, 3", SC'11) keyed by the compile options' seed; the 128-bit counter is (draw index within the
  * run, run index), so every run of a program draws a fresh, reproducible stream. */
+#include <stdatomic.h>
 #include <string.h>
 #include <threads.h>
 
@@ -33,6 +34,7 @@ void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t 
 typedef struct th_step {
   th_rt_kernel_fn kernel;
   th_kernel_fn user; /* a user executor's kernel (kernel is then th_rt_user_kernel_adapter), else NULL */
+  void *user_data;   /* its th_executor_add_impl_ex pointer, else NULL */
   const th_bsym *b;
   const void *data; /* the fuser's compiled region (th_rt_step_data), else NULL */
   int nouts;        /* outputs the kernel must bind */
@@ -62,7 +64,9 @@ struct th_program {
   const th_value **slot_value;
   uint32_t nids;
   int32_t *slot_of;     /* value id -> slot, -1 if none */
-  int ninputs;
+  int ninputs;          /* run-time inputs: one per tensor input, a collection input's leaves */
+  const th_value **input_value; /* per run-time input: its value (NULL: an unused item printed `_`) */
+  int32_t *input_slot;  /* per run-time input: its slot, -1 if none */
   bool *bind_input;     /* false: the input is never used (not even returned) */
   int nouts;
   th_out *outs;
@@ -70,6 +74,7 @@ struct th_program {
   th_device device_override;
   uint64_t seed;
   uint64_t runs;        /* Philox counter, high half */
+  atomic_bool running;  /* a run is in progress (th_program_run refuses a second one) */
 };
 
 struct th_rt_env {
@@ -79,11 +84,14 @@ struct th_rt_env {
   uint64_t draws; /* counter words 0-1 */
   th_kernel_fn user; /* the running step's user kernel, if any */
   const void *data;  /* the running step's private data */
+  void *user_data;   /* the running step's user pointer (th_kernel_user) */
 };
 
 const void *th_rt_step_data(th_rt_env *env) { return env->data; }
 
 th_kernel_fn th_rt_user_kernel(th_rt_env *env) { return env->user; }
+
+void *th_rt_user_data(th_rt_env *env) { return env->user_data; }
 
 bool th_rt_device_override(th_rt_env *env, th_device *dev) {
   if (!env->p->has_device_override) return false;
@@ -298,7 +306,7 @@ void th_rt_random4(th_rt_env *env, uint32_t out[4]) {
 
 /* ---- compile: executors and devices ------------------------------------------------------------ */
 
-static const char *const default_executors[] = {"blas", "eager"};
+static const char *const default_executors[] = {"fuser", "blas", "eager"};
 
 static const th_executor_desc *builtin_executor(const char *name) {
   if (!strcmp(name, th_blas_executor.name)) return &th_blas_executor;
@@ -484,16 +492,40 @@ static const th_operator_impl *find_impl(const th_executor_desc *e, th_op_id id)
 
 #define ALLOC(p, n, T) ((T *)th_arena_alloc((p)->arena, sizeof(T) * (size_t)((n) ? (n) : 1)))
 
+/* The run-time inputs of trace input v: v itself (a tensor or number), or the leaves of a collection
+ * (its items, depth first; a NULL item is one leaf that binds anything). Counts when out is NULL. */
+static th_status input_leaves(const th_value *v, const th_value **out, int *n, int depth) {
+  if (v && v->is_collection && depth > 64)
+    return th_error(TH_ERR_VALUE, "collection %s is nested too deeply", v->name ? v->name : "?");
+  if (!v || !v->is_collection) {
+    if (out) out[*n] = v;
+    ++*n;
+    return TH_OK;
+  }
+  for (int i = 0; i < v->coll_n; i++) TH_TRY(input_leaves(v->coll_items[i], out, n, depth + 1));
+  return TH_OK;
+}
+
 static th_status build(th_program *p, const th_executor_desc *const *execs, int nexecs) {
   const th_trace *et = p->trace;
   th_bsym *const *bs = (th_bsym *const *)et->bsyms.items;
   int nb = et->bsyms.n;
 
+  /* run-time inputs (collections: their leaves) */
+  int nleaves = 0;
+  for (int i = 0; i < et->inputs.n; i++) TH_TRY(input_leaves(et->inputs.items[i], NULL, &nleaves, 0));
+  if (!(p->input_value = ALLOC(p, nleaves, const th_value *)) || !(p->input_slot = ALLOC(p, nleaves, int32_t)))
+    return TH_ERR_NOMEM;
+  p->ninputs = 0;
+  for (int i = 0; i < et->inputs.n; i++) TH_TRY(input_leaves(et->inputs.items[i], p->input_value, &p->ninputs, 0));
+
   /* slots */
   uint32_t nids = 0;
   int nvals = 0;
   for (int i = 0; i < et->inputs.n; i++) max_id_cb(et->inputs.items[i], &nids);
-  nvals += et->inputs.n;
+  for (int i = 0; i < p->ninputs; i++)
+    if (p->input_value[i]) max_id_cb((th_value *)p->input_value[i], &nids);
+  nvals += et->inputs.n + p->ninputs;
   for (int i = 0; i < nb; i++) {
     if (bs[i]->sym->id == TH_OP_prims_python_del || bs[i]->sym->id == TH_OP_prims_comment) continue;
     bsym_foreach(bs[i], true, max_id_cb, &nids);
@@ -504,8 +536,10 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
   p->slot_value = ALLOC(p, nvals, const th_value *);
   if (!p->slot_of || !p->slot_value) return TH_ERR_NOMEM;
   for (uint32_t i = 0; i < nids; i++) p->slot_of[i] = -1;
+  for (int i = 0; i < p->ninputs; i++)
+    if (p->input_value[i]) assign_cb((th_value *)p->input_value[i], p);
   for (int i = 0; i < et->inputs.n; i++) assign_cb(et->inputs.items[i], p);
-  p->ninputs = et->inputs.n;
+  for (int i = 0; i < p->ninputs; i++) p->input_slot[i] = p->input_value[i] ? p->slot_of[p->input_value[i]->id] : -1;
   for (int i = 0; i < nb; i++)
     if (bs[i]->sym->id != TH_OP_prims_python_del && bs[i]->sym->id != TH_OP_prims_comment)
       bsym_foreach(bs[i], true, assign_cb, p);
@@ -532,6 +566,7 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
     th_step *s = &p->steps[p->nsteps++];
     s->kernel = impl->kernel;
     s->user = th_registry_user_kernel(owner, impl); /* copied: the executor may be freed later */
+    s->user_data = th_registry_user_data(owner, impl);
     s->b = b;
     s->data = owner == &th_fuser_executor ? th_fuser_set_find(p->fusions, b->sym->name) : NULL;
     if (owner == &th_fuser_executor && !s->data)
@@ -573,7 +608,10 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
     if (!c.is_out[s] && r >= 0) p->steps[r].release[p->steps[r].nrelease++] = s;
   }
   if (!(p->bind_input = ALLOC(p, p->ninputs, bool))) return TH_ERR_NOMEM;
-  for (int i = 0; i < p->ninputs; i++) p->bind_input[i] = c.last_use[i] >= 0 || c.is_out[i];
+  for (int i = 0; i < p->ninputs; i++) {
+    int32_t sl = p->input_slot[i];
+    p->bind_input[i] = sl >= 0 && (c.last_use[sl] >= 0 || c.is_out[sl]);
+  }
   return TH_OK;
 }
 
@@ -590,6 +628,8 @@ void th_program_free(th_program *p) {
 }
 
 const th_trace *th_program_trace(const th_program *p) { return p ? p->trace : NULL; }
+
+int th_program_num_inputs(const th_program *p) { return p ? p->ninputs : 0; }
 
 th_status th_program_compile_with(const th_trace *tr, const th_compile_options *opts,
                                   const th_executor_desc *const *execs, int nexecs, th_program **out) {
@@ -619,7 +659,7 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
     for (int i = 0; i < nexecs && st == TH_OK; i++) /* fusion regions, when the fuser is listed */
       if (execs[i] == &th_fuser_executor) {
         th_trace *ft = NULL;
-        st = th_fuser_pass(et, execs, nexecs, i, &ft, &p->fusions);
+        st = th_fuser_pass(et, execs, nexecs, i, o->dump_dir, &ft, &p->fusions);
         if (st == TH_OK) {
           th_trace_free(et);
           et = ft;
@@ -692,7 +732,8 @@ static void release_all(th_program *p) {
 }
 
 static th_status check_input(const th_program *p, int i, const th_tensor *t) {
-  const th_value *v = p->trace->inputs.items[i];
+  const th_value *v = p->input_value[i];
+  if (!v) return TH_OK; /* an unused collection item (`_`): anything binds */
   if (t && t->device.type == TH_CPU && matches(t, v)) return TH_OK;
   char want[192], got[160], dev[32];
   th_device_str(p->has_device_override ? (th_device){TH_CPU, 0} : v->device, dev, sizeof dev);
@@ -733,8 +774,8 @@ static th_tensor *number_tensor(const th_out *o) {
   return t;
 }
 
-th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
-                         th_tensor ***outputs) {
+static th_status program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
+                             th_tensor ***outputs) {
   if (!noutputs || !outputs)
     return th_error(TH_ERR_VALUE, "th_program_run: %s is NULL", !noutputs ? "noutputs" : "outputs");
   *noutputs = 0;
@@ -749,14 +790,15 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
   for (int i = 0; i < ninputs; i++)
     if (p->bind_input[i]) {
       th_tensor_retain(inputs[i]);
-      p->slots[i] = inputs[i];
+      p->slots[p->input_slot[i]] = inputs[i];
     }
-  th_rt_env env = {p, p->slots, p->runs++, 0, NULL, NULL};
+  th_rt_env env = {p, p->slots, p->runs++, 0, NULL, NULL, NULL};
   th_status st = TH_OK;
   for (int i = 0; i < p->nsteps; i++) {
     const th_step *s = &p->steps[i];
     env.user = s->user;
     env.data = s->data;
+    env.user_data = s->user_data;
     if ((st = s->kernel(&env, s->b)) != TH_OK) {
       op_error(s->b, st);
       goto fail;
@@ -805,5 +847,22 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
   return TH_OK;
 fail:
   release_all(p);
+  return st;
+}
+
+/* A run binds the program's slots, so a second run of the same program while one is in progress (a
+ * kernel that calls back into it, e.g. a Python kernel calling its own jitted function, or another
+ * thread) is refused instead of corrupting the first. */
+th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
+                         th_tensor ***outputs) {
+  if (!p || !noutputs || !outputs) return program_run(p, ninputs, inputs, noutputs, outputs);
+  if (atomic_exchange(&p->running, true)) {
+    *noutputs = 0;
+    *outputs = NULL;
+    return th_error(TH_ERR_RUNTIME, "%s(): this program is already running (a kernel called it again, or another "
+                    "thread runs it); one program is not re-entrant", p->trace->fn_name);
+  }
+  th_status st = program_run(p, ninputs, inputs, noutputs, outputs);
+  atomic_store(&p->running, false);
   return st;
 }

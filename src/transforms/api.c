@@ -26,3 +26,9 @@ th_status th_transform_del_last_used(const th_trace *tr, th_trace **out) {
     return th_error(TH_ERR_VALUE, "th_transform_del_last_used: %s is NULL", !tr ? "the trace" : "out");
   return th_del_last_used(tr, out);
 }
+
+th_status th_transform_float8(const th_trace *tr, const th_float8_options *opts, th_trace **out) {
+  if (!tr || !out)
+    return th_error(TH_ERR_VALUE, "th_transform_float8: %s is NULL", !tr ? "the trace" : "out");
+  return th_float8(tr, opts, out);
+}

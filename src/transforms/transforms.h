@@ -41,6 +41,13 @@ double th_pass_clock_ms(void);
  * provenance "Autocast (took N milliseconds)". */
 th_status th_autocast(const th_trace *tr, th_dtype dtype, th_trace **out);
 
+/* ---- float8.c ------------------------------------------------------------------------------------
+ * The float8 training transform (thunder/transform.h th_transform_float8): eligible linears become
+ * amax -> scale -> saturated fp8 casts -> ltorch._scaled_mm, the rest is copied with the linears'
+ * outputs substituted. *out: provenance "Float8 (took N milliseconds)". */
+struct th_float8_options;
+th_status th_float8(const th_trace *tr, const struct th_float8_options *opts, th_trace **out);
+
 /* ---- cse.c ---------------------------------------------------------------------------------------
  * Common Subexpression Elimination (Thunder's cse): a forward walk keys each top-level bsym by
  * (symbol, arguments after rewriting earlier redundant outputs, keyword arguments, executor); a bsym

@@ -100,7 +100,8 @@ def test_scenario13_function_path_seed001():
     def h(a, b, c):
         return (a @ b) + c
     x, y, z = (torch.randn(2, 2) for _ in range(3))
-    jf = thunder_c.jit(autocast(h, dtype=thunder_c.bfloat16))
+    # the prims of the final trace: without the fuser, which would group the converts and the add
+    jf = thunder_c.jit(autocast(h, dtype=thunder_c.bfloat16), executors=["blas", "eager"])
     got = jf(x, y, z)
     with torch.autocast("cpu", torch.bfloat16):
         want = h(x, y, z)

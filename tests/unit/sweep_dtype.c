@@ -145,8 +145,8 @@ static uint32_t ref_bf16(uint32_t x) {
   return sign | (c >= 0x7f80u ? 0x7f80u : c);
 }
 
-/* float8_e4m3fn: largest finite code 0x7e (448), NaN 0x7f. Plain: NaN, +-inf and everything at or
- * above 448 + half its ulp (464 = 0x43e80000; c10 sends this tie to NaN rather than to even) give NaN.
+/* float8_e4m3fn: largest finite code 0x7e (448), NaN 0x7f. Plain: NaN, +-inf and everything above
+ * 448 + half its ulp (464 = 0x43e80000, a tie c10 rounds to the even code 448) give NaN.
  * Saturating: NaN stays NaN, anything that rounds past 448 (inf included) gives 448. */
 static uint32_t ref_e4m3fn(uint32_t x, int saturate) {
   uint32_t sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
@@ -156,7 +156,7 @@ static uint32_t ref_e4m3fn(uint32_t x, int saturate) {
     uint32_t c = ref_round(a, 3, 7);
     return sign | (c > 0x7eu ? 0x7eu : c);
   }
-  if (is_inf_bits(x) || a >= 0x43e80000u) return sign | 0x7fu;
+  if (is_inf_bits(x) || a > 0x43e80000u) return sign | 0x7fu;
   uint32_t c = ref_round(a, 3, 7);
   return sign | (c > 0x7eu ? 0x7fu : c);
 }

@@ -330,7 +330,8 @@ static void test_fp8_spot(void **state) {
   assert_int_equal(th_f32_to_f8e4m3fn(448.0f, false), 0x7e);
   assert_int_equal(th_f32_to_f8e4m3fn(450.0f, false), 0x7e);
   assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x43e7ffffu), false), 0x7e);
-  assert_int_equal(th_f32_to_f8e4m3fn(464.0f, false), 0x7f);
+  assert_int_equal(th_f32_to_f8e4m3fn(464.0f, false), 0x7e); /* the tie goes to even (c10's mant_odd) */
+  assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x43e80001u), false), 0x7f);
   assert_int_equal(th_f32_to_f8e4m3fn(500.0f, false), 0x7f);
   assert_int_equal(th_f32_to_f8e4m3fn(-500.0f, false), 0xff);
   assert_int_equal(th_f32_to_f8e4m3fn(INFINITY, false), 0x7f);

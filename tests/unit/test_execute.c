@@ -86,6 +86,9 @@ static th_tensor *rand_tensor(th_dtype dt, int nd, const int64_t *shape) {
   return t;
 }
 
+/* Tests of claiming and unpacking pin the executors without the fuser (the default list fuses). */
+static const char *const unfused[] = {"blas", "eager"};
+
 static th_program *compile(const th_trace *tr, const char *const *execs, int n) {
   th_compile_options o = {0};
   o.executors = execs;
@@ -126,7 +129,7 @@ static void test_elementwise_program(void **state) {
   th_value *outs[2] = {t2, t0};
   ret(tr, 2, outs);
 
-  th_program *p = compile(tr, NULL, 0);
+  th_program *p = compile(tr, unfused, 2);
   th_trace_free(tr); /* the program owns everything it needs */
   const th_trace *et = th_program_trace(p);
   assert_non_null(et->provenance);
@@ -876,7 +879,7 @@ static void test_fusion_region_unpacked(void **state) {
   th_value *t1 = o1.u.value;
   ret(tr, 1, &t1);
 
-  th_program *p = compile(tr, NULL, 0);
+  th_program *p = compile(tr, unfused, 2); /* the fuser would fuse neg and exp again */
   const th_trace *et = th_program_trace(p);
   assert_int_equal(th_trace_num_bsyms(et), 5); /* neg, del x, exp, del t0, return */
   assert_true(has_op(et, TH_OP_prims_neg));
@@ -912,7 +915,7 @@ static th_trace *torch_trace(void) {
 }
 
 static void check_torch_program(const th_trace *tr) {
-  th_program *p = compile(tr, NULL, 0);
+  th_program *p = compile(tr, unfused, 2);
   const th_trace *et = th_program_trace(p);
   for (int i = 0; i < th_trace_num_bsyms(et); i++) {
     const th_bsym *b = th_trace_bsym(et, i);

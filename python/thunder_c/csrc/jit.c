@@ -9,7 +9,9 @@
  * (Dead Code Elimination, then the execution passes) and stores the entry. Inputs cross into the
  * core without a copy and outputs come back as torch tensors viewing the core's buffers (their
  * DLPack capsule owns them); an input the program updates in place is updated in the caller's
- * tensor, because the core writes into the caller's memory. */
+ * tensor, because the core writes into the caller's memory. When grad is enabled and an input requires
+ * grad, the entry holds the grad transform's forward program and its backward (autograd.c), and the
+ * outputs come back attached to PyTorch's autograd. */
 #include <dlpack/dlpack.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,7 +332,7 @@ static int key_function_reads(kbuf *k, PyObject *fn) {
 
 typedef struct {
   PyObject_HEAD
-  th_trace *traces[4]; /* owned: the initial trace, then each transform's result */
+  th_trace *traces[6]; /* owned: the initial trace, then each transform's result */
   int ntraces;
   th_program *prog;
   PyObject *lifted;    /* list of captured torch tensors (inputs after the arguments and parameters) */
@@ -338,12 +340,14 @@ typedef struct {
   int nargs_tensors;   /* tensors among the arguments */
   int *param_input;    /* per parameter slot: its input index (shared parameters share one) */
   int nparams_in;      /* distinct parameter inputs */
+  pyth_grad *grad;     /* owned: the backward of a call under autograd (autograd.c), or NULL */
 } pyth_entry;
 
 static void entry_dealloc(PyObject *o) {
   pyth_entry *e = (pyth_entry *)o;
   PyObject_GC_UnTrack(o);
   th_program_free(e->prog);
+  pyth_grad_free(e->grad);
   for (int i = 0; i < e->ntraces; i++) th_trace_free(e->traces[i]);
   Py_XDECREF(e->lifted);
   Py_XDECREF(e->pinned);
@@ -395,9 +399,11 @@ typedef struct {
   cache_mode mode;
   const char **executors;
   int nexecutors;
-  PyObject *executor_names; /* list of str (owns the strings executors point into) */
+  PyObject *executor_names; /* list of str (owns the strings executors point into), then the executor
+                             * objects given (thunder_c.extend executors: kept alive with the function) */
   long long hits, misses;
   PyObject *weakrefs;
+  pyth_float8 float8;  /* jit(..., float8=...): the float8 transform on every trace (transforms.c) */
 } pyth_jit;
 
 static void jit_dealloc(PyObject *o) {
@@ -415,6 +421,7 @@ static void jit_dealloc(PyObject *o) {
   Py_XDECREF(j->last);
   Py_XDECREF(j->executor_names);
   PyMem_Free(j->executors);
+  pyth_float8_clear(&j->float8);
   PyObject_GC_Del(o);
 }
 
@@ -428,6 +435,7 @@ static int jit_traverse(PyObject *o, visitproc visit, void *arg) {
   Py_VISIT(j->structure);
   Py_VISIT(j->cache);
   Py_VISIT(j->last);
+  Py_VISIT(j->float8.filter);
   return 0;
 }
 
@@ -735,12 +743,38 @@ static int restore_module_attributes(PyObject *snapshots, bool check) {
   return rc;
 }
 
+/* Which trace inputs require grad (rg, nin entries): arguments and module parameters by the call's
+ * requires_grad (part of the key), captured tensors by theirs now. 1 when grad is enabled and one
+ * does, 0 when the call runs forward only, -1 with an exception. */
+static int grad_inputs(const pyth_jit *j, const pyth_entry *e, const tensor_list *tl, int nin, bool *rg) {
+  PyObject *ge = PyObject_CallNoArgs(pyth_T.is_grad_enabled);
+  if (!ge) return -1;
+  bool enabled = ge == Py_True;
+  Py_DECREF(ge);
+  if (!enabled) return 0;
+  int any = 0;
+  for (int i = 0; i < tl->n; i++) {
+    int ix = tensor_input_index(j, e, i);
+    if (ix >= 0 && ix < nin && tl->t[i].requires_grad) any = rg[ix] = true;
+  }
+  Py_ssize_t nl = PyList_GET_SIZE(e->lifted);
+  for (Py_ssize_t i = 0; i < nl; i++) {
+    int ix = nin - (int)nl + (int)i;
+    PyObject *r = PyObject_GetAttr(PyList_GET_ITEM(e->lifted, i), s_requires_grad);
+    if (!r) return -1;
+    if (r == Py_True && ix >= 0) any = rg[ix] = true;
+    Py_DECREF(r);
+  }
+  return any;
+}
+
 /* Traces the function on proxies of (args, kwargs) and compiles it into a new entry. */
 static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, const tensor_list *tl) {
   pyth_entry *e = PyObject_GC_New(pyth_entry, &entry_type);
   if (!e) return NULL;
   e->ntraces = 0;
   e->prog = NULL;
+  e->grad = NULL;
   e->lifted = PyList_New(0);
   e->pinned = PyList_New(0);
   e->param_input = NULL;
@@ -754,7 +788,14 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     th_compile_options o = {0};
     o.executors = j->executors;
     o.nexecutors = j->nexecutors;
-    th_status st = th_program_compile(j->given_trace, &o, &e->prog);
+    const th_trace *given = j->given_trace;
+    if (j->float8.enabled) { /* jit(trace, float8=...): the transform's trace is the program */
+      th_trace *f8 = NULL;
+      if (pyth_float8_apply(&j->float8, given, &f8) < 0) goto fail;
+      e->traces[e->ntraces++] = f8;
+      given = f8;
+    }
+    th_status st = th_program_compile(given, &o, &e->prog);
     if (st != TH_OK) {
       pyth_raise(st);
       goto fail;
@@ -976,18 +1017,34 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   pyth_active = prev;
   pyth_autocast_clear(&c.tr);
 
-  /* the pipeline: DCE, CSE, then the execution passes (which end with Delete Last Used) */
+  /* the pipeline: [float8,] DCE, CSE, then the execution passes (which end with Delete Last Used) */
   th_status st = th_trace_verify(initial);
-  th_trace *dce = NULL, *cse = NULL;
-  if (st == TH_OK) st = th_transform_dce(initial, &dce);
+  th_trace *dce = NULL, *cse = NULL, *f8 = NULL;
+  if (st == TH_OK && j->float8.enabled) {
+    /* the filter sees module parameters by their qualified names ("fc1.weight") */
+    Py_CLEAR(j->float8.param_names);
+    if (j->is_module && e->param_input && (j->float8.param_names = PyDict_New())) {
+      for (Py_ssize_t s = 0; s < PyList_GET_SIZE(j->slots); s++) {
+        int ix = e->param_input[s];
+        const char *nm = ix >= 0 && ix < th_trace_num_inputs(initial) ? th_value_name(th_trace_input(initial, ix)) : NULL;
+        if (nm && PyDict_SetItemString(j->float8.param_names, nm, PyTuple_GET_ITEM(PyList_GET_ITEM(j->slots, s), 2)) < 0)
+          goto trace_fail;
+      }
+    }
+    if (PyErr_Occurred() || pyth_float8_apply(&j->float8, initial, &f8) < 0) goto trace_fail;
+  }
+  const th_trace *pre = f8 ? f8 : initial;
+  if (st == TH_OK) st = th_transform_dce(pre, &dce);
   if (st == TH_OK) st = th_transform_cse(dce, &cse);
   if (st != TH_OK) {
     th_trace_free(dce);
+    th_trace_free(f8);
     pyth_raise(st);
     goto trace_fail;
   }
   e->traces[e->ntraces++] = initial;
   initial = NULL;
+  if (f8) e->traces[e->ntraces++] = f8;
   e->traces[e->ntraces++] = dce;
   e->traces[e->ntraces++] = cse;
   th_compile_options o = {0};
@@ -1002,9 +1059,24 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     Py_XDECREF(r);
     PyErr_Clear();
   }
-  if ((st = th_program_compile(cse, &o, &e->prog)) != TH_OK) {
-    pyth_raise(st);
-    goto trace_fail;
+  { /* autograd: grad enabled and an input requires grad -> the grad transform's forward and backward */
+    int nin = th_trace_num_inputs(cse);
+    bool *rg = PyMem_Calloc((size_t)(nin ? nin : 1), sizeof(bool));
+    int on = rg ? grad_inputs(j, e, tl, nin, rg) : (PyErr_NoMemory(), -1);
+    if (on > 0 && c.tr.grad_stops) {
+      PyErr_SetString(PyExc_NotImplementedError,
+                      "thunder_c: detach(), .data and torch.no_grad() inside a jitted function are not supported "
+                      "when it is differentiated (inputs or parameters require grad): the grad transform has no "
+                      "stop-gradient yet; move them out of the jitted function, or call it under torch.no_grad()");
+      on = -1;
+    }
+    if (on > 0 && pyth_grad_compile(cse, rg, &o, &e->prog, &e->grad) < 0) on = -1;
+    PyMem_Free(rg);
+    if (on < 0) goto trace_fail;
+    if (!on && (st = th_program_compile(cse, &o, &e->prog)) != TH_OK) {
+      pyth_raise(st);
+      goto trace_fail;
+    }
   }
   goto trace_done;
 
@@ -1073,13 +1145,14 @@ static void capsule_destructor(PyObject *cap) {
 /* A torch tensor viewing th_tensor t (which keeps one reference for the capsule). */
 static PyObject *to_torch(th_tensor *t) {
   th_dtype dt = th_tensor_dtype(t);
-  if (!pyth_T.dtypes[dt])
+  bool fp8_codes = th_dtype_is_fp8(dt); /* PyTorch 1.13 has no fp8: the raw codes as uint8 (docs/python.md) */
+  if (!pyth_T.dtypes[dt] && !fp8_codes)
     return PyErr_Format(PyExc_NotImplementedError,
                         "thunder_c: an output has dtype %s, which this PyTorch (%s) cannot represent; convert it "
                         "inside the function (e.g. .float())", th_dtype_name(dt), "no float8 dtypes"), NULL;
   DLManagedTensor *m = th_tensor_to_dlpack(t);
   if (!m) return pyth_raise(th_last_status());
-  if (dt == TH_BOOL) m->dl_tensor.dtype.code = kDLUInt; /* PyTorch 1.13 has no DLPack bool: see export_tensor */
+  if (dt == TH_BOOL || fp8_codes) m->dl_tensor.dtype.code = kDLUInt; /* PyTorch 1.13 has no DLPack bool: see export_tensor */
   PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
   if (!cap) {
     m->deleter(m);
@@ -1091,7 +1164,23 @@ static PyObject *to_torch(th_tensor *t) {
   return r;
 }
 
+/* DLPack both ways for thunder_c.extend's Python kernels (extend.c), as a run's outputs and inputs. */
+PyObject *pyth_tensor_to_torch(th_tensor *t) { return to_torch(t); }
+
+th_tensor *pyth_tensor_from_torch(PyObject *t) {
+  PyObject *cap = NULL;
+  DLManagedTensor *m = NULL;
+  if (export_tensor(t, NULL, &cap, &m) < 0) return NULL;
+  th_tensor *r = th_tensor_from_dlpack(m);
+  if (r) PyCapsule_SetName(cap, "used_dltensor"); /* r owns the export now */
+  Py_DECREF(cap);
+  if (!r) pyth_raise(th_last_status());
+  return r;
+}
+
 static _Thread_local const th_trace *g_out_trace; /* the trace whose outputs build_output converts */
+static _Thread_local PyObject *g_leaves;          /* tuple: tensor leaves to use instead (autograd) */
+static _Thread_local Py_ssize_t g_leaf_k;
 
 /* Rebuilds the return structure: one output tensor per leaf, in the program's order. */
 static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int *k) {
@@ -1120,6 +1209,11 @@ static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int 
   }
   int i = (*k)++;
   th_tensor *t = i < nouts ? outs[i] : NULL;
+  if (a->kind == TH_ARG_VALUE && th_value_is_tensor(a->u.value) && g_leaves) {
+    if (g_leaf_k >= PyTuple_GET_SIZE(g_leaves))
+      return PyErr_SetString(PyExc_RuntimeError, "thunder_c: internal error: too few output tensors"), NULL;
+    return Py_NewRef(PyTuple_GET_ITEM(g_leaves, g_leaf_k++));
+  }
   if (a->kind == TH_ARG_VALUE && th_value_is_tensor(a->u.value)) {
     if (!t) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: the program produced no tensor for an output"), NULL;
     /* CSE may return one computed buffer for two outputs (return x * 2, x * 2); eager returns two
@@ -1151,8 +1245,41 @@ static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int 
   return pyth_from_arg(NULL, a);
 }
 
+PyObject *pyth_build_output(const th_trace *tr, const th_arg *a, th_tensor **outs, int nouts, PyObject *tensor_leaves) {
+  int k = 0;
+  g_out_trace = tr;
+  g_leaves = tensor_leaves;
+  g_leaf_k = 0;
+  PyObject *r = build_output(a, outs, nouts, &k);
+  g_leaves = NULL;
+  return r;
+}
+
+/* A call under autograd: the caller's tensor of each program input (as run_entry binds them), then the
+ * forward program and autograd.Function (autograd.c). */
+static PyObject *run_grad(pyth_jit *j, pyth_entry *e, tensor_list *tl, th_tensor **in, int nin) {
+  PyObject **objs = PyMem_Calloc((size_t)(nin ? nin : 1), sizeof *objs);
+  if (!objs) return PyErr_NoMemory();
+  int nl = (int)PyList_GET_SIZE(e->lifted);
+  for (int i = 0; i < tl->n; i++) {
+    int ix = tensor_input_index(j, e, i);
+    if (ix >= 0 && ix < nin && !objs[ix]) objs[ix] = tl->t[i].tensor;
+  }
+  for (int i = 0; i < nl; i++) objs[nin - nl + i] = PyList_GET_ITEM(e->lifted, i);
+  PyObject *res = NULL;
+  for (int i = 0; i < nin; i++)
+    if (!objs[i]) {
+      PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: no tensor for input %d", i);
+      goto done;
+    }
+  res = pyth_grad_run(e->grad, (PyObject *)e, e->prog, nin, in, objs);
+done:
+  PyMem_Free(objs);
+  return res;
+}
+
 static PyObject *run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
-  int nin = e->prog ? th_trace_num_inputs(th_program_trace(e->prog)) : 0;
+  int nin = e->prog ? th_program_num_inputs(e->prog) : 0; /* collection inputs (jit(backward)) by their leaves */
   int nargs = e->nargs_tensors, nparams = e->nparams_in, nl = (int)PyList_GET_SIZE(e->lifted);
   th_tensor *stack_in[16];
   th_tensor **in = nin <= 16 ? stack_in : PyMem_Calloc((size_t)nin, sizeof *in);
@@ -1217,6 +1344,10 @@ static PyObject *run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
   }
   if (made != nin) {
     PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: made %d of %d inputs", made, nin);
+    goto done;
+  }
+  if (e->grad) { /* under autograd: the forward program behind thunder_c's autograd.Function */
+    res = run_grad(j, e, tl, in, nin);
     goto done;
   }
   th_status st = th_program_run(e->prog, nin, in, &nouts, &outs);
@@ -1379,7 +1510,8 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
       goto done;
     }
     /* objects whose identity is in the key stay alive with the entry (so their ids are not reused) */
-    if ((ids && PyList_Append(e->pinned, ids) < 0) ||
+    if ((ids && PyList_Append(e->pinned, ids) < 0) || pyth_extend_pin(e->prog, e->pinned) < 0 ||
+        pyth_extend_pin(pyth_grad_backward_program(e->grad), e->pinned) < 0 ||
         (j->mode == CACHE_CONSTANT_VALUES && PyDict_SetItem(j->cache, key, (PyObject *)e) < 0)) {
       Py_DECREF(key);
       goto done;
@@ -1397,12 +1529,12 @@ done:
   return res;
 }
 
-/* jit(fn_or_module_or_trace, executors=None, cache="constant values") */
+/* jit(fn_or_module_or_trace, executors=None, cache="constant values", float8=None) */
 static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwl[] = {"fn", "executors", "cache", NULL};
-  PyObject *fn, *execs = Py_None;
+  static char *kwl[] = {"fn", "executors", "cache", "float8", NULL};
+  PyObject *fn, *execs = Py_None, *float8 = Py_None;
   const char *cache = "constant values";
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Oz:jit", kwl, &fn, &execs, &cache)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OzO:jit", kwl, &fn, &execs, &cache, &float8)) return NULL;
   cache_mode mode;
   if (!cache || !strcmp(cache, "constant values")) mode = CACHE_CONSTANT_VALUES;
   else if (!strcmp(cache, "same input")) mode = CACHE_SAME_INPUT;
@@ -1425,6 +1557,7 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   j->cache = PyDict_New();
   j->given_trace = is_trace ? pyth_trace_get(fn) : NULL;
   if (!j->cache) goto fail;
+  if (pyth_float8_parse(float8, &j->float8, "jit") < 0) goto fail;
   if (execs != Py_None) {
     PyObject *l = PyUnicode_Check(execs) ? PyList_New(1) : PySequence_List(execs); /* "blas" = ["blas"] */
     if (l && PyUnicode_Check(execs)) PyList_SET_ITEM(l, 0, Py_NewRef(execs));
@@ -1445,6 +1578,8 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
       j->executors[i] = PyUnicode_AsUTF8(name);
       Py_DECREF(name);
     }
+    for (Py_ssize_t i = 0; j->executor_names && i < n; i++)
+      if (!PyUnicode_Check(PyList_GET_ITEM(l, i))) PyList_Append(j->executor_names, PyList_GET_ITEM(l, i));
     j->nexecutors = (int)n;
     Py_DECREF(l);
     if (!j->executors || !j->executor_names) goto fail;
@@ -1496,7 +1631,7 @@ PyTypeObject pyth_jit_type = {
     .tp_getset = jit_getset,
     .tp_weaklistoffset = offsetof(pyth_jit, weakrefs),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "jit(fn, executors=None, cache='constant values'): a function, nn.Module or Trace compiled by "
+    .tp_doc = "jit(fn, executors=None, cache='constant values', float8=None): a function, nn.Module or Trace compiled by "
               "thunder-c. Calling it traces on a cache miss and runs the compiled program.",
 };
 
@@ -1529,11 +1664,30 @@ static PyObject *m_last_traces(PyObject *self, PyObject *o) {
     if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
     Py_XDECREF(t);
   }
+  if (l && e->grad) { /* under autograd: the grad transform's forward, then the forward program's */
+    PyObject *t = pyth_trace_wrap(pyth_grad_forward_trace(e->grad), (PyObject *)e);
+    if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
+    Py_XDECREF(t);
+  }
   if (l && e->prog) {
     PyObject *t = pyth_trace_wrap(th_program_trace(e->prog), (PyObject *)e);
     if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
     Py_XDECREF(t);
   }
+  Py_DECREF(j);
+  return l;
+}
+
+static PyObject *m_last_backward_traces(PyObject *self, PyObject *o) {
+  (void)self;
+  pyth_jit *j = as_jit(o);
+  if (!j) return NULL;
+  if (!j->last) {
+    Py_DECREF(j);
+    return PyErr_Format(PyExc_TypeError, "%R doesn't seem to have been called yet.", o), NULL;
+  }
+  pyth_entry *e = (pyth_entry *)j->last;
+  PyObject *l = e->grad ? pyth_grad_backward_traces(e->grad, (PyObject *)e) : PyList_New(0);
   Py_DECREF(j);
   return l;
 }
@@ -1564,6 +1718,9 @@ static PyMethodDef jit_functions[] = {
     {"last_traces", m_last_traces, METH_O,
      "last_traces(jfn) -> list of Trace: the traces of the last call's compilation, in pipeline order "
      "(initial, Dead Code Elimination, Common Subexpression Elimination, Delete Last Used)."},
+    {"last_backward_traces", m_last_backward_traces, METH_O,
+     "last_backward_traces(jfn) -> list of Trace: the backward of the last call's compilation under autograd "
+     "(Grad transform pass, Delete Last Used); [] when it ran forward only."},
     {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
     {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
     {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},

@@ -15,6 +15,7 @@ PyObject *pyth_dtypes[TH_DTYPE_COUNT];
 /* ---- errors ---------------------------------------------------------------------------------------- */
 
 PyObject *pyth_raise(th_status st) {
+  if (pyth_extend_restore_error()) return NULL; /* a Python callback's own exception */
   PyObject *exc;
   switch (st) {
     case TH_ERR_VALUE: exc = PyExc_ValueError; break;
@@ -303,7 +304,9 @@ PyMODINIT_FUNC PyInit__C(void) {
       PyModule_AddObjectRef(m, "Trace", (PyObject *)&pyth_trace_type) < 0 ||
       PyModule_AddObjectRef(m, "Op", (PyObject *)&pyth_op_type) < 0)
     goto fail;
-  if (add_namespaces(m) < 0 || pyth_jit_ready(m) < 0 || pyth_transforms_ready(m) < 0) goto fail;
+  if (add_namespaces(m) < 0 || pyth_jit_ready(m) < 0 || pyth_transforms_ready(m) < 0 || pyth_extend_ready(m) < 0 ||
+      pyth_autograd_ready(m) < 0)
+    goto fail;
   return m;
 fail:
   Py_DECREF(m);

@@ -569,6 +569,12 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
       goto done;
     }
   }
+  { /* an op inside torch.no_grad(): no gradient flows through it (autograd.c refuses it) */
+    PyObject *ge = PyObject_CallNoArgs(pyth_T.is_grad_enabled);
+    if (!ge) goto done;
+    tr->grad_stops += ge == Py_False;
+    Py_DECREF(ge);
+  }
   if (pyth_autocast_sync(tr) < 0) goto done;
   record_location(tr);
   th_arg out;
@@ -1029,7 +1035,9 @@ static PyObject *proxy_layout(PyObject *o, void *c) {
 
 static PyObject *proxy_data(PyObject *o, void *c) {
   (void)c;
-  return proxy_value(o) ? Py_NewRef(o) : NULL;
+  if (!proxy_value(o)) return NULL;
+  ((pyth_proxy *)o)->tracer->grad_stops++; /* no gradient flows through: see autograd.c */
+  return Py_NewRef(o);
 }
 
 /* Records op `qualname` on (self, extra...) */
@@ -1161,6 +1169,13 @@ static PyObject *proxy_self(PyObject *o, PyObject *args, PyObject *kw) {
   return Py_NewRef(o);
 }
 
+/* detach(): the tensor itself, noted as a point where gradients stop (autograd.c refuses it). */
+static PyObject *proxy_detach(PyObject *o, PyObject *args, PyObject *kw) {
+  PyObject *r = proxy_self(o, args, kw);
+  if (r) ((pyth_proxy *)o)->tracer->grad_stops++;
+  return r;
+}
+
 static PyObject *data_dependent(PyObject *o, const char *what) {
   th_value *v = proxy_value(o);
   if (!v) return NULL;
@@ -1190,7 +1205,7 @@ static PyMethodDef proxy_methods[] = {
     {"is_floating_point", proxy_is_floating_point, METH_NOARGS, "True for floating dtypes."},
     {"is_complex", proxy_false_m, METH_NOARGS, "False: thunder_c has no complex dtypes."},
     {"is_contiguous", (PyCFunction)(void (*)(void))proxy_true, METH_VARARGS | METH_KEYWORDS, "True: proxies are contiguous."},
-    {"detach", (PyCFunction)(void (*)(void))proxy_self, METH_VARARGS | METH_KEYWORDS, "The tensor itself (no autograd graph is recorded)."},
+    {"detach", (PyCFunction)(void (*)(void))proxy_detach, METH_VARARGS | METH_KEYWORDS, "The tensor itself (no autograd graph is recorded)."},
     {"cpu", (PyCFunction)(void (*)(void))proxy_self, METH_VARARGS | METH_KEYWORDS, "The tensor itself (proxies are on the CPU)."},
     {"item", proxy_item, METH_NOARGS, "Not available while tracing (data-dependent)."},
     {"tolist", proxy_tolist, METH_NOARGS, "Not available while tracing (data-dependent)."},

@@ -7,7 +7,8 @@
  *
  * Files: module.c (module init, dtypes, errors, op namespaces), proxy.c (TensorProxy and the tracer:
  * Python <-> th_arg, torch-function dispatch), jit.c (the jitted callable: cache, compile, run),
- * pytrace.c (Trace and BoundSymbol objects). */
+ * pytrace.c (Trace and BoundSymbol objects), extend.c (user executors and operators: Python callables
+ * behind the core's extension API), autograd.c (jitted calls inside PyTorch autograd). */
 #ifndef PYTH_H
 #define PYTH_H
 
@@ -76,6 +77,7 @@ struct pyth_tracer {
   PyObject *lifted_ids;   /* dict id(tensor) -> proxy */
   PyObject *groups;       /* dict proxy -> list: proxies whose tensors may share memory (alias groups) */
   PyObject *grad_leaves;  /* set of input proxies whose tensors require grad (no in-place update) */
+  int grad_stops;         /* detach(), .data, ops recorded with grad mode off: refused under autograd */
   int nlifted;
   char last_file[512];    /* last source location recorded as a comment */
   int last_line;
@@ -150,9 +152,61 @@ const th_trace *pyth_trace_get(PyObject *o);
 int pyth_transforms_ready(PyObject *module);
 /* The function inside thunder_c.autocast(fn, dtype) (borrowed), or NULL if o is not one. */
 PyObject *pyth_autocast_inner(PyObject *o);
+/* float8 options from Python (jit's float8=, thunder_c.transforms.float8): None/False leave enabled
+ * false; True gives the defaults; a dict may set filter (a callable taking one dict per linear,
+ * returning whether to convert it), input_dtype and weight_dtype (thunder_c.float8_e4m3fn /
+ * float8_e5m2 or their names). param_names (may stay NULL): trace input name -> module parameter
+ * qualified name, shown to the filter. -1 with an exception on bad options. */
+typedef struct pyth_float8 {
+  bool enabled;
+  th_float8_options opts;
+  PyObject *filter;      /* owned, or NULL */
+  PyObject *param_names; /* owned dict, or NULL */
+} pyth_float8;
+int pyth_float8_parse(PyObject *spec, pyth_float8 *out, const char *who);
+void pyth_float8_clear(pyth_float8 *f);
+/* th_transform_float8 of tr with f's options; -1 with an exception (the filter's own, or the core's). */
+int pyth_float8_apply(pyth_float8 *f, const th_trace *tr, th_trace **out);
 
 /* ---- jit.c ------------------------------------------------------------------------------------- */
 extern PyTypeObject pyth_jit_type;
 int pyth_jit_ready(PyObject *module);
+/* Zero-copy DLPack exchange, as a run's outputs and inputs cross: a new torch tensor viewing t (t keeps
+ * one reference for it); a new th_tensor viewing torch tensor o (detached; bool as its uint8 view), or
+ * NULL with an exception. */
+PyObject *pyth_tensor_to_torch(th_tensor *t);
+th_tensor *pyth_tensor_from_torch(PyObject *o);
+
+/* ---- extend.c (thunder_c.extend: user executors and operators) ------------------------------------ */
+int pyth_extend_ready(PyObject *module);
+/* Appends to `pinned` the extend executors whose kernels program p runs (so they live as long as the
+ * cache entry holding p). -1 with an exception on failure. NULL p is fine. */
+int pyth_extend_pin(const th_program *p, PyObject *pinned);
+/* A Python exception raised inside a callback of thunder_c.extend (a kernel, checker, meta or autocast
+ * rule) is kept while the core unwinds with its message; pyth_raise calls this first and, when the
+ * core's last error is that message, re-raises the very exception (true). Else it drops what was kept. */
+bool pyth_extend_restore_error(void);
+
+/* ---- autograd.c (jitted calls inside PyTorch autograd: th_transform_grad's forward and backward) ---- */
+typedef struct pyth_grad pyth_grad;
+int pyth_autograd_ready(PyObject *module);
+/* Runs the grad transform on `tr` (requires_grad: one flag per trace input), compiles the backward into
+ * the new *out and the forward into *fwd_prog (both with o). -1 with an exception; nothing set then. */
+int pyth_grad_compile(const th_trace *tr, const bool *requires_grad, const th_compile_options *o, th_program **fwd_prog,
+                      pyth_grad **out);
+void pyth_grad_free(pyth_grad *g); /* NULL is fine */
+/* The grad transform's forward trace (the forward program's source) and the backward program. */
+const th_trace *pyth_grad_forward_trace(const pyth_grad *g);
+const th_program *pyth_grad_backward_program(const pyth_grad *g);
+/* A list [backward trace (Grad transform pass), backward execution trace], kept alive by owner. */
+PyObject *pyth_grad_backward_traces(const pyth_grad *g, PyObject *owner);
+/* One call: runs the forward program fwd on `in` (one per trace input; in_objs: the caller's torch tensor
+ * of each, borrowed) and returns the function's result with its output tensors attached to autograd
+ * through thunder_c._ThunderFunction. `owner` (the cache entry) is kept alive by the graph. */
+PyObject *pyth_grad_run(pyth_grad *g, PyObject *owner, th_program *fwd, int nin, th_tensor *const *in,
+                        PyObject *const *in_objs);
+/* jit.c: the return structure `a` of trace tr from a program's outputs, with the tensor leaves taken in
+ * order from tuple tensor_leaves instead (when not NULL). */
+PyObject *pyth_build_output(const th_trace *tr, const th_arg *a, th_tensor **outs, int nouts, PyObject *tensor_leaves);
 
 #endif

@@ -228,6 +228,14 @@ static PyObject *bsym_arg_names(PyObject *o, void *c) {
   return l;
 }
 
+/* The executor that claimed the bsym in an execution trace ("eager", "blas", a user executor), or None. */
+static PyObject *bsym_executor(PyObject *o, void *c) {
+  (void)c;
+  const char *e = th_bsym_executor(((pyth_bsym_obj *)o)->b);
+  if (!e) Py_RETURN_NONE;
+  return PyUnicode_FromString(e);
+}
+
 static PyObject *bsym_repr(PyObject *o) {
   PyObject *q = bsym_qualname(o, NULL);
   if (!q) return NULL;
@@ -243,6 +251,7 @@ static PyGetSetDef bsym_getset[] = {
     {"subsymbols", bsym_subs, NULL, "the decomposition, as bound symbols", NULL},
     {"output_names", bsym_outputs, NULL, "names of the output proxies", NULL},
     {"arg_names", bsym_arg_names, NULL, "names of the values among the arguments, flattened", NULL},
+    {"executor", bsym_executor, NULL, "the executor that claimed it (execution traces), else None", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -6,6 +6,8 @@
  * autocast region of `dtype` (th_trace_autocast_push), which gives the same trace as the function
  * transform and as `torch.autocast` around the call. The other transforms (dce, cse, del_last_used)
  * take a Trace and return a new one. */
+#include <string.h>
+
 #include "pyth.h"
 
 typedef struct {
@@ -124,7 +126,233 @@ static PyObject *m_dlu(PyObject *self, PyObject *arg) {
   return one_trace(arg, "del_last_used", th_transform_del_last_used);
 }
 
+/* ---- float8 ------------------------------------------------------------------------------------------
+ * thunder_c.transforms.float8(trace, filter=None, input_dtype=None, weight_dtype=None) and the jit option
+ * float8=True | {...}: th_transform_float8 with a Python filter. The filter gets one dict per eligible
+ * linear: {"index", "op", "input", "weight", "bias" (trace names; bias None), "input_shape",
+ * "weight_shape" (tuples), "dtype" (thunder_c dtype), "weight_param" and "module" (the parameter's
+ * qualified name "fc1.weight" and its module "fc1" when the weight is a parameter of the jitted
+ * module, else None)}, and returns whether to convert it. */
+
+void pyth_float8_clear(pyth_float8 *f) {
+  Py_CLEAR(f->filter);
+  Py_CLEAR(f->param_names);
+  f->enabled = false;
+}
+
+/* thunder_c.float8_e4m3fn / float8_e5m2, or their names ("float8_e4m3fn", "f8_e4m3fn", "e4m3fn"). */
+static int fp8_dtype_arg(PyObject *o, const char *who, const char *what, th_dtype *out) {
+  if (!o || o == Py_None) return 0;
+  th_dtype dt = TH_DTYPE_COUNT;
+  bool ok = pyth_dtype_from(o, &dt);
+  if (!ok && PyUnicode_Check(o)) {
+    const char *s = PyUnicode_AsUTF8(o);
+    if (!s) return -1;
+    if (!strcmp(s, "e4m3fn")) dt = TH_F8E4M3FN, ok = true;
+    else if (!strcmp(s, "e5m2")) dt = TH_F8E5M2, ok = true;
+    else ok = th_dtype_parse(s, &dt);
+  }
+  if (!ok || !th_dtype_is_fp8(dt)) {
+    PyObject *r = PyObject_Repr(o);
+    PyErr_Format(PyExc_ValueError, "%s: %s must be thunder_c.float8_e4m3fn or thunder_c.float8_e5m2, but got %U", who,
+                 what, r);
+    Py_XDECREF(r);
+    return -1;
+  }
+  *out = dt;
+  return 0;
+}
+
+int pyth_float8_parse(PyObject *spec, pyth_float8 *out, const char *who) {
+  out->enabled = false;
+  out->opts = th_float8_options_default();
+  out->filter = out->param_names = NULL;
+  if (!spec || spec == Py_None || spec == Py_False) return 0;
+  out->enabled = true;
+  if (spec == Py_True) return 0;
+  if (!PyDict_Check(spec)) {
+    PyErr_Format(PyExc_TypeError, "%s: float8 must be True, False, None or a dict of options (filter, input_dtype, "
+                 "weight_dtype), got %s", who, Py_TYPE(spec)->tp_name);
+    goto bad;
+  }
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(spec, &pos, &k, &v)) {
+    const char *key = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+    if (key && !strcmp(key, "filter")) {
+      if (v != Py_None && !PyCallable_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s: float8 filter must be callable or None, got %s", who, Py_TYPE(v)->tp_name);
+        goto bad;
+      }
+      Py_XSETREF(out->filter, v == Py_None ? NULL : Py_NewRef(v));
+    } else if (key && !strcmp(key, "input_dtype")) {
+      if (fp8_dtype_arg(v, who, "input_dtype", &out->opts.input_dtype) < 0) goto bad;
+    } else if (key && !strcmp(key, "weight_dtype")) {
+      if (fp8_dtype_arg(v, who, "weight_dtype", &out->opts.weight_dtype) < 0) goto bad;
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s: unknown float8 option %R (expected filter, input_dtype, weight_dtype)", who, k);
+      goto bad;
+    }
+  }
+  if (out->opts.input_dtype == TH_F8E5M2 && out->opts.weight_dtype == TH_F8E5M2) {
+    PyErr_Format(PyExc_ValueError, "%s: float8 input_dtype and weight_dtype cannot both be float8_e5m2 (_scaled_mm "
+                 "refuses two e5m2 operands, as PyTorch and cuBLASLt do)", who);
+    goto bad;
+  }
+  return 0;
+bad:
+  pyth_float8_clear(out);
+  return -1;
+}
+
+static PyObject *shape_tuple(const th_value *v) {
+  PyObject *t = PyTuple_New(th_value_ndim(v));
+  for (int d = 0; t && d < th_value_ndim(v); d++) {
+    PyObject *x = PyLong_FromLongLong((long long)th_value_shape(v)[d]);
+    if (!x) return Py_DECREF(t), NULL;
+    PyTuple_SET_ITEM(t, d, x);
+  }
+  return t;
+}
+
+static PyObject *name_or_none(const th_arg *a) {
+  if (a->kind != TH_ARG_VALUE || !th_value_name(a->u.value)) return Py_NewRef(Py_None);
+  return PyUnicode_FromString(th_value_name(a->u.value));
+}
+
+static int info_set(PyObject *d, const char *k, PyObject *v) {
+  if (!v) return -1;
+  int rc = PyDict_SetItemString(d, k, v);
+  Py_DECREF(v);
+  return rc;
+}
+
+/* The core's filter callback: builds the info dict and calls the Python filter. A Python exception
+ * stays set (the caller re-raises it) and aborts the transform. */
+static th_status py_filter(const th_bsym *b, int index, void *ctx, bool *convert) {
+  pyth_float8 *f = ctx;
+  th_arg x = th_bsym_arg(b, 0), w = th_bsym_arg(b, 1), bias = th_bsym_arg(b, 2);
+  PyObject *d = PyDict_New();
+  int rc = d ? 0 : -1;
+  if (rc == 0) rc = info_set(d, "index", PyLong_FromLong(index));
+  if (rc == 0) rc = info_set(d, "op", PyUnicode_FromString(th_bsym_qualname(b)));
+  if (rc == 0) rc = info_set(d, "input", name_or_none(&x));
+  if (rc == 0) rc = info_set(d, "weight", name_or_none(&w));
+  if (rc == 0) rc = info_set(d, "bias", name_or_none(&bias));
+  if (rc == 0) rc = info_set(d, "input_shape", shape_tuple(x.u.value));
+  if (rc == 0) rc = info_set(d, "weight_shape", shape_tuple(w.u.value));
+  if (rc == 0) rc = info_set(d, "dtype", Py_NewRef(pyth_dtypes[th_value_dtype(x.u.value)]));
+  PyObject *param = NULL;
+  if (rc == 0 && f->param_names && th_value_name(w.u.value)) {
+    param = PyDict_GetItemString(f->param_names, th_value_name(w.u.value)); /* borrowed */
+  }
+  if (rc == 0) rc = info_set(d, "weight_param", Py_NewRef(param ? param : Py_None));
+  if (rc == 0) {
+    PyObject *mod = Py_NewRef(Py_None);
+    if (param && PyUnicode_Check(param)) {
+      Py_ssize_t n = PyUnicode_GetLength(param), dot = PyUnicode_FindChar(param, '.', 0, n, -1);
+      if (dot >= 0) Py_SETREF(mod, PyUnicode_Substring(param, 0, dot));
+      else Py_SETREF(mod, PyUnicode_FromString(""));
+    }
+    rc = info_set(d, "module", mod);
+  }
+  PyObject *r = rc == 0 ? PyObject_CallOneArg(f->filter, d) : NULL;
+  Py_XDECREF(d);
+  int truth = r ? PyObject_IsTrue(r) : -1;
+  Py_XDECREF(r);
+  if (truth < 0) return th_set_error(TH_ERR_RUNTIME, "float8: the filter raised an exception");
+  *convert = truth;
+  return TH_OK;
+}
+
+int pyth_float8_apply(pyth_float8 *f, const th_trace *tr, th_trace **out) {
+  th_float8_options o = f->opts;
+  if (f->filter) {
+    o.filter = py_filter;
+    o.filter_ctx = f;
+  }
+  *out = NULL;
+  th_status st = th_transform_float8(tr, &o, out);
+  if (st == TH_OK) return 0;
+  if (!PyErr_Occurred()) pyth_raise(st);
+  return -1;
+}
+
+static PyObject *m_float8(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwl[] = {"trace", "filter", "input_dtype", "weight_dtype", NULL};
+  PyObject *t = NULL, *filter = Py_None, *idt = Py_None, *wdt = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:float8", kwl, &t, &filter, &idt, &wdt)) return NULL;
+  const th_trace *tr = pyth_trace_get(t);
+  if (!tr) return PyErr_Format(PyExc_TypeError, "float8: expected a thunder_c.Trace, got %s", Py_TYPE(t)->tp_name), NULL;
+  PyObject *spec = Py_BuildValue("{sOsOsO}", "filter", filter, "input_dtype", idt, "weight_dtype", wdt);
+  if (!spec) return NULL;
+  pyth_float8 f;
+  int rc = pyth_float8_parse(spec, &f, "float8");
+  Py_DECREF(spec);
+  if (rc < 0) return NULL;
+  th_trace *out = NULL;
+  rc = pyth_float8_apply(&f, tr, &out);
+  pyth_float8_clear(&f);
+  if (rc < 0) return NULL;
+  return own(TH_OK, out);
+}
+
+/* ---- grad ------------------------------------------------------------------------------------------------
+ * thunder_c.transforms.grad(trace, requires_grad=None) -> (forward Trace, backward Trace): the core's
+ * th_transform_grad. requires_grad: None (every floating input) or one bool per input of the trace. */
+static PyObject *m_grad(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwl[] = {"trace", "requires_grad", NULL};
+  PyObject *t, *rgo = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:grad", kwl, &t, &rgo)) return NULL;
+  const th_trace *tr = pyth_trace_get(t);
+  if (!tr) return PyErr_Format(PyExc_TypeError, "grad: expected a thunder_c.Trace, got %s", Py_TYPE(t)->tp_name), NULL;
+  th_grad_options o = {NULL, 0};
+  bool *rg = NULL;
+  if (rgo != Py_None) {
+    PyObject *seq = PySequence_Fast(rgo, "grad: requires_grad must be None or a sequence of bools (one per input)");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    rg = PyMem_Calloc((size_t)(n ? n : 1), sizeof *rg);
+    for (Py_ssize_t i = 0; rg && i < n; i++) {
+      int b = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, i));
+      if (b < 0) {
+        PyMem_Free(rg);
+        Py_DECREF(seq);
+        return NULL;
+      }
+      rg[i] = b;
+    }
+    Py_DECREF(seq);
+    if (!rg) return PyErr_NoMemory();
+    o.requires_grad = rg;
+    o.ninputs = (int)n;
+  }
+  th_trace *f = NULL, *b = NULL;
+  th_status st = th_transform_grad(tr, rgo != Py_None ? &o : NULL, &f, &b);
+  PyMem_Free(rg);
+  if (st != TH_OK) return pyth_raise(st);
+  PyObject *F = own(TH_OK, f);
+  if (!F) {
+    th_trace_free(b);
+    return NULL;
+  }
+  PyObject *B = own(TH_OK, b);
+  if (!B) {
+    Py_DECREF(F);
+    return NULL;
+  }
+  PyObject *r = PyTuple_Pack(2, F, B);
+  Py_DECREF(F);
+  Py_DECREF(B);
+  return r;
+}
+
 static PyMethodDef transform_functions[] = {
+    {"float8", (PyCFunction)(void (*)(void))m_float8, METH_VARARGS | METH_KEYWORDS,
+     "float8(trace, filter=None, input_dtype=None, weight_dtype=None) -> Trace: the float8 training transform "
+     "(every linear becomes dynamic per-tensor scaled fp8 math with _scaled_mm; see thunder_c.transforms.float8)."},
     {"autocast", (PyCFunction)(void (*)(void))m_autocast, METH_VARARGS | METH_KEYWORDS,
      "autocast(fn_or_trace, dtype): Thunder's autocast transform. dtype is thunder_c.bfloat16 or "
      "thunder_c.float16 (anything else: ValueError). A Trace gives a new Trace (provenance \"Autocast\"); "
@@ -132,6 +360,11 @@ static PyMethodDef transform_functions[] = {
     {"dce", m_dce, METH_O, "dce(trace) -> Trace: Dead Code Elimination."},
     {"cse", m_cse, METH_O, "cse(trace) -> Trace: Common Subexpression Elimination (never merges random or in-place ops)."},
     {"del_last_used", m_dlu, METH_O, "del_last_used(trace) -> Trace: a del after each value's last use."},
+    {"grad", (PyCFunction)(void (*)(void))m_grad, METH_VARARGS | METH_KEYWORDS,
+     "grad(trace, requires_grad=None) -> (forward, backward): reverse-mode autodiff (Thunder's grad transform "
+     "and forward/backward split). forward returns ({'output', 'flat_args', 'flat_output'}, (saved tensors, "
+     "saved numbers)); backward_fn(saved_for_backward, cotangents) returns one gradient per input (None where "
+     "not requested or not reached). requires_grad: one bool per input; None = every floating input."},
     {NULL, NULL, 0, NULL},
 };
 

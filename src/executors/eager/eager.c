@@ -106,6 +106,7 @@ static const th_operator_impl eager_impls[] = {
     /* linear algebra */
     {TH_OP_prims_matmul, th_eg_matmul_ref, NULL},
     {TH_OP_prims_linear, th_eg_linear_ref, NULL},
+    {TH_OP_prims_scaled_mm, th_eg_scaled_mm_ref, NULL},
     /* memory */
     {TH_OP_prims_copy_, th_eg_copy__ref, NULL},
 };

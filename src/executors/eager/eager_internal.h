@@ -17,7 +17,8 @@
  *   shape.c        broadcast_in_dim, reshape, transpose, slice_prim, squeeze, flip, cat, take, clone,
  *                  shallow_copy, copy_, device_put
  *   creation.c     full, iota, uniform
- *   linalg.c       matmul, linear */
+ *   linalg.c       matmul, linear
+ *   scaled_mm.c    scaled_mm (the fp8 GEMM: decode tables, ISA-selected micro-kernels) */
 #ifndef TH_EAGER_INTERNAL_H
 #define TH_EAGER_INTERNAL_H
 
@@ -116,6 +117,10 @@ void th_eg_copy(char *dst, th_dtype dst_dt, const int64_t *dst_bs, const char *s
                 const int64_t *src_bs, int ndim, const int64_t *shape);
 /* Copies tensor src into tensor dst of the same shape (any strides and dtypes). */
 void th_eg_copy_tensor(th_tensor *dst, const th_tensor *src);
+/* reshape's view rule (ATen's computeStride, shape.c): the strides viewing (oshape, ostride) as nshape,
+ * or false when no view exists (reshape then copies). Shared with the fuser's input views. */
+bool th_eg_view_strides(int ond, const int64_t *oshape, const int64_t *ostride, int nnd, const int64_t *nshape,
+                        int64_t *nstride);
 
 /* ---- compute classes -------------------------------------------------------------------------------- */
 /* How an elementwise op computes for a dtype: f16/bf16/fp8/f32 in float32 (rounded once on store),
@@ -163,5 +168,34 @@ th_status th_eg_uniform_ref(th_rt_env *env, const th_bsym *b);
 /* linalg.c */
 th_status th_eg_matmul_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_linear_ref(th_rt_env *env, const th_bsym *b);
+/* scaled_mm.c */
+th_status th_eg_scaled_mm_ref(th_rt_env *env, const th_bsym *b);
+
+/* ---- scaled_mm.c: the fp8 GEMM (also for tests and benchmarks) ----------------------------------------
+ * C[M, N] (float32, row stride ldc) = decode(a) @ decode(b) with float32 accumulation; a [M, K] and
+ * b [K, N] are fp8 codes with element strides a_m/a_k and b_k/b_n (any, 0 and negative included),
+ * decoded through atab/btab (th_eg_fp8_table). K == 0 gives zeros. TH_ERR_RUNTIME for an ISA this CPU
+ * lacks, TH_ERR_NOMEM for the packing buffers. */
+typedef enum th_eg_isa { TH_EG_ISA_PORTABLE = 0, TH_EG_ISA_AVX2, TH_EG_ISA_AVX512 } th_eg_isa;
+typedef struct th_eg_fp8_gemm_args {
+  int64_t M, N, K;
+  const uint8_t *a;
+  const float *atab;
+  int64_t a_m, a_k;
+  const uint8_t *b;
+  const float *btab;
+  int64_t b_k, b_n;
+  float *c;
+  int64_t ldc;
+} th_eg_fp8_gemm_args;
+th_status th_eg_fp8_gemm(th_eg_isa isa, const th_eg_fp8_gemm_args *g);
+/* The exact float32 value of each of the 256 codes of fp8 dtype dt; NULL for other dtypes. */
+const float *th_eg_fp8_table(th_dtype dt);
+/* Whether this CPU runs the micro-kernel of isa; its name ("portable", "avx2", "avx512"). */
+bool th_eg_isa_supported(th_eg_isa isa);
+const char *th_eg_isa_name(th_eg_isa isa);
+/* The ISA prims.scaled_mm uses: $THUNDER_FP8_GEMM (portable / avx2 / avx512) when this CPU has it,
+ * else the widest the CPU has. */
+th_eg_isa th_eg_fp8_gemm_isa(void);
 
 #endif

@@ -84,6 +84,11 @@ static bool view_strides(int ond, const int64_t *oshape, const int64_t *ostride,
   return view_d == -1;
 }
 
+bool th_eg_view_strides(int ond, const int64_t *oshape, const int64_t *ostride, int nnd, const int64_t *nshape,
+                        int64_t *nstride) {
+  return view_strides(ond, oshape, ostride, nnd, nshape, nstride);
+}
+
 th_status th_eg_reshape_ref(th_rt_env *env, const th_bsym *b) {
   /* Step 1: the input and the new shape (same element count). */
   th_tensor *t = th_eg_tensor_arg(env, b, 0);

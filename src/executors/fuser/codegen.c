@@ -1,30 +1,71 @@
-/* codegen.c — one C function per fusion region.
+/* codegen.c — lowering a fusion region's nests (nest.c) to the loop IR (loopir.c): one C function per
+ * region, `void fusionN(char *const *P, const int64_t *S, const int64_t *T)`, all of one program's
+ * regions in one translation unit after <tgmath.h> and the embedded prelude (kernel_prelude.h).
  *
- * fusion_kernel(char **ptrs, const int64_t *shape, const int64_t *st): slot k (the region's inputs,
- * then its outputs; th_fuser_region.slots) has base ptrs[k] and element strides st[k*ndim + d] (0 for
- * broadcast dims), so strided, transposed and broadcast inputs are read in place. The loop nest runs
- * over the output shape: all dims but the last collapse into one index, the last is cut into chunks of
- * 4096, and `#pragma omp parallel for` runs over (outer index, chunk) when the region has at least 32768
- * elements; the innermost loop has a contiguous variant (every slot's last stride 1) the compiler
- * vectorizes, and a strided one.
+ * Slots: each nest's input reads, then its outputs, nest after nest. P[k] is slot k's element [0, ...];
+ * T[8k + d] its element stride along domain dim d (outputs: the store map; the launcher computes the
+ * inputs' from their views); S holds the nests' domains one after the other. The source depends on the
+ * region's structure only (sizes and strides arrive at run time; the one size it looks at is whether a
+ * row nest has a single row), so programs that differ in shapes share their compiled kernels.
  *
- * Values are computed per compute class, as the eager executor does: float for f16/bf16/f32, double for
- * f64, int64 for integers and bool. Every intermediate is rounded to its dtype (f16/bf16 through the
- * same conversions as core/scalar.h, emitted as inline helpers; integers keep their low bits; bool is
- * 0/1), so results are the eager executor's bit for bit where the ops are exact. An op's expression is
- * its ops.def cexpr with %0 %1 %2 replaced by the operands (cast to the op's compute type; constants
- * cast to the op's dtype first, as eager casts wrapped scalars); the codegen knows no op by name, only
- * the CONVERT tag and broadcast_in_dim (index math). */
+ * Values live in the compute class of their dtype, as in the eager kernels: float (f16/bf16/f32/fp8),
+ * double (f64), int64 (bool and integers); loads decode f16/bf16/fp8 in registers, and every value is
+ * rounded to its dtype right after its op (th_fz_<class>_<dtype> of the prelude: the eager executor's
+ * casts), so exact ops match eager bit for bit. An op is its ops.def cexpr with %0 %1 %2 replaced by the
+ * operands (cast to the op's compute type; constants cast to the op's dtype first, as eager casts wrapped
+ * scalars). The codegen knows no op by name except the structural ones: the CONVERT tag, the layout ops
+ * and clone (nest.c resolves them to reads, aliases and row scalars) and the reduction prims.
+ *
+ * Pointwise nest (r = 0): the domain's outer dims collapse into one index and the last dim is cut into
+ * chunks of 4096; `omp parallel for` over (outer, chunk) from 32768 elements; the inner loop has an
+ * `omp simd` variant when every slot's last stride is 1 and a strided one.
+ *
+ * Row nest (r > 0): `omp parallel for` over the rows (one row per iteration, from 32768 elements in
+ * all); each row first loads its ROW inputs, then runs one pass over the row per reduction level (the
+ * reductions whose inputs need no result of another pass share one; var/var_mean take two: the mean,
+ * then the squared deviations), recomputing the FULL values a pass needs from loads (the row stays in
+ * cache), computing each level's ROW values after its pass, then a final pass computing and storing the
+ * FULL outputs, and stores its ROW outputs once. Inner loops: `omp simd` with reduction clauses when
+ * every FULL slot is row-major in the inner dims, else a strided walk. A nest of one row (a full
+ * reduction, r = nd, or rows of size-1 dims only) runs each pass as `omp parallel for [simd]
+ * reduction(...)` instead.
+ *
+ * Accumulation (document of record for tolerances): sum/prod and var's moments of floating inputs in
+ * double (so f32 sums are at least as accurate as eager's float64 lanes, in a different order: results
+ * agree to a tolerance, not bit for bit), integer ones in int64 with wrap-around; amax/amin exactly, a
+ * NaN anywhere gives NaN (as eager; the NaN's payload is not kept); var divides by max(0, N - correction),
+ * N = 0 gives NaN. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/scalar.h"
 #include "executors/fuser/fuser.h"
 
-static int dclass(th_dtype d) { return d == TH_F64 ? 1 : (d == TH_F16 || d == TH_BF16 || d == TH_F32) ? 0 : 2; }
+/* ---- dtypes -------------------------------------------------------------------------------------------- */
+static int dclass(th_dtype d) { return d == TH_F64 ? 1 : th_dtype_is_float(d) ? 0 : 2; }
 static const char *ctype(th_dtype d) {
   static const char *const names[] = {"float", "double", "int64_t"};
   return names[dclass(d)];
+}
+static char cls_letter(th_dtype d) { return "fdi"[dclass(d)]; }
+
+static const char *dt_suffix(th_dtype d) {
+  switch (d) {
+    case TH_BOOL: return "b8";
+    case TH_U8: return "u8";
+    case TH_I8: return "i8";
+    case TH_I16: return "i16";
+    case TH_I32: return "i32";
+    case TH_I64: return "i64";
+    case TH_F16: return "f16";
+    case TH_BF16: return "bf16";
+    case TH_F32: return "f32";
+    case TH_F64: return "f64";
+    case TH_F8E4M3FN: return "f8e4m3fn";
+    default: return "f8e5m2";
+  }
 }
 
 static const char *elem_type(th_dtype d) {
@@ -37,28 +78,23 @@ static const char *elem_type(th_dtype d) {
     case TH_I32: return "int32_t";
     case TH_I16: return "int16_t";
     case TH_I8: return "int8_t";
-    default: return "uint8_t"; /* u8, bool */
+    default: return "uint8_t"; /* u8, bool, fp8 */
   }
 }
 
-/* Rounds expression e (already of d's compute type) to dtype d. */
-static void put_round(th_strbuf *sb, th_dtype d, const char *e) {
-  switch (d) {
-    case TH_F16: th_sb_printf(sb, "th_r_f16(%s)", e); break;
-    case TH_BF16: th_sb_printf(sb, "th_r_bf16(%s)", e); break;
-    case TH_I32: th_sb_printf(sb, "(int64_t)(int32_t)(%s)", e); break;
-    case TH_I16: th_sb_printf(sb, "(int64_t)(int16_t)(%s)", e); break;
-    case TH_I8: th_sb_printf(sb, "(int64_t)(int8_t)(%s)", e); break;
-    case TH_U8: th_sb_printf(sb, "(int64_t)(uint8_t)(%s)", e); break;
-    case TH_BOOL: th_sb_printf(sb, "(int64_t)((%s) != 0)", e); break;
-    default: th_sb_printf(sb, "(%s)", e); break;
-  }
+/* Value x of compute class `from` as dtype `to`'s compute-class value (identity casts elided). */
+static void put_cast(th_strbuf *sb, char from, th_dtype to, const char *x) {
+  bool same = (from == 'f' && to == TH_F32) || (from == 'd' && to == TH_F64) || (from == 'i' && to == TH_I64);
+  if (same) th_sb_puts(sb, x);
+  else th_sb_printf(sb, "th_fz_%c_%s(%s)", from, dt_suffix(to), x);
 }
 
 static void put_load(th_strbuf *sb, th_dtype d, int k, const char *idx) {
   switch (d) {
-    case TH_F16: th_sb_printf(sb, "th_f16_to_f32(p%d[%s])", k, idx); break;
-    case TH_BF16: th_sb_printf(sb, "th_bf16_to_f32(p%d[%s])", k, idx); break;
+    case TH_F16: th_sb_printf(sb, "th_sc_f16_to_f32(p%d[%s])", k, idx); break;
+    case TH_BF16: th_sb_printf(sb, "th_sc_bf16_to_f32(p%d[%s])", k, idx); break;
+    case TH_F8E4M3FN: th_sb_printf(sb, "th_sc_e4m3fn_to_f32(p%d[%s])", k, idx); break;
+    case TH_F8E5M2: th_sb_printf(sb, "th_sc_e5m2_to_f32(p%d[%s])", k, idx); break;
     case TH_BOOL: th_sb_printf(sb, "(int64_t)(p%d[%s] != 0)", k, idx); break;
     case TH_F32:
     case TH_F64: th_sb_printf(sb, "p%d[%s]", k, idx); break;
@@ -68,16 +104,18 @@ static void put_load(th_strbuf *sb, th_dtype d, int k, const char *idx) {
 
 static void put_store(th_strbuf *sb, th_dtype d, int k, const char *idx, const char *v) {
   switch (d) {
-    case TH_F16: th_sb_printf(sb, "p%d[%s] = th_f32_to_f16(%s);", k, idx, v); break;
-    case TH_BF16: th_sb_printf(sb, "p%d[%s] = th_f32_to_bf16(%s);", k, idx, v); break;
-    case TH_BOOL: th_sb_printf(sb, "p%d[%s] = (uint8_t)(%s != 0);", k, idx, v); break;
-    default: th_sb_printf(sb, "p%d[%s] = (%s)%s;", k, idx, elem_type(d), v); break;
+    case TH_F16: th_sb_printf(sb, "p%d[%s] = th_sc_f32_to_f16(%s)", k, idx, v); break;
+    case TH_BF16: th_sb_printf(sb, "p%d[%s] = th_fz_st_bf16(%s)", k, idx, v); break; /* v is bf16-exact */
+    case TH_F8E4M3FN: th_sb_printf(sb, "p%d[%s] = th_sc_f32_to_e4m3fn(%s, false)", k, idx, v); break;
+    case TH_F8E5M2: th_sb_printf(sb, "p%d[%s] = th_sc_f32_to_e5m2(%s, false)", k, idx, v); break;
+    case TH_BOOL: th_sb_printf(sb, "p%d[%s] = (uint8_t)(%s != 0)", k, idx, v); break;
+    default: th_sb_printf(sb, "p%d[%s] = (%s)%s", k, idx, elem_type(d), v); break;
   }
 }
 
 /* A constant cast to dtype d (eager's wrapped-scalar cast), as a literal of d's compute type. */
 static void put_const(th_strbuf *sb, const th_arg *a, th_dtype d) {
-  unsigned char buf[16];
+  unsigned char buf[16] = {0};
   if (a->kind == TH_ARG_FLOAT) th_store_f64(buf, d, a->u.f);
   else th_store_i64(buf, d, a->kind == TH_ARG_BOOL ? (int64_t)a->u.b : a->u.i);
   int c = dclass(d);
@@ -92,228 +130,665 @@ static void put_const(th_strbuf *sb, const th_arg *a, th_dtype d) {
   else th_sb_printf(sb, "((%s)%a)", t, x);
 }
 
-static const char helpers[] =
-    "#include <stdint.h>\n#include <string.h>\n#include <tgmath.h>\n\n"
-    "static inline uint32_t th_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }\n"
-    "static inline float th_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }\n"
-    "static inline uint16_t th_f32_to_f16(float x) {\n"
-    "  uint32_t w = th_bits(x); uint16_t sign = (uint16_t)((w >> 16) & 0x8000u); uint32_t a = w & 0x7fffffffu;\n"
-    "  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));\n"
-    "  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);\n"
-    "  if (a >= 0x38800000u) { uint32_t r = a + 0x0fffu + ((a >> 13) & 1u); return (uint16_t)(sign | ((r - 0x38000000u) >> 13)); }\n"
-    "  float s = th_from_bits(a) + 0.5f; return (uint16_t)(sign | (th_bits(s) - 0x3f000000u));\n}\n"
-    "static inline float th_f16_to_f32(uint16_t h) {\n"
-    "  uint32_t sign = (uint32_t)(h & 0x8000u) << 16; uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
-    "  if (e == 0x1f) return th_from_bits(sign | 0x7f800000u | (m << 13) | (m ? 0x00400000u : 0u));\n"
-    "  if (e != 0) return th_from_bits(sign | ((e + 112u) << 23) | (m << 13));\n"
-    "  float v = (float)m * 0x1p-24f; return sign ? -v : v;\n}\n"
-    "static inline uint16_t th_f32_to_bf16(float x) {\n"
-    "  uint32_t w = th_bits(x); if ((w & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;\n"
-    "  return (uint16_t)((w + 0x7fffu + ((w >> 16) & 1u)) >> 16);\n}\n"
-    "static inline float th_bf16_to_f32(uint16_t h) { return th_from_bits((uint32_t)h << 16); }\n"
-    "static inline float th_r_f16(float x) { return th_f16_to_f32(th_f32_to_f16(x)); }\n"
-    "static inline float th_r_bf16(float x) { return th_bf16_to_f32(th_f32_to_bf16(x)); }\n\n";
+/* ---- the lowering context ----------------------------------------------------------------------------- */
+typedef struct {
+  th_ir_ctx *ir;
+  const th_fz_plan *p;
+  int nest;           /* the nest being lowered */
+  int *read_slot;     /* read -> slot */
+  int *val_slot;      /* val -> output slot, -1 */
+  const char **vname; /* val -> the C name holding it */
+  int *lvl;           /* ROW val -> the pass level after which it exists (0: before the first) */
+  int *red_pass;      /* REDUCE member -> its first pass */
+  bool *need_v, *need_r;
+  th_status st;
+} lower;
 
-void th_fuser_region_clear(th_fuser_region *r) {
-  th_free(r->slots);
-  th_free(r->source);
-  memset(r, 0, sizeof *r);
+static const th_fz_val *val(const lower *L, int v) { return &L->p->val[v]; }
+static const th_fz_mem *mem_of(const lower *L, int v) { return &L->p->mem[L->p->val[v].member]; }
+
+static const char *S(lower *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *S(lower *L, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  const char *r = th_ir_str(L->ir, "%s", buf);
+  if (!r) L->st = TH_ERR_NOMEM; /* the IR context failed: emit nothing real, report at the end */
+  return r ? r : "0";
 }
 
-/* the sub producing v, or -1 */
-static int producer(const th_bsym *rb, int upto, const th_value *v) {
-  for (int j = 0; j < upto; j++)
-    if (rb->subs[j]->out.u.value == v) return j;
-  return -1;
-}
-
-static int find_slot(const th_fuser_region *r, int n, const th_value *v, bool bcast, const int *map) {
-  for (int k = 0; k < n; k++)
-    if (r->slots[k].v == v && r->slots[k].bcast == bcast &&
-        (!bcast || !memcmp(r->slots[k].map, map, sizeof(int) * TH_MAX_DIMS)))
-      return k;
-  return -1;
-}
-
-/* The body for one element; idx(k) is "b<k> + i" or "b<k> + i * s<k>". */
-static void put_body(th_strbuf *sb, const th_bsym *rb, const th_fuser_region *r, const int *sub_slot,
-                     bool contiguous) {
-  char idx[64], name[32], e[32];
-  for (int k = 0; k < r->nin; k++) {
-    snprintf(idx, sizeof idx, contiguous ? "b%d + i" : "b%d + i * s%d", k, k);
-    th_sb_printf(sb, "      const %s a%d = ", ctype(r->slots[k].v->dtype), k);
-    put_load(sb, r->slots[k].v->dtype, k, idx);
-    th_sb_puts(sb, ";\n");
+static const char *take(lower *L, th_strbuf *sb) {
+  char *s = th_sb_take(sb);
+  if (!s) {
+    L->st = TH_ERR_NOMEM;
+    return "0";
   }
-  for (int j = 0; j < rb->nsubs; j++) {
-    const th_bsym *b = rb->subs[j];
-    const th_value *o = b->out.u.value;
-    th_sb_printf(sb, "      const %s v%d = ", ctype(o->dtype), j);
-    if (sub_slot[j] >= 0) { /* broadcast_in_dim: a load through its slot */
-      th_sb_printf(sb, "a%d;\n", sub_slot[j]);
-      continue;
-    }
-    /* operand names */
-    const char *opn[8];
-    char opbuf[8][32];
-    for (int i = 0; i < b->nargs && i < 8; i++) {
-      opn[i] = NULL;
-      if (b->args[i].kind != TH_ARG_VALUE) continue;
-      const th_value *v = b->args[i].u.value;
-      int p = producer(rb, j, v);
-      if (p >= 0) snprintf(opbuf[i], sizeof opbuf[i], "v%d", p);
-      else snprintf(opbuf[i], sizeof opbuf[i], "a%d", find_slot(r, r->nin, v, false, NULL));
-      opn[i] = opbuf[i];
-    }
-    if (b->sym->tags & TH_TAG_CONVERT) {
-      snprintf(e, sizeof e, "(%s)%s", ctype(o->dtype), opn[0]);
-      if (o->dtype == TH_BOOL) th_sb_printf(sb, "(int64_t)(%s != 0)", opn[0]);
-      else put_round(sb, o->dtype, e);
-      th_sb_puts(sb, ";\n");
-      continue;
-    }
-    th_dtype d = o->dtype;
+  const char *r = th_ir_str(L->ir, "%s", s);
+  th_free(s);
+  return r ? r : "0";
+}
+
+/* "D[a] * D[a+1] * ... * D[b-1]" ("1" when empty). */
+static const char *dims_product(lower *L, int a, int b) {
+  th_strbuf sb;
+  th_sb_init(&sb);
+  for (int d = a; d < b; d++) th_sb_printf(&sb, "%sD[%d]", d > a ? " * " : "", d);
+  if (a >= b) th_sb_puts(&sb, "1");
+  return take(L, &sb);
+}
+
+/* Slot s's offset for the index vars <var>a .. <var>b-1: "o0 * T[k] + ..." ("0" when empty). */
+static const char *offset_expr(lower *L, int slot, const char *var, int a, int b) {
+  th_strbuf sb;
+  th_sb_init(&sb);
+  for (int d = a; d < b; d++) th_sb_printf(&sb, "%s%s%d * T[%d]", d > a ? " + " : "", var, d, slot * TH_MAX_DIMS + d);
+  if (a >= b) th_sb_puts(&sb, "0");
+  return take(L, &sb);
+}
+
+static bool two_pass(th_op_id id) { return id == TH_OP_prims_var || id == TH_OP_prims_var_mean; }
+
+/* The C operand for argument a of member m. */
+static const char *operand(lower *L, const th_fz_mem *m, int a) {
+  int r = m->ref[a];
+  if (r >= 0) return L->vname[r];
+  return S(L, "a%d", L->read_slot[-2 - r]);
+}
+
+/* `const T vK = expr;` for a POINTWISE member (its out val K). */
+static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
+  const th_bsym *b = m->b;
+  const th_value *o = b->out.u.value;
+  th_strbuf sb;
+  th_sb_init(&sb);
+  if (b->sym->tags & TH_TAG_CONVERT) {
+    put_cast(&sb, cls_letter(b->args[0].u.value->dtype), o->dtype, operand(L, m, 0));
+  } else if (b->sym->id == TH_OP_prims_clone) {
+    th_sb_puts(&sb, operand(L, m, 0));
+  } else {
+    th_dtype d = o->dtype; /* the compute dtype: comparisons compute in their operands' */
     if (o->dtype == TH_BOOL)
       for (int i = 0; i < b->nargs; i++)
         if (b->args[i].kind == TH_ARG_VALUE) d = b->args[i].u.value->dtype;
     th_strbuf ex;
     th_sb_init(&ex);
-    for (const char *p = b->sym->cexpr; *p; p++) {
-      if (*p == '%' && p[1] >= '0' && p[1] <= '9') {
-        int i = p[1] - '0';
-        p++;
+    for (const char *q = b->sym->cexpr; *q; q++) {
+      if (*q == '%' && q[1] >= '0' && q[1] <= '9') {
+        int i = *++q - '0';
         if (i >= b->nargs) continue;
-        if (opn[i]) th_sb_printf(&ex, "((%s)%s)", ctype(d), opn[i]);
+        if (b->args[i].kind == TH_ARG_VALUE) th_sb_printf(&ex, "((%s)%s)", ctype(d), operand(L, m, i));
         else put_const(&ex, &b->args[i], d);
       } else {
-        th_sb_putc(&ex, *p);
+        th_sb_putc(&ex, *q);
       }
     }
-    char *exs = th_sb_take(&ex);
+    char *e = th_sb_take(&ex);
+    if (!e) L->st = TH_ERR_NOMEM;
     if (o->dtype == TH_BOOL) {
-      th_sb_printf(sb, "(int64_t)((%s) != 0)", exs ? exs : "0");
+      th_sb_printf(&sb, "(int64_t)((%s) != 0)", e ? e : "0");
     } else {
       th_strbuf c2;
       th_sb_init(&c2);
-      th_sb_printf(&c2, "(%s)(%s)", ctype(o->dtype), exs ? exs : "0");
+      th_sb_printf(&c2, "(%s)(%s)", ctype(o->dtype), e ? e : "0");
       char *cs = th_sb_take(&c2);
-      put_round(sb, o->dtype, cs ? cs : "0");
+      if (!cs) L->st = TH_ERR_NOMEM;
+      put_cast(&sb, cls_letter(o->dtype), o->dtype, cs ? cs : "0");
       th_free(cs);
     }
-    th_free(exs);
-    th_sb_puts(sb, ";\n");
+    th_free(e);
   }
-  for (int k = r->nin; k < r->nin + r->nout; k++) {
-    snprintf(idx, sizeof idx, contiguous ? "b%d + i" : "b%d + i * s%d", k, k);
-    int p = producer(rb, rb->nsubs, r->slots[k].v);
-    snprintf(name, sizeof name, "v%d", p);
-    th_sb_puts(sb, "      ");
-    put_store(sb, r->slots[k].v->dtype, k, idx, name);
-    th_sb_puts(sb, "\n");
+  th_ir_let(L->ir, blk, ctype(o->dtype), L->vname[m->out[0]], take(L, &sb));
+}
+
+/* ---- FULL scopes: one element of the domain ---------------------------------------------------------- */
+static void mark(lower *L, int v) {
+  if (L->need_v[v] || val(L, v)->lv != TH_FZ_FULL) return;
+  L->need_v[v] = true;
+  const th_fz_mem *m = mem_of(L, v);
+  if (m->kind == TH_FZ_ROWBCAST) return; /* the row's variable */
+  for (int a = 0; a < 4; a++) {
+    if (m->ref[a] >= 0) mark(L, m->ref[a]);
+    else if (m->ref[a] <= -2) L->need_r[-2 - m->ref[a]] = true;
   }
 }
 
-th_status th_fuser_codegen(const th_bsym *rb, th_fuser_region *r) {
+static void clear_marks(lower *L) {
+  memset(L->need_v, 0, sizeof(bool) * (size_t)(L->p->nval ? L->p->nval : 1));
+  memset(L->need_r, 0, sizeof(bool) * (size_t)(L->p->nread ? L->p->nread : 1));
+}
+
+typedef struct {
+  const char *base; /* "b" / "c": per-slot base offsets */
+  const char *var;  /* the loop variable */
+  bool contig;      /* index = base + var, else base + var * T[8k + last] */
+  int last;         /* the domain's last dim */
+} index_mode;
+
+static const char *idx(lower *L, const index_mode *im, int slot) {
+  if (im->contig) return S(L, "%s%d + %s", im->base, slot, im->var);
+  return S(L, "%s%d + %s * T[%d]", im->base, slot, im->var, slot * TH_MAX_DIMS + im->last);
+}
+
+/* Loads of the marked FULL reads and lets of the marked FULL values, in program order. */
+static void emit_full_values(lower *L, th_ir *blk, const index_mode *im) {
+  for (int k = 0; k < L->p->nread; k++) {
+    if (!L->need_r[k] || L->p->read[k].lv != TH_FZ_FULL) continue;
+    int s = L->read_slot[k];
+    th_strbuf sb;
+    th_sb_init(&sb);
+    put_load(&sb, L->p->read[k].v->dtype, s, idx(L, im, s));
+    th_ir_let(L->ir, blk, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
+  }
+  for (int i = 0; i < L->p->nmem; i++) {
+    const th_fz_mem *m = &L->p->mem[i];
+    if (m->nest != L->nest || m->kind != TH_FZ_POINTWISE || !L->need_v[m->out[0]]) continue;
+    emit_pointwise(L, blk, m);
+  }
+}
+
+/* Stores of the nest's FULL outputs. */
+static void emit_full_stores(lower *L, th_ir *blk, const index_mode *im) {
+  for (int v = 0; v < L->p->nval; v++) {
+    int s = L->val_slot[v];
+    if (s < 0 || val(L, v)->lv != TH_FZ_FULL || mem_of(L, v)->nest != L->nest) continue;
+    th_strbuf sb;
+    th_sb_init(&sb);
+    put_store(&sb, val(L, v)->v->dtype, s, idx(L, im, s), L->vname[v]);
+    th_ir_stmt(L->ir, blk, take(L, &sb));
+  }
+}
+
+/* ---- reductions ----------------------------------------------------------------------------------------- */
+typedef struct {
+  const char *type, *name, *init, *clause;
+} acc_decl;
+
+/* The accumulators of reduction member i in pass `second` (var's squared deviations) or its first. */
+static int accs(lower *L, int i, bool second, acc_decl *out) {
+  const th_bsym *b = L->p->mem[i].b;
+  th_dtype dt = b->args[0].u.value->dtype;
+  bool fl = dclass(dt) != 2;
+  switch (b->sym->id) {
+    case TH_OP_prims_sum:
+      out[0] = (acc_decl){fl ? "double" : "int64_t", S(L, "s%d", i), "0", S(L, "reduction(+:s%d)", i)};
+      return 1;
+    case TH_OP_prims_prod:
+      out[0] = (acc_decl){fl ? "double" : "int64_t", S(L, "s%d", i), "1", S(L, "reduction(*:s%d)", i)};
+      return 1;
+    case TH_OP_prims_amax:
+    case TH_OP_prims_amin: {
+      bool mx = b->sym->id == TH_OP_prims_amax;
+      const char *init = fl ? (mx ? "-INFINITY" : "INFINITY") : (mx ? "INT64_MIN" : "INT64_MAX");
+      out[0] = (acc_decl){ctype(dt), S(L, "m%d", i), init, S(L, "reduction(%s:m%d)", mx ? "max" : "min", i)};
+      if (!fl) return 1;
+      out[1] = (acc_decl){"int", S(L, "n%d", i), "0", S(L, "reduction(|:n%d)", i)};
+      return 2;
+    }
+    default: /* var, var_mean */
+      if (!second) out[0] = (acc_decl){"double", S(L, "s%d", i), "0", S(L, "reduction(+:s%d)", i)};
+      else out[0] = (acc_decl){"double", S(L, "q%d", i), "0", S(L, "reduction(+:q%d)", i)};
+      return 1;
+  }
+}
+
+static void emit_update(lower *L, th_ir *blk, int i, bool second) {
+  const th_fz_mem *m = &L->p->mem[i];
+  const th_bsym *b = m->b;
+  const char *x = operand(L, m, 0);
+  bool fl = dclass(b->args[0].u.value->dtype) != 2;
+  switch (b->sym->id) {
+    case TH_OP_prims_sum: th_ir_set(L->ir, blk, S(L, "s%d", i), "+=", fl ? S(L, "(double)%s", x) : x); break;
+    case TH_OP_prims_prod: th_ir_set(L->ir, blk, S(L, "s%d", i), "*=", fl ? S(L, "(double)%s", x) : x); break;
+    case TH_OP_prims_amax:
+    case TH_OP_prims_amin: {
+      const char *cmp = b->sym->id == TH_OP_prims_amax ? ">" : "<";
+      th_ir_set(L->ir, blk, S(L, "m%d", i), "=", S(L, "%s %s m%d ? %s : m%d", x, cmp, i, x, i));
+      if (fl) th_ir_set(L->ir, blk, S(L, "n%d", i), "|=", S(L, "%s != %s", x, x));
+      break;
+    }
+    default:
+      if (!second) th_ir_set(L->ir, blk, S(L, "s%d", i), "+=", S(L, "(double)%s", x));
+      else th_ir_set(L->ir, blk, S(L, "q%d", i), "+=", S(L, "((double)%s - u%d) * ((double)%s - u%d)", x, i, x, i));
+      break;
+  }
+}
+
+/* After reduction i's last pass: its output values (ROW lets). n: the row length expression. */
+static void emit_finish(lower *L, th_ir *blk, int i, const char *n) {
+  const th_fz_mem *m = &L->p->mem[i];
+  const th_bsym *b = m->b;
+  th_dtype dt = b->args[0].u.value->dtype;
+  bool fl = dclass(dt) != 2;
+  th_strbuf sb;
+  th_sb_init(&sb);
+  const th_value *o0 = val(L, m->out[0])->v;
+  switch (b->sym->id) {
+    case TH_OP_prims_sum:
+    case TH_OP_prims_prod: put_cast(&sb, fl ? 'd' : 'i', o0->dtype, S(L, "s%d", i)); break;
+    case TH_OP_prims_amax:
+    case TH_OP_prims_amin:
+      put_cast(&sb, cls_letter(dt), o0->dtype, fl ? S(L, "(n%d ? (%s)NAN : m%d)", i, ctype(dt), i) : S(L, "m%d", i));
+      break;
+    default: {
+      double corr = b->args[2].kind == TH_ARG_FLOAT ? b->args[2].u.f : b->args[2].kind == TH_ARG_INT ? (double)b->args[2].u.i : 0;
+      th_ir_let(L->ir, blk, "double", S(L, "dof%d", i), S(L, "(double)(%s) - %a", n, corr));
+      put_cast(&sb, 'd', o0->dtype, S(L, "(%s) == 0 ? (double)NAN : q%d / (dof%d > 0 ? dof%d : 0.0)", n, i, i, i));
+      if (m->out[1] >= 0) {
+        th_strbuf s2;
+        th_sb_init(&s2);
+        put_cast(&s2, 'd', val(L, m->out[1])->v->dtype, S(L, "(%s) == 0 ? (double)NAN : u%d", n, i));
+        th_ir_let(L->ir, blk, ctype(val(L, m->out[1])->v->dtype), L->vname[m->out[1]], take(L, &s2));
+      }
+      break;
+    }
+  }
+  th_ir_let(L->ir, blk, ctype(o0->dtype), L->vname[m->out[0]], take(L, &sb));
+}
+
+/* The ROW values of level `level` (program order): lets of ROW pointwise members. */
+static void emit_row_values(lower *L, th_ir *blk, int level) {
+  for (int i = 0; i < L->p->nmem; i++) {
+    const th_fz_mem *m = &L->p->mem[i];
+    if (m->nest != L->nest || m->kind != TH_FZ_POINTWISE || val(L, m->out[0])->lv != TH_FZ_ROW) continue;
+    if (L->lvl[m->out[0]] == level) emit_pointwise(L, blk, m);
+  }
+}
+
+/* ---- nests ----------------------------------------------------------------------------------------------- */
+static void declare_slots(lower *L, th_ir *blk, int first, int nslots, const th_fuser_slot *slots) {
+  for (int s = first; s < first + nslots; s++) {
+    th_dtype d = slots[s].v->dtype;
+    if (!slots[s].is_out) /* a read (views keep the dtype) */
+      th_ir_let(L->ir, blk, S(L, "%s *restrict", elem_type(d)), S(L, "p%d", s),
+                S(L, "(const %s *)P[%d]", elem_type(d), s));
+    else
+      th_ir_var(L->ir, blk, S(L, "%s *restrict", elem_type(d)), S(L, "p%d", s), S(L, "(%s *)P[%d]", elem_type(d), s));
+  }
+}
+
+/* A pointwise nest over D (nd dims). */
+static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots) {
+  int nd = N->nd;
+  clear_marks(L);
+  for (int v = 0; v < L->p->nval; v++)
+    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest) mark(L, v);
+  if (nd == 0) {
+    th_ir *b = th_ir_block(L->ir, blk, true);
+    for (int s = first; s < first + nslots; s++) th_ir_let(L->ir, b, "int64_t", S(L, "b%d", s), "0");
+    index_mode im = {"b", "0", true, 0};
+    emit_full_values(L, b, &im);
+    emit_full_stores(L, b, &im);
+    return;
+  }
+  th_ir_let(L->ir, blk, "int64_t", "inner", S(L, "D[%d]", nd - 1));
+  th_ir_let(L->ir, blk, "int64_t", "nouter", dims_product(L, 0, nd - 1));
+  th_ir *run = th_ir_if(L->ir, blk, "nouter > 0 && inner > 0", NULL);
+  th_ir_let(L->ir, run, "int64_t", "nch", "(inner + 4095) / 4096");
+  th_strbuf sb;
+  th_sb_init(&sb);
+  for (int s = first; s < first + nslots; s++)
+    th_sb_printf(&sb, "%sT[%d] == 1", s > first ? " && " : "", s * TH_MAX_DIMS + nd - 1);
+  if (!nslots) th_sb_puts(&sb, "1");
+  th_ir_let(L->ir, run, "int", "contiguous", take(L, &sb));
+  th_ir *q = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "q", "0", "nouter * nch", NULL, "nouter * inner >= 32768");
+  th_ir_let(L->ir, q, "int64_t", "i0", "(q % nch) * 4096");
+  th_ir_let(L->ir, q, "int64_t", "i1", "inner - i0 < 4096 ? inner : i0 + 4096");
+  if (nd > 1) th_ir_var(L->ir, q, "int64_t", "rem", "q / nch");
+  for (int d = nd - 2; d >= 0; d--) {
+    th_ir_let(L->ir, q, "int64_t", S(L, "o%d", d), d > 0 ? S(L, "rem %% D[%d]", d) : "rem");
+    if (d > 0) th_ir_set(L->ir, q, "rem", "/=", S(L, "D[%d]", d));
+  }
+  for (int s = first; s < first + nslots; s++) th_ir_let(L->ir, q, "int64_t", S(L, "b%d", s), offset_expr(L, s, "o", 0, nd - 1));
+  th_ir *els = NULL;
+  th_ir *con = th_ir_if(L->ir, q, "contiguous", &els);
+  th_ir *lc = th_ir_loop(L->ir, con, TH_IR_SIMD, "i", "i0", "i1", NULL, NULL);
+  index_mode ic = {"b", "i", true, nd - 1};
+  emit_full_values(L, lc, &ic);
+  emit_full_stores(L, lc, &ic);
+  th_ir *ls = th_ir_loop(L->ir, els, TH_IR_SERIAL, "i", "i0", "i1", NULL, NULL);
+  index_mode is = {"b", "i", false, nd - 1};
+  emit_full_values(L, ls, &is);
+  emit_full_stores(L, ls, &is);
+}
+
+/* Slot s is read in the marked scope, or (outputs) stored by it. */
+static bool slot_used(const lower *L, int s, bool stores) {
+  for (int k = 0; k < L->p->nread; k++)
+    if (L->read_slot[k] == s) return L->need_r[k] && L->p->read[k].lv == TH_FZ_FULL;
+  for (int v = 0; v < L->p->nval; v++)
+    if (L->val_slot[v] == s) return stores && L->p->val[v].lv == TH_FZ_FULL;
+  return false;
+}
+
+/* One pass over a row (or, full: over everything): the reductions `red` (pass `level`), or the FULL
+ * outputs when nred < 0. */
+static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots, const int *red,
+                      const bool *second, int nred, bool full) {
+  int nd = N->nd, no = nd - N->r;
+  acc_decl ad[64];
+  int nad = 0;
+  clear_marks(L);
+  for (int k = 0; k < nred; k++) {
+    nad += accs(L, red[k], second[k], ad + nad);
+    const th_fz_mem *m = &L->p->mem[red[k]];
+    if (m->ref[0] >= 0) mark(L, m->ref[0]);
+    else L->need_r[-2 - m->ref[0]] = true;
+  }
+  if (nred < 0)
+    for (int v = 0; v < L->p->nval; v++)
+      if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) mark(L, v);
+  for (int a = 0; a < nad; a++) th_ir_var(L->ir, blk, ad[a].type, ad[a].name, ad[a].init);
+  th_strbuf cl;
+  th_sb_init(&cl);
+  for (int a = 0; a < nad; a++) th_sb_printf(&cl, "%s%s", a ? " " : "", ad[a].clause);
+  const char *clauses = take(L, &cl);
+  th_ir *els = NULL;
+  th_ir *con = th_ir_if(L->ir, blk, "ic", &els);
+  /* contiguous: one flat loop over the row */
+  th_ir *lc = th_ir_loop(L->ir, con, full ? TH_IR_PARALLEL_SIMD : TH_IR_SIMD, "j", "0", "ninner", clauses,
+                         full ? "ninner >= 32768" : NULL);
+  index_mode ic = {"b", "j", true, nd - 1};
+  emit_full_values(L, lc, &ic);
+  for (int k = 0; k < nred; k++) emit_update(L, lc, red[k], second[k]);
+  if (nred < 0) emit_full_stores(L, lc, &ic);
+  /* strided: the inner dims but the last (when there are any), then the last */
+  th_ir *lq = els;
+  const char *base = "b";
+  if (nd - 1 > no) {
+    lq = th_ir_loop(L->ir, els, full ? TH_IR_PARALLEL : TH_IR_SERIAL, "q", "0", "nq", clauses,
+                    full ? "ninner >= 32768" : NULL);
+    if (nd - 2 > no) th_ir_var(L->ir, lq, "int64_t", "rem", "q");
+    for (int d = nd - 2; d >= no; d--) {
+      th_ir_let(L->ir, lq, "int64_t", S(L, "k%d", d), d > no ? S(L, "rem %% D[%d]", d) : (nd - 2 > no ? "rem" : "q"));
+      if (d > no) th_ir_set(L->ir, lq, "rem", "/=", S(L, "D[%d]", d));
+    }
+    for (int s = first; s < first + nslots; s++) {
+      if (!slot_used(L, s, nred < 0)) continue;
+      th_ir_let(L->ir, lq, "int64_t", S(L, "c%d", s), S(L, "b%d + %s", s, offset_expr(L, s, "k", no, nd - 1)));
+    }
+    base = "c";
+  }
+  th_ir *lj = th_ir_loop(L->ir, lq, full && nd - 1 == no ? TH_IR_PARALLEL : TH_IR_SERIAL, "j", "0",
+                         S(L, "D[%d]", nd - 1), nd - 1 == no ? clauses : NULL,
+                         full && nd - 1 == no ? "ninner >= 32768" : NULL);
+  index_mode is = {base, "j", false, nd - 1};
+  emit_full_values(L, lj, &is);
+  for (int k = 0; k < nred; k++) emit_update(L, lj, red[k], second[k]);
+  if (nred < 0) emit_full_stores(L, lj, &is);
+}
+
+/* A row nest (r > 0); full: r == nd (one row, parallel passes). */
+static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots) {
+  int nd = N->nd, no = nd - N->r;
+  /* one row (a full reduction, or rows of size-1 dims only: the sizes are the trace's): the passes
+   * themselves run in parallel */
+  int64_t nrows_static = 1;
+  for (int d = 0; d < no; d++) nrows_static *= N->D[d];
+  bool full = nrows_static == 1;
+  th_strbuf sb;
+  /* sizes: rows, row length, inner rows (all but the last inner dim) */
+  th_ir_let(L->ir, blk, "int64_t", "nrows", dims_product(L, 0, no));
+  th_ir_let(L->ir, blk, "int64_t", "ninner", dims_product(L, no, nd));
+  if (nd - 1 > no) th_ir_let(L->ir, blk, "int64_t", "nq", S(L, "D[%d] > 0 ? ninner / D[%d] : 0", nd - 1, nd - 1));
+  /* ic: every FULL slot is row-major in the inner dims (w<d>: the row-major strides of the inner dims) */
+  th_ir_let(L->ir, blk, "int64_t", S(L, "w%d", nd - 1), "1");
+  for (int d = nd - 2; d >= no; d--) th_ir_let(L->ir, blk, "int64_t", S(L, "w%d", d), S(L, "w%d * D[%d]", d + 1, d + 1));
+  th_ir *run = th_ir_if(L->ir, blk, "nrows > 0", NULL);
+  th_ir_var(L->ir, run, "int", "ic", "1");
+  for (int s = first; s < first + nslots; s++) {
+    bool is_full = false;
+    for (int k = 0; k < L->p->nread; k++)
+      if (L->read_slot[k] == s) is_full = L->p->read[k].lv == TH_FZ_FULL;
+    for (int v = 0; v < L->p->nval; v++)
+      if (L->val_slot[v] == s) is_full = val(L, v)->lv == TH_FZ_FULL;
+    if (!is_full) continue;
+    for (int d = no; d < nd; d++)
+      th_ir_set(L->ir, run, "ic", "&=", S(L, "D[%d] <= 1 || T[%d] == w%d", d, s * TH_MAX_DIMS + d, d));
+  }
+  th_ir *body = run;
+  if (!full) {
+    body = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "row", "0", "nrows", NULL, "nrows * ninner >= 32768");
+    if (no > 1) th_ir_var(L->ir, body, "int64_t", "rem", "row");
+    for (int d = no - 1; d >= 0; d--) {
+      th_ir_let(L->ir, body, "int64_t", S(L, "o%d", d), d > 0 ? S(L, "rem %% D[%d]", d) : (no > 1 ? "rem" : "row"));
+      if (d > 0) th_ir_set(L->ir, body, "rem", "/=", S(L, "D[%d]", d));
+    }
+  } else {
+    th_ir_let(L->ir, run, "int64_t", "row", "0");
+  }
+  for (int s = first; s < first + nslots; s++)
+    th_ir_let(L->ir, body, "int64_t", S(L, "b%d", s), full ? "0" : offset_expr(L, s, "o", 0, no));
+  /* ROW reads and level-0 ROW values */
+  for (int k = 0; k < L->p->nread; k++) {
+    if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;
+    int s = L->read_slot[k];
+    th_sb_init(&sb);
+    put_load(&sb, L->p->read[k].v->dtype, s, S(L, "b%d", s));
+    th_ir_let(L->ir, body, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
+  }
+  emit_row_values(L, body, 0);
+  /* the passes */
+  int maxl = 0;
+  for (int i = 0; i < L->p->nmem; i++) {
+    const th_fz_mem *m = &L->p->mem[i];
+    if (m->nest == L->nest && m->kind == TH_FZ_REDUCE) {
+      int done = L->red_pass[i] + two_pass(m->b->sym->id);
+      if (done > maxl) maxl = done;
+    }
+  }
+  for (int level = 1; level <= maxl; level++) {
+    int red[32];
+    bool second[32];
+    int nred = 0;
+    for (int i = 0; i < L->p->nmem && nred < 32; i++) {
+      const th_fz_mem *m = &L->p->mem[i];
+      if (m->nest != L->nest || m->kind != TH_FZ_REDUCE) continue;
+      if (L->red_pass[i] == level) red[nred] = i, second[nred++] = false;
+      else if (two_pass(m->b->sym->id) && L->red_pass[i] + 1 == level) red[nred] = i, second[nred++] = true;
+    }
+    th_ir_comment(L->ir, body, S(L, "pass %d", level));
+    th_ir *pb = th_ir_block(L->ir, body, false);
+    emit_pass(L, pb, N, first, nslots, red, second, nred, full);
+    for (int k = 0; k < nred; k++) {
+      const th_fz_mem *m = &L->p->mem[red[k]];
+      if (two_pass(m->b->sym->id) && !second[k])
+        th_ir_let(L->ir, body, "double", S(L, "u%d", red[k]), S(L, "s%d / (double)ninner", red[k]));
+      else
+        emit_finish(L, body, red[k], "ninner");
+    }
+    emit_row_values(L, body, level);
+  }
+  /* the final pass: FULL outputs */
+  bool any_full = false;
+  for (int v = 0; v < L->p->nval; v++)
+    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) any_full = true;
+  if (any_full) {
+    th_ir_comment(L->ir, body, "the outputs");
+    emit_pass(L, th_ir_block(L->ir, body, false), N, first, nslots, NULL, NULL, -1, full);
+  }
+  for (int v = 0; v < L->p->nval; v++) {
+    int s = L->val_slot[v];
+    if (s < 0 || val(L, v)->lv != TH_FZ_ROW || mem_of(L, v)->nest != L->nest) continue;
+    th_sb_init(&sb);
+    put_store(&sb, val(L, v)->v->dtype, s, "row", L->vname[v]);
+    th_ir_stmt(L->ir, body, take(L, &sb));
+  }
+}
+
+/* Levels: lvl of ROW vals, red_pass of reductions (see the file comment). maxrow: the highest level of
+ * a ROW value the FULL value v depends on. */
+static int maxrow(lower *L, int v, int *memo) {
+  if (val(L, v)->lv == TH_FZ_ROW) return L->lvl[v];
+  if (memo[v] >= 0) return memo[v];
+  const th_fz_mem *m = mem_of(L, v);
+  int best = 0;
+  for (int a = 0; a < 4; a++)
+    if (m->ref[a] >= 0) {
+      int x = maxrow(L, m->ref[a], memo);
+      if (x > best) best = x;
+    }
+  return memo[v] = best;
+}
+
+static void levels(lower *L, int *memo) {
+  for (int v = 0; v < L->p->nval; v++) L->lvl[v] = 0, memo[v] = -1;
+  for (int i = 0; i < L->p->nmem; i++) {
+    const th_fz_mem *m = &L->p->mem[i];
+    L->red_pass[i] = 0;
+    if (m->kind == TH_FZ_INVIEW) continue;
+    if (m->kind == TH_FZ_REDUCE) {
+      int in = m->ref[0] >= 0 ? maxrow(L, m->ref[0], memo) : 0;
+      L->red_pass[i] = in + 1;
+      for (int k = 0; k < 2; k++)
+        if (m->out[k] >= 0) L->lvl[m->out[k]] = in + 1 + two_pass(m->b->sym->id);
+      continue;
+    }
+    int v = m->out[0];
+    if (val(L, v)->lv != TH_FZ_ROW) continue;
+    int best = 0;
+    for (int a = 0; a < 4; a++)
+      if (m->ref[a] >= 0 && val(L, m->ref[a])->lv == TH_FZ_ROW && L->lvl[m->ref[a]] > best) best = L->lvl[m->ref[a]];
+    L->lvl[v] = best;
+  }
+}
+
+void th_fuser_region_clear(th_fuser_region *r) {
+  th_free(r->slots);
+  th_free(r->nests);
+  memset(r, 0, sizeof *r);
+}
+
+th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r) {
   memset(r, 0, sizeof *r);
   snprintf(r->name, sizeof r->name, "%s", rb->sym->name);
   if (rb->nsubs < 1 || rb->out.kind != TH_ARG_LIST)
     return th_error(TH_ERR_VALUE, "%s: not a fusion region", rb->sym->qualname);
-  int nouts = rb->out.u.seq.n, maxslots = nouts;
-  for (int j = 0; j < rb->nsubs; j++) maxslots += rb->subs[j]->nargs;
-  r->slots = th_calloc((size_t)maxslots, sizeof(th_fuser_slot));
-  int *sub_slot = th_malloc(sizeof(int) * (size_t)rb->nsubs);
-  if (!r->slots || !sub_slot) {
-    th_free(sub_slot);
-    th_fuser_region_clear(r);
-    return th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
+  th_fz_plan plan;
+  th_status st = th_fz_plan_build((const th_bsym *const *)rb->subs, rb->nsubs, &plan);
+  if (st == TH_ERR_NOMEM) return th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
+  if (st != TH_OK) return th_error(TH_ERR_VALUE, "%s: its members do not form loop nests", rb->sym->qualname);
+  int nv = plan.nval ? plan.nval : 1, nr = plan.nread ? plan.nread : 1, nm = plan.nmem ? plan.nmem : 1;
+  int nouts = rb->out.u.seq.n;
+  lower L;
+  memset(&L, 0, sizeof L);
+  L.ir = ir;
+  L.p = &plan;
+  L.read_slot = th_malloc(sizeof(int) * (size_t)nr);
+  L.val_slot = th_malloc(sizeof(int) * (size_t)nv);
+  L.vname = th_calloc((size_t)nv, sizeof(char *));
+  L.lvl = th_malloc(sizeof(int) * (size_t)nv);
+  L.red_pass = th_malloc(sizeof(int) * (size_t)nm);
+  L.need_v = th_malloc(sizeof(bool) * (size_t)nv);
+  L.need_r = th_malloc(sizeof(bool) * (size_t)nr);
+  int *memo = th_malloc(sizeof(int) * (size_t)nv);
+  r->slots = th_calloc((size_t)(plan.nread + nouts + 1), sizeof(th_fuser_slot));
+  r->nests = th_calloc((size_t)(plan.nnest ? plan.nnest : 1), sizeof(th_fz_nest));
+  if (!L.read_slot || !L.val_slot || !L.vname || !L.lvl || !L.red_pass || !L.need_v || !L.need_r || !memo ||
+      !r->slots || !r->nests) {
+    st = th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
+    goto done;
   }
-  const th_value *o0 = rb->subs[rb->nsubs - 1]->out.u.value;
-  r->ndim = o0->ndim;
-  int n = 0;
-  for (int j = 0; j < rb->nsubs; j++) {
-    const th_bsym *b = rb->subs[j];
-    sub_slot[j] = -1;
-    if (b->sym->id == TH_OP_prims_broadcast_in_dim) {
-      const th_value *a = b->args[0].u.value, *o = b->out.u.value;
-      int map[TH_MAX_DIMS];
-      for (int d = 0; d < TH_MAX_DIMS; d++) map[d] = -1;
-      const th_arg *bd = &b->args[2];
-      for (int k = 0; k < a->ndim && k < bd->u.seq.n; k++) {
-        int64_t d = bd->u.seq.items[k].u.i;
-        if (d >= 0 && d < o->ndim && a->shape[k] == o->shape[d]) map[d] = k;
-      }
-      int k = find_slot(r, n, a, true, map);
-      if (k < 0) {
-        k = n++;
-        r->slots[k].v = a;
-        r->slots[k].bcast = true;
-        memcpy(r->slots[k].map, map, sizeof map);
-      }
-      sub_slot[j] = k;
-      continue;
+  /* slots: nest by nest, its reads then its outputs */
+  for (int v = 0; v < plan.nval; v++) L.val_slot[v] = -1;
+  int ns = 0;
+  r->nnest = plan.nnest;
+  memcpy(r->nests, plan.nest, sizeof(th_fz_nest) * (size_t)plan.nnest);
+  for (int n = 0; n < plan.nnest; n++) {
+    for (int k = 0; k < plan.nread; k++) {
+      const th_fz_read *rd = &plan.read[k];
+      if (rd->nest != n) continue;
+      th_fuser_slot *s = &r->slots[ns];
+      s->v = rd->root;
+      s->nest = n;
+      s->lv = rd->lv;
+      s->nviews = rd->nviews;
+      memcpy(s->views, rd->views, sizeof s->views);
+      s->vdim = rd->v->ndim;
+      memcpy(s->A, rd->A, sizeof s->A);
+      L.read_slot[k] = ns++;
     }
-    for (int i = 0; i < b->nargs; i++) {
-      if (b->args[i].kind != TH_ARG_VALUE) continue;
-      const th_value *v = b->args[i].u.value;
-      if (producer(rb, j, v) >= 0 || find_slot(r, n, v, false, NULL) >= 0) continue;
-      r->slots[n].v = v;
-      n++;
+    for (int j = 0; j < nouts; j++) {
+      const th_value *ov = rb->out.u.seq.items[j].u.value;
+      int v = 0;
+      while (v < plan.nval && plan.val[v].v != ov) v++;
+      if (v == plan.nval) {
+        st = th_error(TH_ERR_VALUE, "%s: output %s is not computed by the region", rb->sym->qualname,
+                      ov->name ? ov->name : "?");
+        goto done;
+      }
+      if (plan.mem[plan.val[v].member].kind == TH_FZ_INVIEW) { /* the partition evicts these */
+        st = th_error(TH_ERR_VALUE, "%s: output %s is a view of an input", rb->sym->qualname, ov->name ? ov->name : "?");
+        goto done;
+      }
+      if (plan.mem[plan.val[v].member].nest != n) continue;
+      th_fuser_slot *s = &r->slots[ns];
+      s->v = ov;
+      s->is_out = true;
+      s->nest = n;
+      s->lv = plan.val[v].lv;
+      memcpy(s->ostr, plan.val[v].smap, sizeof s->ostr);
+      L.val_slot[v] = ns++;
     }
   }
-  r->nin = n;
-  for (int i = 0; i < nouts; i++) r->slots[n + i].v = rb->out.u.seq.items[i].u.value;
-  r->nout = nouts;
-  int ns = r->nin + r->nout, nd = r->ndim;
+  r->nslots = ns;
+  /* names: values, aliases share their source's */
+  for (int i = 0; i < plan.nmem; i++) {
+    const th_fz_mem *m = &plan.mem[i];
+    if (m->kind == TH_FZ_INVIEW) continue;
+    for (int k = 0; k < 2; k++) {
+      if (m->out[k] < 0) continue;
+      if (m->kind == TH_FZ_ALIAS || m->kind == TH_FZ_ROWBCAST) L.vname[m->out[k]] = L.vname[m->ref[0]];
+      else L.vname[m->out[k]] = th_ir_str(ir, "v%d", m->out[k]);
+      if (!L.vname[m->out[k]]) L.vname[m->out[k]] = "0";
+    }
+  }
+  levels(&L, memo);
+  th_ir *fb = th_ir_func(ir, r->name, "char *const *restrict P, const int64_t *restrict S, const int64_t *restrict T");
+  int off = 0, first = 0;
+  for (int n = 0; n < plan.nnest; n++) {
+    const th_fz_nest *N = &plan.nest[n];
+    int cnt = 0;
+    while (first + cnt < ns && r->slots[first + cnt].nest == n) cnt++;
+    L.nest = n;
+    th_ir *blk = th_ir_block(ir, fb, true);
+    th_strbuf sb;
+    th_sb_init(&sb);
+    th_sb_printf(&sb, "nest %d: %s over %d dims", n, N->r ? (N->r == N->nd ? "full reduction" : "rows") : "pointwise",
+                 N->nd);
+    if (N->r && N->r < N->nd) th_sb_printf(&sb, ", the last %d reduced", N->r);
+    th_ir_comment(ir, blk, take(&L, &sb));
+    th_ir_let(ir, blk, "int64_t", "*D", S(&L, "S + %d", off));
+    declare_slots(&L, blk, first, cnt, r->slots);
+    if (N->r == 0) lower_pointwise(&L, blk, N, first, cnt);
+    else lower_rows(&L, blk, N, first, cnt);
+    off += N->nd;
+    first += cnt;
+  }
+  if (L.st != TH_OK || th_ir_failed(ir)) st = th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
+done:
+  th_free(L.read_slot);
+  th_free(L.val_slot);
+  th_free(L.vname);
+  th_free(L.lvl);
+  th_free(L.red_pass);
+  th_free(L.need_v);
+  th_free(L.need_r);
+  th_free(memo);
+  th_fz_plan_free(&plan);
+  if (st != TH_OK) th_fuser_region_clear(r);
+  return st;
+}
 
+char *th_fuser_unit_source(const th_ir_ctx *ctx, size_t *body_at) {
   th_strbuf sb;
   th_sb_init(&sb);
-  th_sb_puts(&sb, helpers);
-  th_sb_puts(&sb, "void fusion_kernel(char **ptrs, const int64_t *shape, const int64_t *st) {\n");
-  for (int k = 0; k < ns; k++)
-    th_sb_printf(&sb, "  %s%s *restrict p%d = (%s%s *)ptrs[%d];\n", k < r->nin ? "const " : "",
-                 elem_type(r->slots[k].v->dtype), k, k < r->nin ? "const " : "", elem_type(r->slots[k].v->dtype), k);
-  if (nd == 0) {
-    th_sb_puts(&sb, "  (void)shape; (void)st;\n  {\n    const int64_t i = 0;\n");
-    for (int k = 0; k < ns; k++) th_sb_printf(&sb, "    const int64_t b%d = 0;\n", k);
-    th_sb_puts(&sb, "    {\n");
-    put_body(&sb, rb, r, sub_slot, true);
-    th_sb_puts(&sb, "    }\n  }\n}\n");
-  } else {
-    th_sb_printf(&sb, "  const int64_t inner = shape[%d];\n  int64_t nouter = 1;\n", nd - 1);
-    th_sb_printf(&sb, "  for (int d = 0; d < %d; d++) nouter *= shape[d];\n", nd - 1);
-    th_sb_puts(&sb, "  if (nouter == 0 || inner == 0) return;\n"
-                    "  const int64_t nch = (inner + 4095) / 4096, total = nouter * nch;\n");
-    for (int k = 0; k < ns; k++) th_sb_printf(&sb, "  const int64_t s%d = st[%d];\n", k, k * nd + nd - 1);
-    th_sb_puts(&sb, "  int contiguous = 1");
-    for (int k = 0; k < ns; k++) th_sb_printf(&sb, " && s%d == 1", k);
-    th_sb_puts(&sb, ";\n  #pragma omp parallel for schedule(static) if (nouter * inner >= 32768)\n"
-                    "  for (int64_t q = 0; q < total; q++) {\n"
-                    "    int64_t rem = q / nch;\n    const int64_t i0 = (q % nch) * 4096;\n"
-                    "    const int64_t i1 = inner - i0 < 4096 ? inner : i0 + 4096;\n");
-    for (int k = 0; k < ns; k++) th_sb_printf(&sb, "    int64_t b%d = i0 * s%d;\n", k, k);
-    if (nd > 1) {
-      th_sb_printf(&sb, "    for (int d = %d; d >= 0; d--) {\n      const int64_t id = rem %% shape[d];\n"
-                        "      rem /= shape[d];\n", nd - 2);
-      for (int k = 0; k < ns; k++) th_sb_printf(&sb, "      b%d += id * st[%d + d];\n", k, k * nd);
-      th_sb_puts(&sb, "    }\n");
-    } else {
-      th_sb_puts(&sb, "    (void)rem;\n");
-    }
-    th_sb_puts(&sb, "    if (contiguous) {\n");
-    for (int k = 0; k < ns; k++) th_sb_printf(&sb, "      b%d -= i0;\n", k);
-    th_sb_puts(&sb, "      for (int64_t i = i0; i < i1; i++) {\n");
-    put_body(&sb, rb, r, sub_slot, true);
-    th_sb_puts(&sb, "      }\n    } else {\n");
-    for (int k = 0; k < ns; k++) th_sb_printf(&sb, "      b%d -= i0 * s%d;\n", k, k);
-    th_sb_puts(&sb, "      for (int64_t i = i0; i < i1; i++) {\n");
-    put_body(&sb, rb, r, sub_slot, false);
-    th_sb_puts(&sb, "      }\n    }\n  }\n}\n");
-  }
-  th_free(sub_slot);
-  r->source = th_sb_take(&sb);
-  if (!r->source) {
-    th_fuser_region_clear(r);
-    return th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
-  }
-  return TH_OK;
+  th_sb_puts(&sb, "/* generated by thunder-c's fuser (src/executors/fuser/codegen.c) */\n#include <tgmath.h>\n");
+  th_sb_puts(&sb, (const char *)th_fuser_prelude); /* NUL-terminated (cmake/embed_prelude.cmake) */
+  th_sb_puts(&sb, "\n/* ==== the fusion regions ==== */\n");
+  size_t at = sb.len;
+  th_ir_emit(ctx, &sb);
+  if (body_at) *body_at = at;
+  return th_sb_take(&sb);
 }

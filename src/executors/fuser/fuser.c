@@ -1,61 +1,152 @@
-/* fuser.c — the "fuser" executor: the fusion pass over an execution trace (partition, codegen,
- * compile) and the run-time kernel of a region (one program step).
+/* fuser.c — the "fuser" executor: the fusion pass over an execution trace (partition, one translation
+ * unit of every region's code, one compile) and the run-time kernel of a region (one program step).
+ *
+ * The launcher binds each slot: an input read takes the tensor bound to its region input and applies the
+ * read's view chain to (shape, strides, offset) with the eager executor's rules (a reshape the strides
+ * do not allow is materialized as a contiguous copy, as eager's reshape does), then its element strides
+ * per domain dim from the read's coordinate map; an output is allocated contiguous and written through
+ * its store map (FULL) or at the flat row index (ROW). Then the compiled function runs.
  *
  * Environment: THUNDER_FUSER_STRATEGY=consecutive|dataflow (default dataflow) picks the partition
- * strategy; THUNDER_DUMP_FUSIONS=dir writes each region's C source to dir/<fusionN>.c. */
+ * strategy; THUNDER_DUMP_FUSIONS=dir (or th_compile_options.dump_dir) writes each program's unit. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "executors/eager/eager_internal.h"
 #include "executors/fuser/fuser.h"
+#include "runtime/runtime.h"
 
 struct th_fuser_set {
   int n;
   th_fuser_region *r;
+  void *handle; /* the loaded unit (stays loaded for the process) */
 };
 
-/* Runs region b: binds each input slot's base and strides (broadcast slots through their map), allocates
- * the outputs, calls the compiled function. */
+/* ---- input views at launch ------------------------------------------------------------------------------ */
+typedef struct {
+  th_tensor *base; /* the tensor the view is taken of (borrowed, or `owned`) */
+  th_tensor *owned; /* a materialized copy, released after the call */
+  int ndim;
+  int64_t shape[TH_MAX_DIMS], strides[TH_MAX_DIMS], offset; /* offset relative to base's element [0...] */
+} lview;
+
+static th_status apply_view(lview *w, const th_fz_view *op) {
+  int64_t shape[TH_MAX_DIMS], strides[TH_MAX_DIMS];
+  int n = 0;
+  switch (op->op) {
+    case TH_OP_prims_broadcast_in_dim:
+      n = op->n;
+      for (int d = 0; d < n; d++) shape[d] = op->a[d], strides[d] = 0;
+      for (int k = 0; k < op->m && k < w->ndim; k++)
+        if (w->shape[k] == op->a[op->b[k]]) strides[op->b[k]] = w->strides[k];
+      break;
+    case TH_OP_prims_transpose:
+      n = w->ndim;
+      for (int d = 0; d < n; d++) shape[d] = w->shape[op->a[d]], strides[d] = w->strides[op->a[d]];
+      break;
+    case TH_OP_prims_squeeze: {
+      bool drop[TH_MAX_DIMS] = {false};
+      for (int k = 0; k < op->n; k++) drop[op->a[k] < 0 ? op->a[k] + w->ndim : op->a[k]] = true;
+      for (int d = 0; d < w->ndim; d++)
+        if (!drop[d]) shape[n] = w->shape[d], strides[n++] = w->strides[d];
+      break;
+    }
+    case TH_OP_prims_slice_prim:
+      n = w->ndim;
+      for (int d = 0; d < n; d++) {
+        int64_t span = op->b[d] - op->a[d];
+        shape[d] = span / op->c[d] + (span % op->c[d] != 0);
+        strides[d] = shape[d] > 1 ? w->strides[d] * op->c[d] : w->strides[d];
+        if (shape[d] > 0) w->offset += op->a[d] * w->strides[d];
+      }
+      break;
+    case TH_OP_prims_reshape:
+      n = op->n;
+      memcpy(shape, op->a, sizeof(int64_t) * (size_t)n);
+      if (!th_eg_view_strides(w->ndim, w->shape, w->strides, n, shape, strides)) {
+        /* not a view: a contiguous copy, as eager's reshape */
+        th_tensor *v = th_tensor_view(w->base, w->ndim, w->shape, w->strides, w->offset);
+        th_tensor *c = v ? th_tensor_contiguous_copy(v) : NULL;
+        th_tensor_release(v);
+        if (!c) return th_last_status();
+        th_tensor_release(w->owned);
+        w->owned = w->base = c;
+        w->offset = 0;
+        th_rt_contiguous_strides(n, shape, strides);
+      }
+      break;
+    default: return TH_OK; /* stride_order: the same elements */
+  }
+  w->ndim = n;
+  memcpy(w->shape, shape, sizeof(int64_t) * (size_t)n);
+  memcpy(w->strides, strides, sizeof(int64_t) * (size_t)n);
+  return TH_OK;
+}
+
+/* Runs region b. */
 static th_status fuser_kernel(th_rt_env *env, const th_bsym *b) {
   const th_fuser_region *r = th_rt_step_data(env);
   if (!r || !r->fn) return th_error(TH_ERR_RUNTIME, "%s: no compiled kernel", b->sym->qualname);
-  int ns = r->nin + r->nout, nd = r->ndim;
-  char *ptrs_s[16];
-  int64_t st_s[16 * TH_MAX_DIMS];
-  char **ptrs = ns <= 16 ? ptrs_s : th_malloc(sizeof(char *) * (size_t)ns);
-  int64_t *st = ns <= 16 ? st_s : th_malloc(sizeof(int64_t) * (size_t)(ns * (nd ? nd : 1)));
-  if (!ptrs || !st) {
-    if (ptrs != ptrs_s) th_free(ptrs);
-    if (st != st_s) th_free(st);
-    return th_error(TH_ERR_NOMEM, "out of memory");
-  }
+  int ns = r->nslots;
+  char *ptrs_s[32];
+  int64_t st_s[32 * TH_MAX_DIMS], dims_s[8 * TH_MAX_DIMS];
+  th_tensor *owned_s[32];
+  char **ptrs = ns <= 32 ? ptrs_s : th_malloc(sizeof(char *) * (size_t)ns);
+  int64_t *st = ns <= 32 ? st_s : th_calloc((size_t)ns * TH_MAX_DIMS, sizeof(int64_t));
+  th_tensor **owned = ns <= 32 ? owned_s : th_calloc((size_t)ns, sizeof(th_tensor *));
+  int64_t *dims = r->nnest <= 8 ? dims_s : th_malloc(sizeof(int64_t) * TH_MAX_DIMS * (size_t)r->nnest);
   th_status s = TH_OK;
-  int64_t shape[TH_MAX_DIMS];
+  if (!ptrs || !st || !owned || !dims) {
+    s = th_error(TH_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  int off = 0;
+  for (int n = 0; n < r->nnest; n++) {
+    memcpy(dims + off, r->nests[n].D, sizeof(int64_t) * (size_t)r->nests[n].nd);
+    off += r->nests[n].nd;
+  }
+  for (int k = 0; k < ns; k++) owned[k] = NULL;
   for (int k = 0; k < ns && s == TH_OK; k++) {
     const th_fuser_slot *sl = &r->slots[k];
-    th_tensor *t;
-    if (k < r->nin) {
-      th_arg a = th_arg_value((th_value *)sl->v);
-      t = th_rt_tensor(env, &a);
-      if (!t) s = th_error(TH_ERR_RUNTIME, "input %s is not bound", sl->v->name ? sl->v->name : "?");
-    } else {
-      t = th_rt_alloc_output(env, sl->v);
-      if (!t) s = th_last_status();
-      else memcpy(shape, sl->v->shape, sizeof(int64_t) * (size_t)nd);
+    const th_fz_nest *N = &r->nests[sl->nest];
+    int64_t *t = st + (size_t)k * TH_MAX_DIMS;
+    memset(t, 0, sizeof(int64_t) * TH_MAX_DIMS);
+    if (sl->is_out) {
+      th_tensor *o = th_rt_alloc_output(env, sl->v);
+      if (!o) {
+        s = th_last_status();
+        break;
+      }
+      ptrs[k] = th_tensor_data(o);
+      if (sl->lv == TH_FZ_FULL) memcpy(t, sl->ostr, sizeof(int64_t) * (size_t)N->nd);
+      continue;
     }
+    th_arg a = th_arg_value((th_value *)sl->v);
+    th_tensor *in = th_rt_tensor(env, &a);
+    if (!in) {
+      s = th_error(TH_ERR_RUNTIME, "input %s is not bound", sl->v->name ? sl->v->name : "?");
+      break;
+    }
+    lview w = {in, NULL, in->ndim, {0}, {0}, 0};
+    memcpy(w.shape, in->shape, sizeof w.shape);
+    memcpy(w.strides, in->strides, sizeof w.strides);
+    for (int v = 0; v < sl->nviews && s == TH_OK; v++) s = apply_view(&w, &sl->views[v]);
+    owned[k] = w.owned;
     if (s != TH_OK) break;
-    ptrs[k] = th_tensor_data(t);
-    for (int d = 0; d < nd; d++)
-      st[k * nd + d] = !sl->bcast ? t->strides[d] : sl->map[d] >= 0 ? t->strides[sl->map[d]] : 0;
+    ptrs[k] = (char *)th_tensor_data(w.base) + w.offset * (int64_t)th_dtype_size(sl->v->dtype);
+    for (int d = 0; d < N->nd; d++)
+      for (int j = 0; j < sl->vdim && j < w.ndim; j++) t[d] += sl->A[j][d] * w.strides[j];
   }
-  if (s == TH_OK) {
-    int64_t numel = 1;
-    for (int d = 0; d < nd; d++) numel *= shape[d];
-    if (numel > 0) r->fn(ptrs, shape, st);
-  }
+  if (s == TH_OK) r->fn(ptrs, dims, st);
+done:
+  if (owned)
+    for (int k = 0; k < ns; k++) th_tensor_release(owned[k]);
   if (ptrs != ptrs_s) th_free(ptrs);
   if (st != st_s) th_free(st);
+  if (owned != owned_s) th_free(owned);
+  if (dims != dims_s) th_free(dims);
   return s;
 }
 
@@ -75,19 +166,23 @@ void th_fuser_set_free(th_fuser_set *s) {
   th_free(s);
 }
 
-static void dump(const th_fuser_region *r) {
-  const char *dir = getenv("THUNDER_DUMP_FUSIONS");
+/* Writes the unit to dir/<fn>-<hash12>.c (best effort: a dump never fails the compilation). */
+static void dump(const char *dir, const char *fn_name, const char *source) {
   if (!dir || !dir[0]) return;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s.c", dir, r->name);
+  uint8_t h[32];
+  th_fuser_sha256(source, strlen(source), h);
+  char path[4200];
+  int k = snprintf(path, sizeof path, "%s/%s-", dir, fn_name && fn_name[0] ? fn_name : "program");
+  for (int i = 0; i < 6 && k > 0 && (size_t)k + 3 < sizeof path; i++, k += 2) snprintf(path + k, 3, "%02x", h[i]);
+  snprintf(path + k, sizeof path - (size_t)k, ".c");
   FILE *f = fopen(path, "wb");
   if (!f) return;
-  fputs(r->source, f);
+  fputs(source, f);
   fclose(f);
 }
 
 th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs, int nexecs, int fuser_at,
-                        th_trace **out, th_fuser_set **set) {
+                        const char *dump_dir, th_trace **out, th_fuser_set **set) {
   *out = NULL;
   *set = NULL;
   const char *after[16];
@@ -100,26 +195,37 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   int nreg = 0;
   for (int i = 0; i < nt->bsyms.n; i++)
     if (((th_bsym *)nt->bsyms.items[i])->sym->id == TH_OP_DYNAMIC) nreg++;
-  th_fuser_set *s = th_calloc(1, sizeof *s);
-  if (s) s->r = th_calloc((size_t)(nreg ? nreg : 1), sizeof(th_fuser_region));
-  if (!s || !s->r) {
-    th_fuser_set_free(s);
-    th_trace_free(nt);
-    return th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
+  if (nreg == 0) { /* nothing to compile: no compiler needed */
+    *out = nt;
+    return TH_OK;
   }
+  th_fuser_set *s = th_calloc(1, sizeof *s);
+  if (s) s->r = th_calloc((size_t)nreg, sizeof(th_fuser_region));
+  th_ir_ctx *ir = th_ir_ctx_new();
   th_status st = TH_OK;
+  char *source = NULL;
+  if (!s || !s->r || !ir) {
+    st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
+    goto done;
+  }
   for (int i = 0; i < nt->bsyms.n && st == TH_OK; i++) {
     const th_bsym *b = nt->bsyms.items[i];
     if (b->sym->id != TH_OP_DYNAMIC) continue;
-    th_fuser_region *r = &s->r[s->n];
-    st = th_fuser_codegen(b, r);
-    if (st != TH_OK) break;
-    s->n++;
-    dump(r);
-    void *fn = NULL;
-    st = th_fuser_compile(r->source, &fn);
-    memcpy(&r->fn, &fn, sizeof fn); /* dlsym's object pointer to the function */
+    st = th_fuser_codegen(b, ir, &s->r[s->n]);
+    if (st == TH_OK) s->n++;
   }
+  if (st == TH_OK && !(source = th_fuser_unit_source(ir, NULL)))
+    st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
+  if (st == TH_OK) {
+    dump(dump_dir ? dump_dir : getenv("THUNDER_DUMP_FUSIONS"), et->fn_name, source);
+    st = th_fuser_compile(source, &s->handle);
+  }
+  for (int i = 0; i < s->n && st == TH_OK; i++)
+    if (!(s->r[i].fn = th_fuser_symbol(s->handle, s->r[i].name)))
+      st = th_error(TH_ERR_RUNTIME, "fuser: the compiled unit has no function %s", s->r[i].name);
+done:
+  th_free(source);
+  th_ir_ctx_free(ir);
   if (st != TH_OK) {
     th_fuser_set_free(s);
     th_trace_free(nt);

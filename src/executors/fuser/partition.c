@@ -1,115 +1,50 @@
 /* partition.c — grouping fusible top-level bsyms of an execution trace into fusion regions.
  *
- * Fusible (th_fuser_is_fusible): a prim without effects whose one output is a non-fp8 tensor and that is
- *   - ELEMENTWISE with a cexpr template, operands tensors or constants (no number proxies); in the
- *     integer compute class a template that divides ('/', '%') or calls a function is left to eager
- *     (integer division by zero is an error there, libm calls would round), and so is '~' on bool;
- *   - CONVERT (prims.convert_element_type) of a tensor, except float -> integer (eager's saturating
- *     cast semantics are not reproduced);
- *   - prims.broadcast_in_dim of a tensor that is not computed inside the region (index math).
- * Every member of a region has the region's output shape. Strategies:
- *   - consecutive: a region is a run of adjacent fusible bsyms; nothing moves;
- *   - dataflow: a region stays open across bsyms that are independent of it: the region is placed at
- *     its last member, so it closes (at its last member so far) when a non-member consumes one of its
- *     values (that bsym would then run before its input exists) and at every effect (copy_,
- *     update_aliases, random, DONT_DCE, in-place) or the return, which nothing moves across.
- * A region of one bsym is left as it is. Region inputs are the tensors its members use and do not
- * produce (in order of first use); its outputs the values it produces that anything outside uses
- * (the return included), in program order, as a LIST. */
+ * A bsym joins the open region when it is fusible (nest.c), claimed by an executor listed after the
+ * fuser, and the region with it still forms loop nests the codegen can lower (th_fz_plan_build); else
+ * the open region closes and the bsym opens the next one. Strategies:
+ *   - consecutive: a region is a run of adjacent fusible bsyms; any other bsym closes it;
+ *   - dataflow (default): the region stays open across bsyms that do not use its values (it is placed
+ *     at its last member, so those run before it): it closes when a non-member consumes one of its
+ *     computed values (that bsym would run before its input exists), and at every effect (copy_,
+ *     update_aliases, random, DONT_DCE, in-place) and the return, which nothing moves across.
+ * Independent chains (different shapes, different reductions) join one region as separate nests: this
+ * is the horizontal merge of adjacent independent regions, done while the region grows.
+ *
+ * Layout ops of region inputs (INVIEW members) are only worth fusing when the region alone reads them:
+ * one whose value a non-member uses (or no member reads) is evicted, with the INVIEW ops it reads from,
+ * and stays where it was as the eager view it is (a non-member consuming only such values does not
+ * close a region). A region left with fewer than two computing members is dissolved: its bsyms stay as
+ * they are, in place. Region inputs are the tensors its members use and do not produce (in order of
+ * first use); its outputs the values it produces that anything outside uses (the return included), in
+ * program order, as a LIST. Moving a region to its last member never crosses a bsym it depends on (its
+ * members come before), one that depends on it (that closes it) or an effect; the return stays last. */
 #include <string.h>
 
 #include "executors/fuser/fuser.h"
 #include "transforms/transforms.h"
 
-static bool fp8(th_dtype d) { return d == TH_F8E4M3FN || d == TH_F8E5M2; }
-static int dclass(th_dtype d) { return d == TH_F64 ? 1 : (d == TH_F16 || d == TH_BF16 || d == TH_F32) ? 0 : 2; }
-
-static const th_value *single_out(const th_bsym *b) {
-  if (b->out.kind != TH_ARG_VALUE || !b->out.u.value->is_tensor) return NULL;
-  return fp8(b->out.u.value->dtype) ? NULL : b->out.u.value;
-}
-
-static bool tensor_arg(const th_arg *a) {
-  return a->kind == TH_ARG_VALUE && a->u.value->is_tensor && !fp8(a->u.value->dtype);
-}
-
-bool th_fuser_is_fusible(const th_bsym *b) {
-  const th_symbol *s = b->sym;
-  if (!s->is_prim || s->id >= TH_OP_COUNT || b->nsubs || b->nkwargs) return false;
-  if (s->tags & (TH_TAG_RANDOM | TH_TAG_DONT_DCE | TH_TAG_IN_PLACE | TH_TAG_UTILITY)) return false;
-  const th_value *o = single_out(b);
-  if (!o || b->nargs < 1) return false;
-  if (s->id == TH_OP_prims_broadcast_in_dim) return tensor_arg(&b->args[0]);
-  if (s->tags & TH_TAG_CONVERT) {
-    if (!tensor_arg(&b->args[0])) return false;
-    return !(dclass(b->args[0].u.value->dtype) < 2 && dclass(o->dtype) == 2 && o->dtype != TH_BOOL);
-  }
-  if (!(s->tags & TH_TAG_ELEMENTWISE) || !s->cexpr) return false;
-  int ntensors = 0;
-  th_dtype d = o->dtype;
-  for (int i = 0; i < b->nargs; i++) {
-    const th_arg *a = &b->args[i];
-    if (a->kind == TH_ARG_VALUE) {
-      if (!tensor_arg(a)) return false;
-      for (int k = 0; k < o->ndim || k < a->u.value->ndim; k++)
-        if (a->u.value->ndim != o->ndim || a->u.value->shape[k] != o->shape[k]) return false;
-      ntensors++;
-      if (o->dtype == TH_BOOL) d = a->u.value->dtype;
-    } else if (a->kind != TH_ARG_BOOL && a->kind != TH_ARG_INT && a->kind != TH_ARG_FLOAT) {
-      return false;
-    }
-  }
-  if (!ntensors) return false;
-  if (dclass(d) == 2) {
-    for (const char *p = s->cexpr; *p; p++) {
-      if (*p == '/') return false;
-      if (*p == '%' && (p[1] < '0' || p[1] > '9')) return false; /* "%0" is an operand hole, "a % b" is not */
-      if (*p == '(' && p > s->cexpr) { /* a call: an identifier right before '(' (not an operand hole) */
-        char c = p[-1];
-        bool ident = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                     (c >= '0' && c <= '9' && !(p - s->cexpr >= 2 && p[-2] == '%'));
-        if (ident) return false;
-      }
-      if (*p == '~' && d == TH_BOOL) return false;
-    }
-  }
-  return true;
-}
-
-/* ---- the partition ---------------------------------------------------------------------------------- */
-
 typedef struct {
-  int ndim;
-  int64_t shape[TH_MAX_DIMS];
-  int n; /* members */
+  int *m; /* member indices, program order */
+  int n, cap;
 } group;
 
 typedef struct {
-  const th_bsym *b;
-  int grp; /* -1: not in a region (or a region of one) */
-} item;
+  const th_trace *et;
+  int n;                /* bsyms */
+  int *grp;             /* per bsym: its group, -1 */
+  int *owner;           /* value id -> group producing it, -1 */
+  uint32_t nids;
+  group *g;
+  int ng;
+  const th_bsym **buf;  /* scratch: a group's bsyms */
+} part_ctx;
+
+static const th_bsym *bsym(const part_ctx *c, int i) { return c->et->bsyms.items[i]; }
 
 static void max_id_cb(th_value *v, void *p) {
   uint32_t *m = p;
   if (v->id + 1 > *m) *m = v->id + 1;
-}
-
-typedef struct {
-  int *owner; /* value id -> group producing it, -1 */
-  int g;
-  bool hit;
-} use_ctx;
-
-static void uses_group_cb(th_value *v, void *p) {
-  use_ctx *c = p;
-  if (c->owner[v->id] == c->g) c->hit = true;
-}
-
-static bool uses_group(const th_bsym *b, int *owner, int g) {
-  use_ctx c = {owner, g, false};
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], uses_group_cb, &c);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], uses_group_cb, &c);
-  return c.hit;
 }
 
 static bool is_effect(const th_bsym *b) {
@@ -125,65 +60,236 @@ static bool claimed_by(const th_bsym *b, const char *const *after, int nafter) {
   return false;
 }
 
+typedef struct {
+  part_ctx *c;
+  const th_value *v[TH_MAX_DIMS * 8];
+  int n;
+  bool overflow;
+} vals_ctx;
+
+static void out_cb(th_value *v, void *p) {
+  vals_ctx *x = p;
+  if (x->n < (int)(sizeof x->v / sizeof *x->v)) x->v[x->n++] = v;
+  else x->overflow = true;
+}
+
+static void set_owner(part_ctx *c, const th_bsym *b, int g) {
+  vals_ctx x = {c, {0}, 0, false};
+  th_arg_foreach_value(&b->out, out_cb, &x);
+  for (int k = 0; k < x.n; k++)
+    if (x.v[k]->id < c->nids) c->owner[x.v[k]->id] = g;
+}
+
+static th_status push(group *g, int i) {
+  if (g->n == g->cap) {
+    int cap = g->cap ? 2 * g->cap : 8;
+    int *m = th_realloc(g->m, sizeof(int) * (size_t)cap);
+    if (!m) return TH_ERR_NOMEM;
+    g->m = m;
+    g->cap = cap;
+  }
+  g->m[g->n++] = i;
+  return TH_OK;
+}
+
+/* The plan of group g's members, plus bsym `extra` when >= 0. */
+static th_status plan_of(part_ctx *c, int g, int extra, th_fz_plan *plan) {
+  int n = 0;
+  for (int k = 0; k < c->g[g].n; k++) c->buf[n++] = bsym(c, c->g[g].m[k]);
+  if (extra >= 0) c->buf[n++] = bsym(c, extra);
+  return th_fz_plan_build(c->buf, n, plan);
+}
+
+/* ---- uses of a group's values ------------------------------------------------------------------------ */
+typedef struct {
+  const part_ctx *c;
+  int g;
+  bool hit;
+} use_ctx;
+
+static void uses_cb(th_value *v, void *p) {
+  use_ctx *u = p;
+  if (v->id < u->c->nids && u->c->owner[v->id] == u->g) u->hit = true;
+}
+
+static bool uses_group(const part_ctx *c, const th_bsym *b, int g) {
+  use_ctx u = {c, g, false};
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], uses_cb, &u);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], uses_cb, &u);
+  return u.hit;
+}
+
+/* Member k of g (a bsym index) produces v. */
+static int producer_in(const part_ctx *c, int g, const th_value *v) {
+  for (int k = 0; k < c->g[g].n; k++) {
+    const th_bsym *b = bsym(c, c->g[g].m[k]);
+    vals_ctx x = {NULL, {0}, 0, false};
+    th_arg_foreach_value(&b->out, out_cb, &x);
+    for (int j = 0; j < x.n; j++)
+      if (x.v[j] == v) return k;
+  }
+  return -1;
+}
+
+static bool is_layout_op(const th_bsym *b) {
+  th_op_id id = b->sym->id;
+  return id == TH_OP_prims_broadcast_in_dim || id == TH_OP_prims_reshape || id == TH_OP_prims_transpose ||
+         id == TH_OP_prims_slice_prim || id == TH_OP_prims_squeeze || id == TH_OP_prims_stride_order;
+}
+
+/* An INVIEW member of g: a layout op whose operand no computing member of g produces. */
+static bool inview(const part_ctx *c, int g, int k) {
+  const th_bsym *b = bsym(c, c->g[g].m[k]);
+  if (!is_layout_op(b)) return false;
+  int p = producer_in(c, g, b->args[0].u.value);
+  return p < 0 || inview(c, g, p);
+}
+
+/* Removes member k of g and, when it is INVIEW, the INVIEW members it reads from. */
+static void evict(part_ctx *c, int g, int k) {
+  int i = c->g[g].m[k];
+  const th_bsym *b = bsym(c, i);
+  int p = producer_in(c, g, b->args[0].u.value);
+  memmove(c->g[g].m + k, c->g[g].m + k + 1, sizeof(int) * (size_t)(c->g[g].n - k - 1));
+  c->g[g].n--;
+  c->grp[i] = -1;
+  set_owner(c, b, -1);
+  if (p >= 0) evict(c, g, p); /* p < k: still at its index */
+}
+
+/* b (a non-member) uses g's values: if they are all INVIEW outputs, evict those and return true. */
+static bool evict_for(part_ctx *c, int g, const th_bsym *b) {
+  vals_ctx x = {c, {0}, 0, false};
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], out_cb, &x);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], out_cb, &x);
+  if (x.overflow) return false;
+  for (int j = 0; j < x.n; j++) {
+    if (x.v[j]->id >= c->nids || c->owner[x.v[j]->id] != g) continue;
+    int k = producer_in(c, g, x.v[j]);
+    if (k < 0 || !inview(c, g, k)) return false;
+  }
+  for (int j = 0; j < x.n; j++) {
+    if (x.v[j]->id >= c->nids || c->owner[x.v[j]->id] != g) continue;
+    evict(c, g, producer_in(c, g, x.v[j]));
+  }
+  return true;
+}
+
+/* ---- closing a region: evictions, dissolving ---------------------------------------------------------- */
+typedef struct {
+  const part_ctx *c;
+  bool *used;
+} mark_ctx;
+
+static void mark_cb(th_value *v, void *p) {
+  mark_ctx *m = p;
+  if (v->id < m->c->nids) m->used[v->id] = true;
+}
+
+/* used[id]: v is used by a bsym outside group g (or returned). */
+static void mark_outside_uses(const part_ctx *c, int g, bool *used) {
+  memset(used, 0, sizeof(bool) * c->nids);
+  mark_ctx m = {c, used};
+  for (int i = 0; i < c->n; i++) {
+    if (c->grp[i] == g) continue;
+    const th_bsym *b = bsym(c, i);
+    for (int j = 0; j < b->nargs; j++) th_arg_foreach_value(&b->args[j], mark_cb, &m);
+    for (int j = 0; j < b->nkwargs; j++) th_arg_foreach_value(&b->kwargs[j], mark_cb, &m);
+  }
+}
+
+typedef struct {
+  const part_ctx *c;
+  int g;
+  const th_bsym *self;
+  const th_value *v;
+  bool hit;
+} read_ctx;
+
+static void read_cb(th_value *v, void *p) {
+  read_ctx *r = p;
+  if (v == r->v) r->hit = true;
+}
+
+/* Some member of g other than the producer reads v. */
+static bool read_inside(const part_ctx *c, int g, const th_value *v) {
+  read_ctx r = {c, g, NULL, v, false};
+  for (int k = 0; k < c->g[g].n && !r.hit; k++) {
+    const th_bsym *b = bsym(c, c->g[g].m[k]);
+    for (int j = 0; j < b->nargs; j++) th_arg_foreach_value(&b->args[j], read_cb, &r);
+  }
+  return r.hit;
+}
+
+static th_status close_group(part_ctx *c, int g, bool *used) {
+  for (bool again = true; again;) {
+    again = false;
+    mark_outside_uses(c, g, used);
+    for (int k = c->g[g].n - 1; k >= 0 && !again; k--) {
+      if (!inview(c, g, k)) continue;
+      const th_bsym *b = bsym(c, c->g[g].m[k]);
+      const th_value *v = b->out.u.value;
+      if ((v->id < c->nids && used[v->id]) || !read_inside(c, g, v)) {
+        evict(c, g, k);
+        again = true;
+      }
+    }
+  }
+  int computing = 0;
+  for (int k = 0; k < c->g[g].n; k++) computing += !inview(c, g, k);
+  th_status st = TH_OK;
+  if (computing >= 2) {
+    st = plan_of(c, g, -1, NULL);
+    if (st == TH_ERR_NOMEM) return st;
+  }
+  if (computing < 2 || st != TH_OK) { /* dissolve */
+    for (int k = 0; k < c->g[g].n; k++) {
+      c->grp[c->g[g].m[k]] = -1;
+      set_owner(c, bsym(c, c->g[g].m[k]), -1);
+    }
+    c->g[g].n = 0;
+  }
+  return TH_OK;
+}
+
+/* ---- the region bsym ---------------------------------------------------------------------------------- */
 static void push_unique(th_vec *v, th_value *x, th_arena *a, th_status *st) {
   for (int i = 0; i < v->n; i++)
     if (v->items[i] == x) return;
   if (*st == TH_OK) *st = th_vec_push(a, v, x);
 }
 
-typedef struct {
-  const int *owner;
-  int g;
-  bool *needed;
-} need_ctx;
-
-static void need_cb(th_value *v, void *p) {
-  need_ctx *c = p;
-  if (c->owner[v->id] == c->g) c->needed[v->id] = true;
-}
-
-/* The region bsym of group g: members cloned as subsymbols, inputs and outputs as described above. */
-static th_status make_region(th_trace *nt, const item *items, int nitems, int g, const int *owner, bool *needed,
-                             uint32_t nids, int *counter, th_bsym **out) {
+static th_status make_region(part_ctx *c, th_trace *nt, int g, bool *used, int *counter, th_bsym **out) {
   th_status st = TH_OK;
-  th_vec ins = {0}, subs = {0};
-  memset(needed, 0, sizeof(bool) * nids);
-  need_ctx nc = {owner, g, needed};
-  for (int k = 0; k < nitems; k++) {
-    if (items[k].grp == g) continue;
-    const th_bsym *x = items[k].b;
-    for (int i = 0; i < x->nargs; i++) th_arg_foreach_value(&x->args[i], need_cb, &nc);
-    for (int i = 0; i < x->nkwargs; i++) th_arg_foreach_value(&x->kwargs[i], need_cb, &nc);
-  }
-  int nout = 0;
-  for (int k = 0; k < nitems && st == TH_OK; k++) {
-    if (items[k].grp != g) continue;
-    const th_bsym *b = items[k].b;
+  th_vec ins = {0}, subs = {0}, outs = {0};
+  mark_outside_uses(c, g, used);
+  for (int k = 0; k < c->g[g].n && st == TH_OK; k++) {
+    const th_bsym *b = bsym(c, c->g[g].m[k]);
     for (int i = 0; i < b->nargs; i++)
-      if (b->args[i].kind == TH_ARG_VALUE && owner[b->args[i].u.value->id] != g)
+      if (b->args[i].kind == TH_ARG_VALUE && (b->args[i].u.value->id >= c->nids ||
+                                              c->owner[b->args[i].u.value->id] != g))
         push_unique(&ins, b->args[i].u.value, nt->arena, &st);
-    nout += needed[b->out.u.value->id];
-    th_bsym *c;
-    if (st == TH_OK) st = th_bsym_clone(nt, b, NULL, NULL, &c);
+    vals_ctx x = {c, {0}, 0, false};
+    th_arg_foreach_value(&b->out, out_cb, &x);
+    for (int j = 0; j < x.n; j++)
+      if (x.v[j]->id < c->nids && used[x.v[j]->id]) push_unique(&outs, (th_value *)x.v[j], nt->arena, &st);
+    th_bsym *cl;
+    if (st == TH_OK) st = th_bsym_clone(nt, b, NULL, NULL, &cl);
     if (st == TH_OK) {
-      c->executor = NULL;
-      st = th_vec_push(nt->arena, &subs, c);
+      cl->executor = NULL;
+      st = th_vec_push(nt->arena, &subs, cl);
     }
   }
   if (st != TH_OK) return st;
   th_arg *args = th_arena_alloc(nt->arena, sizeof(th_arg) * (size_t)(ins.n ? ins.n : 1));
-  th_arg *oitems = th_arena_alloc(nt->arena, sizeof(th_arg) * (size_t)(nout ? nout : 1));
+  th_arg *oitems = th_arena_alloc(nt->arena, sizeof(th_arg) * (size_t)(outs.n ? outs.n : 1));
   char name[32];
   snprintf(name, sizeof name, "fusion%d", (*counter)++);
   th_symbol *sym = th_symbol_new_dynamic(nt, name);
   if (!args || !oitems || !sym) return TH_ERR_NOMEM;
   for (int i = 0; i < ins.n; i++) args[i] = th_arg_value(ins.items[i]);
-  int k = 0;
-  for (int j = 0; j < subs.n; j++) {
-    th_bsym *c = subs.items[j];
-    if (needed[c->out.u.value->id]) oitems[k++] = th_arg_value(c->out.u.value);
-  }
-  th_bsym *r = th_bsym_new(nt, sym, ins.n, args, th_arg_list(nout, oitems));
+  for (int i = 0; i < outs.n; i++) oitems[i] = th_arg_value(outs.items[i]);
+  th_bsym *r = th_bsym_new(nt, sym, ins.n, args, th_arg_list(outs.n, oitems));
   if (!r) return TH_ERR_NOMEM;
   r->nsubs = subs.n;
   r->subs = (th_bsym **)subs.items;
@@ -192,90 +298,101 @@ static th_status make_region(th_trace *nt, const item *items, int nitems, int g,
   return TH_OK;
 }
 
-static bool same_shape(const group *g, const th_value *v) {
-  if (g->ndim != v->ndim) return false;
-  for (int i = 0; i < v->ndim; i++)
-    if (g->shape[i] != v->shape[i]) return false;
-  return true;
-}
-
+/* ---- the pass ------------------------------------------------------------------------------------------ */
 th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const char *const *after, int nafter,
                              th_trace **out) {
   *out = NULL;
-  int n = et->bsyms.n;
-  uint32_t nids = 1;
-  for (int i = 0; i < et->inputs.n; i++) max_id_cb(et->inputs.items[i], &nids);
-  for (int i = 0; i < n; i++) {
+  part_ctx c;
+  memset(&c, 0, sizeof c);
+  c.et = et;
+  c.n = et->bsyms.n;
+  c.nids = 1;
+  for (int i = 0; i < et->inputs.n; i++) max_id_cb(et->inputs.items[i], &c.nids);
+  for (int i = 0; i < c.n; i++) {
     const th_bsym *b = et->bsyms.items[i];
-    for (int j = 0; j < b->nargs; j++) th_arg_foreach_value(&b->args[j], max_id_cb, &nids);
-    for (int j = 0; j < b->nkwargs; j++) th_arg_foreach_value(&b->kwargs[j], max_id_cb, &nids);
-    th_arg_foreach_value(&b->out, max_id_cb, &nids);
+    for (int j = 0; j < b->nargs; j++) th_arg_foreach_value(&b->args[j], max_id_cb, &c.nids);
+    for (int j = 0; j < b->nkwargs; j++) th_arg_foreach_value(&b->kwargs[j], max_id_cb, &c.nids);
+    th_arg_foreach_value(&b->out, max_id_cb, &c.nids);
   }
-  item *items = th_malloc(sizeof(item) * (size_t)(n ? n : 1));
-  group *groups = th_malloc(sizeof(group) * (size_t)(n ? n : 1));
-  int *owner = th_malloc(sizeof(int) * nids);
-  bool *needed = th_malloc(sizeof(bool) * nids);
+  size_t nb = (size_t)(c.n ? c.n : 1);
+  c.grp = th_malloc(sizeof(int) * nb);
+  c.owner = th_malloc(sizeof(int) * c.nids);
+  c.g = th_calloc(nb, sizeof(group));
+  c.buf = th_malloc(sizeof(th_bsym *) * (nb + 1));
+  bool *used = th_malloc(sizeof(bool) * c.nids);
+  int *last = th_malloc(sizeof(int) * nb);
   th_trace *nt = th_trace_derive(et, et->fn_name);
   th_status st = TH_OK;
-  if (!items || !groups || !owner || !needed || !nt) {
-    st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
+  if (!c.grp || !c.owner || !c.g || !c.buf || !used || !last || !nt) {
+    st = TH_ERR_NOMEM;
     goto done;
   }
-  for (uint32_t i = 0; i < nids; i++) owner[i] = -1;
-  int ngroups = 0, open = -1;
-  for (int i = 0; i < n; i++) {
-    const th_bsym *b = et->bsyms.items[i];
-    items[i].b = b;
-    items[i].grp = -1;
-    bool fus = claimed_by(b, after, nafter) && th_fuser_is_fusible(b);
-    if (fus) {
-      const th_value *o = b->out.u.value;
-      bool ok = open >= 0 && same_shape(&groups[open], o);
-      if (ok && b->sym->id == TH_OP_prims_broadcast_in_dim && owner[b->args[0].u.value->id] == open) ok = false;
-      if (!ok) {
-        open = ngroups++;
-        groups[open].ndim = o->ndim;
-        memcpy(groups[open].shape, o->shape, sizeof(int64_t) * (size_t)o->ndim);
-        groups[open].n = 0;
+  for (uint32_t i = 0; i < c.nids; i++) c.owner[i] = -1;
+  for (int i = 0; i < c.n; i++) c.grp[i] = -1; /* read ahead by the closing checks */
+  int open = -1;
+  for (int i = 0; i < c.n && st == TH_OK; i++) {
+    const th_bsym *b = bsym(&c, i);
+    if (claimed_by(b, after, nafter) && th_fuser_is_fusible(b)) {
+      if (open >= 0) {
+        st = plan_of(&c, open, i, NULL);
+        if (st == TH_ERR_NOMEM) break;
+        if (st == TH_OK) {
+          st = push(&c.g[open], i);
+          c.grp[i] = open;
+          set_owner(&c, b, open);
+          continue;
+        }
+        st = close_group(&c, open, used);
+        open = -1;
+        if (st != TH_OK) break;
       }
-      items[i].grp = open;
-      groups[open].n++;
-      owner[o->id] = open;
-      continue;
+      const th_bsym *one[1] = {b};
+      st = th_fz_plan_build(one, 1, NULL);
+      if (st == TH_ERR_NOMEM) break;
+      if (st == TH_OK) {
+        open = c.ng++;
+        st = push(&c.g[open], i);
+        c.grp[i] = open;
+        set_owner(&c, b, open);
+        continue;
+      }
+      st = TH_OK; /* not fusible on its own: a non-member */
     }
     if (open < 0) continue;
-    if (strat == TH_FUSER_CONSECUTIVE || is_effect(b) || uses_group(b, owner, open)) open = -1;
-  }
-  int counter = 0;
-  int *last = th_malloc(sizeof(int) * (size_t)(ngroups ? ngroups : 1));
-  if (!last) {
-    st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
-    goto done;
-  }
-  for (int i = 0; i < n; i++)
-    if (items[i].grp >= 0) last[items[i].grp] = i;
-  for (int i = 0; i < n && st == TH_OK; i++) {
-    int g = items[i].grp;
-    if (g >= 0 && groups[g].n < 2) g = items[i].grp = -1; /* leave single bsyms alone, in place */
-    th_bsym *c = NULL;
-    if (g < 0) {
-      st = th_bsym_clone(nt, items[i].b, NULL, NULL, &c);
-    } else if (i == last[g]) {
-      st = make_region(nt, items, n, g, owner, needed, nids, &counter, &c);
-    } else {
-      continue;
+    bool close = strat == TH_FUSER_CONSECUTIVE || is_effect(b);
+    if (!close && uses_group(&c, b, open)) close = !evict_for(&c, open, b);
+    if (close) {
+      st = close_group(&c, open, used);
+      open = -1;
     }
-    if (st == TH_OK) st = th_vec_push(nt->arena, &nt->bsyms, c);
-    if (st == TH_OK && c->sym->id == TH_OP_prims_python_return) nt->has_return = true;
   }
-  th_free(last);
+  if (st == TH_OK && open >= 0) st = close_group(&c, open, used);
+  if (st != TH_OK) goto done;
+  /* emit: every non-member in place, each region at its last member */
+  for (int g = 0; g < c.ng; g++) last[g] = -1;
+  for (int i = 0; i < c.n; i++)
+    if (c.grp[i] >= 0) last[c.grp[i]] = i;
+  int counter = 0;
+  for (int i = 0; i < c.n && st == TH_OK; i++) {
+    int g = c.grp[i];
+    th_bsym *cl = NULL;
+    if (g < 0) st = th_bsym_clone(nt, bsym(&c, i), NULL, NULL, &cl);
+    else if (i == last[g]) st = make_region(&c, nt, g, used, &counter, &cl);
+    else continue;
+    if (st == TH_OK) st = th_vec_push(nt->arena, &nt->bsyms, cl);
+    if (st == TH_OK && cl->sym->id == TH_OP_prims_python_return) nt->has_return = true;
+  }
   for (int i = 0; i < et->inputs.n && st == TH_OK; i++) st = th_vec_push(nt->arena, &nt->inputs, et->inputs.items[i]);
   if (st == TH_OK && et->provenance) st = th_trace_set_provenance(nt, et->provenance);
 done:
-  th_free(items);
-  th_free(groups);
-  th_free(owner);
-  th_free(needed);
+  if (c.g)
+    for (int g = 0; g < c.ng; g++) th_free(c.g[g].m);
+  th_free(c.g);
+  th_free(c.grp);
+  th_free(c.owner);
+  th_free(c.buf);
+  th_free(used);
+  th_free(last);
   if (st != TH_OK) {
     if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM) th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
     th_trace_free(nt);

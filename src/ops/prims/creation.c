@@ -7,6 +7,7 @@
 
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
+#include "ops/vjp.h"
 
 /* ---- full(shape, fill_value, *, device, dtype) -------------------------------------------------------
  * A number may fill a dtype of its category or a wider one (bool < int < float, the same order as
@@ -79,3 +80,11 @@ th_status prims_uniform_meta(th_trace *tr, const th_symbol *sym, const th_arg *a
                     op, lo, hi);
   return th_meta_new_tensor(tr, dt, dev, ndim, shape, false, out);
 }
+
+/* ---- vjp (ops/vjp.h): no tensor inputs, no gradient ------------------------------------------------- */
+const th_vjp_entry th_vjp_table_prims_creation[] = {
+    {TH_OP_prims_full, TH_VJP_NONDIFF, NULL},
+    {TH_OP_prims_iota, TH_VJP_NONDIFF, NULL},
+    {TH_OP_prims_uniform, TH_VJP_NONDIFF, NULL},
+};
+const int th_vjp_table_prims_creation_n = (int)(sizeof th_vjp_table_prims_creation / sizeof th_vjp_table_prims_creation[0]);

@@ -26,6 +26,7 @@
 
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
+#include "ops/vjp.h"
 
 /* ---- shared checks --------------------------------------------------------------------------------- */
 
@@ -563,3 +564,261 @@ th_status prims_device_put_meta(th_trace *tr, const th_symbol *sym, const th_arg
   TH_TRY(th_meta_device(op, &args[1], &dev));
   return th_meta_new_tensor(tr, a->dtype, dev, a->ndim, a->shape, a->requires_grad, out);
 }
+
+/* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
+ * Formulas as PyTorch's derivatives.yaml (1.13), written with torch-level ops on the operands' own dtype
+ * (the prims run in float32/float64: the torch layer computes low precision in float32). g is the
+ * output's cotangent, y the output. Binary ops: a CPU 0-dim operand's gradient is summed
+ * (th_vjp_sum_to); number operands get none. */
+
+#define VJ_LN2 0.6931471805599453      /* log(2) */
+#define VJ_LN10 2.302585092994046     /* log(10) */
+#define VJ_2_SQRTPI 1.1283791670955126 /* 2 / sqrt(pi) */
+#define VJ1(op, a, o) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_##op, a, o))
+#define VJ2(op, a, b, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, b, o))
+
+/* digamma(x), lgamma's derivative, from ops (there is no digamma prim): the reflection
+ * psi(x) = psi(1 - x) - pi / tan(pi x) below 1/2, the recurrence psi(z) = psi(z + 6) - sum_k<6 1/(z + k),
+ * and the asymptotic series of psi(w), w = z + 6 >= 6.5, to the w^-10 term (truncation error < 4e-12). */
+static th_status digamma_ops(th_trace *tr, th_arg x, th_arg *out) {
+  const double pi = 3.141592653589793;
+  th_arg refl, z, s, t, w, inv, inv2, p, psi;
+  VJ2(lt, x, th_arg_float(0.5), &refl);
+  VJ2(sub, th_arg_float(1.0), x, &t);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, refl, t, x, &z));
+  VJ1(reciprocal, z, &s);
+  for (int k = 1; k < 6; k++) {
+    VJ2(add, z, th_arg_float((double)k), &t);
+    VJ1(reciprocal, t, &t);
+    VJ2(add, s, t, &s);
+  }
+  VJ2(add, z, th_arg_float(6.0), &w);
+  VJ1(reciprocal, w, &inv);
+  VJ2(mul, inv, inv, &inv2);
+  static const double c[5] = {1.0 / 132, 1.0 / 240, 1.0 / 252, 1.0 / 120, 1.0 / 12}; /* Horner, innermost first */
+  VJ2(mul, inv2, th_arg_float(c[0]), &p);
+  for (int k = 1; k < 5; k++) {
+    VJ2(sub, th_arg_float(c[k]), p, &p);
+    VJ2(mul, inv2, p, &p);
+  }
+  VJ1(log, w, &psi);
+  VJ2(mul, inv, th_arg_float(0.5), &t);
+  VJ2(sub, psi, t, &psi);
+  VJ2(sub, psi, p, &psi);
+  VJ2(sub, psi, s, &psi); /* psi(z) */
+  VJ2(mul, x, th_arg_float(pi), &t);
+  VJ1(tan, t, &t);
+  VJ2(true_divide, th_arg_float(pi), t, &t);
+  VJ2(sub, psi, t, &t); /* the reflected value, used where x < 1/2 */
+  return th_tu_call3(tr, TH_OP_ltorch_where, refl, t, psi, out);
+}
+
+/* d/da of the unary ops, times g. */
+static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  th_arg a = b->args[0], y = th_vjp_out(b), g = cts[0], t, u;
+  if (!th_vjp_is_float_tensor(&a)) return TH_OK;
+  th_arg *r = &grads[0];
+  switch (b->sym->id) {
+    case TH_OP_prims_abs: VJ1(sign, a, &t); VJ2(mul, g, t, r); break; /* abs'(0) = sign(0) = 0 */
+    case TH_OP_prims_neg: VJ1(neg, g, r); break;
+    case TH_OP_prims_exp: VJ2(mul, g, y, r); break;
+    case TH_OP_prims_exp2: VJ2(mul, g, y, &t); VJ2(mul, t, th_arg_float(VJ_LN2), r); break;
+    case TH_OP_prims_expm1: VJ2(add, y, th_arg_float(1.0), &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_log: VJ2(true_divide, g, a, r); break;
+    case TH_OP_prims_log1p: VJ2(add, a, th_arg_float(1.0), &t); VJ2(true_divide, g, t, r); break;
+    case TH_OP_prims_log2: VJ2(mul, a, th_arg_float(VJ_LN2), &t); VJ2(true_divide, g, t, r); break;
+    case TH_OP_prims_log10: VJ2(mul, a, th_arg_float(VJ_LN10), &t); VJ2(true_divide, g, t, r); break;
+    case TH_OP_prims_sin: VJ1(cos, a, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_cos: VJ1(sin, a, &t); VJ1(neg, t, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_tan: VJ2(mul, y, y, &t); VJ2(add, t, th_arg_float(1.0), &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_sinh: VJ1(cosh, a, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_cosh: VJ1(sinh, a, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_tanh: VJ2(mul, y, y, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_asin: /* g * rsqrt(1 - a^2) */
+      VJ2(mul, a, a, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ1(rsqrt, t, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_acos: /* -g * rsqrt(1 - a^2) */
+      VJ2(mul, a, a, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ1(rsqrt, t, &t); VJ1(neg, t, &t);
+      VJ2(mul, g, t, r); break;
+    case TH_OP_prims_atan: VJ2(mul, a, a, &t); VJ2(add, t, th_arg_float(1.0), &t); VJ2(true_divide, g, t, r); break;
+    case TH_OP_prims_asinh: /* g * rsqrt(a^2 + 1) */
+      VJ2(mul, a, a, &t); VJ2(add, t, th_arg_float(1.0), &t); VJ1(rsqrt, t, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_acosh: /* g * rsqrt(a^2 - 1) */
+      VJ2(mul, a, a, &t); VJ2(sub, t, th_arg_float(1.0), &t); VJ1(rsqrt, t, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_atanh: /* g / (1 - a^2) */
+      VJ2(mul, a, a, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ2(true_divide, g, t, r); break;
+    case TH_OP_prims_erf:
+    case TH_OP_prims_erfc: { /* +-g * 2/sqrt(pi) * exp(-a^2) */
+      double k = VJ_2_SQRTPI;
+      VJ2(mul, a, a, &t); VJ1(neg, t, &t); VJ1(exp, t, &t);
+      VJ2(mul, t, th_arg_float(b->sym->id == TH_OP_prims_erf ? k : -k), &t); VJ2(mul, g, t, r); break;
+    }
+    case TH_OP_prims_reciprocal: VJ2(mul, y, y, &t); VJ1(neg, t, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_lgamma: TH_TRY(digamma_ops(tr, a, &t)); VJ2(mul, g, t, r); break; /* g * digamma(a) */
+    case TH_OP_prims_sqrt: VJ2(mul, y, th_arg_float(2.0), &t); VJ2(true_divide, g, t, r); break; /* g / (2y): inf at 0 */
+    case TH_OP_prims_rsqrt: /* -0.5 * g * y^3 */
+      VJ2(mul, y, y, &t); VJ2(mul, t, y, &t); VJ2(mul, t, th_arg_float(-0.5), &u); VJ2(mul, g, u, r); break;
+    case TH_OP_prims_ceil:
+    case TH_OP_prims_floor:
+    case TH_OP_prims_round:
+    case TH_OP_prims_trunc:
+    case TH_OP_prims_sign: /* piecewise constant: zero gradient (PyTorch gives zeros too) */
+      return th_vjp_zeros_like(tr, a.u.value, r);
+    default:
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
+  }
+  return TH_OK;
+}
+
+/* add sub mul div pow fmod remainder atan2 maximum minimum */
+static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  th_arg a = b->args[0], c = b->args[1], y = th_vjp_out(b), g = cts[0];
+  th_arg ga = th_arg_none(), gc = th_arg_none(), t, u, z;
+  bool da = th_vjp_is_float_tensor(&a), dc = th_vjp_is_float_tensor(&c);
+  switch (b->sym->id) {
+    case TH_OP_prims_add: ga = g; gc = g; break;
+    case TH_OP_prims_sub: ga = g; if (dc) VJ1(neg, g, &gc); break;
+    case TH_OP_prims_mul:
+      if (da) VJ2(mul, g, c, &ga);
+      if (dc) VJ2(mul, g, a, &gc);
+      break;
+    case TH_OP_prims_div: /* a: g / c; c: -g * ((a / c) / c) */
+      if (da) VJ2(true_divide, g, c, &ga);
+      if (dc) { VJ2(true_divide, a, c, &t); VJ2(true_divide, t, c, &t); VJ1(neg, t, &t); VJ2(mul, g, t, &gc); }
+      break;
+    case TH_OP_prims_pow:
+      if (da) { /* where(c == 0, 0, g * c * a^(c - 1)) */
+        VJ2(sub, c, th_arg_float(1.0), &t); VJ2(pow, a, t, &t); VJ2(mul, c, t, &t); VJ2(mul, g, t, &t);
+        if (th_meta_is_tensor(&c)) {
+          VJ2(eq, c, th_arg_float(0.0), &z);
+          TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &ga));
+        } else {
+          double cv = 1;
+          if (th_meta_number_value(&c, &cv, NULL) && cv == 0) TH_TRY(th_vjp_zeros_like(tr, a.u.value, &ga));
+          else ga = t;
+        }
+      }
+      if (dc) { /* g * where(a == 0 & c >= 0, 0, y * log(a)) */
+        VJ1(log, a, &t); VJ2(mul, y, t, &t);
+        if (th_meta_is_tensor(&a)) {
+          VJ2(eq, a, th_arg_float(0.0), &z); VJ2(ge, c, th_arg_float(0.0), &u); VJ2(logical_and, z, u, &z);
+          TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
+        } else {
+          double av = 1;
+          if (th_meta_number_value(&a, &av, NULL) && av == 0) {
+            VJ2(ge, c, th_arg_float(0.0), &u);
+            TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &t));
+          }
+        }
+        VJ2(mul, g, t, &gc);
+      }
+      break;
+    case TH_OP_prims_fmod:
+    case TH_OP_prims_remainder: /* a: g; c: -g * trunc(a / c) (fmod) or floor(a / c) (remainder) */
+      ga = g;
+      if (dc) {
+        VJ2(true_divide, a, c, &t);
+        if (b->sym->id == TH_OP_prims_fmod) VJ1(trunc, t, &t);
+        else VJ1(floor, t, &t);
+        VJ1(neg, t, &t);
+        VJ2(mul, g, t, &gc);
+      }
+      break;
+    case TH_OP_prims_atan2: /* a: g * c / (a^2 + c^2); c: g * -a / (a^2 + c^2) */
+      VJ2(mul, a, a, &t); VJ2(mul, c, c, &u); VJ2(add, t, u, &t); VJ1(reciprocal, t, &t);
+      if (da) { VJ2(mul, g, c, &u); VJ2(mul, u, t, &ga); }
+      if (dc) { VJ1(neg, a, &u); VJ2(mul, g, u, &u); VJ2(mul, u, t, &gc); }
+      break;
+    case TH_OP_prims_maximum:
+    case TH_OP_prims_minimum: { /* ties split the gradient in halves; the other side gets 0 (PyTorch) */
+      bool mx = b->sym->id == TH_OP_prims_maximum;
+      VJ2(eq, a, c, &z);
+      VJ2(mul, g, th_arg_float(0.5), &t);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, t, g, &t)); /* where(a == c, g / 2, g) */
+      if (da) { /* maximum: a < c loses; minimum: a > c */
+        if (mx) VJ2(lt, a, c, &u);
+        else VJ2(gt, a, c, &u);
+        TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &ga));
+      }
+      if (dc) {
+        if (mx) VJ2(gt, a, c, &u);
+        else VJ2(lt, a, c, &u);
+        TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &gc));
+      }
+      break;
+    }
+    default:
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
+  }
+  if (da && ga.kind == TH_ARG_VALUE) TH_TRY(th_vjp_sum_to(tr, ga, &a, &grads[0]));
+  if (dc && gc.kind == TH_ARG_VALUE) TH_TRY(th_vjp_sum_to(tr, gc, &c, &grads[1]));
+  return TH_OK;
+}
+
+/* where(pred, a, b): a gets g where pred holds, b elsewhere. */
+static th_status where_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  th_arg p = b->args[0], g = cts[0], t;
+  for (int k = 1; k <= 2; k++) {
+    if (!th_vjp_is_float_tensor(&b->args[k])) continue;
+    if (th_meta_is_tensor(&p)) {
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, p, k == 1 ? g : th_arg_float(0.0), k == 1 ? th_arg_float(0.0) : g, &t));
+    } else {
+      int64_t pv = 0;
+      th_meta_number_value(&p, NULL, &pv);
+      if ((pv != 0) != (k == 1)) TH_TRY(th_vjp_zeros_like(tr, g.u.value, &t));
+      else t = g;
+    }
+    TH_TRY(th_vjp_sum_to(tr, t, &b->args[k], &grads[k]));
+  }
+  return TH_OK;
+}
+
+/* convert_element_type: the cotangent converted back to the input's dtype (autocast's casts too). */
+static th_status convert_element_type_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  if (cts[0].u.value->dtype == a->u.value->dtype) {
+    grads[0] = cts[0];
+    return TH_OK;
+  }
+  return th_tu_call2(tr, TH_OP_prims_convert_element_type, cts[0], th_arg_dtype(a->u.value->dtype), &grads[0]);
+}
+
+/* device_put: the cotangent moved back to the input's device. */
+static th_status device_put_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  if (th_device_eq(cts[0].u.value->device, a->u.value->device)) {
+    grads[0] = cts[0];
+    return TH_OK;
+  }
+  return th_tu_call2(tr, TH_OP_prims_device_put, cts[0], th_tu_device(a->u.value->device), &grads[0]);
+}
+
+#undef VJ1
+#undef VJ2
+#undef VJ_LN2
+#undef VJ_LN10
+#undef VJ_2_SQRTPI
+
+#define RULE(name, fn) {TH_OP_prims_##name, TH_VJP_RULE, fn}
+#define NONDIFF(name) {TH_OP_prims_##name, TH_VJP_NONDIFF, NULL}
+const th_vjp_entry th_vjp_table_prims_elementwise[] = {
+    RULE(abs, unary_vjp), RULE(acos, unary_vjp), RULE(acosh, unary_vjp), RULE(asin, unary_vjp),
+    RULE(asinh, unary_vjp), RULE(atan, unary_vjp), RULE(atanh, unary_vjp), RULE(ceil, unary_vjp),
+    RULE(cos, unary_vjp), RULE(cosh, unary_vjp), RULE(erf, unary_vjp), RULE(erfc, unary_vjp),
+    RULE(exp, unary_vjp), RULE(exp2, unary_vjp), RULE(expm1, unary_vjp), RULE(floor, unary_vjp),
+    RULE(lgamma, unary_vjp), RULE(log, unary_vjp), RULE(log10, unary_vjp), RULE(log1p, unary_vjp), RULE(log2, unary_vjp),
+    RULE(neg, unary_vjp), RULE(reciprocal, unary_vjp), RULE(round, unary_vjp), RULE(rsqrt, unary_vjp),
+    RULE(sign, unary_vjp), RULE(sin, unary_vjp), RULE(sinh, unary_vjp), RULE(sqrt, unary_vjp),
+    RULE(tan, unary_vjp), RULE(tanh, unary_vjp), RULE(trunc, unary_vjp),
+    RULE(add, binary_vjp), RULE(sub, binary_vjp), RULE(mul, binary_vjp), RULE(div, binary_vjp),
+    RULE(pow, binary_vjp), RULE(fmod, binary_vjp), RULE(remainder, binary_vjp), RULE(atan2, binary_vjp),
+    RULE(maximum, binary_vjp), RULE(minimum, binary_vjp),
+    RULE(where, where_vjp), RULE(convert_element_type, convert_element_type_vjp), RULE(device_put, device_put_vjp),
+    /* integer / bool results */
+    NONDIFF(bitwise_not), NONDIFF(isfinite), NONDIFF(signbit), NONDIFF(bitwise_and), NONDIFF(bitwise_or),
+    NONDIFF(bitwise_xor), NONDIFF(eq), NONDIFF(ne), NONDIFF(lt), NONDIFF(le), NONDIFF(gt), NONDIFF(ge),
+};
+const int th_vjp_table_prims_elementwise_n = (int)(sizeof th_vjp_table_prims_elementwise / sizeof th_vjp_table_prims_elementwise[0]);
+#undef RULE
+#undef NONDIFF

@@ -10,6 +10,7 @@
 
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
+#include "ops/vjp.h"
 
 static th_status same_device(const char *op, const char *an, const th_value *a, const char *bn, const th_value *b) {
   if (th_device_eq(a->device, b->device)) return TH_OK;
@@ -128,3 +129,102 @@ th_status prims_linear_meta(th_trace *tr, const th_symbol *sym, const th_arg *ar
   shape[ndim++] = w->shape[0];
   return th_meta_new_tensor(tr, a->dtype, a->device, ndim, shape, rg, out);
 }
+
+/* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
+ * matmul (PyTorch's matmul backward by cases): N-D @ N-D: ga = g @ b^T, gb = a^T @ g (same batch);
+ * N-D @ 1-D: ga = g[..., None] * b, gb = a2^T @ g1 over the flattened batch; 1-D @ N-D: ga = b' @ g1
+ * with b's batch folded into the contraction, gb = a[:, None] * g[..., None, :]; 1-D . 1-D: g * b, g * a.
+ * linear: ga = g @ w, gw = g2^T @ a2 (batch flattened), gbias = sum of g over the batch. */
+
+/* x with its last two dims swapped. */
+static th_status mT(th_trace *tr, th_arg x, th_arg *out) {
+  int nd = x.u.value->ndim;
+  int64_t perm[TH_MAX_DIMS];
+  for (int i = 0; i < nd; i++) perm[i] = i;
+  perm[nd - 2] = nd - 1;
+  perm[nd - 1] = nd - 2;
+  return th_tu_transpose(tr, x, perm, out);
+}
+
+static int64_t numel_upto(const th_value *v, int n) {
+  int64_t m = 1;
+  for (int i = 0; i < n; i++) m *= v->shape[i];
+  return m;
+}
+
+static th_status matmul_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  th_arg a = b->args[0], c = b->args[1], g = cts[0], t, u;
+  const th_value *av = a.u.value, *cv = c.u.value, *gv = g.u.value;
+  bool da = th_vjp_is_float_tensor(&a), dc = th_vjp_is_float_tensor(&c);
+  if (av->ndim == 1 && cv->ndim == 1) {
+    if (da) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, c, &grads[0]));
+    if (dc) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, a, &grads[1]));
+  } else if (av->ndim >= 2 && cv->ndim >= 2) {
+    if (da) {
+      TH_TRY(mT(tr, c, &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, g, t, &grads[0]));
+    }
+    if (dc) {
+      TH_TRY(mT(tr, a, &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, t, g, &grads[1]));
+    }
+  } else if (cv->ndim == 1) { /* a (..., m, k) @ c (k) -> (..., m) */
+    int64_t k = cv->shape[0], M = numel_upto(av, av->ndim - 1), s2[2] = {M, k};
+    if (da) {
+      TH_TRY(th_tu_unsqueeze(tr, g, gv->ndim, &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, t, c, &grads[0]));
+    }
+    if (dc) {
+      TH_TRY(th_tu_reshape(tr, a, 2, s2, &t));
+      TH_TRY(mT(tr, t, &t));
+      TH_TRY(th_tu_reshape(tr, g, 1, &M, &u));
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, t, u, &grads[1]));
+    }
+  } else { /* a (k) @ c (..., k, n) -> (..., n) */
+    int64_t k = av->shape[0], n = cv->shape[cv->ndim - 1], B = numel_upto(cv, cv->ndim - 2);
+    if (da) { /* ga[k] = sum over batch and n of c[..., k, n] * g[..., n] */
+      int64_t perm[TH_MAX_DIMS], s2[2] = {k, B * n}, bn = B * n;
+      int j = 0;
+      perm[j++] = cv->ndim - 2;
+      for (int i = 0; i < cv->ndim; i++)
+        if (i != cv->ndim - 2) perm[j++] = i;
+      TH_TRY(th_tu_transpose(tr, c, perm, &t));
+      TH_TRY(th_tu_reshape(tr, t, 2, s2, &t));
+      TH_TRY(th_tu_reshape(tr, g, 1, &bn, &u));
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, t, u, &grads[0]));
+    }
+    if (dc) {
+      int64_t s2[2] = {k, 1};
+      TH_TRY(th_tu_reshape(tr, a, 2, s2, &t));
+      TH_TRY(th_tu_unsqueeze(tr, g, gv->ndim - 1, &u));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, t, u, &grads[1]));
+    }
+  }
+  return TH_OK;
+}
+
+static th_status linear_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  th_arg a = b->args[0], w = b->args[1], bias = b->args[2], g = cts[0], t, u, g2;
+  const th_value *av = a.u.value, *wv = w.u.value;
+  int64_t in = wv->shape[1], outf = wv->shape[0], M = numel_upto(av, av->ndim - 1);
+  int64_t sg[2] = {M, outf}, sa[2] = {M, in};
+  if (th_vjp_is_float_tensor(&a)) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_matmul, g, w, &grads[0]));
+  if (th_vjp_is_float_tensor(&w) || th_vjp_is_float_tensor(&bias)) TH_TRY(th_tu_reshape(tr, g, 2, sg, &g2));
+  if (th_vjp_is_float_tensor(&w)) {
+    TH_TRY(mT(tr, g2, &t));
+    TH_TRY(th_tu_reshape(tr, a, 2, sa, &u));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, t, u, &grads[1]));
+  }
+  if (th_vjp_is_float_tensor(&bias)) {
+    th_arg di[1];
+    int64_t zero = 0;
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, g2, th_tu_ints(di, 1, &zero), &grads[2]));
+  }
+  return TH_OK;
+}
+
+const th_vjp_entry th_vjp_table_prims_linalg[] = {
+    {TH_OP_prims_matmul, TH_VJP_RULE, matmul_vjp},
+    {TH_OP_prims_linear, TH_VJP_RULE, linear_vjp},
+};
+const int th_vjp_table_prims_linalg_n = (int)(sizeof th_vjp_table_prims_linalg / sizeof th_vjp_table_prims_linalg[0]);

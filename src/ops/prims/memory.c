@@ -6,6 +6,7 @@
  * the write, so later readers depend on the copy (functionalized in-place ops, Thunder §6). */
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
+#include "ops/vjp.h"
 
 /* ---- copy_(copy_from, copy_to, *, grad_enabled) ------------------------------------------------------ */
 
@@ -30,3 +31,19 @@ th_status prims_copy_meta(th_trace *tr, const th_symbol *sym, const th_arg *args
                     th_meta_dtype_repr(src->dtype));
   return th_meta_new_tensor_like(tr, dst, dst->dtype, dst->ndim, dst->shape, out);
 }
+
+/* ---- vjp (ops/vjp.h) -----------------------------------------------------------------------------------
+ * copy_(src, dst): the output is dst's new version, equal to src, so src gets the output's cotangent
+ * and dst's old version none (it was overwritten). A copy_ onto a trace input that requires grad is
+ * refused by the grad transform (PyTorch: "a leaf Variable that requires grad is being used in an
+ * in-place operation."). */
+static th_status copy_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  (void)tr;
+  if (th_vjp_is_float_tensor(&b->args[0])) grads[0] = cts[0];
+  return TH_OK;
+}
+
+const th_vjp_entry th_vjp_table_prims_memory[] = {
+    {TH_OP_prims_copy_, TH_VJP_RULE, copy_vjp},
+};
+const int th_vjp_table_prims_memory_n = (int)(sizeof th_vjp_table_prims_memory / sizeof th_vjp_table_prims_memory[0]);

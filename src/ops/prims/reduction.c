@@ -10,6 +10,7 @@
 
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
+#include "ops/vjp.h"
 
 /* ---- shared: dims checking and the reduced shape --------------------------------------------------- */
 
@@ -129,3 +130,142 @@ th_status prims_argminmax_meta(th_trace *tr, const th_symbol *sym, const th_arg 
   }
   return th_meta_new_tensor(tr, TH_I64, a->device, ndim, shape, false, out);
 }
+
+/* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
+ * PyTorch's: sum broadcasts g back; prod divides the product by each element, handling zeros as
+ * prod_backward does (one zero: that element gets the product of the others; two or more: all zero);
+ * amax/amin split g evenly among the elements equal to the result; var gives g * 2 (a - mean) /
+ * (N - correction); var_mean adds the mean's g / N. argmax/argmin have integer results. */
+
+/* The reduced dims of b (args[1]) as a mask over a's dims, and N = the number of elements reduced. */
+static th_status reduced_dims(const th_bsym *b, const th_value *a, bool *mask, int64_t *count) {
+  int64_t dims[TH_MAX_DIMS];
+  int n;
+  TH_TRY(th_meta_int_list(b->sym->qualname, "dims", &b->args[1], dims, &n));
+  for (int d = 0; d < TH_MAX_DIMS; d++) mask[d] = false;
+  *count = 1;
+  for (int k = 0; k < n; k++)
+    if (dims[k] < a->ndim) {
+      mask[dims[k]] = true;
+      *count *= a->shape[dims[k]];
+    }
+  return TH_OK;
+}
+
+/* x of the reduced shape broadcast back to a's shape. */
+static th_status restore(th_trace *tr, th_arg x, const th_value *a, const bool *mask, th_arg *out) {
+  int64_t bd[TH_MAX_DIMS];
+  int nb = 0;
+  for (int d = 0; d < a->ndim; d++)
+    if (!mask[d]) bd[nb++] = d;
+  if (nb == a->ndim) {
+    *out = x;
+    return TH_OK;
+  }
+  th_arg si[TH_MAX_DIMS], bi[TH_MAX_DIMS];
+  return th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, x, th_tu_ints(si, a->ndim, a->shape), th_tu_ints(bi, nb, bd),
+                     out);
+}
+
+#define VJ2(op, a, b, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, b, o))
+
+static th_status sum_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  bool mask[TH_MAX_DIMS];
+  int64_t n;
+  TH_TRY(reduced_dims(b, a->u.value, mask, &n));
+  return restore(tr, cts[0], a->u.value, mask, &grads[0]);
+}
+
+static th_status prod_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const th_value *av = a->u.value;
+  bool mask[TH_MAX_DIMS];
+  int64_t n;
+  TH_TRY(reduced_dims(b, av, mask, &n));
+  th_arg z, zf, nz, a1, p1, g, t, u;
+  VJ2(eq, *a, th_arg_float(0.0), &z);
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_convert_element_type, z, th_arg_dtype(av->dtype), &zf));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, zf, b->args[1], &nz)); /* zeros per product */
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(1.0), *a, &a1));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_prod, a1, b->args[1], &p1)); /* product of the nonzero elements */
+  TH_TRY(restore(tr, nz, av, mask, &nz));
+  TH_TRY(restore(tr, p1, av, mask, &p1));
+  TH_TRY(restore(tr, cts[0], av, mask, &g));
+  /* where(nz == 0, p1 / a, where(nz == 1 & z, p1, 0)) */
+  VJ2(eq, nz, th_arg_float(1.0), &u);
+  VJ2(logical_and, u, z, &u);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, p1, th_arg_float(0.0), &u));
+  VJ2(true_divide, p1, *a, &t);
+  th_arg none;
+  VJ2(eq, nz, th_arg_float(0.0), &none);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, none, t, u, &t));
+  VJ2(mul, g, t, &grads[0]);
+  return TH_OK;
+}
+
+static th_status amax_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const th_value *av = a->u.value;
+  bool mask[TH_MAX_DIMS];
+  int64_t n;
+  TH_TRY(reduced_dims(b, av, mask, &n));
+  th_arg y, m, cnt, g;
+  TH_TRY(restore(tr, th_vjp_out(b), av, mask, &y));
+  VJ2(eq, *a, y, &m);
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_convert_element_type, m, th_arg_dtype(av->dtype), &m));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, m, b->args[1], &cnt));
+  VJ2(true_divide, cts[0], cnt, &g); /* (g / count) * mask, as PyTorch's scale_grad_by_count */
+  TH_TRY(restore(tr, g, av, mask, &g));
+  VJ2(mul, g, m, &grads[0]);
+  return TH_OK;
+}
+
+/* var and var_mean: cts[0] the variance's cotangent (NONE for var_mean when only the mean is used),
+ * cts[1] the mean's (var_mean only). */
+static th_status var_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const th_value *av = a->u.value;
+  bool mask[TH_MAX_DIMS];
+  int64_t n;
+  TH_TRY(reduced_dims(b, av, mask, &n));
+  bool is_vm = b->sym->id == TH_OP_prims_var_mean;
+  th_arg gv = cts[0], gm = is_vm ? cts[1] : th_arg_none(), acc = th_arg_none(), t, mean;
+  if (gv.kind == TH_ARG_VALUE) {
+    double corr = 0;
+    th_meta_number_value(&b->args[2], &corr, NULL);
+    if (is_vm) {
+      mean = b->out.u.seq.items[1];
+    } else {
+      TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, *a, b->args[1], &mean));
+      VJ2(true_divide, mean, th_arg_float((double)n), &mean);
+    }
+    TH_TRY(restore(tr, mean, av, mask, &mean));
+    VJ2(sub, *a, mean, &t);
+    TH_TRY(restore(tr, gv, av, mask, &gv));
+    VJ2(mul, gv, t, &t);
+    VJ2(mul, t, th_arg_float(2.0 / ((double)n - corr)), &acc);
+  }
+  if (gm.kind == TH_ARG_VALUE) {
+    VJ2(true_divide, gm, th_arg_float((double)n), &t);
+    TH_TRY(restore(tr, t, av, mask, &t));
+    if (acc.kind == TH_ARG_VALUE) VJ2(add, acc, t, &acc);
+    else acc = t;
+  }
+  grads[0] = acc;
+  return TH_OK;
+}
+#undef VJ2
+
+#define RULE(name, fn) {TH_OP_prims_##name, TH_VJP_RULE, fn}
+const th_vjp_entry th_vjp_table_prims_reduction[] = {
+    RULE(sum, sum_vjp), RULE(prod, prod_vjp), RULE(amax, amax_vjp), RULE(amin, amax_vjp), RULE(var, var_vjp),
+    RULE(var_mean, var_vjp), {TH_OP_prims_argmax, TH_VJP_NONDIFF, NULL}, {TH_OP_prims_argmin, TH_VJP_NONDIFF, NULL},
+};
+const int th_vjp_table_prims_reduction_n =
+    (int)(sizeof th_vjp_table_prims_reduction / sizeof th_vjp_table_prims_reduction[0]);
+#undef RULE

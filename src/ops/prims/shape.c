@@ -11,6 +11,7 @@
 
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
+#include "ops/vjp.h"
 
 /* "(2, 3)" into buf: how Thunder's messages print shapes and int tuples. */
 static const char *tup(const int64_t *v, int n, char *buf, size_t sz) {
@@ -341,3 +342,218 @@ th_status prims_update_aliases_meta(th_trace *tr, const th_symbol *sym, const th
   const th_value *a = th_meta_tensor(&args[0]);
   return th_meta_new_tensor_like(tr, a, a->dtype, a->ndim, a->shape, out);
 }
+
+/* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
+ * The cotangent g moved back through the layout change: broadcast sums over the broadcast dims, reshape
+ * and squeeze reshape back, transpose applies the inverse permutation, flip flips again, slice scatters
+ * into zeros (interleave for strides, then pad with cat), cat slices, take adds g into the taken rows
+ * (a one-hot matmul: there is no index_add prim). clone, shallow_copy and stride_order pass g on. */
+
+static th_status broadcast_in_dim_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const th_value *av = a->u.value, *gv = cts[0].u.value;
+  int64_t bd[TH_MAX_DIMS], red[TH_MAX_DIMS];
+  int nb = 0, nr = 0;
+  TH_TRY(th_meta_int_list(b->sym->qualname, "broadcast_dimensions", &b->args[2], bd, &nb));
+  int src[TH_MAX_DIMS]; /* output dim -> source dim, -1 for a new one */
+  for (int d = 0; d < gv->ndim; d++) src[d] = -1;
+  for (int i = 0; i < nb; i++) src[bd[i]] = i;
+  for (int d = 0; d < gv->ndim; d++)
+    if (src[d] < 0 || (av->shape[src[d]] == 1 && gv->shape[d] != 1)) red[nr++] = d;
+  th_arg g = cts[0];
+  if (nr) {
+    th_arg items[TH_MAX_DIMS];
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, g, th_tu_ints(items, nr, red), &g));
+  }
+  return th_tu_reshape(tr, g, av->ndim, av->shape, &grads[0]);
+}
+
+/* reshape, squeeze: back to a's shape */
+static th_status reshape_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  return th_tu_reshape(tr, cts[0], a->u.value->ndim, a->u.value->shape, &grads[0]);
+}
+
+static th_status transpose_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  int64_t perm[TH_MAX_DIMS], inv[TH_MAX_DIMS];
+  int n;
+  TH_TRY(th_meta_int_list(b->sym->qualname, "permutation", &b->args[1], perm, &n));
+  for (int i = 0; i < n; i++) inv[perm[i]] = i;
+  return th_tu_transpose(tr, cts[0], inv, &grads[0]);
+}
+
+static th_status flip_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
+  return th_tu_call2(tr, TH_OP_prims_flip, cts[0], b->args[1], &grads[0]);
+}
+
+/* clone, shallow_copy, stride_order: the same values */
+static th_status identity_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  (void)tr;
+  if (th_vjp_is_float_tensor(&b->args[0])) grads[0] = cts[0];
+  return TH_OK;
+}
+
+static th_status zeros(th_trace *tr, const th_value *like, int d, int64_t len, th_arg *out) {
+  int64_t shape[TH_MAX_DIMS];
+  for (int i = 0; i < like->ndim; i++) shape[i] = like->shape[i];
+  shape[d] = len;
+  return th_tu_full(tr, like->ndim, shape, th_arg_float(0.0), like->device, like->dtype, out);
+}
+
+/* x (length L along d) placed at start, start + step, ... of a zero tensor of length n along d. */
+static th_status unslice_dim(th_trace *tr, th_arg x, int d, int64_t start, int64_t step, int64_t n, th_arg *out) {
+  const th_value *v = x.u.value;
+  int64_t len = v->shape[d];
+  if (len == n) {
+    *out = x;
+    return TH_OK;
+  }
+  if (len == 0) return zeros(tr, v, d, n, out);
+  th_arg cur = x;
+  if (step > 1) { /* interleave: [.., L, ..] -> [.., L, 1, ..] ++ zeros [.., L, step - 1, ..] -> [.., L * step, ..] */
+    th_arg u, z, items[2];
+    TH_TRY(th_tu_unsqueeze(tr, cur, d + 1, &u));
+    TH_TRY(zeros(tr, u.u.value, d + 1, step - 1, &z));
+    items[0] = u;
+    items[1] = z;
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(2, items), th_arg_int(d + 1), &cur));
+    int64_t shape[TH_MAX_DIMS];
+    for (int i = 0; i < v->ndim; i++) shape[i] = v->shape[i];
+    shape[d] = len * step;
+    TH_TRY(th_tu_reshape(tr, cur, v->ndim, shape, &cur));
+    len *= step;
+    if (len > n - start) {
+      TH_TRY(th_tu_slice_in_dim(tr, cur, 0, n - start, 1, d, &cur));
+      len = n - start;
+    }
+  }
+  th_arg items[3];
+  int k = 0;
+  if (start > 0) TH_TRY(zeros(tr, cur.u.value, d, start, &items[k++]));
+  items[k++] = cur;
+  if (n - start - len > 0) TH_TRY(zeros(tr, cur.u.value, d, n - start - len, &items[k++]));
+  if (k == 1) {
+    *out = cur;
+    return TH_OK;
+  }
+  return th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(k, items), th_arg_int(d), out);
+}
+
+static th_status slice_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const char *op = b->sym->qualname;
+  const th_value *av = a->u.value;
+  int64_t start[TH_MAX_DIMS], strides[TH_MAX_DIMS];
+  int n;
+  TH_TRY(th_meta_int_list(op, "start_indices", &b->args[1], start, &n));
+  if (b->args[3].kind == TH_ARG_NONE)
+    for (int d = 0; d < av->ndim; d++) strides[d] = 1;
+  else
+    TH_TRY(th_meta_int_list(op, "strides", &b->args[3], strides, &n));
+  th_arg g = cts[0];
+  for (int d = 0; d < av->ndim; d++) TH_TRY(unslice_dim(tr, g, d, start[d], strides[d], av->shape[d], &g));
+  grads[0] = g;
+  return TH_OK;
+}
+
+static th_status cat_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *list = &b->args[0];
+  int n = list->u.seq.n;
+  const th_value *t0 = list->u.seq.items[0].u.value;
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(b->sym->qualname, "dim", &b->args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(b->sym->qualname, dim, t0->ndim, &d));
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n);
+  if (!items) return TH_ERR_NOMEM;
+  int64_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const th_arg *x = &list->u.seq.items[i];
+    int64_t len = x->u.value->shape[d];
+    items[i] = th_arg_none();
+    if (th_vjp_is_float_tensor(x)) TH_TRY(th_tu_slice_in_dim(tr, cts[0], off, off + len, 1, d, &items[i]));
+    off += len;
+  }
+  grads[0] = th_arg_tuple(n, items);
+  return TH_OK;
+}
+
+th_status th_vjp_one_hot(th_trace *tr, th_arg idx, int64_t ncls, int idx_dim, th_dtype dtype, th_arg *out) {
+  const th_value *iv = idx.u.value;
+  int64_t k = iv->shape[0], shape[2];
+  th_arg io, ib, cb, oh, si[2], bi[1];
+  TH_TRY(th_tu_iota(tr, ncls, 0, 1, iv->device, iv->dtype, &io));
+  shape[idx_dim] = k;
+  shape[1 - idx_dim] = ncls;
+  int64_t di = idx_dim, dc = 1 - idx_dim;
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, idx, th_tu_ints(si, 2, shape), th_tu_ints(bi, 1, &di), &ib));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, io, th_tu_ints(si, 2, shape), th_tu_ints(bi, 1, &dc), &cb));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, ib, cb, &oh));
+  return th_tu_call2(tr, TH_OP_prims_convert_element_type, oh, th_arg_dtype(dtype), out);
+}
+
+/* take(a, index, dim): g's slices added into the rows they came from. Negative indices are not wrapped. */
+static th_status take_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const th_value *av = a->u.value, *gv = cts[0].u.value, *iv = b->args[1].u.value;
+  if (av->ndim == 0) {
+    grads[0] = cts[0];
+    return TH_OK;
+  }
+  int64_t dim, n, k = iv->ndim ? iv->shape[0] : 1, M = 1;
+  int d;
+  TH_TRY(th_meta_int(b->sym->qualname, "dim", &b->args[2], &dim));
+  TH_TRY(th_meta_canonical_dim(b->sym->qualname, dim, av->ndim, &d));
+  n = av->shape[d];
+  if (n == 0 || k == 0) return th_vjp_zeros_like(tr, av, &grads[0]);
+  th_arg idx = b->args[1], oh, g = cts[0], r;
+  int64_t one = 1;
+  if (iv->ndim == 0) TH_TRY(th_tu_reshape(tr, idx, 1, &one, &idx));
+  TH_TRY(th_vjp_one_hot(tr, idx, n, 0, gv->dtype, &oh)); /* (k, n) */
+  /* g with dim d moved last, as (M, k) */
+  int64_t perm[TH_MAX_DIMS], inv[TH_MAX_DIMS], pshape[TH_MAX_DIMS], two[2];
+  int j = 0;
+  for (int i = 0; i < gv->ndim; i++)
+    if (i != d) perm[j++] = i;
+  perm[j] = d;
+  for (int i = 0; i < gv->ndim; i++) {
+    inv[perm[i]] = i;
+    pshape[i] = gv->shape[perm[i]];
+    if (i < gv->ndim - 1) M *= pshape[i];
+  }
+  TH_TRY(th_tu_transpose(tr, g, perm, &g));
+  two[0] = M;
+  two[1] = k;
+  TH_TRY(th_tu_reshape(tr, g, 2, two, &g));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, g, oh, &r)); /* (M, n) */
+  pshape[gv->ndim - 1] = n;
+  TH_TRY(th_tu_reshape(tr, r, gv->ndim, pshape, &r));
+  return th_tu_transpose(tr, r, inv, &grads[0]);
+}
+
+static th_status update_aliases_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  (void)tr;
+  (void)cts;
+  (void)grads;
+  return th_error(TH_ERR_NOT_IMPLEMENTED,
+                  "%s: cannot differentiate an in-place update seen through an alias (a view of a tensor that was "
+                  "updated in place, e.g. `v = y[0]; y.add_(1)`); compute the view after the update, or clone it",
+                  b->sym->qualname);
+}
+
+#define RULE(name, fn) {TH_OP_prims_##name, TH_VJP_RULE, fn}
+const th_vjp_entry th_vjp_table_prims_shape[] = {
+    RULE(broadcast_in_dim, broadcast_in_dim_vjp), RULE(reshape, reshape_vjp), RULE(squeeze, reshape_vjp),
+    RULE(transpose, transpose_vjp), RULE(slice_prim, slice_vjp), RULE(flip, flip_vjp), RULE(cat, cat_vjp),
+    RULE(take, take_vjp), RULE(clone, identity_vjp), RULE(shallow_copy, identity_vjp),
+    RULE(stride_order, identity_vjp), RULE(update_aliases, update_aliases_vjp),
+};
+const int th_vjp_table_prims_shape_n = (int)(sizeof th_vjp_table_prims_shape / sizeof th_vjp_table_prims_shape[0]);
+#undef RULE

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
+#include "ops/vjp.h"
 
 /* sqrt(1/2) and sqrt(2/pi) = M_SQRT2 * M_2_SQRTPI * 0.5, as PyTorch's gelu kernels spell them */
 static const double k_sqrt1_2 = 0.70710678118654752440;
@@ -681,3 +682,95 @@ th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], mask, &y));
   return th_tu_call2(tr, TH_OP_ltorch_mul, y, th_arg_float(1.0 / (1.0 - p)), out);
 }
+
+/* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
+ * Torch-level ops otherwise get their gradient through their decomposition; these have direct rules
+ * because the decomposition's would be wasteful or numerically worse:
+ *   softmax      gx = y * (g - sum(g * y, dim, keepdim=True))  (PyTorch's _softmax_backward_data; the
+ *                decomposition would also differentiate its amax shift, whose gradient is zero only in
+ *                exact arithmetic)
+ *   log_softmax  gx = g - exp(y) * sum(g, dim, keepdim=True)
+ *                both in float32 for a low-precision result, converted to the input's dtype;
+ *   embedding    the weight's gradient as one matmul of the (n, K) one-hot of the indices with g as
+ *                (K, d), the padding_idx row zeroed and, with scale_grad_by_freq, each row divided by
+ *                its index's count (PyTorch's embedding_backward; the decomposition's prims.take rule
+ *                would ignore padding_idx). */
+
+static th_status softmax_vjp_common(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads, bool log) {
+  const th_arg *x = &b->args[0];
+  if (!th_vjp_is_float_tensor(x)) return TH_OK;
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(b->sym->qualname, "dim", &b->args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(b->sym->qualname, dim, x->u.value->ndim, &d));
+  th_arg y = th_vjp_out(b), g = cts[0], t, s, r;
+  th_dtype cd = th_tu_computation_dtype(y.u.value->dtype);
+  TH_TRY(th_tu_convert(tr, &y, cd));
+  TH_TRY(th_tu_convert(tr, &g, cd));
+  if (log) {
+    TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, y, &t));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, g, th_arg_int(d), th_arg_bool(true), &s));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, t, s, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, g, t, &r));
+  } else {
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, y, &t));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, t, th_arg_int(d), th_arg_bool(true), &s));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, g, s, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, y, t, &r));
+  }
+  TH_TRY(th_tu_convert(tr, &r, x->u.value->dtype));
+  grads[0] = r;
+  return TH_OK;
+}
+
+static th_status softmax_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  return softmax_vjp_common(tr, b, cts, grads, false);
+}
+static th_status log_softmax_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  return softmax_vjp_common(tr, b, cts, grads, true);
+}
+
+static th_status embedding_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *w = &b->args[1];
+  if (!th_vjp_is_float_tensor(w)) return TH_OK;
+  const char *op = b->sym->qualname;
+  const th_value *iv = b->args[0].u.value, *wv = w->u.value;
+  int64_t n = wv->shape[0], dd = wv->shape[1], K = th_value_numel(iv);
+  if (n == 0 || K == 0) return th_vjp_zeros_like(tr, wv, &grads[1]);
+  th_arg idx, oh, g2, gw, si[2], bi[1];
+  int64_t s2[2] = {K, dd}, sw[2] = {n, dd}, zero = 0;
+  TH_TRY(th_tu_reshape(tr, b->args[0], 1, &K, &idx));
+  TH_TRY(th_vjp_one_hot(tr, idx, n, 1, wv->dtype, &oh)); /* (n, K) */
+  TH_TRY(th_tu_reshape(tr, cts[0], 2, s2, &g2));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, oh, g2, &gw)); /* (n, d) */
+  bool freq = false;
+  TH_TRY(th_tu_bool(op, "scale_grad_by_freq", &b->args[5], &freq));
+  if (freq) {
+    th_arg cnt, z, di[1];
+    int64_t one = 1;
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, oh, th_tu_ints(di, 1, &one), &cnt)); /* (n,) */
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, cnt, th_arg_float(0.0), &z));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(1.0), cnt, &cnt));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, cnt, th_tu_ints(si, 2, sw), th_tu_ints(bi, 1, &zero), &cnt));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, gw, cnt, &gw));
+  }
+  if (b->args[2].kind != TH_ARG_NONE) {
+    int64_t pad;
+    th_arg io, keep;
+    TH_TRY(th_meta_int(op, "padding_idx", &b->args[2], &pad));
+    if (pad < 0) pad += n;
+    TH_TRY(th_tu_iota(tr, n, 0, 1, wv->device, TH_I64, &io));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_ne, io, th_arg_int(pad), &keep));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, keep, th_tu_ints(si, 2, sw), th_tu_ints(bi, 1, &zero), &keep));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, keep, gw, th_arg_float(0.0), &gw));
+  }
+  grads[1] = gw;
+  return TH_OK;
+}
+
+const th_vjp_entry th_vjp_table_torch_nn[] = {
+    {TH_OP_ltorch_softmax, TH_VJP_RULE, softmax_vjp},
+    {TH_OP_ltorch_log_softmax, TH_VJP_RULE, log_softmax_vjp},
+    {TH_OP_ltorch_embedding, TH_VJP_RULE, embedding_vjp},
+};
+const int th_vjp_table_torch_nn_n = (int)(sizeof th_vjp_table_torch_nn / sizeof th_vjp_table_torch_nn[0]);

@@ -1,0 +1,341 @@
+/* mathlib.h — branch-free float32 exp, exp2, expm1, log, log2, log1p, tanh and erf for the fuser's
+ * generated kernels. glibc's expf/tanhf/erff are scalar calls: inside a fused loop they block gcc's
+ * auto-vectorizer and dominate the kernel's time. These versions are straight-line code (range
+ * reduction, a polynomial, integer exponent tricks, selects instead of branches), so a loop calling
+ * them under `#pragma omp simd` vectorizes (AVX2: 8 lanes) at the fuser's -O1 and at -O3
+ * (-ffp-contract=off, no -ffast-math). Self-contained: C11, standard headers only, all `static inline`.
+ *
+ * Accuracy: within 2 ulp of the exact value for every float32 input (tests/unit/test_fuser_mathlib.c
+ * checks it against double libm), with C99 Annex F / glibc special values: NaN -> NaN, the infinities
+ * and overflow/underflow limits, -0.0 kept where libm keeps it, subnormal inputs and results handled.
+ * With a hardware FMA (__FP_FAST_FMAF, e.g. -march=native on x86-64-v3) the polynomials use fmaf;
+ * without one, a*b+c. Measured over all 2^32 inputs (max |error| in ulp, fmaf path / a*b+c path):
+ *   expf 1.01 / 0.99   exp2f 0.87 / 1.06   expm1f 0.94 / 1.08   logf  0.88 / 0.89
+ *   log2f 1.14 / 1.22  log1pf 0.94 / 0.94  tanhf 1.03 / 1.09    erff  1.14 / 1.31
+ * so every result is the correctly rounded one or a neighbour of it. sin and cos stay libm calls:
+ * 2 ulp over their full range needs a Payne-Hanek reduction, which straight-line and without table
+ * gathers (that gcc does not vectorize on AVX2 targets like Zen) is not written here.
+ *
+ * Polynomials: weighted minimax fits (discrete Remez exchange in float64 against mpmath values, the
+ * coefficients rounded to float32 one at a time, lowest degree first, refitting the rest), each over
+ * its reduced interval with the weight of the error it causes in the final result.
+ *
+ * Routing: after <tgmath.h>, the block at the end (unless TH_M_NO_ROUTING is defined) makes the
+ * type-generic names exp, exp2, expm1, log, log2, log1p, tanh and erf call these functions for float
+ * arguments and libm's double functions for everything else (integers convert to double, as with
+ * tgmath; long double would lose its extra precision: the fuser never passes one). Include this header
+ * after all standard headers (the macros would otherwise rewrite their declarations). */
+#ifndef TH_FUSER_MATHLIB_H
+#define TH_FUSER_MATHLIB_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define TH_M_INLINE static inline __attribute__((always_inline))
+#else
+#define TH_M_INLINE static inline
+#endif
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+TH_M_INLINE uint32_t th_m_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+TH_M_INLINE float th_m_float(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* a*b + c: one rounding where the hardware has an FMA, two otherwise (all error bounds allow both) */
+TH_M_INLINE float th_m_fma(float a, float b, float c) {
+#ifdef __FP_FAST_FMAF
+  return fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+/* c ? a : b as bit masks. A plain ?: becomes a branch that gcc may thread (specializing the code
+ * after a clamp to a constant) and then cannot if-convert, since without -ffast-math it will not
+ * speculate floating-point operations; the masks keep the loop body straight-line. NaN compares
+ * false, so th_m_sel(x > hi, hi, x) keeps a NaN x. */
+TH_M_INLINE float th_m_sel(int c, float a, float b) {
+  uint32_t m = 0u - (uint32_t)(c != 0);
+  return th_m_float((th_m_bits(a) & m) | (th_m_bits(b) & ~m));
+}
+
+/* 2^k for an integer k in [-126, 127], built in the exponent field */
+TH_M_INLINE float th_m_pow2i(int32_t k) { return th_m_float(((uint32_t)k + 127u) << 23); }
+
+/* ln 2 = TH_M_LN2_HI + TH_M_LN2_LO; the high part has 15 significant bits, so k * TH_M_LN2_HI is
+ * exact for |k| <= 255 and x - k * TH_M_LN2_HI is exact near x = k ln 2 (Cody-Waite reduction). */
+#define TH_M_LN2_HI 0x1.62e4p-1f
+#define TH_M_LN2_LO 0x1.7f7d1cp-20f
+#define TH_M_LOG2E 0x1.715476p+0f
+/* adding 1.5 * 2^23 rounds a float of magnitude < 2^22 to an integer, left in the low mantissa bits */
+#define TH_M_SHIFT 0x1.8p23f
+#define TH_M_SHIFT_BITS 0x4b400000u
+
+/* e^r on |r| <= 0.3484 as 1 + (r + r^2 Q(r)); Q minimax with weight r^2 / e^r: 2^-28.2 */
+TH_M_INLINE float th_m_exp_poly(float r) {
+  float q = 0x1.6af48cp-10f;
+  q = th_m_fma(q, r, 0x1.124244p-7f);
+  q = th_m_fma(q, r, 0x1.555838p-5f);
+  q = th_m_fma(q, r, 0x1.555486p-3f);
+  q = th_m_fma(q, r, 0x1.fffffcp-2f);
+  return 1.0f + th_m_fma(r * r, q, r);
+}
+
+/* x = k ln 2 + r with |r| <= 0.3484 (k in the low bits of the returned float, as in TH_M_SHIFT) */
+TH_M_INLINE float th_m_exp_reduce(float x, int32_t *k) {
+  float kf = th_m_fma(x, TH_M_LOG2E, TH_M_SHIFT);
+  *k = (int32_t)(th_m_bits(kf) - TH_M_SHIFT_BITS);
+  kf -= TH_M_SHIFT;
+  float r = th_m_fma(-kf, TH_M_LN2_HI, x); /* exact */
+  return th_m_fma(-kf, TH_M_LN2_LO, r);
+}
+
+/* e^x for x in [-104, 89] or NaN: e^x = 2^k e^r, with 2^k applied in two factors so that subnormal
+ * results are rounded once and k = 128 overflows to +inf. */
+TH_M_INLINE float th_m_exp_core(float x) {
+  int32_t k;
+  float r = th_m_exp_reduce(x, &k);
+  int32_t k1 = k / 2, k2 = k - k1;
+  return th_m_exp_poly(r) * th_m_pow2i(k1) * th_m_pow2i(k2);
+}
+
+/* e^x for x in [-87, 88] or NaN (normal results): one scaling */
+TH_M_INLINE float th_m_exp_normal(float x) {
+  int32_t k;
+  float r = th_m_exp_reduce(x, &k);
+  return th_m_exp_poly(r) * th_m_pow2i(k);
+}
+
+/* e^x - 1 for x in [-18, 88.8] or NaN, |x| >= 2^-25. x = k ln 2 + r with r = rhi + rlo (rhi exact),
+ * e^r - 1 = rhi + tail, tail = rlo + r^2 Q(r) (Q minimax with weight r^2 / |e^r - 1|: 2^-28.0), and
+ * e^x - 1 = 2 ((s - 1/2) + s rhi + s tail) with s = 2^(k-1): the first two terms are summed with the
+ * rounding errors of s - 1/2 and of the sum kept (Fast2Sum); k = 128 overflows at the last doubling. */
+TH_M_INLINE float th_m_expm1_core(float x) {
+  float kf = th_m_fma(x, TH_M_LOG2E, TH_M_SHIFT);
+  int32_t k = (int32_t)(th_m_bits(kf) - TH_M_SHIFT_BITS);
+  kf -= TH_M_SHIFT;
+  float rhi = th_m_fma(-kf, TH_M_LN2_HI, x); /* exact */
+  float rlo = -kf * TH_M_LN2_LO;
+  float r = rhi + rlo;
+  float q = 0x1.3ae7c6p-13f;
+  q = th_m_fma(q, r, 0x1.6d2e4ap-10f);
+  q = th_m_fma(q, r, 0x1.1155a8p-7f);
+  q = th_m_fma(q, r, 0x1.555502p-5f);
+  q = th_m_fma(q, r, 0x1.55552cp-3f);
+  q = th_m_fma(q, r, 0x1p-1f);
+  float tail = th_m_fma(r * r, q, rlo); /* e^r - 1 = rhi + tail */
+  float sc = th_m_pow2i(k - 1);
+  float a = sc - 0.5f, b = sc * rhi; /* |a| >= |b|; b exact, a exact for k <= 24 */
+  float aerr = (sc - a) - 0.5f;      /* exact: (sc - 1/2) - a, nonzero for k > 24 */
+  float hi = a + b;
+  float lo = th_m_fma(sc, tail, ((a - hi) + b) + aerr); /* (a - hi) + b: the rounding error of hi */
+  return (hi + lo) * 2.0f;
+}
+
+/* The reduction shared by log, log2 and log1p: a positive normal x = 2^e m with m in
+ * [sqrt(1/2), sqrt(2)); returns m - 1 (exact) and sets *e. Garbage (but no UB) for other inputs. */
+TH_M_INLINE float th_m_log_reduce(float x, int32_t *e) {
+  uint32_t t = th_m_bits(x) - 0x3f3504f3u; /* the bits of sqrt(1/2) */
+  int32_t ex = (int32_t)((t + 0x40000000u) >> 23) - 128;
+  *e = ex;
+  return th_m_float(th_m_bits(x) - ((uint32_t)ex << 23)) - 1.0f;
+}
+
+/* log(1 + f) - f = f^2 P(f) on f in [sqrt(1/2) - 1, sqrt(2) - 1]; P minimax with weight
+ * f^2 / |log(1 + f)|: 2^-27.8 */
+TH_M_INLINE float th_m_log1p_tail(float f) {
+  float p = -0x1.320772p-4f;
+  p = th_m_fma(p, f, 0x1.071cbep-3f);
+  p = th_m_fma(p, f, -0x1.0fd34p-3f);
+  p = th_m_fma(p, f, 0x1.22a7d4p-3f);
+  p = th_m_fma(p, f, -0x1.541ce8p-3f);
+  p = th_m_fma(p, f, 0x1.99a1p-3f);
+  p = th_m_fma(p, f, -0x1.000448p-2f);
+  p = th_m_fma(p, f, 0x1.555556p-2f);
+  p = th_m_fma(p, f, -0x1.fffff8p-2f);
+  return (f * f) * p;
+}
+
+/* log at special inputs: +inf -> +inf, NaN -> NaN, +-0 -> -inf, x < 0 -> NaN */
+TH_M_INLINE float th_m_log_special(float x) {
+  return x + th_m_sel(x == 0.0f, -INFINITY, th_m_sel(x < 0.0f, NAN, 0.0f));
+}
+
+/* ---- the functions ------------------------------------------------------------------------------ */
+
+/* e^x. x > 88.72284 -> +inf, x < -103.97208 -> +0, subnormal results rounded once. */
+TH_M_INLINE float th_m_expf(float x) {
+  float xc = th_m_sel(x > 89.0f, 89.0f, x);
+  xc = th_m_sel(xc < -104.0f, -104.0f, xc);
+  return th_m_exp_core(xc);
+}
+
+/* 2^x. x >= 128 -> +inf, x <= -150 -> +0. x = k + r, |r| <= 1/2, 2^r = 1 + r Q(r) (Q minimax with
+ * weight |r| / 2^r: 2^-32.5). */
+TH_M_INLINE float th_m_exp2f(float x) {
+  float xc = th_m_sel(x > 129.0f, 129.0f, x);
+  xc = th_m_sel(xc < -151.0f, -151.0f, xc);
+  float kf = xc + TH_M_SHIFT;
+  int32_t k = (int32_t)(th_m_bits(kf) - TH_M_SHIFT_BITS);
+  kf -= TH_M_SHIFT;
+  float r = xc - kf; /* exact */
+  float q = 0x1.e08cbp-17f;
+  q = th_m_fma(q, r, 0x1.440bb2p-13f);
+  q = th_m_fma(q, r, 0x1.5da598p-10f);
+  q = th_m_fma(q, r, 0x1.3b2a5ep-7f);
+  q = th_m_fma(q, r, 0x1.c6b06ep-5f);
+  q = th_m_fma(q, r, 0x1.ebfbep-3f);
+  q = th_m_fma(q, r, 0x1.62e43p-1f);
+  int32_t k1 = k / 2, k2 = k - k1;
+  return th_m_fma(r, q, 1.0f) * th_m_pow2i(k1) * th_m_pow2i(k2);
+}
+
+/* e^x - 1. x > 88.72284 -> +inf, x < -17.3287 -> -1, |x| < 2^-25 -> x (so -0 -> -0). */
+TH_M_INLINE float th_m_expm1f(float x) {
+  float xc = th_m_sel(x > 88.8f, 88.8f, x);
+  xc = th_m_sel(xc < -18.0f, -18.0f, xc);
+  float y = th_m_expm1_core(xc);
+  return th_m_sel(fabsf(x) < 0x1p-25f, x, y);
+}
+
+/* Natural logarithm. Subnormals are scaled by 2^23 first; log x = e ln 2 + log(1 + f) with the
+ * leading sum e*LN2_HI + f formed exactly (Fast2Sum). log(+-0) = -inf, log(x < 0) = NaN. */
+TH_M_INLINE float th_m_logf(float x) {
+  int sub = x < 0x1p-126f;
+  float xs = x * th_m_sel(sub, 0x1p23f, 1.0f);
+  int32_t e;
+  float f = th_m_log_reduce(xs, &e);
+  float ef = (float)e - th_m_sel(sub, 23.0f, 0.0f);
+  float a = ef * TH_M_LN2_HI; /* exact */
+  float s = a + f;
+  float err = (a - s) + f; /* |a| >= |f| or a == 0: the exact rounding error of s */
+  float lo = th_m_fma(ef, TH_M_LN2_LO, th_m_log1p_tail(f)) + err;
+  float y = s + lo;
+  return th_m_sel((x > 0.0f) & (x < INFINITY), y, th_m_log_special(x));
+}
+
+/* Base-2 logarithm: e + log2(1 + f), the leading product f * log2(e) split into an exact 12x12-bit
+ * product plus small terms. Exact for powers of two. */
+TH_M_INLINE float th_m_log2f(float x) {
+  int sub = x < 0x1p-126f;
+  float xs = x * th_m_sel(sub, 0x1p23f, 1.0f);
+  int32_t e;
+  float f = th_m_log_reduce(xs, &e);
+  float ef = (float)e - th_m_sel(sub, 23.0f, 0.0f);
+  float fhi = th_m_float(th_m_bits(f) & 0xfffff000u), flo = f - fhi;
+  const float l_hi = 0x1.714p+0f, l_lo = 0x1.47652cp-12f; /* log2(e) = l_hi + l_lo, l_hi 12 bits */
+  float hi = fhi * l_hi;                                  /* exact */
+  float lo = th_m_fma(flo, TH_M_LOG2E, fhi * l_lo);
+  lo = th_m_fma(th_m_log1p_tail(f), TH_M_LOG2E, lo);
+  float y = ef + (hi + lo);
+  return th_m_sel((x > 0.0f) & (x < INFINITY), y, th_m_log_special(x));
+}
+
+/* log(1 + x). u = 1 + x rounded, c = x - (u - 1) its exact rounding error; log(1 + x) =
+ * log u + c/u, except where u is in [sqrt(1/2), sqrt(2)) and the polynomial takes x itself.
+ * x = -1 -> -inf, x < -1 -> NaN, +-0 -> +-0. */
+TH_M_INLINE float th_m_log1pf(float x) {
+  float u = 1.0f + x;
+  int32_t e;
+  float fu = th_m_log_reduce(u, &e);
+  float c = x - (u - 1.0f);
+  int e0 = e == 0;
+  float f = th_m_sel(e0, x, fu);
+  float cu = th_m_sel(e0, 0.0f, c) / u;
+  float ef = (float)e;
+  float a = ef * TH_M_LN2_HI;
+  float s = a + f;
+  float err = (a - s) + f;
+  float lo = th_m_fma(ef, TH_M_LN2_LO, th_m_log1p_tail(f)) + cu + err;
+  float y = s + lo;
+  y = th_m_sel(x == 0.0f, x, y);
+  float sp = x + th_m_sel(x == -1.0f, -INFINITY, th_m_sel(x < -1.0f, NAN, 0.0f));
+  return th_m_sel((x > -1.0f) & (x < INFINITY), y, sp);
+}
+
+/* Hyperbolic tangent. |x| < 1: x + x^3 T(x^2) (T minimax with weight x^2: 2^-30.9); otherwise
+ * 1 - 2E / (1 + E) with E = e^(-2|x|) <= e^-2, which tends to 1 without overflow. Odd: the sign (also
+ * of -0) is copied from x. */
+TH_M_INLINE float th_m_tanhf(float x) {
+  float a = fabsf(x);
+  float a2 = a * a;
+  float t = 0x1.e86cecp-14f;
+  t = th_m_fma(t, a2, -0x1.aee90cp-11f);
+  t = th_m_fma(t, a2, 0x1.8f9f5p-9f);
+  t = th_m_fma(t, a2, -0x1.18de98p-7f);
+  t = th_m_fma(t, a2, 0x1.64c0a4p-6f);
+  t = th_m_fma(t, a2, -0x1.b9f6dep-5f);
+  t = th_m_fma(t, a2, 0x1.11103cp-3f);
+  t = th_m_fma(t, a2, -0x1.555552p-2f);
+  float small = th_m_fma(a, a2 * t, a);
+  float z = -2.0f * a;
+  z = th_m_sel(z < -20.0f, -20.0f, z); /* tanh(10) rounds to 1 */
+  float em = th_m_exp_normal(z);
+  float big = 1.0f - (em + em) / (1.0f + em);
+  return copysignf(th_m_sel(a < 1.0f, small, big), x);
+}
+
+/* Error function. |x| < 1: x + x E(x^2) (E minimax, relative weight: 2^-29.4); 1 <= |x| <= 4:
+ * 1 - e^(-x^2) G(1/|x|) with G(t) ~ erfc(1/t) e^(1/t^2) (minimax with the absolute weight e^(-x^2):
+ * 2^-31.2); |x| > 4 rounds to +-1. Odd, sign copied from x. */
+TH_M_INLINE float th_m_erff(float x) {
+  float a = fabsf(x);
+  float a2 = a * a;
+  float p = 0x1.4771fep-14f;
+  p = th_m_fma(p, a2, -0x1.a3515ep-11f);
+  p = th_m_fma(p, a2, 0x1.53f224p-8f);
+  p = th_m_fma(p, a2, -0x1.b7f71ap-6f);
+  p = th_m_fma(p, a2, 0x1.ce2ce6p-4f);
+  p = th_m_fma(p, a2, -0x1.81273ep-2f);
+  p = th_m_fma(p, a2, 0x1.06eba8p-3f);
+  float small = th_m_fma(a, p, a);
+  float ac = th_m_sel(a > 4.0f, 4.0f, a);
+  ac = th_m_sel(ac < 1.0f, 1.0f, ac);
+  float t = 1.0f / ac;
+  float g = -0x1.27b4c2p-6f;
+  g = th_m_fma(g, t, 0x1.ec1112p-4f);
+  g = th_m_fma(g, t, -0x1.65ff36p-2f);
+  g = th_m_fma(g, t, 0x1.21efaep-1f);
+  g = th_m_fma(g, t, -0x1.fc68cep-2f);
+  g = th_m_fma(g, t, 0x1.78ff42p-5f);
+  g = th_m_fma(g, t, 0x1.1e41c4p-1f);
+  g = th_m_fma(g, t, 0x1.a5bb58p-13f);
+  float big = 1.0f - th_m_exp_normal(-(ac * ac)) * g;
+  return copysignf(th_m_sel(a < 1.0f, small, big), x);
+}
+
+/* ---- routing for generated kernels -------------------------------------------------------------- */
+
+#ifndef TH_M_NO_ROUTING
+/* float arguments go to the functions above, everything else to libm's double function (inside its
+ * own macro the name is not expanded again, so `default: exp` names the libm function) */
+#undef exp
+#undef exp2
+#undef expm1
+#undef log
+#undef log2
+#undef log1p
+#undef tanh
+#undef erf
+#define exp(x) _Generic((x), float: th_m_expf, default: exp)(x)
+#define exp2(x) _Generic((x), float: th_m_exp2f, default: exp2)(x)
+#define expm1(x) _Generic((x), float: th_m_expm1f, default: expm1)(x)
+#define log(x) _Generic((x), float: th_m_logf, default: log)(x)
+#define log2(x) _Generic((x), float: th_m_log2f, default: log2)(x)
+#define log1p(x) _Generic((x), float: th_m_log1pf, default: log1p)(x)
+#define tanh(x) _Generic((x), float: th_m_tanhf, default: tanh)(x)
+#define erf(x) _Generic((x), float: th_m_erff, default: erf)(x)
+#endif
+
+#endif /* TH_FUSER_MATHLIB_H */
