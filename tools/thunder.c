@@ -192,17 +192,27 @@ static void format_type(th_dtype dt, int ndim, const int64_t *shape, char *buf, 
 }
 
 /* Checks a file tensor against the input's recorded dtype and shape. */
-static bool check_input(const char *prog, const th_value *v, const th_tensor *t, const char *path) {
+/* True if t has v's dtype and shape; else prints "<what> from <path>: expected ..., got ..." where what
+ * is `input 'x'` (what NULL) or the caller's description. */
+static bool check_tensor(const char *prog, const th_value *v, const th_tensor *t, const char *path,
+                         const char *what) {
   bool ok = th_tensor_dtype(t) == th_value_dtype(v) && th_tensor_ndim(t) == th_value_ndim(v);
   for (int i = 0; ok && i < th_value_ndim(v); i++) ok = th_tensor_shape(t)[i] == th_value_shape(v)[i];
   if (!ok) {
     char want[128], got[128];
     format_type(th_value_dtype(v), th_value_ndim(v), th_value_shape(v), want, sizeof want);
     format_type(th_tensor_dtype(t), th_tensor_ndim(t), th_tensor_shape(t), got, sizeof got);
-    fprintf(stderr, "thunder: %s: input '%s' from %s: expected %s, got %s\n", prog, th_value_name(v), path,
-            want, got);
+    if (what)
+      fprintf(stderr, "thunder: %s: %s from %s: expected %s, got %s\n", prog, what, path, want, got);
+    else
+      fprintf(stderr, "thunder: %s: input '%s' from %s: expected %s, got %s\n", prog, th_value_name(v), path,
+              want, got);
   }
   return ok;
+}
+
+static bool check_input(const char *prog, const th_value *v, const th_tensor *t, const char *path) {
+  return check_tensor(prog, v, t, path, NULL);
 }
 
 /* The tensors of one .safetensors file, read once. */
@@ -418,9 +428,22 @@ static bool load_cotangents(const char *prog, const th_trace *fwd, const char *p
     if (!t) {
       fprintf(stderr, "thunder: %s: --cotangents %s: no tensor named '%s'\n", prog, path, name);
       ok = false;
-    } else if ((ok = check_input(prog, v, t, path))) {
-      th_tensor_retain(t);
-      cots[i] = t;
+    } else {
+      char what[96];
+      snprintf(what, sizeof what, "--cotangents: %s (for output %d)", single ? "the cotangent" : name, i);
+      if ((ok = check_tensor(prog, v, t, path, what))) {
+        th_tensor_retain(t);
+        cots[i] = t;
+      }
+    }
+  }
+  /* a tensor the program has no output for is a mistake in the file, not something to ignore */
+  for (int j = 0; ok && path && !single && j < f.n; j++) {
+    int k = -1;
+    if (sscanf(f.names[j], "cotangent%d", &k) != 1 || k < 0 || k >= n) {
+      fprintf(stderr, "thunder: %s: --cotangents %s: unexpected tensor '%s' (the program returns %d tensor%s: "
+              "cotangent0..cotangent%d)\n", prog, path, f.names[j], n, n == 1 ? "" : "s", n - 1);
+      ok = false;
     }
   }
   th_tensor_release(single);

@@ -200,6 +200,17 @@ const th_symbol *th_registry_symbol(th_op_id id) {
 }
 
 /* "a.b.name": dotted Python identifiers, at least two; *last = the final one. */
+
+/* Module names printed traces use (`prims.add`, `ltorch.gelu`, `dtypes.float32`, `devices.Device`,
+ * `thunder`, `torch`, `Tensor`): neither a user op's module nor an executor's name (a Python executor's
+ * ops print as `<executor>.<op>`) may take one. */
+static bool reserved_module(const char *m) {
+  static const char *const reserved[] = {"prims", "ltorch", "torch", "Tensor", "thunder", "dtypes", "devices"};
+  for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
+    if (!strcmp(m, reserved[i])) return true;
+  return false;
+}
+
 static th_status check_qualname(const char *q, const char **last) {
   size_t n = strlen(q);
   if (n == 0 || n > 200)
@@ -213,13 +224,9 @@ static th_status check_qualname(const char *q, const char **last) {
     if (!th_is_py_name(p))
       return th_error(TH_ERR_VALUE,
                       "th_op_register: invalid op name '%s': expected 'module.name' made of Python identifiers", q);
-    if (parts++ == 0) {
-      static const char *const reserved[] = {"prims", "ltorch", "torch", "Tensor"};
-      for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
-        if (!strcmp(p, reserved[i]))
-          return th_error(TH_ERR_VALUE, "th_op_register: invalid op name '%s': the module '%s' is reserved for "
-                          "built-in ops", q, p);
-    }
+    if (parts++ == 0 && reserved_module(p))
+      return th_error(TH_ERR_VALUE, "th_op_register: invalid op name '%s': the module '%s' is reserved for "
+                      "built-in ops", q, p);
     if (!dot) break;
   }
   if (parts < 2)
@@ -371,6 +378,11 @@ th_executor *th_executor_new(const char *name) {
   }
   if (!strcmp(name, th_eager_executor.name) || !strcmp(name, th_blas_executor.name) || !strcmp(name, "fuser")) {
     th_error(TH_ERR_VALUE, "th_executor_new: an executor named '%s' is already registered (built in)", name);
+    return NULL;
+  }
+  if (reserved_module(name)) {
+    th_error(TH_ERR_VALUE, "th_executor_new: invalid executor name '%s': the name is reserved (printed traces use "
+             "it as a module)", name);
     return NULL;
   }
   th_executor *e = th_calloc(1, sizeof *e);

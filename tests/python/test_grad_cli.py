@@ -90,6 +90,11 @@ def test_run_grad_usage_errors(cli, tmp_path):
     st.write(tmp_path / "bad.safetensors", {"cotangent0": np.zeros((3, 5)), "cotangent1": np.zeros((3, 5))})
     r = cli("run", prog, "--grad", "--random-inputs", "0", "--cotangents", tmp_path / "bad.safetensors")
     assert r.returncode == 1 and "expected f64[3, 4, 5], got f64[3, 5]" in r.stderr
+    assert "--cotangents: cotangent1 (for output 1)" in r.stderr  # named by the file's key, not a trace name
+    st.write(tmp_path / "extra.safetensors",
+             {"cotangent0": np.zeros((3, 5)), "cotangent1": np.zeros((3, 4, 5)), "cotangent2": np.zeros(2)})
+    r = cli("run", prog, "--grad", "--random-inputs", "0", "--cotangents", tmp_path / "extra.safetensors")
+    assert r.returncode == 1 and "unexpected tensor 'cotangent2'" in r.stderr
 
 
 def test_gpt2_block_grad(cli, tmp_path):

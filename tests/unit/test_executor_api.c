@@ -341,6 +341,13 @@ static void test_register_errors(void **state) {
                TH_ERR_VALUE, "op 'myex.linear_like' is already registered");
   expect_error(th_op_register("prims.f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "reserved");
   expect_error(th_op_register("torch.f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "reserved");
+  expect_error(th_op_register("dtypes.f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "reserved");
+  /* an executor may not take a module name printed traces use (its Python ops print as <name>.<op>) */
+  static const char *const modules[] = {"ltorch", "prims", "torch", "thunder", "dtypes", "devices"};
+  for (size_t i = 0; i < sizeof modules / sizeof *modules; i++) {
+    assert_null(th_executor_new(modules[i]));
+    assert_non_null(strstr(th_last_error(), "reserved"));
+  }
   expect_error(th_op_register("f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "expected 'module.name'");
   expect_error(th_op_register("my-ex.f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "invalid op name");
   expect_error(th_op_register("bad.f", sch, NULL, NULL, 0), TH_ERR_VALUE, "meta is NULL");

@@ -836,6 +836,81 @@ static void test_signbit_vectorized(void **state) {
   th_trace_free(tr);
 }
 
+static int count_files(const char *dir, const char *prefix, const char *suffix);
+
+/* $CC with arguments (make's convention: split at blanks) compiles; the flag reaches the compiler
+ * (an -include of a missing file makes the compile fail, naming the whole $CC). */
+static void test_cc_with_arguments(void **state) {
+  (void)state;
+  th_trace *tr = parse("def computation(a):\n  # a: \"cpu f32[3]\"\n"
+                       "  t0 = prims.add(a, 2.25)\n  t1 = prims.mul(t0, a)\n  return t1\n");
+  static const char *const fused[] = {"fuser", "eager"};
+  char *old = getenv("CC") ? strdup(getenv("CC")) : NULL;
+  setenv("CC", "cc  -DTHUNDER_UNUSED_FLAG=1", 1);
+  assert_int_equal(count_fused(tr, fused, 2), 2);
+  setenv("CC", "cc -include /nonexistent/thunder-test.h", 1); /* the compiler runs and fails */
+  th_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.executors = fused;
+  o.nexecutors = 2;
+  th_program *p = NULL;
+  assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_RUNTIME);
+  assert_non_null(strstr(th_last_error(), "cc -include /nonexistent/thunder-test.h failed"));
+  if (old) setenv("CC", old, 1);
+  else unsetenv("CC");
+  free(old);
+  th_trace_free(tr);
+}
+
+/* A damaged cache entry (an emptied .so, as a full disk or a killed copy leaves it) is rebuilt, not
+ * reported forever: a child process fills a fresh cache, the entry is truncated, this process (which
+ * never loaded it) compiles the same unit again. */
+static void test_damaged_cache_entry(void **state) {
+  (void)state;
+  char xdg[400], dir[440];
+  snprintf(xdg, sizeof xdg, "%.300s/fuser-damaged-%ld", TH_BINARY_DIR, (long)getpid());
+  snprintf(dir, sizeof dir, "%s/thunder-c", xdg);
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  const char *text = "def computation(a):\n  # a: \"cpu f64[4]\"\n"
+                     "  t0 = prims.add(a, 0.8125)\n  t1 = prims.mul(t0, t0)\n  return t1\n";
+  static const char *const fused[] = {"fuser", "eager"};
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    th_trace *t = NULL;
+    th_compile_options o;
+    memset(&o, 0, sizeof o);
+    o.executors = fused;
+    o.nexecutors = 2;
+    th_program *p = NULL;
+    int ok = th_trace_parse(text, "<child>", &t) == TH_OK && th_program_compile(t, &o, &p) == TH_OK;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(count_files(dir, "fusion-", ".so"), 1);
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "for f in '%s'/fusion-*.so; do : > \"$f\"; done", dir);
+  assert_int_equal(system(cmd), 0);
+  th_trace *tr = parse(text);
+  long c0 = th_fuser_stat_compiles();
+  int64_t n = 4;
+  th_tensor *a = th_tensor_new(TH_F64, 1, &n);
+  for (int i = 0; i < 4; i++) ((double *)th_tensor_data(a))[i] = i;
+  int nout = 0;
+  th_tensor **out = run_with(tr, fused, 2, &a, 1, &nout);
+  assert_int_equal(th_fuser_stat_compiles(), c0 + 1); /* rebuilt */
+  assert_true(th_tensor_get_f64(out[0], 3) == 3.8125 * 3.8125);
+  th_tensor_release(out[0]);
+  free(out);
+  th_tensor_release(a);
+  th_trace_free(tr);
+  setenv("XDG_CACHE_HOME", cache_root, 1);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", xdg);
+  assert_int_equal(system(cmd), 0);
+}
+
 static void test_missing_compiler(void **state) {
   (void)state;
   th_trace *tr = parse("def computation(a):\n  # a: \"cpu f32[3]\"\n"
@@ -1112,7 +1187,7 @@ int main(void) {
       cmocka_unit_test(test_horizontal_merge),     cmocka_unit_test(test_seed003_one_region),
       cmocka_unit_test(test_codegen_structure),    cmocka_unit_test(test_golden),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
-      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_signbit_vectorized),     cmocka_unit_test(test_differential),
+      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized),     cmocka_unit_test(test_differential),
       cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_dump_and_cached_load),
       cmocka_unit_test(test_fault_injection),
   };

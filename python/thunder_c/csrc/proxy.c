@@ -564,7 +564,10 @@ PyObject *pyth_record(const char *qualname, const char *display, unsigned flags,
     bool on = ge == Py_True;
     Py_XDECREF(ge);
     if (on) { /* PyTorch's rule for leaves of the autograd graph */
-      PyErr_Format(PyExc_RuntimeError, "%s: a leaf Variable that requires grad is being used in an in-place operation.",
+      PyErr_Format(PyExc_RuntimeError,
+                   "%s: an input that requires grad is updated in place: PyTorch refuses this for a leaf (\"a leaf "
+                   "Variable that requires grad is being used in an in-place operation.\"), and thunder_c for every "
+                   "input that requires grad (a non-leaf one too); update a clone instead",
                    display);
       goto done;
     }

@@ -1,7 +1,8 @@
 /* compile.c — compiling a translation unit of fusion regions into a shared object, with a disk cache.
  *
  * One unit per program (codegen.c: every region of it, after the prelude), so one compiler run. The
- * compiler is $CC (else cc), run through posix_spawnp (no shell) as
+ * compiler is $CC (else cc; split at blanks like make: CC="ccache gcc" works), run through
+ * posix_spawnp (no shell) as
  *   $CC -O1 -march=native -std=c11 -ffp-contract=off -fno-math-errno -fwrapv -fopenmp -fPIC -shared
  *       -o <tmp.so> <tmp.c> -lm
  * (-ffp-contract=off: no FMA contraction, so x * 2 + 1 rounds as the eager executor does; -fwrapv:
@@ -10,12 +11,14 @@
  * keeps the sign of -0.0 where the cast gives +0.0. -O1: the kernels' hot loops carry `omp simd`, which
  * gcc vectorizes at -O1 too; bench_fusion's kernels run as fast as at -O2 (memory-bound), and compile
  * in about 2/3 of the time (-O3 also vectorizes the strided fallbacks: 1.6x -O2's time). The cache
- * directory is $XDG_CACHE_HOME/thunder-c, else $HOME/.cache/thunder-c (made 0700). The key is the SHA-256 (FIPS 180-4) of the source, the compiler's name and `--version` output and the
+ * directory is $XDG_CACHE_HOME/thunder-c, else $HOME/.cache/thunder-c (made with its parents, 0700).
+ * The key is the SHA-256 (FIPS 180-4) of the source, the compiler's name and `--version` output and the
  * flags; a compiled object is written to a temporary file in the cache directory and renamed into place
  * (rename(2) is atomic), so processes compiling the same unit at once never see a partial file. The
  * `--version` output is itself cached per process and on disk (cc-<hash>.txt, keyed by the compiler
  * binary's path, size, mtime and inode), so a warm start runs no process at all: hashing, one access(2)
- * and one dlopen. Loaded objects stay loaded for the process (a program may hold their functions). */
+ * and one dlopen. A cache entry that does not load (truncated, emptied) is removed and built again.
+ * Loaded objects stay loaded for the process (a program may hold their functions). */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <errno.h>
@@ -133,6 +136,22 @@ static const char *compiler(void) {
   return cc && cc[0] ? cc : "cc";
 }
 
+/* $CC split at blanks into at most max-1 words, as make does (`CC="ccache gcc"`, `CC="gcc -m64"`; no
+ * quoting), in buf; the words are NULL-terminated in words. Returns the count (0: nothing but blanks). */
+static int cc_words(const char *cc, char *buf, size_t n, char **words, int max) {
+  snprintf(buf, n, "%s", cc);
+  int k = 0;
+  for (char *p = buf; *p && k < max - 1;) {
+    while (*p == ' ' || *p == '\t') *p++ = '\0';
+    if (!*p) break;
+    words[k++] = p;
+    while (*p && *p != ' ' && *p != '\t') p++;
+  }
+  words[k] = NULL;
+  return k;
+}
+#define CC_MAXWORDS 16
+
 /* Runs argv with stdout+stderr to log_path (or /dev/null). Returns the exit status, -1 if it could not
  * start (errno in *err). */
 static int run(char *const *argv, const char *log_path, int *err) {
@@ -248,7 +267,8 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
   char bin[4096], key[4400], disk[4400];
   struct stat sb;
   disk[0] = 0;
-  if (resolve(cc, bin, sizeof bin) && stat(bin, &sb) == 0) {
+  char wbuf[1024], *w[CC_MAXWORDS + 1];
+  if (cc_words(cc, wbuf, sizeof wbuf, w, CC_MAXWORDS) > 0 && resolve(w[0], bin, sizeof bin) && stat(bin, &sb) == 0) {
     snprintf(key, sizeof key, "%s|%s|%lld|%lld|%lld|%lld", cc, bin, (long long)sb.st_size, (long long)sb.st_mtime,
              (long long)sb.st_ino, (long long)sb.st_dev);
     uint8_t h[32];
@@ -270,7 +290,11 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
   }
   char log[4352];
   snprintf(log, sizeof log, "%s/version-%ld-%lx.txt", dir, (long)getpid(), (unsigned long)thrd_current());
-  char *argv[] = {(char *)cc, "--version", NULL};
+  char ccbuf[1024], *argv[CC_MAXWORDS + 2];
+  int nw = cc_words(cc, ccbuf, sizeof ccbuf, argv, CC_MAXWORDS);
+  if (nw == 0) argv[nw++] = "cc";
+  argv[nw++] = "--version";
+  argv[nw] = NULL;
   int err = 0, rc = run(argv, log, &err);
   if (rc != 0) {
     unlink(log);
@@ -292,6 +316,57 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
   return TH_OK;
 }
 
+/* Compiles source into the cache entry `so` (temporary files named after hex, renamed into place). */
+static th_status build(const char *cc, const char *dir, const char *hex, const char *source, const char *so) {
+  char tmp_c[4400], tmp_so[4400], log[4400];
+  unsigned long tag = (unsigned long)thrd_current() ^ ((unsigned long)getpid() << 20);
+  snprintf(tmp_c, sizeof tmp_c, "%s/tmp-%s-%ld-%lx.c", dir, hex, (long)getpid(), tag);
+  snprintf(tmp_so, sizeof tmp_so, "%s/tmp-%s-%ld-%lx.so", dir, hex, (long)getpid(), tag);
+  snprintf(log, sizeof log, "%s/tmp-%s-%ld-%lx.log", dir, hex, (long)getpid(), tag);
+  FILE *f = fopen(tmp_c, "wb");
+  if (!f || fputs(source, f) < 0 || fclose(f) != 0) {
+    if (f) unlink(tmp_c);
+    return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", tmp_c, strerror(errno));
+  }
+  char ccbuf[1024], *argv[CC_MAXWORDS + NFLAGS + 8];
+  int k = cc_words(cc, ccbuf, sizeof ccbuf, argv, CC_MAXWORDS);
+  if (k == 0) argv[k++] = "cc";
+  for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)FLAGS[i];
+  argv[k++] = "-o";
+  argv[k++] = tmp_so;
+  argv[k++] = tmp_c;
+  argv[k++] = "-lm";
+  argv[k] = NULL;
+  int err = 0, rc = run(argv, log, &err);
+  atomic_fetch_add(&n_compiles, 1);
+  unlink(tmp_c);
+  if (rc < 0) {
+    unlink(log);
+    unlink(tmp_so);
+    return missing_compiler(cc);
+  }
+  if (rc != 0) {
+    char *msg = read_file(log, 600);
+    unlink(log);
+    unlink(tmp_so);
+    th_status st = th_error(TH_ERR_RUNTIME, "fuser: %s failed on a generated kernel (exit %d): %s", cc, rc,
+                            msg ? msg : "");
+    th_free(msg);
+    return st;
+  }
+  unlink(log);
+  if (access(tmp_so, R_OK) != 0)
+    return th_error(TH_ERR_RUNTIME,
+                    "fuser: the C compiler '%s' exited 0 but wrote no object file; set $CC to a C compiler or "
+                    "compile with executors [\"blas\", \"eager\"]",
+                    cc);
+  if (rename(tmp_so, so) != 0) {
+    unlink(tmp_so);
+    return th_error(TH_ERR_RUNTIME, "fuser: cannot rename into %s: %s", so, strerror(errno));
+  }
+  return TH_OK;
+}
+
 th_status th_fuser_compile(const char *source, void **handle) {
   *handle = NULL;
   const char *cc = compiler();
@@ -309,51 +384,19 @@ th_status th_fuser_compile(const char *source, void **handle) {
   sha256_final(&c, h);
   char hex[65];
   for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", h[i]);
-  char so[4400], tmp_c[4400], tmp_so[4400], log[4400];
+  char so[4400];
   snprintf(so, sizeof so, "%s/fusion-%s.so", dir, hex);
-  bool hit = access(so, R_OK) == 0;
-  if (!hit) {
-    unsigned long tag = (unsigned long)thrd_current() ^ ((unsigned long)getpid() << 20);
-    snprintf(tmp_c, sizeof tmp_c, "%s/tmp-%s-%ld-%lx.c", dir, hex, (long)getpid(), tag);
-    snprintf(tmp_so, sizeof tmp_so, "%s/tmp-%s-%ld-%lx.so", dir, hex, (long)getpid(), tag);
-    snprintf(log, sizeof log, "%s/tmp-%s-%ld-%lx.log", dir, hex, (long)getpid(), tag);
-    FILE *f = fopen(tmp_c, "wb");
-    if (!f || fputs(source, f) < 0 || fclose(f) != 0)
-      return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", tmp_c, strerror(errno));
-    char *argv[NFLAGS + 8];
-    int k = 0;
-    argv[k++] = (char *)cc;
-    for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)FLAGS[i];
-    argv[k++] = "-o";
-    argv[k++] = tmp_so;
-    argv[k++] = tmp_c;
-    argv[k++] = "-lm";
-    argv[k] = NULL;
-    int err = 0, rc = run(argv, log, &err);
-    atomic_fetch_add(&n_compiles, 1);
-    unlink(tmp_c);
-    if (rc < 0) {
-      unlink(log);
-      unlink(tmp_so);
-      return missing_compiler(cc);
+  if (access(so, R_OK) == 0) {
+    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      atomic_fetch_add(&n_hits, 1);
+      *handle = lib;
+      return TH_OK;
     }
-    if (rc != 0) {
-      char *msg = read_file(log, 600);
-      unlink(log);
-      unlink(tmp_so);
-      th_status st = th_error(TH_ERR_RUNTIME, "fuser: %s failed on a generated kernel (exit %d): %s", cc, rc,
-                              msg ? msg : "");
-      th_free(msg);
-      return st;
-    }
-    unlink(log);
-    if (rename(tmp_so, so) != 0) {
-      unlink(tmp_so);
-      return th_error(TH_ERR_RUNTIME, "fuser: cannot rename into %s: %s", so, strerror(errno));
-    }
-  } else {
-    atomic_fetch_add(&n_hits, 1);
+    /* a damaged entry (truncated, emptied, another architecture): drop it and build it again */
+    unlink(so);
   }
+  TH_TRY(build(cc, dir, hex, source, so));
   void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!lib) return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
   *handle = lib;
