@@ -74,7 +74,7 @@ class ThunderModule(_torch.nn.Module):
         return self._model.load_state_dict(state_dict, strict=strict)
 
 
-def jit(fn, executors=None, cache="constant values", float8=None):
+def jit(fn, executors=None, cache="constant values", float8=None, dump_fusions=None):
     """Compiles `fn` (a function, an nn.Module, or a thunder_c.Trace) with thunder-c.
 
     The result is called like fn. The first call with given input metadata (dtypes, shapes, strides,
@@ -86,8 +86,10 @@ def jit(fn, executors=None, cache="constant values", float8=None):
     float8: None/False, True, or a dict with any of filter, input_dtype, weight_dtype: applies the
     float8 training transform (thunder_c.transforms.float8) to each trace before DCE, so every linear
     runs as dynamic per-tensor scaled fp8 math (last_traces shows a "Float8" trace).
+    dump_fusions: a directory; each compiled program's fusion kernels (the generated C, one file per
+    program: <trace name>-<hash>.c) are written there (as $THUNDER_DUMP_FUSIONS does for every program).
     """
-    j = _C.jit(fn, executors=executors, cache=cache, float8=float8)
+    j = _C.jit(fn, executors=executors, cache=cache, float8=float8, dump_fusions=dump_fusions)
     if isinstance(fn, _torch.nn.Module):
         return ThunderModule(fn, j)
     return j

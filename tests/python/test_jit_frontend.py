@@ -1068,3 +1068,22 @@ def test_trace_from_text_round_trip(which):
     assert hm(jt) == (1, 1)
     with pytest.raises(TypeError):
         jt(x=a34, y=b34)
+
+
+def test_dump_fusions_option(tmp_path):
+    """jit(..., dump_fusions=dir) writes the generated C of each compiled program's fusion regions there
+    (one file per program); the kernels named in the execution trace are in it. A bad value is a
+    TypeError."""
+    def f(x):
+        return torch.tanh(x * 2 + 1) * x
+
+    jf = thunder_c.jit(f, dump_fusions=tmp_path)
+    x = torch.randn(64)
+    torch.testing.assert_close(jf(x), f(x))
+    files = list(tmp_path.glob("*.c"))
+    assert len(files) == 1
+    src = files[0].read_text()
+    regions = re.findall(r"\] = (fusion\d+)\(", str(thunder_c.last_traces(jf)[-1]))
+    assert regions and all(r in src for r in regions)
+    with pytest.raises(TypeError, match="dump_fusions"):
+        thunder_c.jit(f, dump_fusions=3)

@@ -404,6 +404,7 @@ typedef struct {
   long long hits, misses;
   PyObject *weakrefs;
   pyth_float8 float8;  /* jit(..., float8=...): the float8 transform on every trace (transforms.c) */
+  PyObject *dump_dir;  /* jit(..., dump_fusions=dir): str, each program's fusion source written there */
 } pyth_jit;
 
 static void jit_dealloc(PyObject *o) {
@@ -422,6 +423,7 @@ static void jit_dealloc(PyObject *o) {
   Py_XDECREF(j->executor_names);
   PyMem_Free(j->executors);
   pyth_float8_clear(&j->float8);
+  Py_XDECREF(j->dump_dir);
   PyObject_GC_Del(o);
 }
 
@@ -788,6 +790,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     th_compile_options o = {0};
     o.executors = j->executors;
     o.nexecutors = j->nexecutors;
+    o.dump_dir = j->dump_dir ? PyUnicode_AsUTF8(j->dump_dir) : NULL;
     const th_trace *given = j->given_trace;
     if (j->float8.enabled) { /* jit(trace, float8=...): the transform's trace is the program */
       th_trace *f8 = NULL;
@@ -1050,6 +1053,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   th_compile_options o = {0};
   o.executors = j->executors;
   o.nexecutors = j->nexecutors;
+  o.dump_dir = j->dump_dir ? PyUnicode_AsUTF8(j->dump_dir) : NULL;
   { /* the random stream (dropout) is seeded from torch's default generator: torch.manual_seed before
      * the first call reproduces it, and two programs do not share one stream */
     PyObject *r = PyObject_CallMethod(pyth_T.torch, "randint", "i(i)", 1 << 30, 1);
@@ -1529,12 +1533,12 @@ done:
   return res;
 }
 
-/* jit(fn_or_module_or_trace, executors=None, cache="constant values", float8=None) */
+/* jit(fn_or_module_or_trace, executors=None, cache="constant values", float8=None, dump_fusions=None) */
 static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwl[] = {"fn", "executors", "cache", "float8", NULL};
-  PyObject *fn, *execs = Py_None, *float8 = Py_None;
+  static char *kwl[] = {"fn", "executors", "cache", "float8", "dump_fusions", NULL};
+  PyObject *fn, *execs = Py_None, *float8 = Py_None, *dump = Py_None;
   const char *cache = "constant values";
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OzO:jit", kwl, &fn, &execs, &cache, &float8)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OzOO:jit", kwl, &fn, &execs, &cache, &float8, &dump)) return NULL;
   cache_mode mode;
   if (!cache || !strcmp(cache, "constant values")) mode = CACHE_CONSTANT_VALUES;
   else if (!strcmp(cache, "same input")) mode = CACHE_SAME_INPUT;
@@ -1550,8 +1554,22 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   bool is_trace = Py_TYPE(fn) == &pyth_trace_type;
   if (!is_trace && !PyCallable_Check(fn))
     return PyErr_Format(PyExc_TypeError, "jit: expected a function, an nn.Module or a Trace, got %s", Py_TYPE(fn)->tp_name), NULL;
+  if (dump != Py_None) {
+    dump = PyOS_FSPath(dump); /* str or os.PathLike */
+    if (!dump || !PyUnicode_Check(dump)) {
+      if (!dump) PyErr_Clear();
+      Py_XDECREF(dump);
+      return PyErr_SetString(PyExc_TypeError, "jit: dump_fusions must be a directory path (str or os.PathLike)"), NULL;
+    }
+  } else {
+    dump = NULL;
+  }
   pyth_jit *j = (pyth_jit *)type->tp_alloc(type, 0);
-  if (!j) return NULL;
+  if (!j) {
+    Py_XDECREF(dump);
+    return NULL;
+  }
+  j->dump_dir = dump; /* owned */
   j->fn = Py_NewRef(fn);
   j->mode = mode;
   j->cache = PyDict_New();
@@ -1631,7 +1649,7 @@ PyTypeObject pyth_jit_type = {
     .tp_getset = jit_getset,
     .tp_weaklistoffset = offsetof(pyth_jit, weakrefs),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "jit(fn, executors=None, cache='constant values', float8=None): a function, nn.Module or Trace compiled by "
+    .tp_doc = "jit(fn, executors=None, cache='constant values', float8=None, dump_fusions=None): a function, nn.Module or Trace compiled by "
               "thunder-c. Calling it traces on a cache miss and runs the compiled program.",
 };
 
