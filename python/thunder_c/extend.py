@@ -384,8 +384,18 @@ def register_executor(ex):
 
 
 def deregister_executor(ex):
-    """Forgets a registered executor (by object or name); it lives on while referenced or used."""
-    _executors.pop(ex.name if isinstance(ex, OperatorExecutor) else ex, None)
+    """Forgets a registered executor (by object or name): get_executor no longer finds it. The executor
+    itself lives on while referenced or used by a compiled function, and its name stays taken until
+    the object is freed. The built-in executors ("fuser", "blas", "eager") cannot be deregistered; an
+    unknown name is a ValueError."""
+    name = ex.name if isinstance(ex, OperatorExecutor) else ex
+    if not isinstance(name, str):
+        raise TypeError(f"deregister_executor: expected an OperatorExecutor or its name, got {type(ex).__name__}")
+    if name in ("fuser", "blas", "eager"):
+        raise ValueError(f"deregister_executor: {name!r} is a built-in executor and cannot be deregistered")
+    if name not in _executors:
+        raise ValueError(f"deregister_executor: no registered executor named {name!r}")
+    del _executors[name]
 
 
 def get_executor(name):

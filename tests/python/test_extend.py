@@ -176,6 +176,12 @@ def test_implementation_through_a_registered_op_and_by_name():
     assert executors_of(jfn, "prims.mul") == ["pyx_named", "eager"]
     extend.deregister_executor(ex)
     assert extend.get_executor("pyx_named") is None
+    with pytest.raises(ValueError, match="no registered executor named 'pyx_named'"):
+        extend.deregister_executor("pyx_named")  # twice
+    with pytest.raises(ValueError, match="built-in"):
+        extend.deregister_executor("eager")
+    with pytest.raises(TypeError, match="OperatorExecutor or its name"):
+        extend.deregister_executor(5)
 
 
 # ---- autocast ------------------------------------------------------------------------------------------
