@@ -398,6 +398,50 @@ static th_tensor *ones_like_value(const th_value *v) {
   return t;
 }
 
+/* Names for write_named: output<i>, and (grad_names) grad_<input name> after the outputs. */
+typedef struct {
+  const th_trace *tr;
+  int noutput;
+} grad_names;
+
+static void output_name(int i, char *buf, size_t n, const void *ctx) {
+  (void)ctx;
+  snprintf(buf, n, "output%d", i);
+}
+
+static void grad_name(int i, char *buf, size_t n, const void *ctx) {
+  const grad_names *g = ctx;
+  if (i < g->noutput) snprintf(buf, n, "output%d", i);
+  else snprintf(buf, n, "grad_%s", th_value_name(th_trace_input(g->tr, i - g->noutput)));
+}
+
+/* Writes the non-NULL tensors of ts[0..n) to the .safetensors file path, tensor i named by name(i);
+ * prints the error and returns false on failure. */
+static bool write_named(const char *prog, const char *path, int n, th_tensor *const *ts,
+                        void (*name)(int, char *, size_t, const void *), const void *ctx) {
+  char (*names)[256] = calloc((size_t)n + 1, sizeof *names);
+  const char **np = calloc((size_t)n + 1, sizeof *np);
+  th_tensor **keep = calloc((size_t)n + 1, sizeof *keep);
+  int k = 0;
+  for (int i = 0; names && np && keep && i < n; i++) {
+    if (!ts[i]) continue;
+    name(i, names[k], sizeof names[k], ctx);
+    np[k] = names[k];
+    keep[k++] = ts[i];
+  }
+  bool alloc = names && np && keep;
+  th_status st = alloc ? th_safetensors_write(path, k, np, keep) : TH_ERR_NOMEM;
+  free(names);
+  free(np);
+  free(keep);
+  if (st != TH_OK) {
+    if (!alloc) fprintf(stderr, "thunder: %s: out of memory\n", prog);
+    else fail(prog);
+    return false;
+  }
+  return true;
+}
+
 /* The cotangents of run --grad: ones like each output tensor, or from FILE (.npy: the only output
  * tensor; .safetensors: cotangent0, cotangent1, ... one per output tensor). */
 static bool load_cotangents(const char *prog, const th_trace *fwd, const char *path, int n, th_tensor **cots) {
@@ -506,26 +550,13 @@ static int run_grad(const char *prog, const th_trace *tr, th_tensor **inputs, co
     }
   }
   if (output) { /* outputs as output<i>, gradients as grad_<input> (None skipped) */
-    char (*names)[256] = calloc((size_t)(L.noutput + nb) + 1, sizeof *names);
-    const char **np = calloc((size_t)(L.noutput + nb) + 1, sizeof *np);
     th_tensor **ts = calloc((size_t)(L.noutput + nb) + 1, sizeof *ts);
-    int k = 0;
-    for (int i = 0; names && np && ts && i < L.noutput + nb; i++) {
-      th_tensor *t = i < L.noutput ? fo[i] : go[i - L.noutput];
-      if (!t) continue;
-      if (i < L.noutput) snprintf(names[k], sizeof names[k], "output%d", i);
-      else snprintf(names[k], sizeof names[k], "grad_%s", th_value_name(th_trace_input(tr, i - L.noutput)));
-      np[k] = names[k];
-      ts[k++] = t;
-    }
-    th_status st = names && np && ts ? th_safetensors_write(output, k, np, ts) : TH_ERR_NOMEM;
-    free(names);
-    free(np);
+    for (int i = 0; ts && i < L.noutput + nb; i++) ts[i] = i < L.noutput ? fo[i] : go[i - L.noutput];
+    grad_names gn = {tr, L.noutput};
+    bool ok = ts && write_named(prog, output, L.noutput + nb, ts, grad_name, &gn);
+    if (!ts) fprintf(stderr, "thunder: %s: out of memory\n", prog);
     free(ts);
-    if (st != TH_OK) {
-      fail(prog);
-      goto done;
-    }
+    if (!ok) goto done;
   }
   rc = 0;
 done:
@@ -797,24 +828,7 @@ static int cmd_run(int argc, char **argv) {
       }
     } else {
       /* tensors keep their position in the name (output0, output2, ...); None entries are skipped */
-      char (*names)[32] = calloc((size_t)nout, sizeof *names);
-      const char **name_ptrs = calloc((size_t)nout, sizeof *name_ptrs);
-      th_tensor **tensors = calloc((size_t)nout, sizeof *tensors);
-      int k = 0;
-      for (int i = 0; names && name_ptrs && tensors && i < nout; i++) {
-        if (!outs[i]) continue;
-        snprintf(names[k], sizeof names[k], "output%d", i);
-        name_ptrs[k] = names[k];
-        tensors[k++] = outs[i];
-      }
-      st = names && name_ptrs && tensors ? th_safetensors_write(output, k, name_ptrs, tensors) : TH_ERR_NOMEM;
-      free(names);
-      free(name_ptrs);
-      free(tensors);
-      if (st != TH_OK) {
-        fail(prog);
-        goto done;
-      }
+      if (!write_named(prog, output, nout, outs, output_name, NULL)) goto done;
     }
   }
   rc = 0;
