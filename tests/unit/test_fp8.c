@@ -26,56 +26,9 @@
 #include "core/ir.h"
 #include "executors/eager/eager_internal.h"
 #include "thunder/thunder.h"
+#include "fp8_ref.h"
 
 static const th_device CPU = {TH_CPU, 0};
-#define E4 TH_F8E4M3FN
-#define E5 TH_F8E5M2
-
-/* ---- the independent fp8 reference ---------------------------------------------------------------- */
-
-/* The exact value of code c (0..255) of format f. */
-static double ref_decode(th_dtype f, unsigned c) {
-  int s = (int)(c >> 7) & 1;
-  double v;
-  if (f == E4) {
-    int e = (int)(c >> 3) & 15, m = (int)c & 7;
-    if (e == 15 && m == 7) return NAN;
-    v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10); /* bias 7, 3 mantissa bits */
-  } else {
-    int e = (int)(c >> 2) & 31, m = (int)c & 3;
-    if (e == 31) return m ? NAN : (s ? -INFINITY : INFINITY);
-    v = e == 0 ? ldexp(m, -16) : ldexp(4 + m, e - 17); /* bias 15, 2 mantissa bits */
-  }
-  return s ? -v : v;
-}
-
-static bool is_nan_code(th_dtype f, unsigned c) { return isnan(ref_decode(f, c)); }
-
-/* PyTorch's f32 -> fp8 cast (saturate=false) or torchao's clamp-then-cast (saturate=true), by search:
- * the nearest of the non-negative codes and the first code above the largest finite value (e4m3fn:
- * 480, a NaN code; e5m2: 65536, inf), ties to the even code; beyond that NaN (e4m3fn) or inf (e5m2).
- * Returns the code; a NaN result is any NaN code (the caller compares NaN-ness). */
-static unsigned ref_encode(th_dtype f, float xf, bool saturate) {
-  double x = xf;
-  const double maxv = f == E4 ? 448.0 : 57344.0, over = f == E4 ? 480.0 : 65536.0;
-  const unsigned over_code = f == E4 ? 0x7f : 0x7c;
-  unsigned s = signbit(x) ? 0x80u : 0u;
-  if (isnan(x)) return 0x7f | s;
-  double a = fabs(x);
-  if (saturate && a > maxv) a = maxv;
-  if (a > over) return (f == E4 ? 0x7fu : 0x7cu) | s;
-  unsigned best = 0;
-  double bestd = INFINITY;
-  for (unsigned c = 0; c <= over_code; c++) {
-    double v = c == over_code ? over : ref_decode(f, c);
-    double d = fabs(v - a);
-    if (d < bestd || (d == bestd && (c & 1) == 0)) {
-      bestd = d;
-      best = c;
-    }
-  }
-  return best | s;
-}
 
 /* ---- helpers -------------------------------------------------------------------------------------- */
 

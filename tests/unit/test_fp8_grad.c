@@ -28,45 +28,11 @@
 #include "core/ir.h"
 #include "core/scalar.h"
 #include "thunder/thunder.h"
+#include "fp8_ref.h"
 
 static const th_device CPU = {TH_CPU, 0};
-#define E4 TH_F8E4M3FN
-#define E5 TH_F8E5M2
 
-/* ---- the fp8 reference ------------------------------------------------------------------------------- */
-
-static double ref_decode(th_dtype f, unsigned c) {
-  int s = (int)(c >> 7) & 1;
-  double v;
-  if (f == E4) {
-    int e = (int)(c >> 3) & 15, m = (int)c & 7;
-    if (e == 15 && m == 7) return NAN;
-    v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
-  } else {
-    int e = (int)(c >> 2) & 31, m = (int)c & 3;
-    if (e == 31) return m ? NAN : (s ? -INFINITY : INFINITY);
-    v = e == 0 ? ldexp(m, -16) : ldexp(4 + m, e - 17);
-  }
-  return s ? -v : v;
-}
-
-/* The saturated cast of a finite float: the nearest code to min(|x|, M) among 0 .. max, ties to even. */
-static unsigned ref_encode_sat(th_dtype f, float xf) {
-  const double maxv = f == E4 ? 448.0 : 57344.0;
-  const unsigned top = f == E4 ? 0x7e : 0x7b; /* the largest finite code */
-  double a = fabs((double)xf);
-  if (a > maxv) a = maxv;
-  unsigned best = 0;
-  double bestd = INFINITY;
-  for (unsigned c = 0; c <= top; c++) {
-    double d = fabs(ref_decode(f, c) - a);
-    if (d < bestd || (d == bestd && (c & 1) == 0)) {
-      bestd = d;
-      best = c;
-    }
-  }
-  return best | (signbit(xf) ? 0x80u : 0u);
-}
+/* ---- the fp8 reference (fp8_ref.h: decode, and the cast by nearest-code search) ------------------ */
 
 /* The recipe on n float32 values: codes (decoded, as doubles) and the float32 decode scale. */
 static void ref_quantize(const float *v, int64_t n, th_dtype f, double *dec, float *inv) {
@@ -74,7 +40,7 @@ static void ref_quantize(const float *v, int64_t n, th_dtype f, double *dec, flo
   for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(v[i]));
   const double maxv = f == E4 ? 448.0 : 57344.0;
   const float scale = (float)(maxv / (double)fmaxf(amax, 1e-12f)); /* one f32 division */
-  for (int64_t i = 0; i < n; i++) dec[i] = ref_decode(f, ref_encode_sat(f, (float)((double)v[i] * scale)));
+  for (int64_t i = 0; i < n; i++) dec[i] = ref_decode(f, ref_encode(f, (float)((double)v[i] * scale), true));
   *inv = (float)(1.0 / (double)scale);
 }
 
