@@ -80,6 +80,19 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
 
 void th_program_free(th_program *p); /* NULL is fine */
 
+/* Threads. th_program_compile and th_program_run run their kernels (fused kernels, the eager
+ * executor's, oneDNN's GEMMs) on OpenMP teams of th_get_num_threads() threads: the count is set on the
+ * calling thread for the duration of the call and restored afterwards, so a host that changed its own
+ * OpenMP setting (PyTorch's torch.set_num_threads, which shares libgomp with thunder-c, and which PyTorch
+ * may default to 1) neither governs thunder-c's runs nor is changed by them.
+ * Default: THUNDER_NUM_THREADS if the environment sets it to a positive integer, else the first value
+ * of OMP_NUM_THREADS if set, else omp_get_num_procs() (the CPUs this process may run on).
+ * th_set_num_threads(n): n >= 1 sets the count for later calls from any thread; n == 0 returns to the
+ * default; n < 0 or n > 4096 is TH_ERR_VALUE ("th_set_num_threads: n: expected 0 (the default) or a
+ * count in [1, 4096], but got -1") and changes nothing. Like torch.set_num_threads, it is process-wide. */
+th_status th_set_num_threads(int n);
+int th_get_num_threads(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,11 +15,12 @@ from torch.overrides import TorchFunctionMode
 
 from . import _C
 from ._C import Trace, TensorProxy, autocast, cache_hits, cache_misses, trace_from_text
+from ._C import get_num_threads, set_num_threads
 from . import transforms
 from . import extend  # user operators and executors (thunder_c.extend.OperatorExecutor)
 from ._C import prims, torch  # the prims and torch-level (ltorch) ops, callable inside jitted code
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "cache_hits", "cache_misses", "trace_from_text", "autocast", "transforms",
+__all__ = ["jit", "get_num_threads", "set_num_threads", "last_traces", "last_backward_traces", "cache_hits", "cache_misses", "trace_from_text", "autocast", "transforms",
            "extend", "Trace", "TensorProxy", "prims", "torch", "dtypes", "ThunderModule"]
 
 

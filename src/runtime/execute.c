@@ -17,7 +17,10 @@
  * Random numbers: th_rt_random4 is Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy
  * as 1, 2, 3", SC'11) keyed by the compile options' seed; the 128-bit counter is (draw index within the
  * run, run index), so every run of a program draws a fresh, reproducible stream. */
+#include <errno.h>
+#include <omp.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <threads.h>
 
@@ -30,6 +33,9 @@
 
 /* Exported for the unit test (known-answer vectors); the generator behind th_rt_random4. */
 void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+static int threads_enter(void);
+static void threads_restore(int had);
 
 typedef struct th_step {
   th_rt_kernel_fn kernel;
@@ -717,7 +723,11 @@ th_status th_program_compile(const th_trace *tr, const th_compile_options *opts,
                   "Expected an Executor or the name of a registered Executor, but got '%.200s' (known: blas, "
                   "eager, fuser%s%s)", names[i] ? names[i] : "NULL", known[0] ? ", " : "", known);
   }
-  if (st == TH_OK) st = th_program_compile_with(tr, opts, execs, n, out);
+  if (st == TH_OK) {
+    int had = threads_enter();
+    st = th_program_compile_with(tr, opts, execs, n, out);
+    threads_restore(had);
+  }
   for (int i = 0; i < nsnaps; i++) th_registry_snapshot_free(snaps[i]);
   return st;
 }
@@ -850,6 +860,51 @@ fail:
   return st;
 }
 
+/* ---- the thread count (thunder/jit.h) ---------------------------------------------------------------- */
+
+static _Atomic int g_num_threads; /* 0: the default */
+
+/* a positive count from an environment variable's first comma-separated value, else 0 */
+static int env_threads(const char *name) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end = NULL;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (errno || end == v || (*end && *end != ',') || n < 1 || n > 4096) return 0;
+  return (int)n;
+}
+
+th_status th_set_num_threads(int n) {
+  if (n < 0 || n > 4096)
+    return th_error(TH_ERR_VALUE, "th_set_num_threads: n: expected 0 (the default) or a count in [1, 4096], but "
+                    "got %d", n);
+  atomic_store(&g_num_threads, n);
+  return TH_OK;
+}
+
+int th_get_num_threads(void) {
+  int n = atomic_load(&g_num_threads);
+  if (n > 0) return n;
+  if ((n = env_threads("THUNDER_NUM_THREADS")) > 0) return n;
+  if ((n = env_threads("OMP_NUM_THREADS")) > 0) return n;
+  n = omp_get_num_procs();
+  return n > 0 ? n : 1;
+}
+
+/* Sets the calling thread's OpenMP team size to thunder-c's for one call; returns the previous one
+ * (0 when nothing was changed) for threads_restore. */
+static int threads_enter(void) {
+  int want = th_get_num_threads(), had = omp_get_max_threads();
+  if (want == had) return 0;
+  omp_set_num_threads(want);
+  return had;
+}
+
+static void threads_restore(int had) {
+  if (had > 0) omp_set_num_threads(had);
+}
+
 /* A run binds the program's slots, so a second run of the same program while one is in progress (a
  * kernel that calls back into it, e.g. a Python kernel calling its own jitted function, or another
  * thread) is refused instead of corrupting the first. */
@@ -862,7 +917,9 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
     return th_error(TH_ERR_RUNTIME, "%s(): this program is already running (a kernel called it again, or another "
                     "thread runs it); one program is not re-entrant", p->trace->fn_name);
   }
+  int had = threads_enter();
   th_status st = program_run(p, ninputs, inputs, noutputs, outputs);
+  threads_restore(had);
   atomic_store(&p->running, false);
   return st;
 }

@@ -457,3 +457,47 @@ def test_python_example_runs():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "t2 = pyex.bias_gelu(t1, b1)" in r.stdout and "ltorch.softmax       run by pyex" in r.stdout
+
+
+# ---- the thread count compiled programs run on --------------------------------------------------------
+
+def test_num_threads_independent_of_torch():
+    """thunder_c.set_num_threads governs the OpenMP team of a run whatever torch.set_num_threads says
+    (both share libgomp): a kernel reads libgomp's omp_get_max_threads() during the run; torch's own
+    setting is back after it."""
+    import ctypes
+    gomp = ctypes.CDLL("libgomp.so.1")
+    ex = extend.OperatorExecutor("pyx_threads")
+    seen = []
+
+    def kern(a):
+        seen.append(gomp.omp_get_max_threads())
+        return a * 2
+
+    twice = ex.register_operator("twice", like=thunder_c.torch.neg, fn=kern)
+    jfn = thunder_c.jit(lambda x: twice(x) + 1, executors=[ex, "eager"])
+    x = torch.arange(4.0)
+    old_torch = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        thunder_c.set_num_threads(3)
+        assert thunder_c.get_num_threads() == 3
+        torch.testing.assert_close(jfn(x), x * 2 + 1)
+        assert seen[-1] == 3
+        assert torch.get_num_threads() == 1 and gomp.omp_get_max_threads() == 1
+        thunder_c.set_num_threads(2)
+        jfn(x)
+        assert seen[-1] == 2
+        with pytest.raises(ValueError, match=r"set_num_threads: n: expected 0 \(the default\) or a count in \[1, 4096\], but got -2"):
+            thunder_c.set_num_threads(-2)
+        with pytest.raises(ValueError, match="but got 4097"):
+            thunder_c.set_num_threads(4097)
+        with pytest.raises(ValueError, match="but got 100000000000000000000"):
+            thunder_c.set_num_threads(10**20)
+        with pytest.raises(TypeError, match="set_num_threads: n: expected an int, but got float"):
+            thunder_c.set_num_threads(2.0)
+        assert thunder_c.get_num_threads() == 2
+    finally:
+        thunder_c.set_num_threads(0)
+        torch.set_num_threads(old_torch)
+    assert thunder_c.get_num_threads() >= 1

@@ -1,7 +1,8 @@
 /* test_executor_api.c — the public extension API (thunder/executor.h): registering operators (schema +
  * meta), recording, printing, parsing and verifying them; autocast for a registered op; user executors
  * with kernels for a registered op and overriding a built-in prim behind a checker; compiling and
- * running with them; and the errors of every entry point.
+ * running with them; the errors of every entry point; and the thread count runs use
+ * (th_set_num_threads), whatever the host set for OpenMP.
  *
  * Only the public headers are used, as an extension would. References are independent of the
  * implementation: the trace structure of seed 000 (a lower-precision op in a bfloat16 region records
@@ -9,6 +10,7 @@
  * as PyTorch AMP), Thunder's printed form `t0 = myex.linear_like(x, w)`, and values computed by hand.
  *
  * The registry is process-wide, so every test uses op and executor names of its own. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include <threads.h>
 
 #include <cmocka.h>
+#include <omp.h>
 
 #include "thunder/thunder.h"
 
@@ -838,6 +841,76 @@ static void test_threads(void **state) {
   th_trace_free(tr);
 }
 
+/* ---- the thread count (th_set_num_threads) ------------------------------------------------------------ */
+
+static int seen_threads;
+
+static th_status threads_kernel(th_kernel_ctx *k) { /* records the team size a kernel would get */
+  seen_threads = omp_get_max_threads();
+  th_tensor *a = th_kernel_tensor(k, 0);
+  th_tensor *y = th_tensor_empty(TH_F32, th_tensor_ndim(a), th_tensor_shape(a));
+  if (!y) return th_last_status();
+  for (int64_t i = 0; i < th_tensor_numel(a); i++) ((float *)th_tensor_data(y))[i] = (float)th_tensor_get_f64(a, i);
+  return th_kernel_set_output(k, 0, y);
+}
+
+static void test_num_threads(void **state) {
+  (void)state;
+  th_executor *ex = th_executor_new("threx");
+  assert_non_null(ex);
+  assert_int_equal(th_executor_add_impl(ex, "myex.scale", threads_kernel, NULL), TH_OK);
+  th_trace *tr = th_trace_new(NULL);
+  th_arg x = th_arg_value(input(tr, "x", TH_F32, 2, 2)), y;
+  assert_int_equal(th_trace_call(tr, "myex.scale", 1, &x, 0, NULL, NULL, &y), TH_OK);
+  assert_int_equal(th_trace_set_return(tr, y), TH_OK);
+  const char *execs[2] = {"threx", "eager"};
+  th_program *p = compile(tr, execs, 2);
+  const double v[4] = {1, 2, 3, 4};
+  th_tensor *in[1] = {tensor2(TH_F32, 2, 2, v)};
+
+  /* the host (PyTorch does this through libgomp) asked for 1 thread on this thread: runs still get
+   * thunder-c's count, and the host's setting is back afterwards */
+  omp_set_num_threads(1);
+  assert_int_equal(th_set_num_threads(3), TH_OK);
+  assert_int_equal(th_get_num_threads(), 3);
+  th_tensor *out = run1(p, 1, in);
+  assert_int_equal(seen_threads, 3);
+  assert_int_equal(omp_get_max_threads(), 1);
+  th_tensor_release(out);
+  assert_int_equal(th_set_num_threads(1), TH_OK);
+  out = run1(p, 1, in);
+  assert_int_equal(seen_threads, 1);
+  th_tensor_release(out);
+
+  /* errors change nothing */
+  expect_error(th_set_num_threads(-1), TH_ERR_VALUE, "th_set_num_threads: n: expected 0 (the default) or a count in "
+               "[1, 4096], but got -1");
+  expect_error(th_set_num_threads(5000), TH_ERR_VALUE, "but got 5000");
+  assert_int_equal(th_get_num_threads(), 1);
+
+  /* the default: THUNDER_NUM_THREADS, else OMP_NUM_THREADS's first value, else the CPUs we may use */
+  assert_int_equal(th_set_num_threads(0), TH_OK);
+  setenv("THUNDER_NUM_THREADS", "5", 1);
+  setenv("OMP_NUM_THREADS", "4,2", 1);
+  assert_int_equal(th_get_num_threads(), 5);
+  out = run1(p, 1, in);
+  assert_int_equal(seen_threads, 5);
+  th_tensor_release(out);
+  setenv("THUNDER_NUM_THREADS", "0", 1); /* not a positive count: ignored */
+  assert_int_equal(th_get_num_threads(), 4);
+  unsetenv("THUNDER_NUM_THREADS");
+  setenv("OMP_NUM_THREADS", "many", 1);
+  assert_int_equal(th_get_num_threads(), omp_get_num_procs());
+  unsetenv("OMP_NUM_THREADS");
+  assert_int_equal(th_get_num_threads(), omp_get_num_procs());
+  assert_int_equal(omp_get_max_threads(), 1);
+
+  th_tensor_release(in[0]);
+  th_program_free(p);
+  th_trace_free(tr);
+  th_executor_free(ex);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_register_record_print_verify),
@@ -850,6 +923,7 @@ int main(void) {
       cmocka_unit_test(test_executor_errors),
       cmocka_unit_test(test_fault_injection),
       cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_num_threads),
   };
   return cmocka_run_group_tests(tests, setup_ops, NULL);
 }

@@ -163,6 +163,28 @@ static PyObject *m_is_tracing(PyObject *self, PyObject *unused) {
   return PyBool_FromLong(pyth_active != NULL);
 }
 
+/* set_num_threads(n) / get_num_threads(): th_set_num_threads / th_get_num_threads (thunder/jit.h). */
+static PyObject *m_set_num_threads(PyObject *self, PyObject *arg) {
+  (void)self;
+  if (!PyLong_Check(arg) || PyBool_Check(arg))
+    return PyErr_Format(PyExc_TypeError, "set_num_threads: n: expected an int, but got %s", Py_TYPE(arg)->tp_name);
+  int overflow = 0;
+  long n = PyLong_AsLongAndOverflow(arg, &overflow);
+  if (n == -1 && PyErr_Occurred()) return NULL;
+  if (overflow || n < -1 || n > 4096) /* th_set_num_threads' own check, for values an int cannot hold */
+    return PyErr_Format(PyExc_ValueError, "set_num_threads: n: expected 0 (the default) or a count in [1, 4096], "
+                        "but got %S", arg);
+  th_status st = th_set_num_threads((int)n);
+  if (st != TH_OK) return pyth_raise(st);
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_get_num_threads(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromLong(th_get_num_threads());
+}
+
 /* ops() -> list of (qualname, aliases, schema) of the core's op table. */
 static PyObject *m_ops(PyObject *self, PyObject *unused) {
   (void)self;
@@ -190,6 +212,13 @@ static PyMethodDef module_methods[] = {
     {"torch_function", (PyCFunction)(void (*)(void))m_torch_function, METH_FASTCALL,
      "torch_function(func, types, args, kwargs): records a torch call on proxies (used by the mode)."},
     {"is_tracing", m_is_tracing, METH_NOARGS, "True while thunder_c.jit traces a function."},
+    {"set_num_threads", m_set_num_threads, METH_O,
+     "set_num_threads(n): the OpenMP threads thunder_c's compiled programs run on (fused kernels, eager "
+     "kernels, oneDNN GEMMs), independent of torch.set_num_threads; 0 restores the default "
+     "(THUNDER_NUM_THREADS, else OMP_NUM_THREADS, else every CPU this process may use). ValueError outside "
+     "[0, 4096]."},
+    {"get_num_threads", m_get_num_threads, METH_NOARGS,
+     "get_num_threads() -> int: the thread count compiled programs run on (see set_num_threads)."},
     {"ops", m_ops, METH_NOARGS, "The core's op table: a list of (qualname, aliases, schema, in_place)."},
     {NULL, NULL, 0, NULL},
 };
