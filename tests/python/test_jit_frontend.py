@@ -11,6 +11,7 @@ core's message as a Python exception), reference counts and memory over many cal
 import gc
 import os
 import re
+import subprocess
 import sys
 import tracemalloc
 import weakref
@@ -1087,3 +1088,31 @@ def test_dump_fusions_option(tmp_path):
     assert regions and all(r in src for r in regions)
     with pytest.raises(TypeError, match="dump_fusions"):
         thunder_c.jit(f, dump_fusions=3)
+    assert not list(tmp_path.glob("*.tmp*"))  # written through a temporary file, renamed
+    # a directory that cannot be written: the compile fails naming the path; once it exists, the same
+    # jitted function compiles and dumps
+    missing = tmp_path / "no" / "such"
+    jb = thunder_c.jit(f, dump_fusions=missing)
+    with pytest.raises(OSError, match=r"fuser: dump_dir: cannot write '.*no/such/computation-[0-9a-f]{12}\.c': No such file"):
+        jb(x)
+    missing.mkdir(parents=True)
+    torch.testing.assert_close(jb(x), f(x))
+    assert len(list(missing.glob("*.c"))) == 1
+
+
+def test_dump_fusions_env_unwritable_warns_once(tmp_path):
+    """THUNDER_DUMP_FUSIONS naming a directory that cannot be written: compiles still work; one warning
+    on stderr per process."""
+    code = (
+        "import torch, thunder_c\n"
+        "for k in range(3):\n"
+        "    f = thunder_c.jit(lambda x, k=k: torch.tanh(x * (k + 2)) + 1)\n"
+        "    x = torch.rand(16)  # outputs in [1, 2): no cancellation\n"
+        "    assert torch.allclose(f(x), torch.tanh(x * (k + 2)) + 1)\n"
+        "print('ok')\n")
+    env = dict(os.environ, THUNDER_DUMP_FUSIONS=str(tmp_path / "missing"), PYTHONPATH=str(PYTHON_DIR),
+               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "ok"
+    assert p.stderr.count("thunder-c: warning: THUNDER_DUMP_FUSIONS: cannot write") == 1, p.stderr

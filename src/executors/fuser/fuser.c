@@ -10,9 +10,13 @@
  * Environment: THUNDER_FUSER_STRATEGY=consecutive|dataflow (default dataflow) picks the partition
  * strategy; THUNDER_DUMP_FUSIONS=dir (or th_compile_options.dump_dir) writes each program's unit. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "executors/eager/eager_internal.h"
 #include "executors/fuser/fuser.h"
@@ -167,18 +171,36 @@ void th_fuser_set_free(th_fuser_set *s) {
 }
 
 /* Writes the unit to dir/<fn>-<hash12>.c (best effort: a dump never fails the compilation). */
-static void dump(const char *dir, const char *fn_name, const char *source) {
-  if (!dir || !dir[0]) return;
+/* Writes the unit to dir/<fn_name>-<12 hex digits of its SHA-256>.c (temp file + rename, so a reader never
+ * sees half a file). An explicit dump_dir that cannot be written is an error (TH_ERR_IO naming the path);
+ * for $THUNDER_DUMP_FUSIONS, one warning on stderr per process and the compile goes on. */
+static th_status dump(const char *opt_dir, const char *fn_name, const char *source) {
+  const char *dir = opt_dir ? opt_dir : getenv("THUNDER_DUMP_FUSIONS");
+  if (!dir || !dir[0]) return TH_OK;
   uint8_t h[32];
   th_fuser_sha256(source, strlen(source), h);
-  char path[4200];
+  char path[4200], tmp[4300];
   int k = snprintf(path, sizeof path, "%s/%s-", dir, fn_name && fn_name[0] ? fn_name : "program");
   for (int i = 0; i < 6 && k > 0 && (size_t)k + 3 < sizeof path; i++, k += 2) snprintf(path + k, 3, "%02x", h[i]);
   snprintf(path + k, sizeof path - (size_t)k, ".c");
-  FILE *f = fopen(path, "wb");
-  if (!f) return;
-  fputs(source, f);
-  fclose(f);
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  int err = f ? 0 : errno;
+  if (f) {
+    bool ok = fputs(source, f) >= 0;
+    if (!ok) err = errno ? errno : EIO;
+    if (fclose(f) != 0 && ok) err = errno ? errno : EIO;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) remove(tmp);
+  }
+  if (!err) return TH_OK;
+  if (opt_dir)
+    return th_error(TH_ERR_IO, "fuser: dump_dir: cannot write '%s': %s", path, strerror(err));
+  static atomic_bool warned;
+  if (!atomic_exchange(&warned, true))
+    fprintf(stderr, "thunder-c: warning: THUNDER_DUMP_FUSIONS: cannot write '%s': %s (not dumping)\n", path,
+            strerror(err));
+  return TH_OK;
 }
 
 th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs, int nexecs, int fuser_at,
@@ -217,8 +239,8 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   if (st == TH_OK && !(source = th_fuser_unit_source(ir, NULL)))
     st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
   if (st == TH_OK) {
-    dump(dump_dir ? dump_dir : getenv("THUNDER_DUMP_FUSIONS"), et->fn_name, source);
-    st = th_fuser_compile(source, &s->handle);
+    st = dump(dump_dir, et->fn_name, source);
+    if (st == TH_OK) st = th_fuser_compile(source, &s->handle);
   }
   for (int i = 0; i < s->n && st == TH_OK; i++)
     if (!(s->r[i].fn = th_fuser_symbol(s->handle, s->r[i].name)))
