@@ -16,7 +16,9 @@
  * dtypes: f32, and bf16 (f32 accumulation, result rounded to bf16 like PyTorch). oneDNN 2.6 has no
  * bf16 matmul on CPUs without AVX-512 (probed once at start); there bf16 operands are widened to f32,
  * multiplied by the f32 primitive and rounded back, which gives the same result up to the order of
- * the f32 accumulation. oneDNN's CPU matmul has no f64 at all, so the checker leaves f64 (and every
+ * the f32 accumulation. Widening is the copy: an operand in a layout oneDNN does not take (attention's
+ * head-split views of the fused qkv output) is gathered straight from its strided bf16 view into f32,
+ * keeping a transposed view column-major, instead of a contiguous bf16 copy followed by a widening. oneDNN's CPU matmul has no f64 at all, so the checker leaves f64 (and every
  * other dtype) to the eager executor.
  *
  * prims.scaled_mm (the fp8 GEMM of torch._scaled_mm) is claimed here too: both fp8 operands are decoded
@@ -289,9 +291,45 @@ static th_status op_prepare(operand *o) {
   return TH_OK;
 }
 
+/* dst = f32 of the bf16 elements of an ndim-D strided view (shape, strides in elements), gathered so
+ * that the source's unit-stride dim is innermost in dst: dst is dense in the view's order, except
+ * that with `swap` the last two dims are stored swapped (dst is then the dense [..., c, r] buffer of
+ * a column-major view). Rows of the innermost dim are spread over the OpenMP team. */
+static void gather_f32(float *dst, const uint16_t *src, int ndim, const int64_t *shape, const int64_t *strides,
+                       bool swap) {
+  int64_t sh[TH_MAX_DIMS], st[TH_MAX_DIMS];
+  for (int i = 0; i < ndim; i++) sh[i] = shape[i], st[i] = strides[i];
+  if (swap) {
+    int64_t t = sh[ndim - 1];
+    sh[ndim - 1] = sh[ndim - 2], sh[ndim - 2] = t;
+    t = st[ndim - 1];
+    st[ndim - 1] = st[ndim - 2], st[ndim - 2] = t;
+  }
+  const int64_t inner = ndim ? sh[ndim - 1] : 1, is = ndim ? st[ndim - 1] : 0;
+  int64_t rows = 1;
+  for (int i = 0; i < ndim - 1; i++) rows *= sh[i];
+#pragma omp parallel for schedule(static) if (rows * inner > 65536)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t off = 0, q = r;
+    for (int i = ndim - 2; i >= 0; i--) {
+      off += (q % sh[i]) * st[i];
+      q /= sh[i];
+    }
+    const uint16_t *s = src + off;
+    float *d = dst + r * inner;
+    if (is == 1) {
+#pragma omp simd
+      for (int64_t j = 0; j < inner; j++) d[j] = th_sc_bf16_to_f32(s[j]);
+    } else {
+      for (int64_t j = 0; j < inner; j++) d[j] = th_sc_bf16_to_f32(s[j * is]);
+    }
+  }
+}
+
 /* bf16 (strided, layout l) -> a new f32 (B, r, c) tensor. When the layout is (nearly) dense, the
  * storage it spans is widened in one linear pass and the layout kept (a transposed weight stays
- * transposed: no strided gather); otherwise the elements are gathered into a dense tensor. */
+ * transposed: no strided gather); otherwise the elements are gathered into a dense tensor, in the
+ * source's orientation (column-major stays column-major, so both sides read and write in order). */
 static th_tensor *widen(const th_tensor *t, const layout *l) {
   const int64_t *d = l->dims, *st = l->strides;
   int64_t numel = d[0] * d[1] * d[2];
@@ -307,16 +345,40 @@ static th_tensor *widen(const th_tensor *t, const layout *l) {
     th_tensor_release(flat);
     return v;
   }
-  th_tensor *w = th_rt_pool_empty(TH_F32, 3, d);
+  const bool swap = st[2] != 1 && st[1] == 1;
+  th_tensor *w = th_rt_pool_empty(TH_F32, 1, &numel);
   if (!w) return NULL;
-  float *f = th_tensor_data(w);
-  const int64_t R = d[0] * d[1], r = d[1], c = d[2];
-#pragma omp parallel for schedule(static) if (R * c > 65536)
-  for (int64_t i = 0; i < R; i++) {
-    const uint16_t *row = s + (i / r) * st[0] + (i % r) * st[1];
-    for (int64_t j = 0; j < c; j++) f[i * c + j] = th_sc_bf16_to_f32(row[j * st[2]]);
+  gather_f32(th_tensor_data(w), s, 3, d, st, swap);
+  const int64_t ds[3] = {d[1] * d[2], swap ? 1 : d[2], swap ? d[1] : 1};
+  th_tensor *v = th_tensor_view(w, 3, d, ds, 0);
+  th_tensor_release(w);
+  return v;
+}
+
+/* A bf16 tensor whose layout oneDNN does not take (batch dims that do not collapse: a head-split
+ * view of the fused qkv output) -> a new f32 tensor of the same shape, gathered in one pass (no bf16
+ * contiguous copy first). A matrix whose second-to-last dim has unit stride (a transposed view) is
+ * stored column-major; linear's input and vectors are stored row-major (their view kinds need it). */
+static th_tensor *widen_nd(const th_tensor *t, view_kind kind) {
+  const int nd = t->ndim;
+  const bool swap = kind == V_MAT && nd >= 2 && t->strides[nd - 1] != 1 && t->strides[nd - 2] == 1 &&
+                    t->shape[nd - 2] > 1;
+  const int64_t numel = th_tensor_numel(t);
+  th_tensor *w = th_rt_pool_empty(TH_F32, 1, &numel);
+  if (!w) return NULL;
+  gather_f32(th_tensor_data(w), th_tensor_data(t), nd, t->shape, t->strides, swap);
+  int64_t ds[TH_MAX_DIMS], acc = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    ds[i] = acc;
+    acc *= t->shape[i];
   }
-  return w;
+  if (swap) { /* storage [..., c, r]: element (..., i, j) at i + j * r */
+    ds[nd - 2] = 1;
+    ds[nd - 1] = t->shape[nd - 2];
+  }
+  th_tensor *v = th_tensor_view(w, nd, t->shape, ds, 0);
+  th_tensor_release(w);
+  return v;
 }
 
 static void narrow(const float *s, uint16_t *d, int64_t n) {
@@ -326,17 +388,20 @@ static void narrow(const float *s, uint16_t *d, int64_t n) {
 
 static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_tensor *out);
 
-/* bf16 on a CPU without a bf16 matmul: widen to f32, multiply, round back to bf16. */
+/* bf16 on a CPU without a bf16 matmul: widen to f32, multiply, round back to bf16. An operand oneDNN
+ * takes as it is is widened through its 3-D layout; any other is gathered straight from its strided
+ * bf16 view into f32 (one pass, where a contiguous bf16 copy and then a widening would be two). */
 static th_status run_widened(operand *src, operand *wei, operand *bias, th_tensor *out) {
   operand *ops[3] = {src, wei, bias};
   for (int i = 0; i < 3; i++) {
     if (!ops[i]) continue;
-    th_tensor *w = widen(ops[i]->t, &ops[i]->l);
+    const bool described = describe(ops[i]->t, ops[i]->kind, &ops[i]->l);
+    th_tensor *w = described ? widen(ops[i]->t, &ops[i]->l) : widen_nd(ops[i]->t, ops[i]->kind);
     if (!w) return th_last_status();
     op_drop(ops[i]);
     ops[i]->t = w;
     ops[i]->owned = true;
-    ops[i]->kind = V_MAT;
+    if (described) ops[i]->kind = V_MAT;
   }
   th_tensor *tmp = th_rt_pool_empty(TH_F32, out->ndim, out->shape);
   if (!tmp) return th_last_status();
@@ -349,10 +414,10 @@ static th_status run_widened(operand *src, operand *wei, operand *bias, th_tenso
 /* dst (B, M, N) = src @ wei [+ bias]; out is contiguous, so dense (B, M, N) describes it in every
  * case (1-D operands make M or N 1). Owned copies in the operands are released by the caller. */
 static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_tensor *out) {
+  if (dt == TH_BF16 && !bf16_native) return run_widened(src, wei, bias, out);
   TH_TRY(op_prepare(src));
   TH_TRY(op_prepare(wei));
   if (bias) TH_TRY(op_prepare(bias));
-  if (dt == TH_BF16 && !bf16_native) return run_widened(src, wei, bias, out);
   mm_key k;
   memset(&k, 0, sizeof k); /* padding too: the key is compared with memcmp */
   k.dt = dt == TH_BF16 ? dnnl_bf16 : dnnl_f32;
@@ -391,6 +456,8 @@ static bool init_ok(void) {
   call_once(&init_once, init);
   return engine != NULL;
 }
+
+bool th_blas_has_native_bf16(void) { return init_ok() && bf16_native; }
 
 /* Zero output, plus the bias broadcast over rows: the K == 0 case, which oneDNN does not take. */
 static void fill_empty_k(th_tensor *out, const th_tensor *bias) {

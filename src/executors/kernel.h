@@ -63,6 +63,11 @@ typedef struct th_executor_desc {
 extern const th_executor_desc th_eager_executor;
 extern const th_executor_desc th_blas_executor;
 
+/* True when oneDNN has a bf16 matmul on this CPU (AVX-512 BF16 / AMX); without one the BLAS executor
+ * computes bf16 GEMMs in float32 on widened operands, and the execution transform spells that out in
+ * the trace when the fuser runs (passes.c), so the conversions fuse with their neighbours. */
+bool th_blas_has_native_bf16(void);
+
 /* ---- user executors (executors/registry.c) ------------------------------------------------------------
  * th_registry_snapshot: *out = a private copy of the registered executor `name` (its name, impls and
  * kernels as they are now), for one compilation, or NULL if there is none (TH_OK either way;

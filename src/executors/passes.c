@@ -10,11 +10,19 @@
  *     decomposition's results are renamed to the bsym's recorded outputs (an input returned as-is
  *     becomes prims.shallow_copy), so later uses still refer to the same values;
  *   - an unclaimed prim is an error (Thunder: "Failed to find an executor for bound symbol").
+ *   - a bfloat16 prims.matmul/prims.linear the BLAS executor claims, when this CPU has no bf16 GEMM and
+ *     the fuser is listed before BLAS, is spelled out as what BLAS would do inside its kernel: its
+ *     bf16 tensor operands converted to float32 (exact), the float32 GEMM, and the result converted
+ *     back to bfloat16 (one rounding, as PyTorch) into the bsym's recorded output value. The widening
+ *     and rounding then land in the neighbouring fusion regions instead of being separate passes over
+ *     memory (a bf16 value feeding two GEMMs is widened once: one float32 value per bf16 value).
  * Dead code is then removed (decompositions may compute outputs nobody uses). Renaming is by value
  * identity: a map from value id to value, filled only for values made by re-run decompositions. */
 #include <string.h>
 
+#include "executors/fuser/fuser.h"
 #include "executors/passes.h"
+#include "ops/torch/torch_util.h"
 #include "transforms/transforms.h"
 
 typedef struct {
@@ -23,6 +31,9 @@ typedef struct {
   int nexecs;
   th_value **rename; /* indexed by value id; NULL = keep */
   uint32_t nrename;
+  bool widen_bf16;    /* spell out bf16 GEMMs as f32 GEMMs (see the file comment) */
+  th_value **widened; /* indexed by the id of a bf16 value: its float32 conversion, once recorded */
+  uint32_t nwidened;
 } pass_ctx;
 
 static th_value *rename_value(th_value *v, void *p) {
@@ -128,6 +139,66 @@ static th_status redecompose(pass_ctx *c, th_bsym *copy) {
   return TH_OK;
 }
 
+static bool is_bf16_gemm(const th_bsym *b) {
+  if ((b->sym->id != TH_OP_prims_matmul && b->sym->id != TH_OP_prims_linear) || b->out.kind != TH_ARG_VALUE ||
+      !b->out.u.value->is_tensor || th_value_dtype(b->out.u.value) != TH_BF16)
+    return false;
+  for (int i = 0; i < b->nargs; i++)
+    if (b->args[i].kind == TH_ARG_VALUE && b->args[i].u.value->is_tensor && th_value_dtype(b->args[i].u.value) != TH_BF16)
+      return false;
+  return true;
+}
+
+/* a float32 conversion of bf16 value v in the current scope of the output trace, recorded once per v */
+static th_status widened_value(pass_ctx *c, th_value *v, th_arg *out) {
+  if (v->id < c->nwidened && c->widened[v->id]) {
+    *out = th_arg_value(c->widened[v->id]);
+    return TH_OK;
+  }
+  *out = th_arg_value(v);
+  TH_TRY(th_tu_convert(c->out, out, TH_F32));
+  if (v->id >= c->nwidened) {
+    uint32_t n = c->nwidened ? c->nwidened : 64;
+    while (n <= v->id) n *= 2;
+    th_value **w = th_realloc(c->widened, sizeof *w * n);
+    if (!w) return TH_ERR_NOMEM;
+    memset(w + c->nwidened, 0, sizeof *w * (n - c->nwidened));
+    c->widened = w;
+    c->nwidened = n;
+  }
+  c->widened[v->id] = out->u.value;
+  return TH_OK;
+}
+
+/* bf16 GEMM `copy` (args already renamed) -> convert operands to f32, the f32 GEMM, convert back into
+ * copy's output value; the recorded bsyms are then claimed like any others. */
+static th_status widen_gemm(pass_ctx *c, const th_bsym *copy) {
+  th_trace *tr = c->out;
+  th_vec subs = {0};
+  th_vec *saved = tr->scope;
+  bool saved_verify = tr->verify_mode;
+  tr->scope = &subs;
+  tr->verify_mode = false;
+  th_arg args[3], r = th_arg_none();
+  th_status st = TH_OK;
+  for (int i = 0; i < copy->nargs && i < 3 && st == TH_OK; i++) {
+    args[i] = copy->args[i];
+    if (args[i].kind == TH_ARG_VALUE && args[i].u.value->is_tensor) st = widened_value(c, args[i].u.value, &args[i]);
+  }
+  if (st == TH_OK)
+    st = copy->sym->id == TH_OP_prims_linear ? th_tu_call3(tr, TH_OP_prims_linear, args[0], args[1], args[2], &r)
+                                              : th_tu_call2(tr, TH_OP_prims_matmul, args[0], args[1], &r);
+  if (st == TH_OK) st = th_tu_convert(tr, &r, TH_BF16);
+  tr->scope = saved;
+  tr->verify_mode = saved_verify;
+  TH_TRY(st);
+  if (r.kind != TH_ARG_VALUE || !produced_by((th_bsym **)subs.items, subs.n, r.u.value))
+    return th_error(TH_ERR_RUNTIME, "%s: widening the bf16 GEMM recorded no output", copy->sym->qualname);
+  TH_TRY(set_rename(c, r.u.value, copy->out.u.value));
+  for (int i = 0; i < subs.n; i++) TH_TRY(process(c, subs.items[i]));
+  return TH_OK;
+}
+
 static th_status unclaimed_error(const pass_ctx *c, const th_bsym *b) {
   char names[256] = "";
   size_t k = 0;
@@ -165,6 +236,8 @@ static th_status process(pass_ctx *c, const th_bsym *b) {
     const th_operator_impl *impl = find_impl(c->execs[i], sym->id);
     bool claims = false;
     if (impl) TH_TRY(th_registry_check(c->execs[i], impl, copy, &claims));
+    if (claims && c->widen_bf16 && c->execs[i] == &th_blas_executor && is_bf16_gemm(copy))
+      return widen_gemm(c, copy);
     if (claims) {
       /* copied: a user executor's name lives in a per-compilation snapshot */
       if (!(copy->executor = th_arena_strdup(tr->arena, c->execs[i]->name))) return TH_ERR_NOMEM;
@@ -182,7 +255,11 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
   double t0 = th_pass_clock_ms();
   th_trace *nt = th_trace_derive(tr, tr->fn_name);
   if (!nt) return TH_ERR_NOMEM;
-  pass_ctx c = {nt, execs, nexecs, NULL, 0};
+  pass_ctx c = {nt, execs, nexecs, NULL, 0, false, NULL, 0};
+  for (int i = 0; i < nexecs; i++) { /* the fuser listed before BLAS, on a CPU without a bf16 GEMM */
+    if (execs[i] == &th_blas_executor) break;
+    if (execs[i] == &th_fuser_executor) c.widen_bf16 = !th_blas_has_native_bf16();
+  }
   th_status st = TH_OK;
   for (int i = 0; i < tr->inputs.n && st == TH_OK; i++)
     st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
@@ -205,6 +282,7 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
     st = th_trace_set_provenance(nt, pss);
   }
   th_free(c.rename);
+  th_free(c.widened);
   if (st != TH_OK) {
     if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM)
       th_error(TH_ERR_NOMEM, "out of memory in the execution transform");
