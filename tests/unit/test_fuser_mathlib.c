@@ -8,13 +8,13 @@
  * Checks:
  *  - special values as C99 Annex F / glibc give them (NaN, the infinities, -0.0, overflow, underflow,
  *    exact powers of two for exp2 and log2), in all three builds;
- *  - max error <= 2 ulp against double libm (glibc's double functions are within about 1 double ulp,
- *    so exact at float precision): every function in both kernels over a deterministic sample of
- *    2^26 bit patterns (pattern 64 i + hash(i) mod 64: all exponents, both signs, NaNs) plus 2^19
- *    consecutive patterns around each of its hard points (overflow and underflow thresholds,
- *    subnormals, near 0 and 1, the points where the approximation switches), and in-process over
- *    the hard points and 1/64 of the sample. TH_MATHLIB_EXHAUSTIVE=1 sweeps all 2^32 patterns
- *    instead (about 40 min on 2 busy cores);
+ *  - max error <= 2 ulp (tanh: 1 ulp) against double libm (glibc's double functions are within
+ *    about 1 double ulp, so exact at float precision): every function in both kernels over a
+ *    deterministic sample of 2^26 bit patterns (pattern 64 i + hash(i) mod 64: all exponents, both
+ *    signs, NaNs) plus 2^19 consecutive patterns around each of its hard points (overflow and
+ *    underflow thresholds, subnormals, near 0 and 1, the points where the approximation switches),
+ *    and in-process over the hard points and 1/64 of the sample. TH_MATHLIB_EXHAUSTIVE=1 sweeps all
+ *    2^32 patterns instead (about 40 min on 2 busy cores);
  *  - every `#pragma omp simd` loop calling the type-generic names vectorized (gcc's -fopt-info),
  *    the float calls routed to th_m_* (bit-identical to direct calls), the double calls still libm's
  *    (bit-identical to libm), all without a warning at -Wall -Wextra -Wpedantic -Wshadow. */
@@ -80,8 +80,8 @@ static const struct {
     /* tiny both signs, -1, the direct-polynomial range's ends, 1 + x exact vs rounded, the largest */
     {"log1p", in_log1p, log1p,
      {0x1p-149f, -0x1p-149f, -1.0f, -0x1.2bec34p-2f, 0x1.a827ap-2f, 0x1p24f, 0x1.fffffep127f, 1.0f}},
-    /* the polynomial / exponential switch, rounding to 1, the clamp, tiny both signs */
-    {"tanh", in_tanh, tanh, {1.0f, -1.0f, 9.01091f, -9.01091f, 10.0f, 0x1p-149f, -0x1p-149f, 0x1p-12f}},
+    /* rounding to 1 and the clamp (both signs), where x^2 / 3 drops out, tiny, the largest error */
+    {"tanh", in_tanh, tanh, {9.01091f, -9.01091f, 9.1f, -9.1f, 0x1p-12f, 0x1p-149f, -0x1p-149f, 8.4949f}},
     {"erf", in_erf, erf, {1.0f, -1.0f, 3.9192059f, -3.9192059f, 4.0f, 0x1p-149f, -0x1p-149f, 0x1p-12f}},
 };
 
@@ -318,7 +318,8 @@ static const special SPECIALS[] = {
     /* tanh */
     {F_TANH, NAN, NAN}, {F_TANH, INFINITY, 1.0f}, {F_TANH, -INFINITY, -1.0f}, {F_TANH, 0.0f, 0.0f},
     {F_TANH, -0.0f, -0.0f}, {F_TANH, 0x1p-149f, 0x1p-149f}, {F_TANH, -0x1p-149f, -0x1p-149f},
-    {F_TANH, 20.0f, 1.0f}, {F_TANH, -20.0f, -1.0f}, {F_TANH, 3e38f, 1.0f},
+    {F_TANH, 20.0f, 1.0f}, {F_TANH, -20.0f, -1.0f}, {F_TANH, 3e38f, 1.0f}, {F_TANH, 9.1f, 1.0f},
+    {F_TANH, -9.1f, -1.0f}, {F_TANH, 9.05f, 1.0f}, {F_TANH, 0x1p-13f, 0x1p-13f},
     /* erf */
     {F_ERF, NAN, NAN}, {F_ERF, INFINITY, 1.0f}, {F_ERF, -INFINITY, -1.0f}, {F_ERF, 0.0f, 0.0f},
     {F_ERF, -0.0f, -0.0f}, {F_ERF, 5.0f, 1.0f}, {F_ERF, -5.0f, -1.0f}, {F_ERF, 3e38f, 1.0f},
@@ -486,11 +487,13 @@ static void check_accuracy(int fn) {
   }
   assert_int_equal(oom, 0);
   static const char *const who[NIMPL] = {"kernel", "-mno-fma", "in-process"};
+  /* tanh is evaluated in double and rounded once: 0.6 ulp over all inputs, so 1 ulp is asserted */
+  const double bound = fn == F_TANH ? 1.0 : 2.0;
   for (int k = 0; k < NIMPL; k++) {
     if (!impl[k]) continue;
     printf("  %-6s %-10s max %.3f ulp (at %a) over %ld inputs\n", FNS[fn].name, who[k], st[k].max,
            (double)st[k].worst, st[k].n);
-    assert_true(st[k].max <= 2.0);
+    assert_true(st[k].max <= bound);
   }
 }
 

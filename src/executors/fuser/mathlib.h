@@ -11,14 +11,16 @@
  * With a hardware FMA (__FP_FAST_FMAF, e.g. -march=native on x86-64-v3) the polynomials use fmaf;
  * without one, a*b+c. Measured over all 2^32 inputs (max |error| in ulp, fmaf path / a*b+c path):
  *   expf 1.01 / 0.99   exp2f 0.87 / 1.06   expm1f 0.94 / 1.08   logf  0.88 / 0.89
- *   log2f 1.14 / 1.22  log1pf 0.94 / 0.94  tanhf 1.03 / 1.09    erff  1.14 / 1.31
- * so every result is the correctly rounded one or a neighbour of it. sin and cos stay libm calls:
+ *   log2f 1.14 / 1.22  log1pf 0.94 / 0.94  tanhf 0.60 / 0.60    erff  1.14 / 1.31
+ * so every result is the correctly rounded one or a neighbour of it (tanhf, a rational function
+ * evaluated in double, is within 0.6 ulp). sin and cos stay libm calls:
  * 2 ulp over their full range needs a Payne-Hanek reduction, which straight-line and without table
  * gathers (that gcc does not vectorize on AVX2 targets like Zen) is not written here.
  *
  * Polynomials: weighted minimax fits (discrete Remez exchange in float64 against mpmath values, the
  * coefficients rounded to float32 one at a time, lowest degree first, refitting the rest), each over
- * its reduced interval with the weight of the error it causes in the final result.
+ * its reduced interval with the weight of the error it causes in the final result; tanhf's rational
+ * function the same way through the linearized (Loeb) iteration (scripts/mathlib/).
  *
  * Routing: after <tgmath.h>, the block at the end (unless TH_M_NO_ROUTING is defined) makes the
  * type-generic names exp, exp2, expm1, log, log2, log1p, tanh and erf call these functions for float
@@ -264,26 +266,41 @@ TH_M_INLINE float th_m_log1pf(float x) {
   return th_m_sel((x > -1.0f) & (x < INFINITY), y, sp);
 }
 
-/* Hyperbolic tangent. |x| < 1: x + x^3 T(x^2) (T minimax with weight x^2: 2^-30.9); otherwise
- * 1 - 2E / (1 + E) with E = e^(-2|x|) <= e^-2, which tends to 1 without overflow. Odd: the sign (also
- * of -0) is copied from x. */
+/* a*b + c in double, fused where the hardware has an FMA (used by th_m_tanhf) */
+TH_M_INLINE double th_m_fmad(double a, double b, double c) {
+#ifdef __FP_FAST_FMA
+  return fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+/* Hyperbolic tangent: one rational approximation, no exp and no second path, so the dependency
+ * chain is short (convert, square, 5 FMAs, multiply, divide, convert: about 50 cycles on Zen 3, the
+ * former two-path version about 75). x is clamped to [-9.1, 9.1] (tanh rounds to +-1 in float32 for
+ * |x| > 9.0109; NaN passes the clamp) and tanh(x) = x P(x^2) / Q(x^2), P of degree 4 and Q of degree
+ * 5 with P(0) = Q(0) = 1: a minimax fit of the relative error on [0, 9.15] (linearized rational
+ * Remez, the Loeb iteration, in float64 against mpmath; coefficients rounded to float32 one at a
+ * time, refitting the rest: 2^-27.4; scripts/mathlib/fit_tanh_rational.py). It is evaluated in
+ * double: x^2 of a float is exact there, and the float32 evaluation would lose up to 5 ulp in the
+ * Horner steps and in P and Q themselves, which near tanh = 1 count fully (the single rounding to
+ * float at the end leaves at most 0.6 ulp). Odd exactly (P and Q are even, x's sign carries through),
+ * -0 -> -0, and for tiny x P = Q = 1 exactly, so tanh(x) = x. */
 TH_M_INLINE float th_m_tanhf(float x) {
-  float a = fabsf(x);
-  float a2 = a * a;
-  float t = 0x1.e86cecp-14f;
-  t = th_m_fma(t, a2, -0x1.aee90cp-11f);
-  t = th_m_fma(t, a2, 0x1.8f9f5p-9f);
-  t = th_m_fma(t, a2, -0x1.18de98p-7f);
-  t = th_m_fma(t, a2, 0x1.64c0a4p-6f);
-  t = th_m_fma(t, a2, -0x1.b9f6dep-5f);
-  t = th_m_fma(t, a2, 0x1.11103cp-3f);
-  t = th_m_fma(t, a2, -0x1.555552p-2f);
-  float small = th_m_fma(a, a2 * t, a);
-  float z = -2.0f * a;
-  z = th_m_sel(z < -20.0f, -20.0f, z); /* tanh(10) rounds to 1 */
-  float em = th_m_exp_normal(z);
-  float big = 1.0f - (em + em) / (1.0f + em);
-  return copysignf(th_m_sel(a < 1.0f, small, big), x);
+  float xc = th_m_sel(x > 9.1f, 9.1f, x);
+  xc = th_m_sel(xc < -9.1f, -9.1f, xc);
+  double xd = (double)xc;
+  double s = xd * xd; /* exact */
+  double p = th_m_fmad(0x1.ae183ep-25, s, 0x1.07b166p-15);
+  p = th_m_fmad(p, s, 0x1.064c9ep-8);
+  p = th_m_fmad(p, s, 0x1.1a3accp-3);
+  p = th_m_fmad(p, s, 1.0);
+  double q = th_m_fmad(0x1.8ca5dp-31, s, 0x1.ae96aap-20);
+  q = th_m_fmad(q, s, 0x1.b7f218p-12);
+  q = th_m_fmad(q, s, 0x1.c61946p-6);
+  q = th_m_fmad(q, s, 0x1.e272bap-2);
+  q = th_m_fmad(q, s, 1.0);
+  return (float)(xd * p / q);
 }
 
 /* Error function. |x| < 1: x + x E(x^2) (E minimax, relative weight: 2^-29.4); 1 <= |x| <= 4:
