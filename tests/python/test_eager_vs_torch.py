@@ -187,3 +187,31 @@ def test_integer_division_by_zero_is_an_error(cli, tmp_path):
     p = cli("run", prog, "--executors", "eager", "--input", tmp_path / "in.safetensors", "--quiet")
     assert p.returncode == 1
     assert "ZeroDivisionError" in p.stderr and "prims.div" in p.stderr
+
+
+@pytest.mark.parametrize("shape,dims", [((513, 3000), (0,)), ((7, 5, 4100), (0, 1)), ((3, 70), (0,)),
+                                        ((2048, 2304), (0,))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_float_sum_over_leading_dims(shape, dims, dtype):
+    """Sums over the leading dims of a row-major tensor (bias gradients) run in wide groups of outputs
+    with double accumulators, each output summed in row order: within one float32 ulp of the float64
+    sum (exact-ish: only the final rounding), for widths that are and are not multiples of the group,
+    with several threads."""
+    from conftest import import_thunder_c
+    thunder_c = import_thunder_c()
+    x = R(*shape, dtype=torch.float64, seed=5).to(dtype)
+    old = thunder_c.get_num_threads()
+    try:
+        for n in (1, 2, 3):
+            thunder_c.set_num_threads(n)
+            got = thunder_c.jit(lambda t: t.sum(dims), executors=["eager"])(x)
+            want = x.double().sum(dims)
+            assert got.dtype == dtype and got.shape == want.shape
+            if dtype == torch.float32:
+                ulp = torch.ldexp(torch.ones_like(want), torch.frexp(want).exponent - 24)
+                assert ((got.double() - want).abs() <= ulp).all()
+            else:  # summed in float32 (the float32 sum rounded once), then rounded to bf16
+                assert torch.equal(got, want.float().to(torch.bfloat16)) or \
+                    ((got.double() - want).abs() <= torch.ldexp(torch.ones_like(want), torch.frexp(want).exponent - 8)).all()
+    finally:
+        thunder_c.set_num_threads(old)
