@@ -520,6 +520,8 @@ static void test_codegen_structure(void **state) {
 /* ---- differential runs ------------------------------------------------------------------------------- */
 
 
+
+
 static double elem(const th_tensor *t, const int64_t *idx) {
   const char *base = th_tensor_data(t);
   int64_t off = 0;
@@ -568,6 +570,88 @@ static th_tensor **run_with(const th_trace *tr, const char *const *ex, int nex, 
   if (th_program_run(p, nin, in, nout, &out) != TH_OK) fail_msg("run: %s", th_last_error());
   th_program_free(p);
   return out;
+}
+
+/* Row buffers: exp(x - max) is needed by the sum's pass and later ones, e / s by the second sum's pass
+ * and the outputs; both are computed once per row into per-thread buffers (short contiguous rows),
+ * else recomputed (rows over the buffer length, strided rows). Each variant against a float64
+ * reference: softmax p = e / sum(e), out = p / sum(p * p), and e itself. */
+static const char rowbuf_trace[] =
+    "def computation(x):\n  # x: \"cpu f32%s\"\n%s"
+    "  t0 = prims.amax(x1, (1,))\n  t1 = prims.broadcast_in_dim(t0, %s, (0,))\n  t2 = prims.sub(x1, t1)\n"
+    "  t3 = prims.exp(t2)\n  t4 = prims.sum(t3, (1,))\n  t5 = prims.broadcast_in_dim(t4, %s, (0,))\n"
+    "  t6 = prims.div(t3, t5)\n  t7 = prims.mul(t6, t6)\n  t8 = prims.sum(t7, (1,))\n"
+    "  t9 = prims.broadcast_in_dim(t8, %s, (0,))\n  t10 = prims.div(t6, t9)\n  return (t10, t3)\n";
+
+static void rowbuf_case(int64_t R, int64_t C, bool transposed) {
+  char in_shape[64], dom[64], text[2048];
+  int64_t dshape[2] = {R, C}, ishape[2] = {transposed ? C : R, transposed ? R : C};
+  shape_str(in_shape, sizeof in_shape, 2, ishape);
+  tuple_str(dom, sizeof dom, 2, dshape);
+  char x1[128];
+  if (transposed) snprintf(x1, sizeof x1, "  x1 = prims.transpose(x, (1, 0))\n");
+  else snprintf(x1, sizeof x1, "  x1 = prims.reshape(x, %s)\n", dom);
+  snprintf(text, sizeof text, rowbuf_trace, in_shape, x1, dom, dom, dom);
+  th_trace *tr = parse(text);
+  th_tensor *x = random_tensor(TH_F32, 2, ishape);
+  int nout = 0;
+  th_tensor **out = run_with(tr, with_fuser, 3, &x, 1, &nout);
+  assert_int_equal(nout, 2);
+  double *e = malloc(sizeof(double) * (size_t)C), *pp = malloc(sizeof(double) * (size_t)C);
+  for (int64_t r = 0; r < R; r++) {
+    double mx = -INFINITY, s = 0, q = 0;
+    for (int64_t c = 0; c < C; c++) {
+      int64_t ix[2] = {transposed ? c : r, transposed ? r : c};
+      e[c] = elem(x, ix);
+      if (e[c] > mx) mx = e[c];
+    }
+    for (int64_t c = 0; c < C; c++) s += (e[c] = exp((double)(float)(e[c] - mx)));
+    for (int64_t c = 0; c < C; c++) {
+      pp[c] = e[c] / s;
+      q += pp[c] * pp[c];
+    }
+    for (int64_t c = 0; c < C; c++) {
+      double got_e = th_tensor_get_f64(out[1], r * C + c), got = th_tensor_get_f64(out[0], r * C + c);
+      if (fabs(got_e - e[c]) > 4e-7 * e[c] || fabs(got - pp[c] / q) > 2e-6 * (pp[c] / q))
+        fail_msg("[%lld, %lld] of %s: e %.9g (want %.9g), out %.9g (want %.9g)", (long long)r, (long long)c, text,
+                 got_e, e[c], got, pp[c] / q);
+    }
+  }
+  free(e);
+  free(pp);
+  for (int i = 0; i < nout; i++) th_tensor_release(out[i]);
+  free(out);
+  th_tensor_release(x);
+  th_trace_free(tr);
+}
+
+static void test_row_buffers(void **state) {
+  (void)state;
+  char text[2048];
+  snprintf(text, sizeof text, rowbuf_trace, "[6, 1000]", "  x1 = prims.reshape(x, (6, 1000))\n", "(6, 1000)",
+           "(6, 1000)", "(6, 1000)");
+  th_trace *tr = parse(text);
+  th_trace *p = partition(tr, TH_FUSER_DATAFLOW);
+  th_fuser_region r;
+  char *src = region_source(p, &r);
+  /* two float buffers of 16384 (128 KiB per thread), one store and at least one load of each */
+  const char *want[] = {"const int uc = ic && ninner <= 16384;", "if (uc) {", "] = v", " = rb"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (!strstr(src, want[i])) {
+      fprintf(stderr, "%s\n", src);
+      fail_msg("missing `%s` in the source above", want[i]);
+    }
+  int nbuf = 0;
+  for (const char *q = src; (q = strstr(q, "_Alignas(32) float rb")); q++) nbuf++;
+  assert_int_equal(nbuf, 2);
+  free(src);
+  th_fuser_region_clear(&r);
+  th_trace_free(p);
+  th_trace_free(tr);
+  rowbuf_case(6, 1000, false);   /* buffered */
+  rowbuf_case(3, 20000, false);  /* rows over the buffer length: recomputed */
+  rowbuf_case(1000, 6, true);    /* strided rows: recomputed */
+  rowbuf_case(5, 16384, false);  /* exactly the buffer length */
 }
 
 /* Compiles tr and returns how many bsyms its fusion regions hold (the execution trace must verify). */
@@ -1186,6 +1270,7 @@ int main(void) {
       cmocka_unit_test(test_reductions_join),      cmocka_unit_test(test_norms_one_region),
       cmocka_unit_test(test_horizontal_merge),     cmocka_unit_test(test_seed003_one_region),
       cmocka_unit_test(test_codegen_structure),    cmocka_unit_test(test_golden),
+      cmocka_unit_test(test_row_buffers),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
       cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized),     cmocka_unit_test(test_differential),
       cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_dump_and_cached_load),

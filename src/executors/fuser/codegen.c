@@ -24,7 +24,11 @@
  * all); each row first loads its ROW inputs, then runs one pass over the row per reduction level (the
  * reductions whose inputs need no result of another pass share one; var/var_mean take two: the mean,
  * then the squared deviations), recomputing the FULL values a pass needs from loads (the row stays in
- * cache), computing each level's ROW values after its pass, then a final pass computing and storing the
+ * cache) except the expensive ones (plan_row_buffers: a division or a call, e.g. softmax's exp) a later
+ * pass needs too: when every FULL slot is row-major in the inner dims and the row has at most 16384
+ * elements (uc; at most 128 KiB of buffers per thread), the first pass computing one stores it into a
+ * stack buffer rb<v> of the row body and later passes load it (softmax: one exp per element, not two),
+ * computing each level's ROW values after its pass, then a final pass computing and storing the
  * FULL outputs, and stores its ROW outputs once. Inner loops: `omp simd` with reduction clauses when
  * every FULL slot is row-major in the inner dims, else a strided walk. A nest of one row (a full
  * reduction, r = nd, or rows of size-1 dims only) runs each pass as `omp parallel for [simd]
@@ -32,9 +36,10 @@
  *
  * Accumulation (document of record for tolerances): sum/prod and var's moments of floating inputs in
  * double (so f32 sums are at least as accurate as eager's float64 lanes, in a different order: results
- * agree to a tolerance, not bit for bit), integer ones in int64 with wrap-around; amax/amin exactly, a
- * NaN anywhere gives NaN (as eager; the NaN's payload is not kept); var divides by max(0, N - correction),
- * N = 0 gives NaN. */
+ * agree to a tolerance, not bit for bit; float32 lanes would save about 6% of a softmax kernel's
+ * instructions and make long rows' error grow with their length), integer ones in int64 with
+ * wrap-around; amax/amin exactly, a NaN anywhere gives NaN (as eager; the NaN's payload is not kept);
+ * var divides by max(0, N - correction), N = 0 gives NaN. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -141,6 +146,11 @@ typedef struct {
   int *lvl;           /* ROW val -> the pass level after which it exists (0: before the first) */
   int *red_pass;      /* REDUCE member -> its first pass */
   bool *need_v, *need_r;
+  int *memo2;         /* per val scratch of plan_row_buffers */
+  int *cache_pass;    /* FULL val -> the pass that computes it into its row buffer rb<v> (-1: recomputed) */
+  int ncache;         /* cached vals of the nest being lowered */
+  int cur_pass;       /* the pass being marked or emitted (1..; the output pass is the last) */
+  bool cmode;         /* marking/emitting the row-buffer variant of a pass */
   th_status st;
 } lower;
 
@@ -246,6 +256,7 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
 static void mark(lower *L, int v) {
   if (L->need_v[v] || val(L, v)->lv != TH_FZ_FULL) return;
   L->need_v[v] = true;
+  if (L->cmode && L->cache_pass[v] >= 0 && L->cache_pass[v] < L->cur_pass) return; /* loaded from rb<v> */
   const th_fz_mem *m = mem_of(L, v);
   if (m->kind == TH_FZ_ROWBCAST) return; /* the row's variable */
   for (int a = 0; a < 4; a++) {
@@ -271,7 +282,9 @@ static const char *idx(lower *L, const index_mode *im, int slot) {
   return S(L, "%s%d + %s * T[%d]", im->base, slot, im->var, slot * TH_MAX_DIMS + im->last);
 }
 
-/* Loads of the marked FULL reads and lets of the marked FULL values, in program order. */
+/* Loads of the marked FULL reads and lets of the marked FULL values, in program order. In the row-buffer
+ * variant (cmode) a cached value is loaded from its buffer after the pass that computes it, and stored
+ * into it by that pass. */
 static void emit_full_values(lower *L, th_ir *blk, const index_mode *im) {
   for (int k = 0; k < L->p->nread; k++) {
     if (!L->need_r[k] || L->p->read[k].lv != TH_FZ_FULL) continue;
@@ -284,7 +297,13 @@ static void emit_full_values(lower *L, th_ir *blk, const index_mode *im) {
   for (int i = 0; i < L->p->nmem; i++) {
     const th_fz_mem *m = &L->p->mem[i];
     if (m->nest != L->nest || m->kind != TH_FZ_POINTWISE || !L->need_v[m->out[0]]) continue;
+    int v = m->out[0], cp = L->cmode ? L->cache_pass[v] : -1;
+    if (cp >= 0 && cp < L->cur_pass) {
+      th_ir_let(L->ir, blk, ctype(val(L, v)->v->dtype), L->vname[v], S(L, "rb%d[%s]", v, im->var));
+      continue;
+    }
     emit_pointwise(L, blk, m);
+    if (cp == L->cur_pass) th_ir_set(L->ir, blk, S(L, "rb%d[%s]", v, im->var), "=", L->vname[v]);
   }
 }
 
@@ -464,14 +483,12 @@ static bool slot_used(const lower *L, int s, bool stores) {
 
 /* One pass over a row (or, full: over everything): the reductions `red` (pass `level`), or the FULL
  * outputs when nred < 0. */
-static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots, const int *red,
-                      const bool *second, int nred, bool full) {
-  int nd = N->nd, no = nd - N->r;
-  acc_decl ad[64];
-  int nad = 0;
+/* Marks what pass L->cur_pass needs: the reductions' operands, or (nred < 0) the FULL outputs; cmode:
+ * stopping at values its row buffers hold. */
+static void mark_pass(lower *L, const int *red, int nred, bool cmode) {
+  L->cmode = cmode;
   clear_marks(L);
   for (int k = 0; k < nred; k++) {
-    nad += accs(L, red[k], second[k], ad + nad);
     const th_fz_mem *m = &L->p->mem[red[k]];
     if (m->ref[0] >= 0) mark(L, m->ref[0]);
     else L->need_r[-2 - m->ref[0]] = true;
@@ -479,17 +496,40 @@ static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int 
   if (nred < 0)
     for (int v = 0; v < L->p->nval; v++)
       if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) mark(L, v);
+}
+
+static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots, const int *red,
+                      const bool *second, int nred, bool full) {
+  int nd = N->nd, no = nd - N->r;
+  acc_decl ad[64];
+  int nad = 0;
+  for (int k = 0; k < nred; k++) nad += accs(L, red[k], second[k], ad + nad);
   for (int a = 0; a < nad; a++) th_ir_var(L->ir, blk, ad[a].type, ad[a].name, ad[a].init);
   th_strbuf cl;
   th_sb_init(&cl);
   for (int a = 0; a < nad; a++) th_sb_printf(&cl, "%s%s", a ? " " : "", ad[a].clause);
   const char *clauses = take(L, &cl);
+  index_mode ic = {"b", "j", true, nd - 1};
+  th_ir *outer = blk;
+  bool buffered = false; /* the pass stores or loads a row buffer */
+  if (L->ncache && !full) {
+    mark_pass(L, red, nred, true);
+    for (int v = 0; v < L->p->nval; v++)
+      if (L->need_v[v] && L->cache_pass[v] >= 0 && L->cache_pass[v] <= L->cur_pass) buffered = true;
+  }
+  if (buffered) { /* uc: contiguous rows that fit the row buffers */
+    th_ir *cu = th_ir_if(L->ir, blk, "uc", &outer);
+    th_ir *lu = th_ir_loop(L->ir, cu, TH_IR_SIMD, "j", "0", "ninner", clauses, NULL);
+    emit_full_values(L, lu, &ic);
+    for (int k = 0; k < nred; k++) emit_update(L, lu, red[k], second[k]);
+    if (nred < 0) emit_full_stores(L, lu, &ic);
+  }
+  mark_pass(L, red, nred, false);
   th_ir *els = NULL;
-  th_ir *con = th_ir_if(L->ir, blk, "ic", &els);
+  th_ir *con = th_ir_if(L->ir, outer, "ic", &els);
   /* contiguous: one flat loop over the row */
   th_ir *lc = th_ir_loop(L->ir, con, full ? TH_IR_PARALLEL_SIMD : TH_IR_SIMD, "j", "0", "ninner", clauses,
                          full ? "ninner >= 32768" : NULL);
-  index_mode ic = {"b", "j", true, nd - 1};
   emit_full_values(L, lc, &ic);
   for (int k = 0; k < nred; k++) emit_update(L, lc, red[k], second[k]);
   if (nred < 0) emit_full_stores(L, lc, &ic);
@@ -519,6 +559,91 @@ static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int 
   if (nred < 0) emit_full_stores(L, lj, &is);
 }
 
+/* The reductions of pass `level` (red, second: var's squared-deviation pass); their count. */
+static int pass_reds(lower *L, int level, int *red, bool *second) {
+  int nred = 0;
+  for (int i = 0; i < L->p->nmem && nred < 32; i++) {
+    const th_fz_mem *m = &L->p->mem[i];
+    if (m->nest != L->nest || m->kind != TH_FZ_REDUCE) continue;
+    if (L->red_pass[i] == level) red[nred] = i, second[nred++] = false;
+    else if (two_pass(m->b->sym->id) && L->red_pass[i] + 1 == level) red[nred] = i, second[nred++] = true;
+  }
+  return nred;
+}
+
+/* A FULL pointwise value worth keeping in a row buffer rather than computing again: its op's template
+ * divides or calls a function (exp, tanh, ... through the prelude: tens of instructions per element,
+ * where a buffer costs one load). */
+static bool expensive(const lower *L, int v) {
+  const th_fz_mem *m = mem_of(L, v);
+  const th_bsym *b = m->b;
+  if (m->kind != TH_FZ_POINTWISE || (b->sym->tags & TH_TAG_CONVERT) || b->sym->id == TH_OP_prims_clone ||
+      !b->sym->cexpr)
+    return false;
+  for (const char *t = b->sym->cexpr, *q = t; *q; q++) {
+    if (*q == '/') return true;
+    if (*q == '(' && q > t) { /* an identifier right before '(' (not an operand hole "%0") */
+      char c = q[-1];
+      if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+          (c >= '0' && c <= '9' && !(q - t >= 2 && q[-2] == '%')))
+        return true;
+    }
+  }
+  return false;
+}
+
+#define TH_FZ_ROWBUF_BYTES 131072 /* the row buffers of one nest, per thread, on its stack */
+#define TH_FZ_ROWBUF_MAX 4        /* cached values per nest */
+
+/* Row buffers (passes 1..npass, the last being the output pass when `outs`): an expensive FULL value
+ * needed by a pass after the first one computing it is stored by that one into rb<v> (cache_pass[v])
+ * and loaded by the later ones, when the row is contiguous and short enough (`uc`, lower_rows). Values
+ * reached in later passes only through other cached ones are not kept. Returns the row length limit
+ * (0: nothing cached). */
+static int64_t plan_row_buffers(lower *L, int maxl, bool outs) {
+  int nv = L->p->nval, npass = maxl + (outs ? 1 : 0);
+  int *firstp = L->memo2, red[32];
+  bool second[32];
+  L->ncache = 0;
+  for (int v = 0; v < nv; v++) L->cache_pass[v] = -1, firstp[v] = 0;
+  for (int p = 1; p <= npass; p++) {
+    int nred = p <= maxl ? pass_reds(L, p, red, second) : -1;
+    L->cur_pass = p;
+    mark_pass(L, red, nred, false);
+    for (int v = 0; v < nv; v++) {
+      if (!L->need_v[v] || !expensive(L, v)) continue;
+      if (!firstp[v]) firstp[v] = p;
+      else if (firstp[v] < p && L->cache_pass[v] < 0 && L->ncache < TH_FZ_ROWBUF_MAX)
+        L->cache_pass[v] = firstp[v], L->ncache++;
+    }
+  }
+  if (!L->ncache) return 0;
+  /* keep those some later pass loads */
+  for (int v = 0; v < nv; v++) firstp[v] = 0; /* now: loaded */
+  for (int p = 1; p <= npass; p++) {
+    int nred = p <= maxl ? pass_reds(L, p, red, second) : -1;
+    L->cur_pass = p;
+    mark_pass(L, red, nred, true);
+    for (int v = 0; v < nv; v++)
+      if (L->need_v[v] && L->cache_pass[v] >= 0 && L->cache_pass[v] < p) firstp[v] = 1;
+  }
+  int64_t bytes = 0;
+  L->ncache = 0;
+  for (int v = 0; v < nv; v++) {
+    if (L->cache_pass[v] < 0) continue;
+    if (!firstp[v]) {
+      L->cache_pass[v] = -1;
+      continue;
+    }
+    L->ncache++;
+    bytes += dclass(val(L, v)->v->dtype) == 0 ? 4 : 8;
+  }
+  L->cmode = false;
+  if (!L->ncache) return 0;
+  int64_t lim = TH_FZ_ROWBUF_BYTES / bytes;
+  return lim > 16384 ? 16384 : lim;
+}
+
 /* A row nest (r > 0); full: r == nd (one row, parallel passes). */
 static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots) {
   int nd = N->nd, no = nd - N->r;
@@ -528,6 +653,19 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   for (int d = 0; d < no; d++) nrows_static *= N->D[d];
   bool full = nrows_static == 1;
   th_strbuf sb;
+  int maxl = 0;
+  for (int i = 0; i < L->p->nmem; i++) {
+    const th_fz_mem *m = &L->p->mem[i];
+    if (m->nest == L->nest && m->kind == TH_FZ_REDUCE) {
+      int done = L->red_pass[i] + two_pass(m->b->sym->id);
+      if (done > maxl) maxl = done;
+    }
+  }
+  bool any_full = false;
+  for (int v = 0; v < L->p->nval; v++)
+    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) any_full = true;
+  L->ncache = 0;
+  int64_t rowbuf = full ? 0 : plan_row_buffers(L, maxl, any_full);
   /* sizes: rows, row length, inner rows (all but the last inner dim) */
   th_ir_let(L->ir, blk, "int64_t", "nrows", dims_product(L, 0, no));
   th_ir_let(L->ir, blk, "int64_t", "ninner", dims_product(L, no, nd));
@@ -547,6 +685,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     for (int d = no; d < nd; d++)
       th_ir_set(L->ir, run, "ic", "&=", S(L, "D[%d] <= 1 || T[%d] == w%d", d, s * TH_MAX_DIMS + d, d));
   }
+  if (rowbuf) th_ir_let(L->ir, run, "int", "uc", S(L, "ic && ninner <= %lld", (long long)rowbuf));
   th_ir *body = run;
   if (!full) {
     body = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "row", "0", "nrows", NULL, "nrows * ninner >= 32768");
@@ -560,6 +699,9 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   }
   for (int s = first; s < first + nslots; s++)
     th_ir_let(L->ir, body, "int64_t", S(L, "b%d", s), full ? "0" : offset_expr(L, s, "o", 0, no));
+  for (int v = 0; v < L->p->nval && rowbuf; v++)
+    if (L->cache_pass[v] >= 0)
+      th_ir_stmt(L->ir, body, S(L, "_Alignas(32) %s rb%d[%lld]", ctype(val(L, v)->v->dtype), v, (long long)rowbuf));
   /* ROW reads and level-0 ROW values */
   for (int k = 0; k < L->p->nread; k++) {
     if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;
@@ -570,24 +712,11 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   }
   emit_row_values(L, body, 0);
   /* the passes */
-  int maxl = 0;
-  for (int i = 0; i < L->p->nmem; i++) {
-    const th_fz_mem *m = &L->p->mem[i];
-    if (m->nest == L->nest && m->kind == TH_FZ_REDUCE) {
-      int done = L->red_pass[i] + two_pass(m->b->sym->id);
-      if (done > maxl) maxl = done;
-    }
-  }
   for (int level = 1; level <= maxl; level++) {
     int red[32];
     bool second[32];
-    int nred = 0;
-    for (int i = 0; i < L->p->nmem && nred < 32; i++) {
-      const th_fz_mem *m = &L->p->mem[i];
-      if (m->nest != L->nest || m->kind != TH_FZ_REDUCE) continue;
-      if (L->red_pass[i] == level) red[nred] = i, second[nred++] = false;
-      else if (two_pass(m->b->sym->id) && L->red_pass[i] + 1 == level) red[nred] = i, second[nred++] = true;
-    }
+    int nred = pass_reds(L, level, red, second);
+    L->cur_pass = level;
     th_ir_comment(L->ir, body, S(L, "pass %d", level));
     th_ir *pb = th_ir_block(L->ir, body, false);
     emit_pass(L, pb, N, first, nslots, red, second, nred, full);
@@ -601,10 +730,8 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     emit_row_values(L, body, level);
   }
   /* the final pass: FULL outputs */
-  bool any_full = false;
-  for (int v = 0; v < L->p->nval; v++)
-    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) any_full = true;
   if (any_full) {
+    L->cur_pass = maxl + 1;
     th_ir_comment(L->ir, body, "the outputs");
     emit_pass(L, th_ir_block(L->ir, body, false), N, first, nslots, NULL, NULL, -1, full);
   }
@@ -683,9 +810,13 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
   L.need_v = th_malloc(sizeof(bool) * (size_t)nv);
   L.need_r = th_malloc(sizeof(bool) * (size_t)nr);
   int *memo = th_malloc(sizeof(int) * (size_t)nv);
+  L.cache_pass = th_malloc(sizeof(int) * (size_t)nv);
+  if (L.cache_pass)
+    for (int v = 0; v < nv; v++) L.cache_pass[v] = -1;
+  L.memo2 = th_malloc(sizeof(int) * (size_t)nv);
   r->slots = th_calloc((size_t)(plan.nread + nouts + 1), sizeof(th_fuser_slot));
   r->nests = th_calloc((size_t)(plan.nnest ? plan.nnest : 1), sizeof(th_fz_nest));
-  if (!L.read_slot || !L.val_slot || !L.vname || !L.lvl || !L.red_pass || !L.need_v || !L.need_r || !memo ||
+  if (!L.read_slot || !L.val_slot || !L.vname || !L.lvl || !L.red_pass || !L.need_v || !L.need_r || !memo || !L.cache_pass || !L.memo2 ||
       !r->slots || !r->nests) {
     st = th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
     goto done;
@@ -776,6 +907,8 @@ done:
   th_free(L.need_v);
   th_free(L.need_r);
   th_free(memo);
+  th_free(L.cache_pass);
+  th_free(L.memo2);
   th_fz_plan_free(&plan);
   if (st != TH_OK) th_fuser_region_clear(r);
   return st;

@@ -11,11 +11,13 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
       int ic = 1;
       ic &= D[1] <= 1 || T[1] == w1;
       ic &= D[1] <= 1 || T[9] == w1;
+      const int uc = ic && ninner <= 16384;
       #pragma omp parallel for schedule(static) if (nrows * ninner >= 32768)
       for (int64_t row = 0; row < nrows; row++) {
         const int64_t o0 = row;
         const int64_t b0 = o0 * T[0];
         const int64_t b1 = o0 * T[8];
+        _Alignas(32) float rb4[16384];
         /* pass 1 */
         float m0 = -INFINITY;
         int n0 = 0;
@@ -36,40 +38,60 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const float v0 = (n0 ? (float)NAN : m0);
         /* pass 2 */
         double s5 = 0;
-        if (ic) {
+        if (uc) {
           #pragma omp simd reduction(+:s5)
           for (int64_t j = 0; j < ninner; j++) {
             const float a0 = p0[b0 + j];
             const float v3 = (float)((((float)a0) - ((float)v0)));
             const float v4 = (float)(exp(((float)v3)));
+            rb4[j] = v4;
             s5 += (double)v4;
           }
         } else {
-          for (int64_t j = 0; j < D[1]; j++) {
-            const float a0 = p0[b0 + j * T[1]];
-            const float v3 = (float)((((float)a0) - ((float)v0)));
-            const float v4 = (float)(exp(((float)v3)));
-            s5 += (double)v4;
+          if (ic) {
+            #pragma omp simd reduction(+:s5)
+            for (int64_t j = 0; j < ninner; j++) {
+              const float a0 = p0[b0 + j];
+              const float v3 = (float)((((float)a0) - ((float)v0)));
+              const float v4 = (float)(exp(((float)v3)));
+              s5 += (double)v4;
+            }
+          } else {
+            for (int64_t j = 0; j < D[1]; j++) {
+              const float a0 = p0[b0 + j * T[1]];
+              const float v3 = (float)((((float)a0) - ((float)v0)));
+              const float v4 = (float)(exp(((float)v3)));
+              s5 += (double)v4;
+            }
           }
         }
         const float v5 = th_fz_d_f32(s5);
         /* the outputs */
-        if (ic) {
+        if (uc) {
           #pragma omp simd
           for (int64_t j = 0; j < ninner; j++) {
-            const float a0 = p0[b0 + j];
-            const float v3 = (float)((((float)a0) - ((float)v0)));
-            const float v4 = (float)(exp(((float)v3)));
+            const float v4 = rb4[j];
             const float v8 = (float)((((float)v4) / ((float)v5)));
             p1[b1 + j] = (float)v8;
           }
         } else {
-          for (int64_t j = 0; j < D[1]; j++) {
-            const float a0 = p0[b0 + j * T[1]];
-            const float v3 = (float)((((float)a0) - ((float)v0)));
-            const float v4 = (float)(exp(((float)v3)));
-            const float v8 = (float)((((float)v4) / ((float)v5)));
-            p1[b1 + j * T[9]] = (float)v8;
+          if (ic) {
+            #pragma omp simd
+            for (int64_t j = 0; j < ninner; j++) {
+              const float a0 = p0[b0 + j];
+              const float v3 = (float)((((float)a0) - ((float)v0)));
+              const float v4 = (float)(exp(((float)v3)));
+              const float v8 = (float)((((float)v4) / ((float)v5)));
+              p1[b1 + j] = (float)v8;
+            }
+          } else {
+            for (int64_t j = 0; j < D[1]; j++) {
+              const float a0 = p0[b0 + j * T[1]];
+              const float v3 = (float)((((float)a0) - ((float)v0)));
+              const float v4 = (float)(exp(((float)v3)));
+              const float v8 = (float)((((float)v4) / ((float)v5)));
+              p1[b1 + j * T[9]] = (float)v8;
+            }
           }
         }
       }
