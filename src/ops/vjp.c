@@ -24,6 +24,7 @@ static void build(void) {
   add(th_vjp_table_prims_linalg, th_vjp_table_prims_linalg_n);
   add(th_vjp_table_prims_memory, th_vjp_table_prims_memory_n);
   add(th_vjp_table_torch_nn, th_vjp_table_torch_nn_n);
+  add(th_vjp_table_torch_shape, th_vjp_table_torch_shape_n);
   add(th_vjp_table_torch_scaled_mm, th_vjp_table_torch_scaled_mm_n);
   add(th_vjp_table_torch_float8_linear, th_vjp_table_torch_float8_linear_n);
 }

@@ -50,6 +50,7 @@ TH_VJP_TABLE(prims_reduction)
 TH_VJP_TABLE(prims_linalg)
 TH_VJP_TABLE(prims_memory)
 TH_VJP_TABLE(torch_nn)
+TH_VJP_TABLE(torch_shape)
 TH_VJP_TABLE(torch_scaled_mm)
 TH_VJP_TABLE(torch_float8_linear)
 #undef TH_VJP_TABLE

@@ -570,6 +570,25 @@ static void test_torch_ops(void **state) {
     for (int i = 0; i < 3; i++) th_tensor_release(in[i]);
     th_trace_free(tr);
   }
+  /* split (sections) and chunk (direct rules: one cat of the pieces' cotangents); the middle piece of the
+   * split is unused, so its cotangent is zeros, and chunk's second piece is scaled */
+  {
+    th_trace *tr = th_trace_new(NULL);
+    th_value *x = input(tr, "x", TH_F64, 3, s);
+    const int64_t secs[3] = {1, 3, 1};
+    th_arg sargs[3] = {V(x), ints(3, secs), th_arg_int(-1)};
+    th_arg pieces = call(tr, "ltorch.split", 3, sargs);
+    th_arg cargs[3] = {V(x), th_arg_int(2), th_arg_int(1)};
+    th_arg chunks = call(tr, "ltorch.chunk", 3, cargs);
+    th_arg sq = call2(tr, "ltorch.mul", chunks.u.seq.items[1], chunks.u.seq.items[1]);
+    th_arg items[3] = {pieces.u.seq.items[0], pieces.u.seq.items[2], sq};
+    ret(tr, th_arg_tuple(3, items));
+    th_tensor *in = tensor_of(x);
+    fill(in, -2, 2);
+    check_fd("split + chunk", tr, &in);
+    th_tensor_release(in);
+    th_trace_free(tr);
+  }
   /* cross_entropy with class indices, and embedding with padding_idx and scale_grad_by_freq */
   {
     th_trace *tr = th_trace_new(NULL);

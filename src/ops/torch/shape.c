@@ -4,10 +4,17 @@
  * They decompose into the strict shape prims (reshape with a fully known shape, transpose with a full
  * permutation, broadcast_in_dim, slice_prim, squeeze, cat, take). An op that changes nothing returns its
  * input, which th_call records as prims.shallow_copy so outputs are always fresh proxies. Errors use
- * PyTorch's wording. */
+ * PyTorch's wording.
+ *
+ * Gradients: split and chunk have a direct vjp rule (PyTorch's split_backward): the input's cotangent is
+ * one cat of the pieces' cotangents along the split dim, zeros for a piece no gradient reached. Through
+ * the decomposition each slice_prim would pad its cotangent with zeros to the full shape and the pads
+ * would then be summed (k full-size zero fills, cats and adds for k pieces: the fused qkv projection's
+ * backward). The other ops differentiate through their decompositions. */
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
+#include "ops/vjp.h"
 
 static const th_value *tensor0(const th_arg *args) { return args[0].u.value; }
 
@@ -621,3 +628,38 @@ th_status ltorch_narrow_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
                     (long long)start, (long long)length, (long long)len);
   return th_tu_slice_in_dim(tr, args[0], start, start + length, 1, d, out);
 }
+
+/* ---- vjp: split / chunk --------------------------------------------------------------------------- */
+
+static th_status split_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const char *op = b->sym->qualname;
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(op, "dim", &b->args[2], &dim));
+  TH_TRY(th_meta_canonical_dim(op, dim, a->u.value->ndim, &d));
+  if ((b->out.kind != TH_ARG_TUPLE && b->out.kind != TH_ARG_LIST) || b->out.u.seq.n < 1)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: expected its outputs as a sequence of tensors", op);
+  int n = b->out.u.seq.n;
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n);
+  if (!items) return th_error(TH_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    const th_arg *o = &b->out.u.seq.items[i];
+    if (o->kind != TH_ARG_VALUE || !o->u.value->is_tensor)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: expected its outputs as a sequence of tensors", op);
+    if (cts[i].kind == TH_ARG_NONE) TH_TRY(th_vjp_zeros_like(tr, o->u.value, &items[i]));
+    else items[i] = cts[i];
+  }
+  if (n == 1) {
+    grads[0] = items[0];
+    return TH_OK;
+  }
+  return th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(n, items), th_arg_int(d), &grads[0]);
+}
+
+const th_vjp_entry th_vjp_table_torch_shape[] = {
+    {TH_OP_ltorch_split, TH_VJP_RULE, split_vjp},
+    {TH_OP_ltorch_chunk, TH_VJP_RULE, split_vjp},
+};
+const int th_vjp_table_torch_shape_n = (int)(sizeof th_vjp_table_torch_shape / sizeof th_vjp_table_torch_shape[0]);
