@@ -87,8 +87,11 @@ void th_program_free(th_program *p); /* NULL is fine */
  * calling thread for the duration of the call and restored afterwards, so a host that changed its own
  * OpenMP setting (PyTorch's torch.set_num_threads, which shares libgomp with thunder-c, and which PyTorch
  * may default to 1) neither governs thunder-c's runs nor is changed by them.
- * Default: THUNDER_NUM_THREADS if the environment sets it to a positive integer, else the first value
- * of OMP_NUM_THREADS if set, else omp_get_num_procs() (the CPUs this process may run on).
+ * Kernels (a user executor's included) see that count as omp_get_max_threads() and so does PyTorch code
+ * they call; a change a kernel makes to the calling thread's OpenMP setting ends with the run.
+ * Default: THUNDER_NUM_THREADS if the environment sets it to a positive integer (values above 4096
+ * read as 4096), else the first value of OMP_NUM_THREADS if set, else omp_get_num_procs() (the CPUs
+ * this process may run on).
  * th_set_num_threads(n): n >= 1 sets the count for later calls from any thread; n == 0 returns to the
  * default; n < 0 or n > 4096 is TH_ERR_VALUE ("th_set_num_threads: n: expected 0 (the default) or a
  * count in [1, 4096], but got -1") and changes nothing. Like torch.set_num_threads, it is process-wide. */

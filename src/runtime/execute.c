@@ -864,15 +864,17 @@ fail:
 
 static _Atomic int g_num_threads; /* 0: the default */
 
-/* a positive count from an environment variable's first comma-separated value, else 0 */
+/* a positive count from an environment variable's first comma-separated value (blanks around it
+ * allowed, as libgomp reads OMP_NUM_THREADS), else 0 */
 static int env_threads(const char *name) {
   const char *v = getenv(name);
   if (!v || !*v) return 0;
   char *end = NULL;
   errno = 0;
   long n = strtol(v, &end, 10);
-  if (errno || end == v || (*end && *end != ',') || n < 1 || n > 4096) return 0;
-  return (int)n;
+  while (end && (*end == ' ' || *end == '\t')) end++;
+  if (errno || end == v || (*end && *end != ',') || n < 1) return 0;
+  return n > 4096 ? 4096 : (int)n;
 }
 
 th_status th_set_num_threads(int n) {

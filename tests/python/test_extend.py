@@ -490,6 +490,8 @@ def test_num_threads_independent_of_torch():
         assert seen[-1] == 2
         with pytest.raises(ValueError, match=r"set_num_threads: n: expected 0 \(the default\) or a count in \[1, 4096\], but got -2"):
             thunder_c.set_num_threads(-2)
+        with pytest.raises(ValueError, match=r"^set_num_threads: n: .* but got -1$"):
+            thunder_c.set_num_threads(-1)
         with pytest.raises(ValueError, match="but got 4097"):
             thunder_c.set_num_threads(4097)
         with pytest.raises(ValueError, match="but got 100000000000000000000"):
@@ -497,6 +499,9 @@ def test_num_threads_independent_of_torch():
         with pytest.raises(TypeError, match="set_num_threads: n: expected an int, but got float"):
             thunder_c.set_num_threads(2.0)
         assert thunder_c.get_num_threads() == 2
+        import numpy as np
+        thunder_c.set_num_threads(np.int64(1))  # any integer (__index__)
+        assert thunder_c.get_num_threads() == 1
     finally:
         thunder_c.set_num_threads(0)
         torch.set_num_threads(old_torch)

@@ -1098,6 +1098,9 @@ def test_dump_fusions_option(tmp_path):
     missing.mkdir(parents=True)
     torch.testing.assert_close(jb(x), f(x))
     assert len(list(missing.glob("*.c"))) == 1
+    # a directory name longer than any path: an error, not a write past a buffer
+    with pytest.raises(OSError, match="File name too long"):
+        thunder_c.jit(f, dump_fusions="/" + "a" * 4300)(x)
 
 
 def test_dump_fusions_env_unwritable_warns_once(tmp_path):

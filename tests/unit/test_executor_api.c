@@ -896,6 +896,12 @@ static void test_num_threads(void **state) {
   out = run1(p, 1, in);
   assert_int_equal(seen_threads, 5);
   th_tensor_release(out);
+  setenv("THUNDER_NUM_THREADS", " 6 ", 1); /* blanks around the number, as libgomp allows */
+  assert_int_equal(th_get_num_threads(), 6);
+  setenv("THUNDER_NUM_THREADS", "99999", 1); /* capped */
+  assert_int_equal(th_get_num_threads(), 4096);
+  setenv("THUNDER_NUM_THREADS", "3abc", 1); /* not a number: ignored */
+  assert_int_equal(th_get_num_threads(), 4);
   setenv("THUNDER_NUM_THREADS", "0", 1); /* not a positive count: ignored */
   assert_int_equal(th_get_num_threads(), 4);
   unsetenv("THUNDER_NUM_THREADS");

@@ -634,8 +634,8 @@ static void test_row_buffers(void **state) {
   th_trace *p = partition(tr, TH_FUSER_DATAFLOW);
   th_fuser_region r;
   char *src = region_source(p, &r);
-  /* two float buffers of 16384 (128 KiB per thread), one store and at least one load of each */
-  const char *want[] = {"const int uc = ic && ninner <= 16384;", "if (uc) {", "] = v", " = rb"};
+  /* two float buffers of 4096 (32 KiB per thread), one store and at least one load of each */
+  const char *want[] = {"const int uc = ic && ninner <= 4096;", "if (uc) {", "] = v", " = rb"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++)
     if (!strstr(src, want[i])) {
       fprintf(stderr, "%s\n", src);
@@ -651,7 +651,8 @@ static void test_row_buffers(void **state) {
   rowbuf_case(6, 1000, false);   /* buffered */
   rowbuf_case(3, 20000, false);  /* rows over the buffer length: recomputed */
   rowbuf_case(1000, 6, true);    /* strided rows: recomputed */
-  rowbuf_case(5, 16384, false);  /* exactly the buffer length */
+  rowbuf_case(5, 4096, false);   /* exactly the buffer length */
+  rowbuf_case(5, 4097, false);   /* one over: recomputed */
 }
 
 /* Compiles tr and returns how many bsyms its fusion regions hold (the execution trace must verify). */

@@ -166,17 +166,26 @@ static PyObject *m_is_tracing(PyObject *self, PyObject *unused) {
 /* set_num_threads(n) / get_num_threads(): th_set_num_threads / th_get_num_threads (thunder/jit.h). */
 static PyObject *m_set_num_threads(PyObject *self, PyObject *arg) {
   (void)self;
-  if (!PyLong_Check(arg) || PyBool_Check(arg))
+  if (PyBool_Check(arg) || !PyIndex_Check(arg))
     return PyErr_Format(PyExc_TypeError, "set_num_threads: n: expected an int, but got %s", Py_TYPE(arg)->tp_name);
+  PyObject *i = PyNumber_Index(arg); /* numpy integers too */
+  if (!i) return NULL;
   int overflow = 0;
-  long n = PyLong_AsLongAndOverflow(arg, &overflow);
-  if (n == -1 && PyErr_Occurred()) return NULL;
-  if (overflow || n < -1 || n > 4096) /* th_set_num_threads' own check, for values an int cannot hold */
-    return PyErr_Format(PyExc_ValueError, "set_num_threads: n: expected 0 (the default) or a count in [1, 4096], "
-                        "but got %S", arg);
-  th_status st = th_set_num_threads((int)n);
-  if (st != TH_OK) return pyth_raise(st);
-  Py_RETURN_NONE;
+  long n = PyLong_AsLongAndOverflow(i, &overflow);
+  if (n == -1 && PyErr_Occurred()) {
+    Py_DECREF(i);
+    return NULL;
+  }
+  PyObject *r = NULL;
+  if (overflow || n < 0 || n > 4096)
+    PyErr_Format(PyExc_ValueError, "set_num_threads: n: expected 0 (the default) or a count in [1, 4096], but got %S",
+                 i);
+  else if (th_set_num_threads((int)n) != TH_OK)
+    pyth_raise(th_last_status());
+  else
+    r = Py_NewRef(Py_None);
+  Py_DECREF(i);
+  return r;
 }
 
 static PyObject *m_get_num_threads(PyObject *self, PyObject *unused) {

@@ -25,8 +25,8 @@
  * reductions whose inputs need no result of another pass share one; var/var_mean take two: the mean,
  * then the squared deviations), recomputing the FULL values a pass needs from loads (the row stays in
  * cache) except the expensive ones (plan_row_buffers: a division or a call, e.g. softmax's exp) a later
- * pass needs too: when every FULL slot is row-major in the inner dims and the row has at most 16384
- * elements (uc; at most 128 KiB of buffers per thread), the first pass computing one stores it into a
+ * pass needs too: when every FULL slot is row-major in the inner dims and the row is short enough for
+ * 32 KiB of buffers per thread (uc; 8192 floats for one buffer), the first pass computing one stores it into a
  * stack buffer rb<v> of the row body and later passes load it (softmax: one exp per element, not two),
  * computing each level's ROW values after its pass, then a final pass computing and storing the
  * FULL outputs, and stores its ROW outputs once. Inner loops: `omp simd` with reduction clauses when
@@ -592,7 +592,9 @@ static bool expensive(const lower *L, int v) {
   return false;
 }
 
-#define TH_FZ_ROWBUF_BYTES 131072 /* the row buffers of one nest, per thread, on its stack */
+/* the row buffers of one nest, per thread, on its stack: 32 KiB, within L1 and far below the smallest
+ * thread stacks in use (musl's default is 128 KiB; OMP_STACKSIZE may set less) */
+#define TH_FZ_ROWBUF_BYTES 32768
 #define TH_FZ_ROWBUF_MAX 4        /* cached values per nest */
 
 /* Row buffers (passes 1..npass, the last being the output pass when `outs`): an expensive FULL value
@@ -641,7 +643,7 @@ static int64_t plan_row_buffers(lower *L, int maxl, bool outs) {
   L->cmode = false;
   if (!L->ncache) return 0;
   int64_t lim = TH_FZ_ROWBUF_BYTES / bytes;
-  return lim > 16384 ? 16384 : lim;
+  return lim;
 }
 
 /* A row nest (r > 0); full: r == nd (one row, parallel passes). */

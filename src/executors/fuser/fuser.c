@@ -170,7 +170,6 @@ void th_fuser_set_free(th_fuser_set *s) {
   th_free(s);
 }
 
-/* Writes the unit to dir/<fn>-<hash12>.c (best effort: a dump never fails the compilation). */
 /* Writes the unit to dir/<fn_name>-<12 hex digits of its SHA-256>.c (temp file + rename, so a reader never
  * sees half a file). An explicit dump_dir that cannot be written is an error (TH_ERR_IO naming the path);
  * for $THUNDER_DUMP_FUSIONS, one warning on stderr per process and the compile goes on. */
@@ -180,12 +179,19 @@ static th_status dump(const char *opt_dir, const char *fn_name, const char *sour
   uint8_t h[32];
   th_fuser_sha256(source, strlen(source), h);
   char path[4200], tmp[4300];
+  static atomic_uint seq; /* distinct temporary names for threads of one process */
   int k = snprintf(path, sizeof path, "%s/%s-", dir, fn_name && fn_name[0] ? fn_name : "program");
-  for (int i = 0; i < 6 && k > 0 && (size_t)k + 3 < sizeof path; i++, k += 2) snprintf(path + k, 3, "%02x", h[i]);
-  snprintf(path + k, sizeof path - (size_t)k, ".c");
-  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  int err = f ? 0 : errno;
+  int err = 0;
+  if (k < 0 || (size_t)k + 15 > sizeof path) {
+    err = ENAMETOOLONG;
+    snprintf(path, sizeof path, "%.64s...", dir);
+  } else {
+    for (int i = 0; i < 6; i++, k += 2) snprintf(path + k, 3, "%02x", h[i]);
+    snprintf(path + k, sizeof path - (size_t)k, ".c");
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld.%u", path, (long)getpid(), atomic_fetch_add(&seq, 1u));
+  }
+  FILE *f = err ? NULL : fopen(tmp, "wb");
+  if (!err && !f) err = errno;
   if (f) {
     bool ok = fputs(source, f) >= 0;
     if (!ok) err = errno ? errno : EIO;

@@ -11,13 +11,13 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
       int ic = 1;
       ic &= D[1] <= 1 || T[1] == w1;
       ic &= D[1] <= 1 || T[9] == w1;
-      const int uc = ic && ninner <= 16384;
+      const int uc = ic && ninner <= 8192;
       #pragma omp parallel for schedule(static) if (nrows * ninner >= 32768)
       for (int64_t row = 0; row < nrows; row++) {
         const int64_t o0 = row;
         const int64_t b0 = o0 * T[0];
         const int64_t b1 = o0 * T[8];
-        _Alignas(32) float rb4[16384];
+        _Alignas(32) float rb4[8192];
         /* pass 1 */
         float m0 = -INFINITY;
         int n0 = 0;
