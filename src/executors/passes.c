@@ -85,6 +85,25 @@ static bool produced_by(th_bsym *const *bs, int n, const th_value *v) {
   return false;
 }
 
+/* Recording into a private list: bsyms a decomposition or rewrite records in the output trace go to
+ * `subs` (processed afterwards) instead of its top level, outside verify mode. */
+typedef struct {
+  th_vec *scope;
+  bool verify_mode;
+} recording;
+
+static recording record_into(th_trace *tr, th_vec *subs) {
+  recording r = {tr->scope, tr->verify_mode};
+  tr->scope = subs;
+  tr->verify_mode = false;
+  return r;
+}
+
+static void record_end(th_trace *tr, recording r) {
+  tr->scope = r.scope;
+  tr->verify_mode = r.verify_mode;
+}
+
 static th_status process(pass_ctx *c, const th_bsym *b);
 
 /* Re-runs the decomposition of torch-level bsym b (already copied into the new trace as `copy`) and
@@ -96,14 +115,10 @@ static th_status redecompose(pass_ctx *c, th_bsym *copy) {
                     sym->qualname);
   th_trace *tr = c->out;
   th_vec subs = {0};
-  th_vec *saved = tr->scope;
-  bool saved_verify = tr->verify_mode;
-  tr->scope = &subs;
-  tr->verify_mode = false;
+  recording rec = record_into(tr, &subs);
   th_arg result = th_arg_none();
   th_status st = sym->decomp(tr, sym, copy->args, &result);
-  tr->scope = saved;
-  tr->verify_mode = saved_verify;
+  record_end(tr, rec);
   TH_TRY(st);
 
   value_list got = {{0}, 0, false}, want = {{0}, 0, false};
@@ -175,10 +190,7 @@ static th_status widened_value(pass_ctx *c, th_value *v, th_arg *out) {
 static th_status widen_gemm(pass_ctx *c, const th_bsym *copy) {
   th_trace *tr = c->out;
   th_vec subs = {0};
-  th_vec *saved = tr->scope;
-  bool saved_verify = tr->verify_mode;
-  tr->scope = &subs;
-  tr->verify_mode = false;
+  recording rec = record_into(tr, &subs);
   th_arg args[3], r = th_arg_none();
   th_status st = TH_OK;
   for (int i = 0; i < copy->nargs && i < 3 && st == TH_OK; i++) {
@@ -189,8 +201,7 @@ static th_status widen_gemm(pass_ctx *c, const th_bsym *copy) {
     st = copy->sym->id == TH_OP_prims_linear ? th_tu_call3(tr, TH_OP_prims_linear, args[0], args[1], args[2], &r)
                                               : th_tu_call2(tr, TH_OP_prims_matmul, args[0], args[1], &r);
   if (st == TH_OK) st = th_tu_convert(tr, &r, TH_BF16);
-  tr->scope = saved;
-  tr->verify_mode = saved_verify;
+  record_end(tr, rec);
   TH_TRY(st);
   if (r.kind != TH_ARG_VALUE || !produced_by((th_bsym **)subs.items, subs.n, r.u.value))
     return th_error(TH_ERR_RUNTIME, "%s: widening the bf16 GEMM recorded no output", copy->sym->qualname);
