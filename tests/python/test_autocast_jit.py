@@ -80,8 +80,12 @@ def test_scenario11_regions_inside_the_function():
     jf = thunder_c.jit(f)
     got, want = jf(a, b), f(a, b)
     assert [t.dtype for t in got] == [t.dtype for t in want] == [torch.bfloat16, torch.float32]
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g.float(), w.float(), **TOL)
+    # the bf16 product: the bf16 operands multiplied exactly enough (float64) and rounded once, as
+    # thunder-c computes it; PyTorch 1.13's CPU bf16 mm rounds along the way (up to several bf16 ulps off)
+    exact = (a.bfloat16().double() @ b.bfloat16().double()).bfloat16()
+    torch.testing.assert_close(got[0].float(), exact.float(), rtol=2 ** -7, atol=1e-6)
+    torch.testing.assert_close(got[0].float(), want[0].float(), rtol=0.05, atol=0.05)
+    torch.testing.assert_close(got[1], want[1], **TOL)
     verify_all(jf)
     assert not torch.is_autocast_cpu_enabled()  # the regions ended with the trace
 

@@ -109,16 +109,26 @@ static void test_dataflow_vs_consecutive(void **state) {
   th_trace_free(d);
   th_trace_free(c);
   th_trace_free(tr);
-  /* a consumer in between closes the region: no single-bsym region, order kept */
+  /* dataflow: a consumer in between (maximum is not fusible) seals the region — it must run before the
+   * consumer — but later bsyms that read nothing made from the consumer on still join it */
   tr = parse("def computation(a, b):\n"
              "  # a: \"cpu f32[4]\"\n  # b: \"cpu f32[4]\"\n"
              "  t0 = prims.add(a, b)\n  t1 = prims.maximum(t0, b)\n  t2 = prims.mul(t0, 2.0)\n"
-             "  return (t1, t2)\n");
+             "  t3 = prims.sub(t1, t2)\n  t4 = prims.neg(t3)\n  return (t1, t4)\n");
   d = partition(tr, TH_FUSER_DATAFLOW);
+  char *txt = print(d);
   assert_int_equal(d->bsyms.n, 4);
-  assert_int_equal(bsym_at(d, 0)->sym->id, TH_OP_prims_add);
+  assert_non_null(strstr(txt, "[t0, t2] = fusion0(a, b)")); /* add and mul, before maximum */
   assert_int_equal(bsym_at(d, 1)->sym->id, TH_OP_prims_maximum);
+  /* sub reads maximum's output: it cannot run before maximum, so it starts the next region */
+  assert_non_null(strstr(txt, "[t4] = fusion1(t1, t2)"));
+  free(txt);
   th_trace_free(d);
+  c = partition(tr, TH_FUSER_CONSECUTIVE);
+  assert_int_equal(c->bsyms.n, 4); /* add alone, maximum, then [mul, sub, neg] adjacent, return */
+  assert_int_equal(bsym_at(c, 0)->sym->id, TH_OP_prims_add);
+  assert_int_equal(bsym_at(c, 1)->sym->id, TH_OP_prims_maximum);
+  th_trace_free(c);
   th_trace_free(tr);
 }
 

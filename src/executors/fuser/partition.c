@@ -5,9 +5,14 @@
  * the open region closes and the bsym opens the next one. Strategies:
  *   - consecutive: a region is a run of adjacent fusible bsyms; any other bsym closes it;
  *   - dataflow (default): the region stays open across bsyms that do not use its values (it is placed
- *     at its last member, so those run before it): it closes when a non-member consumes one of its
- *     computed values (that bsym would run before its input exists), and at every effect (copy_,
- *     update_aliases, random, DONT_DCE, in-place) and the return, which nothing moves across.
+ *     at its last member, so those run before it). The first non-member consuming one of its computed
+ *     values seals it: the region must then run before that bsym (its limit), and a later bsym joins
+ *     only if everything it reads was made before the limit or by the region (a recomputed GELU in a
+ *     backward and its gradient, with the weight-gradient GEMM between them, become one region); the
+ *     region is then emitted right before its limit. A fusible bsym no region can hold (a sum over
+ *     leading dims) is a non-member, not the end of the open region. The region closes when a bsym
+ *     starts a region of its own, at a bsym reading what was made after its limit, and at every effect
+ *     (copy_, update_aliases, random, DONT_DCE, in-place) and the return, which nothing moves across.
  * Independent chains (different shapes, different reductions) join one region as separate nests: this
  * is the horizontal merge of adjacent independent regions, done while the region grows.
  *
@@ -17,16 +22,19 @@
  * close a region). A region left with fewer than two computing members is dissolved: its bsyms stay as
  * they are, in place. Region inputs are the tensors its members use and do not produce (in order of
  * first use); its outputs the values it produces that anything outside uses (the return included), in
- * program order, as a LIST. Moving a region to its last member never crosses a bsym it depends on (its
- * members come before), one that depends on it (that closes it) or an effect; the return stays last. */
+ * program order, as a LIST. Moving a region to its last member (or before its limit) never crosses a bsym
+ * it depends on, one that depends on it, or an effect; the return stays last. A sealed region whose
+ * later members would read an evicted INVIEW value made after the limit is dissolved. */
 #include <string.h>
 
 #include "executors/fuser/fuser.h"
 #include "transforms/transforms.h"
 
 typedef struct {
-  int *m; /* member indices, program order */
+  int *m;    /* member indices, program order */
   int n, cap;
+  int limit; /* dataflow: the first non-member using a computed value of the group (the region runs
+                before it), -1 while none has */
 } group;
 
 typedef struct {
@@ -34,6 +42,7 @@ typedef struct {
   int n;                /* bsyms */
   int *grp;             /* per bsym: its group, -1 */
   int *owner;           /* value id -> group producing it, -1 */
+  int *prod;            /* value id -> the bsym index producing it, -1 for trace inputs */
   uint32_t nids;
   group *g;
   int ng;
@@ -117,6 +126,27 @@ static bool uses_group(const part_ctx *c, const th_bsym *b, int g) {
   for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], uses_cb, &u);
   for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], uses_cb, &u);
   return u.hit;
+}
+
+/* b may join sealed group g: each value it reads is a trace input, made before g's limit, or g's own. */
+typedef struct {
+  const part_ctx *c;
+  int g;
+  bool ok;
+} deps_ctx;
+
+static void deps_cb(th_value *v, void *p) {
+  deps_ctx *d = p;
+  if (v->id >= d->c->nids) return;
+  int pi = d->c->prod[v->id];
+  if (pi >= 0 && pi >= d->c->g[d->g].limit && d->c->grp[pi] != d->g) d->ok = false;
+}
+
+static bool reads_before_limit(const part_ctx *c, const th_bsym *b, int g) {
+  deps_ctx d = {c, g, true};
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], deps_cb, &d);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], deps_cb, &d);
+  return d.ok;
 }
 
 /* Member k of g (a bsym index) produces v. */
@@ -235,8 +265,13 @@ static th_status close_group(part_ctx *c, int g, bool *used) {
       }
     }
   }
+  /* a sealed group whose later members now read a value made from its limit on (an INVIEW member
+   * after the limit evicted above) cannot run before the limit: dissolve it */
+  bool late_read = false;
+  for (int k = 0; k < c->g[g].n && c->g[g].limit >= 0 && !late_read; k++)
+    if (c->g[g].m[k] > c->g[g].limit && !reads_before_limit(c, bsym(c, c->g[g].m[k]), g)) late_read = true;
   int computing = 0;
-  for (int k = 0; k < c->g[g].n; k++) computing += !inview(c, g, k);
+  for (int k = 0; k < c->g[g].n && !late_read; k++) computing += !inview(c, g, k);
   th_status st = TH_OK;
   if (computing >= 2) {
     st = plan_of(c, g, -1, NULL);
@@ -317,22 +352,35 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
   size_t nb = (size_t)(c.n ? c.n : 1);
   c.grp = th_malloc(sizeof(int) * nb);
   c.owner = th_malloc(sizeof(int) * c.nids);
+  c.prod = th_malloc(sizeof(int) * c.nids);
   c.g = th_calloc(nb, sizeof(group));
   c.buf = th_malloc(sizeof(th_bsym *) * (nb + 1));
   bool *used = th_malloc(sizeof(bool) * c.nids);
   int *last = th_malloc(sizeof(int) * nb);
   th_trace *nt = th_trace_derive(et, et->fn_name);
   th_status st = TH_OK;
-  if (!c.grp || !c.owner || !c.g || !c.buf || !used || !last || !nt) {
+  if (!c.grp || !c.owner || !c.prod || !c.g || !c.buf || !used || !last || !nt) {
     st = TH_ERR_NOMEM;
     goto done;
   }
-  for (uint32_t i = 0; i < c.nids; i++) c.owner[i] = -1;
+  for (uint32_t i = 0; i < c.nids; i++) c.owner[i] = c.prod[i] = -1;
+  for (int i = 0; i < c.n; i++) {
+    vals_ctx x = {&c, {0}, 0, false};
+    th_arg_foreach_value(&bsym(&c, i)->out, out_cb, &x);
+    for (int k = 0; k < x.n; k++)
+      if (x.v[k]->id < c.nids) c.prod[x.v[k]->id] = i;
+  }
   for (int i = 0; i < c.n; i++) c.grp[i] = -1; /* read ahead by the closing checks */
   int open = -1;
   for (int i = 0; i < c.n && st == TH_OK; i++) {
     const th_bsym *b = bsym(&c, i);
     if (claimed_by(b, after, nafter) && th_fuser_is_fusible(b)) {
+      if (open >= 0 && c.g[open].limit >= 0 && !reads_before_limit(&c, b, open)) {
+        /* it reads something made at or after the limit: it cannot run before the region */
+        st = close_group(&c, open, used);
+        open = -1;
+        if (st != TH_OK) break;
+      }
       if (open >= 0) {
         st = plan_of(&c, open, i, NULL);
         if (st == TH_ERR_NOMEM) break;
@@ -342,25 +390,29 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
           set_owner(&c, b, open);
           continue;
         }
-        st = close_group(&c, open, used);
-        open = -1;
-        if (st != TH_OK) break;
       }
       const th_bsym *one[1] = {b};
       st = th_fz_plan_build(one, 1, NULL);
       if (st == TH_ERR_NOMEM) break;
+      if (st == TH_OK && open >= 0) { /* b starts a region of its own: the open one ends */
+        st = close_group(&c, open, used);
+        open = -1;
+        if (st != TH_OK) break;
+      }
       if (st == TH_OK) {
         open = c.ng++;
+        c.g[open].limit = -1;
         st = push(&c.g[open], i);
         c.grp[i] = open;
         set_owner(&c, b, open);
         continue;
       }
-      st = TH_OK; /* not fusible on its own: a non-member */
+      st = TH_OK; /* no region can hold it (a sum over leading dims): a non-member, the open region stays */
     }
     if (open < 0) continue;
     bool close = strat == TH_FUSER_CONSECUTIVE || is_effect(b);
-    if (!close && uses_group(&c, b, open)) close = !evict_for(&c, open, b);
+    if (!close && uses_group(&c, b, open) && !evict_for(&c, open, b) && c.g[open].limit < 0)
+      c.g[open].limit = i; /* dataflow: sealed — later members must run before b too */
     if (close) {
       st = close_group(&c, open, used);
       open = -1;
@@ -368,14 +420,23 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
   }
   if (st == TH_OK && open >= 0) st = close_group(&c, open, used);
   if (st != TH_OK) goto done;
-  /* emit: every non-member in place, each region at its last member */
+  /* emit: every non-member in place, each region at its last member, or right before its limit when
+   * members joined after it (they read nothing made from the limit on: reads_before_limit) */
   for (int g = 0; g < c.ng; g++) last[g] = -1;
   for (int i = 0; i < c.n; i++)
     if (c.grp[i] >= 0) last[c.grp[i]] = i;
+  for (int g = 0; g < c.ng; g++)
+    if (c.g[g].n > 0 && c.g[g].limit >= 0 && last[g] > c.g[g].limit) last[g] = -2 - c.g[g].limit;
   int counter = 0;
   for (int i = 0; i < c.n && st == TH_OK; i++) {
     int g = c.grp[i];
     th_bsym *cl = NULL;
+    for (int h = 0; h < c.ng && st == TH_OK; h++) /* regions that must run before bsym i */
+      if (last[h] == -2 - i) {
+        st = make_region(&c, nt, h, used, &counter, &cl);
+        if (st == TH_OK) st = th_vec_push(nt->arena, &nt->bsyms, cl);
+      }
+    if (st != TH_OK) break;
     if (g < 0) st = th_bsym_clone(nt, bsym(&c, i), NULL, NULL, &cl);
     else if (i == last[g]) st = make_region(&c, nt, g, used, &counter, &cl);
     else continue;
@@ -390,6 +451,7 @@ done:
   th_free(c.g);
   th_free(c.grp);
   th_free(c.owner);
+  th_free(c.prod);
   th_free(c.buf);
   th_free(used);
   th_free(last);
