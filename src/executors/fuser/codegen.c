@@ -704,6 +704,21 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   for (int v = 0; v < L->p->nval && rowbuf; v++)
     if (L->cache_pass[v] >= 0)
       th_ir_stmt(L->ir, body, S(L, "_Alignas(32) %s rb%d[%lld]", ctype(val(L, v)->v->dtype), v, (long long)rowbuf));
+  /* Contiguous rows: the next row of each FULL input is prefetched while this one is computed (a row of
+   * 1024 floats is one 4 KiB page, and the hardware prefetchers stop at page boundaries, so every row
+   * would start with a memory stall): inputs whose rows are packed (the last row dim's stride is the row
+   * length; a broadcast weight's is 0), at most 16 KiB per input and row. */
+  if (!full)
+    for (int k = 0; k < L->p->nread; k++) {
+      if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_FULL) continue;
+      int s = L->read_slot[k];
+      th_ir *pf = th_ir_if(L->ir, body, S(L, "ic && row + 1 < nrows && T[%d] == ninner", s * TH_MAX_DIMS + no - 1), NULL);
+      th_ir_let(L->ir, pf, "char *", S(L, "pf%d", s), S(L, "(const char *)(p%d + b%d + ninner)", s, s));
+      th_ir *pl = th_ir_loop(L->ir, pf, TH_IR_SERIAL, "k", "0",
+                             S(L, "(ninner * (int64_t)sizeof *p%d < 16384 ? ninner * (int64_t)sizeof *p%d : 16384) / 64", s, s),
+                             NULL, NULL);
+      th_ir_stmt(L->ir, pl, S(L, "__builtin_prefetch(pf%d + 64 * k, 0, 3)", s));
+    }
   /* ROW reads and level-0 ROW values */
   for (int k = 0; k < L->p->nread; k++) {
     if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;

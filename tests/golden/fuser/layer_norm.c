@@ -25,6 +25,24 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b1 = o0 * T[8] + o1 * T[9];
         const int64_t b2 = o0 * T[16] + o1 * T[17];
         const int64_t b3 = o0 * T[24] + o1 * T[25];
+        if (ic && row + 1 < nrows && T[1] == ninner) {
+          const char * pf0 = (const char *)(p0 + b0 + ninner);
+          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p0 < 16384 ? ninner * (int64_t)sizeof *p0 : 16384) / 64; k++) {
+            __builtin_prefetch(pf0 + 64 * k, 0, 3);
+          }
+        }
+        if (ic && row + 1 < nrows && T[9] == ninner) {
+          const char * pf1 = (const char *)(p1 + b1 + ninner);
+          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p1 < 16384 ? ninner * (int64_t)sizeof *p1 : 16384) / 64; k++) {
+            __builtin_prefetch(pf1 + 64 * k, 0, 3);
+          }
+        }
+        if (ic && row + 1 < nrows && T[17] == ninner) {
+          const char * pf2 = (const char *)(p2 + b2 + ninner);
+          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p2 < 16384 ? ninner * (int64_t)sizeof *p2 : 16384) / 64; k++) {
+            __builtin_prefetch(pf2 + 64 * k, 0, 3);
+          }
+        }
         /* pass 1 */
         double s1 = 0;
         if (ic) {

@@ -18,6 +18,12 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b0 = o0 * T[0];
         const int64_t b1 = o0 * T[8];
         _Alignas(32) float rb4[8192];
+        if (ic && row + 1 < nrows && T[0] == ninner) {
+          const char * pf0 = (const char *)(p0 + b0 + ninner);
+          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p0 < 16384 ? ninner * (int64_t)sizeof *p0 : 16384) / 64; k++) {
+            __builtin_prefetch(pf0 + 64 * k, 0, 3);
+          }
+        }
         /* pass 1 */
         float m0 = -INFINITY;
         int n0 = 0;
