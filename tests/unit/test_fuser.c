@@ -132,6 +132,28 @@ static void test_dataflow_vs_consecutive(void **state) {
   th_trace_free(tr);
 }
 
+/* dataflow: the bf16 rounding of a GEMM result is sunk to its first reader, so it does not end a region
+ * that later independent work can still join (a weight gradient's convert between a recomputed GELU
+ * and its gradient) */
+static void test_gemm_convert_sunk(void **state) {
+  (void)state;
+  th_trace *tr = parse("def computation(x, w):\n"
+                       "  # x: \"cpu f32[2, 2]\"\n  # w: \"cpu f32[2, 2]\"\n"
+                       "  t0 = prims.mul(x, 2.0)\n  t1 = prims.matmul(t0, w)\n"
+                       "  t2 = prims.convert_element_type(t1, dtypes.bfloat16)\n  t3 = prims.sin(t0)\n"
+                       "  t4 = prims.neg(t3)\n  return (t2, t4)\n");
+  th_trace *d = partition(tr, TH_FUSER_DATAFLOW);
+  char *txt = print(d);
+  assert_int_equal(d->bsyms.n, 4);
+  assert_non_null(strstr(txt, "[t0, t4] = fusion0(x)")); /* mul, sin, neg: one region before the GEMM */
+  assert_int_equal(bsym_at(d, 1)->sym->id, TH_OP_prims_matmul);
+  assert_int_equal(bsym_at(d, 2)->sym->id, TH_OP_prims_convert_element_type); /* sunk to the return */
+  assert_int_equal(bsym_at(d, 3)->sym->id, TH_OP_prims_python_return);
+  free(txt);
+  th_trace_free(d);
+  th_trace_free(tr);
+}
+
 static void test_copy_never_moved(void **state) {
   (void)state;
   th_trace *tr = parse("def computation(a):\n  # a: \"cpu f32[4]\"\n"
@@ -1275,7 +1297,7 @@ static void test_golden(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_chain_one_region),     cmocka_unit_test(test_dataflow_vs_consecutive),
+      cmocka_unit_test(test_chain_one_region),     cmocka_unit_test(test_dataflow_vs_consecutive), cmocka_unit_test(test_gemm_convert_sunk),
       cmocka_unit_test(test_copy_never_moved),     cmocka_unit_test(test_seed004_fused),
       cmocka_unit_test(test_effects_not_crossed),  cmocka_unit_test(test_no_cycles),
       cmocka_unit_test(test_reductions_join),      cmocka_unit_test(test_norms_one_region),

@@ -333,6 +333,57 @@ static th_status make_region(part_ctx *c, th_trace *nt, int g, bool *used, int *
   return TH_OK;
 }
 
+/* Sinking: a convert_element_type of a GEMM's result (its rounding to bf16) is moved to just before its first consumer (or the first effect, the return included). The
+ * bf16 GEMMs spelled out for the fuser (passes.c) put such a convert right after every GEMM; in a
+ * backward, the one of a weight gradient would otherwise sit between a recomputed GELU's region and the
+ * GELU gradient that could join it, and end that region. A pure op moved later, still before anything
+ * that reads it, changes no result. Fills order[] (et's bsym indices in the new order); flags: 2 * n
+ * scratch booleans. */
+typedef struct {
+  const th_value *v;
+  bool hit;
+} reads_ctx;
+
+static void reads_cb(th_value *v, void *p) {
+  reads_ctx *r = p;
+  if (v == r->v) r->hit = true;
+}
+
+static bool bsym_reads(const th_bsym *b, const th_value *v) {
+  reads_ctx r = {v, false};
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], reads_cb, &r);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], reads_cb, &r);
+  return r.hit;
+}
+
+static void sink_converts(const th_trace *et, const char *const *after, int nafter, const int *prod, uint32_t nids,
+                          int *order, bool *flags) {
+  int n = et->bsyms.n, k = 0;
+  bool *moved = flags, *emitted = flags + n;
+  for (int i = 0; i < n; i++) {
+    const th_bsym *b = et->bsyms.items[i];
+    moved[i] = emitted[i] = false;
+    if (b->sym->id != TH_OP_prims_convert_element_type || b->out.kind != TH_ARG_VALUE || b->nargs < 1 ||
+        b->args[0].kind != TH_ARG_VALUE || b->args[0].u.value->id >= nids || !claimed_by(b, after, nafter))
+      continue;
+    int pi = prod[b->args[0].u.value->id];
+    const th_bsym *pb = pi >= 0 ? et->bsyms.items[pi] : NULL;
+    moved[i] = pb && (pb->sym->id == TH_OP_prims_matmul || pb->sym->id == TH_OP_prims_linear);
+  }
+  for (int i = 0; i < n; i++) {
+    const th_bsym *b = et->bsyms.items[i];
+    for (int j = 0; j < i; j++)
+      if (moved[j] && !emitted[j] &&
+          (is_effect(b) || bsym_reads(b, ((const th_bsym *)et->bsyms.items[j])->out.u.value))) {
+        order[k++] = j;
+        emitted[j] = true;
+      }
+    if (!moved[i]) order[k++] = i;
+  }
+  for (int j = 0; j < n; j++) /* read by nothing, and no return after them: last */
+    if (moved[j] && !emitted[j]) order[k++] = j;
+}
+
 /* ---- the pass ------------------------------------------------------------------------------------------ */
 th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const char *const *after, int nafter,
                              th_trace **out) {
@@ -355,11 +406,13 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
   c.prod = th_malloc(sizeof(int) * c.nids);
   c.g = th_calloc(nb, sizeof(group));
   c.buf = th_malloc(sizeof(th_bsym *) * (nb + 1));
-  bool *used = th_malloc(sizeof(bool) * c.nids);
-  int *last = th_malloc(sizeof(int) * nb);
+  bool *used = th_malloc(sizeof(bool) * (c.nids > 2 * nb ? c.nids : 2 * nb)); /* also sink_converts' flags */
+  int *last = th_malloc(sizeof(int) * nb); /* also sink_converts' order */
+  void **sorted = th_malloc(sizeof(void *) * nb);
+  th_trace shallow;
   th_trace *nt = th_trace_derive(et, et->fn_name);
   th_status st = TH_OK;
-  if (!c.grp || !c.owner || !c.prod || !c.g || !c.buf || !used || !last || !nt) {
+  if (!c.grp || !c.owner || !c.prod || !c.g || !c.buf || !used || !last || !sorted || !nt) {
     st = TH_ERR_NOMEM;
     goto done;
   }
@@ -369,6 +422,19 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
     th_arg_foreach_value(&bsym(&c, i)->out, out_cb, &x);
     for (int k = 0; k < x.n; k++)
       if (x.v[k]->id < c.nids) c.prod[x.v[k]->id] = i;
+  }
+  if (strat == TH_FUSER_DATAFLOW) { /* the walk below runs over the sunk order */
+    sink_converts(et, after, nafter, c.prod, c.nids, last, used);
+    for (int i = 0; i < c.n; i++) sorted[i] = et->bsyms.items[last[i]];
+    shallow = *et;
+    shallow.bsyms.items = (void **)sorted;
+    c.et = &shallow;
+    for (int i = 0; i < c.n; i++) { /* producers in the new order */
+      vals_ctx x = {&c, {0}, 0, false};
+      th_arg_foreach_value(&bsym(&c, i)->out, out_cb, &x);
+      for (int k = 0; k < x.n; k++)
+        if (x.v[k]->id < c.nids) c.prod[x.v[k]->id] = i;
+    }
   }
   for (int i = 0; i < c.n; i++) c.grp[i] = -1; /* read ahead by the closing checks */
   int open = -1;
@@ -455,6 +521,7 @@ done:
   th_free(c.buf);
   th_free(used);
   th_free(last);
+  th_free(sorted);
   if (st != TH_OK) {
     if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM) th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
     th_trace_free(nt);
