@@ -110,6 +110,12 @@ static th_status plan_of(part_ctx *c, int g, int extra, th_fz_plan *plan) {
 }
 
 /* ---- uses of a group's values ------------------------------------------------------------------------ */
+/* cb(v, p) for every value b reads (arguments and keyword arguments, collections included) */
+static void foreach_read(const th_bsym *b, void (*cb)(th_value *, void *), void *p) {
+  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], cb, p);
+  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], cb, p);
+}
+
 typedef struct {
   const part_ctx *c;
   int g;
@@ -123,8 +129,7 @@ static void uses_cb(th_value *v, void *p) {
 
 static bool uses_group(const part_ctx *c, const th_bsym *b, int g) {
   use_ctx u = {c, g, false};
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], uses_cb, &u);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], uses_cb, &u);
+  foreach_read(b, uses_cb, &u);
   return u.hit;
 }
 
@@ -144,8 +149,7 @@ static void deps_cb(th_value *v, void *p) {
 
 static bool reads_before_limit(const part_ctx *c, const th_bsym *b, int g) {
   deps_ctx d = {c, g, true};
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], deps_cb, &d);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], deps_cb, &d);
+  foreach_read(b, deps_cb, &d);
   return d.ok;
 }
 
@@ -190,8 +194,7 @@ static void evict(part_ctx *c, int g, int k) {
 /* b (a non-member) uses g's values: if they are all INVIEW outputs, evict those and return true. */
 static bool evict_for(part_ctx *c, int g, const th_bsym *b) {
   vals_ctx x = {c, {0}, 0, false};
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], out_cb, &x);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], out_cb, &x);
+  foreach_read(b, out_cb, &x);
   if (x.overflow) return false;
   for (int j = 0; j < x.n; j++) {
     if (x.v[j]->id >= c->nids || c->owner[x.v[j]->id] != g) continue;
@@ -351,8 +354,7 @@ static void reads_cb(th_value *v, void *p) {
 
 static bool bsym_reads(const th_bsym *b, const th_value *v) {
   reads_ctx r = {v, false};
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], reads_cb, &r);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], reads_cb, &r);
+  foreach_read(b, reads_cb, &r);
   return r.hit;
 }
 
