@@ -592,12 +592,7 @@ static void tuple_str(char *buf, size_t n, int nd, const int64_t *s) {
 }
 
 static th_tensor **run_with(const th_trace *tr, const char *const *ex, int nex, th_tensor **in, int nin, int *nout) {
-  th_compile_options o;
-  memset(&o, 0, sizeof o);
-  o.executors = ex;
-  o.nexecutors = nex;
-  th_program *p = NULL;
-  if (th_program_compile(tr, &o, &p) != TH_OK) fail_msg("compile: %s", th_last_error());
+  th_program *p = compile_with(tr, ex, nex);
   th_tensor **out = NULL;
   if (th_program_run(p, nin, in, nout, &out) != TH_OK) fail_msg("run: %s", th_last_error());
   th_program_free(p);

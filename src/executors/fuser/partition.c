@@ -117,6 +117,22 @@ static void foreach_read(const th_bsym *b, void (*cb)(th_value *, void *), void 
 }
 
 typedef struct {
+  const th_value *v;
+  bool hit;
+} reads_ctx;
+
+static void reads_cb(th_value *v, void *p) {
+  reads_ctx *r = p;
+  if (v == r->v) r->hit = true;
+}
+
+static bool bsym_reads(const th_bsym *b, const th_value *v) {
+  reads_ctx r = {v, false};
+  foreach_read(b, reads_cb, &r);
+  return r.hit;
+}
+
+typedef struct {
   const part_ctx *c;
   int g;
   bool hit;
@@ -225,33 +241,15 @@ static void mark_outside_uses(const part_ctx *c, int g, bool *used) {
   mark_ctx m = {c, used};
   for (int i = 0; i < c->n; i++) {
     if (c->grp[i] == g) continue;
-    const th_bsym *b = bsym(c, i);
-    for (int j = 0; j < b->nargs; j++) th_arg_foreach_value(&b->args[j], mark_cb, &m);
-    for (int j = 0; j < b->nkwargs; j++) th_arg_foreach_value(&b->kwargs[j], mark_cb, &m);
+    foreach_read(bsym(c, i), mark_cb, &m);
   }
 }
 
-typedef struct {
-  const part_ctx *c;
-  int g;
-  const th_bsym *self;
-  const th_value *v;
-  bool hit;
-} read_ctx;
-
-static void read_cb(th_value *v, void *p) {
-  read_ctx *r = p;
-  if (v == r->v) r->hit = true;
-}
-
-/* Some member of g other than the producer reads v. */
+/* Some member of g reads v. */
 static bool read_inside(const part_ctx *c, int g, const th_value *v) {
-  read_ctx r = {c, g, NULL, v, false};
-  for (int k = 0; k < c->g[g].n && !r.hit; k++) {
-    const th_bsym *b = bsym(c, c->g[g].m[k]);
-    for (int j = 0; j < b->nargs; j++) th_arg_foreach_value(&b->args[j], read_cb, &r);
-  }
-  return r.hit;
+  for (int k = 0; k < c->g[g].n; k++)
+    if (bsym_reads(bsym(c, c->g[g].m[k]), v)) return true;
+  return false;
 }
 
 static th_status close_group(part_ctx *c, int g, bool *used) {
@@ -336,28 +334,12 @@ static th_status make_region(part_ctx *c, th_trace *nt, int g, bool *used, int *
   return TH_OK;
 }
 
-/* Sinking: a convert_element_type of a GEMM's result (its rounding to bf16) is moved to just before its first consumer (or the first effect, the return included). The
- * bf16 GEMMs spelled out for the fuser (passes.c) put such a convert right after every GEMM; in a
- * backward, the one of a weight gradient would otherwise sit between a recomputed GELU's region and the
- * GELU gradient that could join it, and end that region. A pure op moved later, still before anything
- * that reads it, changes no result. Fills order[] (et's bsym indices in the new order); flags: 2 * n
- * scratch booleans. */
-typedef struct {
-  const th_value *v;
-  bool hit;
-} reads_ctx;
-
-static void reads_cb(th_value *v, void *p) {
-  reads_ctx *r = p;
-  if (v == r->v) r->hit = true;
-}
-
-static bool bsym_reads(const th_bsym *b, const th_value *v) {
-  reads_ctx r = {v, false};
-  foreach_read(b, reads_cb, &r);
-  return r.hit;
-}
-
+/* Sinking: a convert_element_type of a GEMM's result (its rounding to bf16) is moved to just before its
+ * first consumer (or the first effect, the return included). The bf16 GEMMs spelled out for the fuser
+ * (passes.c) put such a convert right after every GEMM; in a backward, the one of a weight gradient
+ * would otherwise sit between a recomputed GELU's region and the GELU gradient that could join it, and
+ * end that region. A pure op moved later, still before anything that reads it, changes no result.
+ * Fills order[] (et's bsym indices in the new order); flags: 2 * n scratch booleans. */
 static void sink_converts(const th_trace *et, const char *const *after, int nafter, const int *prod, uint32_t nids,
                           int *order, bool *flags) {
   int n = et->bsyms.n, k = 0;
