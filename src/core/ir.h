@@ -31,6 +31,7 @@ enum {
   TH_TAG_CONVERT = 1u << 9,   /* dtype conversion (fp8-legal) */
   TH_TAG_CREATION = 1u << 10, /* makes a tensor from nothing (full, iota, ...) */
   TH_TAG_FP8_OK = 1u << 11,   /* accepts fp8 tensors (conversion, data movement, layout, scaled mm) */
+  TH_TAG_SELECT = 1u << 12,   /* elementwise result is one operand's value, bits unchanged (where) */
   /* autocast policy, as PyTorch AMP's lists */
   TH_TAG_AC_LOWER = 1u << 16,   /* runs in the autocast dtype (matmul, linear, conv, sdpa) */
   TH_TAG_AC_FP32 = 1u << 17,    /* runs in float32 under autocast (PyTorch's CPU fp32 list; CUDA's too) */

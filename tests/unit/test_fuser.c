@@ -948,6 +948,69 @@ static void test_signbit_vectorized(void **state) {
   th_trace_free(tr);
 }
 
+/* prims.where in a fused loop is a bit select (the prelude's th_fz_where: a `?:` there kept gcc from
+ * vectorizing the loop): every element is the exact bits of a or of b, NaN payloads and -0.0 included,
+ * in each compute class (float for f32/bf16, double, int64, bool), with a computed predicate and a
+ * constant operand, as eager computes them. */
+static void test_where_select(void **state) {
+  (void)state;
+  static const char *const dts[] = {"f32", "bf16", "f64", "i64", "b8"};
+  static const th_dtype tds[] = {TH_F32, TH_BF16, TH_F64, TH_I64, TH_BOOL};
+  static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
+  for (int k = 0; k < 5; k++) {
+    char text[800];
+    snprintf(text, sizeof text,
+             "def computation(p, a, b):\n  # p: \"cpu i32[4099]\"\n  # a: \"cpu %s[4099]\"\n  # b: \"cpu %s[4099]\"\n"
+             "  t0 = prims.gt(p, 0)\n  t1 = prims.where(t0, a, b)\n  t2 = prims.lt(p, -1)\n"
+             "  t3 = prims.where(t2, %s, t1)\n  return t3\n",
+             dts[k], dts[k], tds[k] == TH_BOOL ? "True" : tds[k] == TH_I64 ? "7" : "-0.0");
+    th_trace *tr = parse(text);
+    assert_int_equal(count_fused(tr, fused, 2), 4);
+    int64_t n = 4099;
+    th_tensor *in[3] = {th_tensor_new(TH_I32, 1, &n), th_tensor_new(tds[k], 1, &n), th_tensor_new(tds[k], 1, &n)};
+    int32_t *pd = th_tensor_data(in[0]);
+    size_t es = th_dtype_size(tds[k]);
+    unsigned char *ad = th_tensor_data(in[1]), *bd = th_tensor_data(in[2]);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < n; i++) {
+      pd[i] = (int32_t)(i % 5) - 2; /* -2 -1 0 1 2: b, b, b, a, a; -2 also takes the constant */
+      for (size_t j = 0; j < es; j++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        ad[i * es + j] = (unsigned char)(r >> 56);
+        bd[i * es + j] = (unsigned char)(r >> 48);
+      }
+      if (tds[k] == TH_BOOL) ad[i] &= 1, bd[i] &= 1;
+      if (tds[k] == TH_F32 && i % 7 == 0) memcpy(ad + i * es, &(uint32_t){0x7fa00001u + (uint32_t)i}, 4); /* NaN payloads */
+      if (tds[k] == TH_F32 && i % 11 == 0) memcpy(bd + i * es, &(uint32_t){0x80000000u}, 4);              /* -0.0 */
+    }
+    int nout = 0, nref = 0;
+    th_tensor **out = run_with(tr, fused, 2, in, 3, &nout), **ref = run_with(tr, eager, 1, in, 3, &nref);
+    assert_int_equal(nout, 1);
+    const unsigned char *o = th_tensor_data(out[0]), *e = th_tensor_data(ref[0]);
+    for (int64_t i = 0; i < n; i++) {
+      /* the expected bits straight from the inputs, except the constant: eager's value for it */
+      const unsigned char *want = pd[i] < -1 ? e + i * es : pd[i] > 0 ? ad + i * es : bd + i * es;
+      if (tds[k] == TH_BF16 && (want[1] & 0x7f) == 0x7f && (want[0] & 0x80) && (want[0] & 0x7f))
+        want = e + i * es; /* a bf16 NaN is stored as c10's canonical NaN (eager and fused alike) */
+      if (memcmp(o + i * es, want, es) || memcmp(e + i * es, want, es))
+        fail_msg("where %s, element %lld (p = %d): fused %02x%02x, eager %02x%02x, a %02x%02x, b %02x%02x", dts[k],
+                 (long long)i, pd[i], o[i * es + es - 1], o[i * es], e[i * es + es - 1], e[i * es], ad[i * es + es - 1],
+                 ad[i * es], bd[i * es + es - 1], bd[i * es]);
+      if (pd[i] < -1 && tds[k] != TH_BOOL && tds[k] != TH_I64) { /* -0.0: only the sign bit set */
+        bool neg0 = true;
+        for (size_t j = 0; j < es; j++) neg0 &= o[i * es + j] == (j + 1 == es ? 0x80 : 0);
+        assert_true(neg0);
+      }
+    }
+    th_tensor_release(out[0]);
+    th_tensor_release(ref[0]);
+    free(out);
+    free(ref);
+    for (int i = 0; i < 3; i++) th_tensor_release(in[i]);
+    th_trace_free(tr);
+  }
+}
+
 static int count_files(const char *dir, const char *prefix, const char *suffix);
 
 /* $CC with arguments (make's convention: split at blanks) compiles; the flag reaches the compiler
@@ -1282,6 +1345,14 @@ static void test_golden(void **state) {
          "  t4 = prims.sub(x32, t2)\n  t5 = prims.mul(t4, t3)\n  t6 = prims.broadcast_in_dim(w, (2, 3, 8), (2,))\n"
          "  t7 = prims.mul(t5, t6)\n  t8 = prims.broadcast_in_dim(b, (2, 3, 8), (2,))\n  t9 = prims.add(t7, t8)\n"
          "  y = prims.convert_element_type(t9, dtypes.bfloat16)\n  return y\n");
+  /* causal attention's masked softmax: the mask broadcast from [1, 1, T, T], where as a bit select (a `?:`
+   * kept gcc from vectorizing the loops holding it) */
+  golden("masked_softmax",
+         "def computation(x, m):\n  # x: \"cpu f32[2, 3, 5, 5]\"\n  # m: \"cpu b8[1, 1, 5, 5]\"\n"
+         "  t0 = prims.broadcast_in_dim(m, (2, 3, 5, 5), (0, 1, 2, 3))\n  t1 = prims.where(t0, -float('inf'), x)\n"
+         "  t2 = prims.amax(t1, (3,))\n  t3 = prims.broadcast_in_dim(t2, (2, 3, 5, 5), (0, 1, 2))\n"
+         "  t4 = prims.sub(t1, t3)\n  t5 = prims.exp(t4)\n  t6 = prims.sum(t5, (3,))\n"
+         "  t7 = prims.broadcast_in_dim(t6, (2, 3, 5, 5), (0, 1, 2))\n  t8 = prims.div(t5, t7)\n  return t8\n");
   /* fp8 quantization of a sliced input, stored transposed; plus a full reduction (amax) */
   golden("fp8_transpose",
          "def computation(w):\n  # w: \"cpu f32[6, 10]\"\n  s = prims.slice_prim(w, (0, 2), (6, 10), (1, 1))\n"
@@ -1300,7 +1371,7 @@ int main(void) {
       cmocka_unit_test(test_codegen_structure),    cmocka_unit_test(test_golden),
       cmocka_unit_test(test_row_buffers),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
-      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized),     cmocka_unit_test(test_differential),
+      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_differential),
       cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_dump_and_cached_load),
       cmocka_unit_test(test_fault_injection),
   };

@@ -228,7 +228,10 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
       if (*q == '%' && q[1] >= '0' && q[1] <= '9') {
         int i = *++q - '0';
         if (i >= b->nargs) continue;
-        if (b->args[i].kind == TH_ARG_VALUE) th_sb_printf(&ex, "((%s)%s)", ctype(d), operand(L, m, i));
+        if (b->args[i].kind == TH_ARG_VALUE && b->args[i].u.value->dtype == TH_BOOL && d != TH_BOOL)
+          th_sb_printf(&ex, "(%s)", operand(L, m, i)); /* a predicate (where's): its int64_t 0 or 1 */
+        else if (b->args[i].kind == TH_ARG_VALUE)
+          th_sb_printf(&ex, "((%s)%s)", ctype(d), operand(L, m, i));
         else put_const(&ex, &b->args[i], d);
       } else {
         th_sb_putc(&ex, *q);
@@ -238,6 +241,9 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
     if (!e) L->st = TH_ERR_NOMEM;
     if (o->dtype == TH_BOOL) {
       th_sb_printf(&sb, "(int64_t)((%s) != 0)", e ? e : "0");
+    } else if (b->sym->tags & TH_TAG_SELECT) {
+      /* already a value of its dtype: no rounding (a NaN keeps its payload, as eager's copy does) */
+      th_sb_printf(&sb, "(%s)(%s)", ctype(o->dtype), e ? e : "0");
     } else {
       th_strbuf c2;
       th_sb_init(&c2);
@@ -580,16 +586,7 @@ static bool expensive(const lower *L, int v) {
   if (m->kind != TH_FZ_POINTWISE || (b->sym->tags & TH_TAG_CONVERT) || b->sym->id == TH_OP_prims_clone ||
       !b->sym->cexpr)
     return false;
-  for (const char *t = b->sym->cexpr, *q = t; *q; q++) {
-    if (*q == '/') return true;
-    if (*q == '(' && q > t) { /* an identifier right before '(' (not an operand hole "%0") */
-      char c = q[-1];
-      if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-          (c >= '0' && c <= '9' && !(q - t >= 2 && q[-2] == '%')))
-        return true;
-    }
-  }
-  return false;
+  return strchr(b->sym->cexpr, '/') || th_fuser_template_calls(b->sym->cexpr);
 }
 
 /* the row buffers of one nest, per thread, on its stack: 32 KiB, within L1 and far below the smallest

@@ -101,6 +101,10 @@ typedef struct th_fz_plan {
  * fusible set, tensor operands, constants as the other arguments. */
 bool th_fuser_is_fusible(const th_bsym *b);
 
+/* Whether an op's C template (ops.def cexpr) calls a function other than the prelude's exact th_fz_
+ * helpers: a libm or mathlib call (tens of instructions, rounding of its own). */
+bool th_fuser_template_calls(const char *cexpr);
+
 /* Classifies the members of one region (bsyms in program order; what they use and do not produce is a
  * region input) into nests. TH_OK: *plan filled (plan may be NULL to only check); TH_ERR_VALUE (no
  * message set): they cannot form one region the codegen can lower; TH_ERR_NOMEM. Free with

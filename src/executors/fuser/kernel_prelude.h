@@ -79,6 +79,34 @@ static inline double th_fz_i_f64(int64_t v) { return (double)v; }
 static inline float th_fz_i_f8e4m3fn(int64_t v) { return th_fz_f_f8e4m3fn((float)v); }
 static inline float th_fz_i_f8e5m2(int64_t v) { return th_fz_f_f8e5m2((float)v); }
 
+/* ---- where ----------------------------------------------------------------------------------------
+ * prims.where's template: pred ? a : b as bit masks. gcc 12 at the fuser's -O1 does not if-convert a
+ * `?:` inside an `omp simd` loop ("control flow in loop"), which left every loop holding a where (masked
+ * softmax and its gradient, clamp, fp8's saturating casts) scalar. The select is exact: the bits of a or
+ * of b (NaN payloads and -0.0 kept). The predicate is the bool operand as the kernel holds it (an int64_t
+ * 0 or 1); the type a ?: would have (that of a + b) picks the width. */
+static inline float th_fz_where_f(int64_t c, float a, float b) {
+  uint32_t m = 0u - (uint32_t)(c != 0), ua, ub;
+  memcpy(&ua, &a, 4);
+  memcpy(&ub, &b, 4);
+  ua = (ua & m) | (ub & ~m);
+  memcpy(&a, &ua, 4);
+  return a;
+}
+static inline double th_fz_where_d(int64_t c, double a, double b) {
+  uint64_t m = 0u - (uint64_t)(c != 0), ua, ub;
+  memcpy(&ua, &a, 8);
+  memcpy(&ub, &b, 8);
+  ua = (ua & m) | (ub & ~m);
+  memcpy(&a, &ua, 8);
+  return a;
+}
+static inline int64_t th_fz_where_i(int64_t c, int64_t a, int64_t b) {
+  uint64_t m = 0u - (uint64_t)(c != 0);
+  return (int64_t)(((uint64_t)a & m) | ((uint64_t)b & ~m));
+}
+#define th_fz_where(c, a, b) _Generic((a) + (b), float: th_fz_where_f, double: th_fz_where_d, default: th_fz_where_i)(c, a, b)
+
 /* ---- signbit --------------------------------------------------------------------------------------
  * The sign bit read from the integer representation. gcc 12.2 stops with an internal compiler error
  * ("unrecognizable insn", a V8SI shift of a V8SF subreg) when it vectorizes its own signbit builtin

@@ -6,7 +6,8 @@
  * arguments are constants (no number proxies):
  *   - ELEMENTWISE with a cexpr template, every tensor operand of the output's shape; in the integer
  *     compute class a template that divides ('/', '%') or calls a function stays eager (integer division
- *     by zero is an error there, libm calls would round), and so does '~' on bool;
+ *     by zero is an error there, libm calls would round), and so does '~' on bool (the prelude's exact
+ *     th_fz_ helpers, such as prims.where's select, are not calls in this sense);
  *   - convert_element_type of a tensor (every dtype pair, fp8 included: the casts are core/scalar.h's);
  *   - the layout ops broadcast_in_dim, reshape, transpose, slice_prim, squeeze, stride_order, and clone;
  *   - the reductions sum, prod, amax, amin, var, var_mean.
@@ -69,20 +70,30 @@ static int int_list(const th_arg *a, int64_t *out, int max) {
   return a->u.seq.n;
 }
 
+static bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+bool th_fuser_template_calls(const char *t) {
+  for (const char *p = t; *p; p++) {
+    if (*p != '(' || p == t || !ident_char(p[-1])) continue;
+    const char *id = p;
+    while (id > t && ident_char(id[-1])) id--;
+    if (id > t && id[-1] == '%') continue; /* "%0(": an operand hole, not a name */
+    if (p - id > 6 && !strncmp(id, "th_fz_", 6)) continue; /* the prelude's exact helpers */
+    return true;
+  }
+  return false;
+}
+
 /* The template computes in the integer class: no division, remainder, call, or '~' on bool. */
 static bool int_template_ok(const char *t, th_dtype d) {
   for (const char *p = t; *p; p++) {
     if (*p == '/') return false;
     if (*p == '%' && (p[1] < '0' || p[1] > '9')) return false; /* "%0" is an operand hole, "a % b" is not */
-    if (*p == '(' && p > t) { /* a call: an identifier right before '(' (not an operand hole) */
-      char c = p[-1];
-      bool ident = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                   (c >= '0' && c <= '9' && !(p - t >= 2 && p[-2] == '%'));
-      if (ident) return false;
-    }
     if (*p == '~' && d == TH_BOOL) return false;
   }
-  return true;
+  return !th_fuser_template_calls(t);
 }
 
 bool th_fuser_is_fusible(const th_bsym *b) {

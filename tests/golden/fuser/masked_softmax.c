@@ -1,0 +1,134 @@
+void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *restrict T) {
+  {
+    /* nest 0: rows over 4 dims, the last 1 reduced */
+    const int64_t *D = S + 0;
+    const uint8_t *restrict p0 = (const uint8_t *)P[0];
+    const float *restrict p1 = (const float *)P[1];
+    float *restrict p2 = (float *)P[2];
+    const int64_t nrows = D[0] * D[1] * D[2];
+    const int64_t ninner = D[3];
+    const int64_t w3 = 1;
+    if (nrows > 0) {
+      int ic = 1;
+      ic &= D[3] <= 1 || T[3] == w3;
+      ic &= D[3] <= 1 || T[11] == w3;
+      ic &= D[3] <= 1 || T[19] == w3;
+      const int uc = ic && ninner <= 8192;
+      #pragma omp parallel for schedule(static) if (nrows * ninner >= 32768)
+      for (int64_t row = 0; row < nrows; row++) {
+        int64_t rem = row;
+        const int64_t o2 = rem % D[2];
+        rem /= D[2];
+        const int64_t o1 = rem % D[1];
+        rem /= D[1];
+        const int64_t o0 = rem;
+        const int64_t b0 = o0 * T[0] + o1 * T[1] + o2 * T[2];
+        const int64_t b1 = o0 * T[8] + o1 * T[9] + o2 * T[10];
+        const int64_t b2 = o0 * T[16] + o1 * T[17] + o2 * T[18];
+        _Alignas(32) float rb5[8192];
+        if (ic && row + 1 < nrows && T[2] == ninner) {
+          const char * pf0 = (const char *)(p0 + b0 + ninner);
+          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p0 < 16384 ? ninner * (int64_t)sizeof *p0 : 16384) / 64; k++) {
+            __builtin_prefetch(pf0 + 64 * k, 0, 3);
+          }
+        }
+        if (ic && row + 1 < nrows && T[10] == ninner) {
+          const char * pf1 = (const char *)(p1 + b1 + ninner);
+          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p1 < 16384 ? ninner * (int64_t)sizeof *p1 : 16384) / 64; k++) {
+            __builtin_prefetch(pf1 + 64 * k, 0, 3);
+          }
+        }
+        /* pass 1 */
+        float m2 = -INFINITY;
+        int n2 = 0;
+        if (ic) {
+          #pragma omp simd reduction(max:m2) reduction(|:n2)
+          for (int64_t j = 0; j < ninner; j++) {
+            const int64_t a0 = (int64_t)(p0[b0 + j] != 0);
+            const float a1 = p1[b1 + j];
+            const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+            m2 = v1 > m2 ? v1 : m2;
+            n2 |= v1 != v1;
+          }
+        } else {
+          for (int64_t j = 0; j < D[3]; j++) {
+            const int64_t a0 = (int64_t)(p0[b0 + j * T[3]] != 0);
+            const float a1 = p1[b1 + j * T[11]];
+            const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+            m2 = v1 > m2 ? v1 : m2;
+            n2 |= v1 != v1;
+          }
+        }
+        const float v2 = (n2 ? (float)NAN : m2);
+        /* pass 2 */
+        double s6 = 0;
+        if (uc) {
+          #pragma omp simd reduction(+:s6)
+          for (int64_t j = 0; j < ninner; j++) {
+            const int64_t a0 = (int64_t)(p0[b0 + j] != 0);
+            const float a1 = p1[b1 + j];
+            const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+            const float v4 = (float)((((float)v1) - ((float)v2)));
+            const float v5 = (float)(exp(((float)v4)));
+            rb5[j] = v5;
+            s6 += (double)v5;
+          }
+        } else {
+          if (ic) {
+            #pragma omp simd reduction(+:s6)
+            for (int64_t j = 0; j < ninner; j++) {
+              const int64_t a0 = (int64_t)(p0[b0 + j] != 0);
+              const float a1 = p1[b1 + j];
+              const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+              const float v4 = (float)((((float)v1) - ((float)v2)));
+              const float v5 = (float)(exp(((float)v4)));
+              s6 += (double)v5;
+            }
+          } else {
+            for (int64_t j = 0; j < D[3]; j++) {
+              const int64_t a0 = (int64_t)(p0[b0 + j * T[3]] != 0);
+              const float a1 = p1[b1 + j * T[11]];
+              const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+              const float v4 = (float)((((float)v1) - ((float)v2)));
+              const float v5 = (float)(exp(((float)v4)));
+              s6 += (double)v5;
+            }
+          }
+        }
+        const float v6 = th_fz_d_f32(s6);
+        /* the outputs */
+        if (uc) {
+          #pragma omp simd
+          for (int64_t j = 0; j < ninner; j++) {
+            const float v5 = rb5[j];
+            const float v8 = (float)((((float)v5) / ((float)v6)));
+            p2[b2 + j] = (float)v8;
+          }
+        } else {
+          if (ic) {
+            #pragma omp simd
+            for (int64_t j = 0; j < ninner; j++) {
+              const int64_t a0 = (int64_t)(p0[b0 + j] != 0);
+              const float a1 = p1[b1 + j];
+              const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+              const float v4 = (float)((((float)v1) - ((float)v2)));
+              const float v5 = (float)(exp(((float)v4)));
+              const float v8 = (float)((((float)v5) / ((float)v6)));
+              p2[b2 + j] = (float)v8;
+            }
+          } else {
+            for (int64_t j = 0; j < D[3]; j++) {
+              const int64_t a0 = (int64_t)(p0[b0 + j * T[3]] != 0);
+              const float a1 = p1[b1 + j * T[11]];
+              const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+              const float v4 = (float)((((float)v1) - ((float)v2)));
+              const float v5 = (float)(exp(((float)v4)));
+              const float v8 = (float)((((float)v5) / ((float)v6)));
+              p2[b2 + j * T[19]] = (float)v8;
+            }
+          }
+        }
+      }
+    }
+  }
+}
