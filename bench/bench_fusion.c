@@ -9,12 +9,15 @@
  *   rms_norm    x * rsqrt(mean(x * x, -1, keepdim=True) + 1e-6) * w, written out, x [8192, 1024]
  *
  * Rows per workload and dtype, interleaved (one of each per round, after one warm-up round):
- *   floor    an OpenMP copy of x into a buffer of the same size (read once, write once: the bytes any
- *            kernel of the workload must move), buffers allocated and touched beforehand
+ *   floor (copy)    an OpenMP copy of x into a buffer of the same size with ordinary stores (read once,
+ *                   write once: the bytes any kernel of the workload must move, at the rate a STREAM copy
+ *                   measures; the issue's floor), buffers allocated and touched beforehand
+ *   floor (stream)  the same copy with non-temporal stores (no read for ownership of the written lines:
+ *                   the machine's physical floor; on this VM about half the copy floor)
  *   fused    th_program_run with executors --fused (default fuser,blas,eager)
  *   unfused  th_program_run with executors --unfused (default blas,eager: the eager executor's kernels)
  *   (either LIST may be "default": the library's default executors)
- * Each row: min / median / max ms, GB/s effective (input + output bytes / median), ratio to the floor
+ * Each row: min / median / max ms, GB/s effective (input + output bytes / median), ratios to both floors
  * and unfused/this (medians), the number of fusion regions in the program, and for the fused row the
  * largest |fused - unfused| over the output (a sanity check, not a test).
  * Then compile-time rows for the fused executors (bench_util.h, bu_compile_rows): cold (a new process
@@ -150,15 +153,18 @@ static void bench_one(const workload *w, const char *dt, const options *o) {
   }
   memcpy(fsrc, th_tensor_data(in[0]), xbytes);
   memset(fdst, 1, xbytes);
-  double *ms[3];
-  for (int k = 0; k < 3; k++) ms[k] = calloc((size_t)o->rounds, sizeof(double));
+  double *ms[4]; /* floor (copy), floor (stream), fused, unfused */
+  for (int k = 0; k < 4; k++) ms[k] = calloc((size_t)o->rounds, sizeof(double));
   double maxdiff = -1;
   bool failed[2] = {p[0] == NULL, p[1] == NULL};
   for (int r = -1; r < o->rounds; r++) { /* round -1 warms up (and compares the outputs) */
-    double t0 = bu_now_ms();
-    bu_copy(fdst, fsrc, xbytes);
-    double tf = bu_now_ms() - t0;
-    if (r >= 0) ms[0][r] = tf;
+    for (int f = 0; f < 2; f++) {
+      double t0 = bu_now_ms();
+      if (f == 0) bu_copy(fdst, fsrc, xbytes);
+      else bu_copy_stream(fdst, fsrc, xbytes);
+      double tf = bu_now_ms() - t0;
+      if (r >= 0) ms[f][r] = tf;
+    }
     th_tensor *keep[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
       if (failed[k]) continue;
@@ -168,30 +174,30 @@ static void bench_one(const workload *w, const char *dt, const options *o) {
         failed[k] = true;
         continue;
       }
-      if (r >= 0) ms[k + 1][r] = t;
+      if (r >= 0) ms[k + 2][r] = t;
     }
     if (keep[0] && keep[1]) maxdiff = bu_max_abs_diff(keep[0], keep[1]);
     th_tensor_release(keep[0]);
     th_tensor_release(keep[1]);
   }
-  bu_stats s[3];
-  for (int k = 0; k < 3; k++) s[k] = bu_stats_of(ms[k], o->rounds);
-  const char *labels[3] = {"floor (copy)", o->fused_label, o->unfused_label};
-  const char *kinds[3] = {"floor", "fused", "unfused"};
-  for (int k = 0; k < 3; k++) {
-    if (k > 0 && failed[k - 1]) continue;
+  bu_stats s[4];
+  for (int k = 0; k < 4; k++) s[k] = bu_stats_of(ms[k], o->rounds);
+  const char *labels[4] = {"floor (copy)", "floor (stream)", o->fused_label, o->unfused_label};
+  const char *kinds[4] = {"floor", "floor_stream", "fused", "unfused"};
+  for (int k = 0; k < 4; k++) {
+    if (k > 1 && failed[k - 2]) continue;
     double gbs = (double)bytes / (s[k].med * 1e6);
     char ratio_unf[32] = "", diff[32] = "", regions[16] = "";
-    if (!failed[1]) snprintf(ratio_unf, sizeof ratio_unf, "%.2fx", s[2].med / s[k].med);
-    if (k == 1 && maxdiff >= 0) snprintf(diff, sizeof diff, "%.3g", maxdiff);
-    if (k > 0) snprintf(regions, sizeof regions, "%d", bu_regions(p[k - 1]));
-    printf("| %s | %s | %s | %s | %.2f / %.2f / %.2f | %.1f | %.2fx | %s | %s |\n", w->name, dt, labels[k], regions,
-           s[k].min, s[k].med, s[k].max, gbs, s[k].med / s[0].med, ratio_unf, diff);
+    if (!failed[1]) snprintf(ratio_unf, sizeof ratio_unf, "%.2fx", s[3].med / s[k].med);
+    if (k == 2 && maxdiff >= 0) snprintf(diff, sizeof diff, "%.3g", maxdiff);
+    if (k > 1) snprintf(regions, sizeof regions, "%d", bu_regions(p[k - 2]));
+    printf("| %s | %s | %s | %s | %.2f / %.2f / %.2f | %.1f | %.2fx | %.2fx | %s | %s |\n", w->name, dt, labels[k],
+           regions, s[k].min, s[k].med, s[k].max, gbs, s[k].med / s[0].med, s[k].med / s[1].med, ratio_unf, diff);
     bu_emit("@row %s %s %s %.4f %.4f %.4f %lld %s", w->name, dt, kinds[k], s[k].min, s[k].med, s[k].max,
            (long long)bytes, regions[0] ? regions : "-");
   }
   fflush(stdout);
-  for (int k = 0; k < 3; k++) free(ms[k]);
+  for (int k = 0; k < 4; k++) free(ms[k]);
   free(fsrc);
   free(fdst);
   for (int i = 0; i < nin; i++) th_tensor_release(in[i]);
@@ -284,8 +290,8 @@ int main(int argc, char **argv) {
   }
   printf("bench_fusion: %d rounds, %d OpenMP threads, compile reps %d\n\n", o.rounds, omp_get_max_threads(),
          o.compile_reps);
-  printf("| workload | dtype | row (executors) | fusion regions | min / median / max ms | GB/s | /floor | unfused/this "
-         "| max abs diff vs unfused |\n|---|---|---|---|---|---|---|---|---|\n");
+  printf("| workload | dtype | row (executors) | fusion regions | min / median / max ms | GB/s | /floor (copy) "
+         "| /floor (stream) | unfused/this | max abs diff vs unfused |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (int pass = 0; pass < 2; pass++) { /* timings, then compile times */
     if (pass == 1) {
       if (o.compile_reps == 0) break;

@@ -26,6 +26,9 @@
 #include <unistd.h>
 
 #include <omp.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "thunder/thunder.h"
 
@@ -138,18 +141,41 @@ static inline double bu_max_abs_diff(const th_tensor *a, const th_tensor *b) {
   return m;
 }
 
-/* The bandwidth floor's kernel: dst = src over `bytes`, read once and written once, split in equal
- * contiguous chunks over the OpenMP team (OMP_NUM_THREADS; glibc's memcpy uses non-temporal stores
- * for chunks this large). Both buffers are allocated and touched once beforehand by the caller. */
-static inline void bu_copy(void *dst, const void *src, size_t bytes) {
+/* The bandwidth floors' kernels: dst = src over `bytes`, read once and written once, in equal contiguous
+ * chunks over the OpenMP team (OMP_NUM_THREADS). Both buffers are allocated and touched once beforehand
+ * by the caller (16-byte aligned, as malloc's).
+ *   bu_copy         ordinary stores, 16 bytes at a time (what a STREAM copy measures; a kernel's plain
+ *                   stores pay the same: each line written is first read into the cache). Not memcpy:
+ *                   glibc switches to non-temporal stores above a size threshold, which made this floor
+ *                   mean different things for the large and the small workloads.
+ *   bu_copy_stream  non-temporal stores (SSE2 movntdq): the written lines bypass the cache, no read
+ *                   for ownership, so only the bytes themselves cross the memory bus: the machine's
+ *                   physical floor for read-once-write-once. Without SSE2, ordinary stores. */
+static inline void bu_copy_kind(void *dst, const void *src, size_t bytes, bool stream) {
 #pragma omp parallel
   {
     int nt = omp_get_num_threads(), id = omp_get_thread_num();
     size_t chunk = (bytes / (size_t)nt + 63) & ~(size_t)63;
     size_t lo = chunk * (size_t)id, hi = lo + chunk > bytes ? bytes : lo + chunk;
-    if (lo < hi) memcpy((char *)dst + lo, (const char *)src + lo, hi - lo);
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    size_t i = lo;
+#if defined(__SSE2__)
+    if (((uintptr_t)(d + lo) & 15) == 0 && ((uintptr_t)(s + lo) & 15) == 0) {
+      if (stream)
+        for (; i + 16 <= hi; i += 16) _mm_stream_si128((__m128i *)(d + i), _mm_load_si128((const __m128i *)(s + i)));
+      else
+        for (; i + 16 <= hi; i += 16) _mm_store_si128((__m128i *)(d + i), _mm_load_si128((const __m128i *)(s + i)));
+      if (stream) _mm_sfence();
+    }
+#else
+    (void)stream;
+#endif
+    for (; i < hi; i++) d[i] = s[i];
   }
 }
+static inline void bu_copy(void *dst, const void *src, size_t bytes) { bu_copy_kind(dst, src, bytes, false); }
+static inline void bu_copy_stream(void *dst, const void *src, size_t bytes) { bu_copy_kind(dst, src, bytes, true); }
 
 /* Machine-readable lines ("@row ...", "@compile ...") for bench/run_fusion.sh, kept apart from the
  * markdown tables: bu_emit appends one, bu_emit_flush prints them all at the end. */

@@ -2,7 +2,7 @@
 (files given on the command line, in any order) into the markdown tables of issue 5's benchmark, with
 the targets checked. Used by bench/run_fusion.sh; standard library only.
 
-  @row <workload> <dtype> <floor|fused|unfused|torch|torch_copy> <min> <median> <max> <bytes> <regions>
+  @row <workload> <dtype> <floor|floor_stream|fused|unfused|torch|torch_copy> <min> <median> <max> <bytes> <regions>
   @gpt2 <dtype> <gemm_peak|gemm_floor|torch|executor list> <min> <median> <max> <regions> <GFLOP/s>
   @compile <program> <dtype> <executor list> <cold|warm_process|warm_same> <min> <median> <max> <regions> <.so>
 
@@ -55,20 +55,20 @@ def fusion_table(rows):
     if not keys:
         return
     print("### Memory-bound workloads (medians, ms)\n")
-    print("| workload | dtype | floor (copy) | fused | fusion regions | unfused | PyTorch eager | PyTorch copy_ | "
-          "fused/floor | (of mins) | unfused/fused | PyTorch/fused | target |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| workload | dtype | floor (copy) | floor (stream) | fused | fusion regions | unfused | PyTorch eager | "
+          "PyTorch copy_ | fused/floor | (of mins) | fused/stream floor | unfused/fused | PyTorch/fused | target |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for wl, dt in keys:
         g = lambda kind: rows.get((wl, dt, kind))
-        fl, fu, un, to, tc = g("floor"), g("fused"), g("unfused"), g("torch"), g("torch_copy")
+        fl, fs, fu, un, to, tc = g("floor"), g("floor_stream"), g("fused"), g("unfused"), g("torch"), g("torch_copy")
         target = []
         if fl and fu and wl in FLOOR_TARGET:
             target.append(f"/floor <= {FLOOR_TARGET[wl]}: {mark(fu[1] / fl[1] <= FLOOR_TARGET[wl])}")
         if to and fu and wl in TORCH_TARGET:
             target.append(f"PyTorch/fused >= {TORCH_TARGET[wl]:.0f}: {mark(to[1] / fu[1] >= TORCH_TARGET[wl])}")
-        print(f"| {wl} | {dt} | {ms(fl)} | {ms(fu)} | {fu[4] if fu else '—'} | {ms(un)} | {ms(to)} | {ms(tc)} | "
-              f"{ratio(fu, fl)} | {f'{fu[0] / fl[0]:.2f}x' if fu and fl else '—'} | {ratio(un, fu)} | "
-              f"{ratio(to, fu)} | {'; '.join(target)} |")
+        print(f"| {wl} | {dt} | {ms(fl)} | {ms(fs)} | {ms(fu)} | {fu[4] if fu else '—'} | {ms(un)} | {ms(to)} | "
+              f"{ms(tc)} | {ratio(fu, fl)} | {f'{fu[0] / fl[0]:.2f}x' if fu and fl else '—'} | {ratio(fu, fs)} | "
+              f"{ratio(un, fu)} | {ratio(to, fu)} | {'; '.join(target)} |")
     print()
 
 
