@@ -478,6 +478,32 @@ static th_status finish(th_status st, operand *a, operand *b, operand *c) {
   return st;
 }
 
+/* out = x @ y for batched operands (ndim >= 3, equal ranks, out contiguous of the broadcast shape).
+ * Operands whose batch dims collapse into one stride are one oneDNN call. When one does not (the heads
+ * of an attention projection split from one fused qkv tensor: [B, H, T, D] with strides (T * 3C, D,
+ * 3C, 1)), the leading dim is split into one call per index on views, recursively, instead of copying
+ * the whole operand to a contiguous buffer first (a serial strided copy per operand and call). bf16
+ * without a native bf16 GEMM takes the widening path, which gathers any strides in one pass anyway. */
+static th_status matmul_batched(th_tensor *x, th_tensor *y, th_tensor *out) {
+  operand a = {x, false, V_MAT, {{0}, {0}}};
+  operand w = {y, false, V_MAT, {{0}, {0}}};
+  layout la, lw;
+  bool split = x->ndim >= 4 && x->ndim == y->ndim && x->ndim == out->ndim &&
+               (x->dtype != TH_BF16 || bf16_native) && !(describe(x, V_MAT, &la) && describe(y, V_MAT, &lw));
+  if (!split) return finish(run(x->dtype, &a, &w, NULL, out), &a, &w, NULL);
+  th_status st = TH_OK;
+  for (int64_t i = 0; i < out->shape[0] && st == TH_OK; i++) {
+    th_tensor *xs = th_tensor_view(x, x->ndim - 1, x->shape + 1, x->strides + 1, x->shape[0] > 1 ? i * x->strides[0] : 0);
+    th_tensor *ys = th_tensor_view(y, y->ndim - 1, y->shape + 1, y->strides + 1, y->shape[0] > 1 ? i * y->strides[0] : 0);
+    th_tensor *os = th_tensor_view(out, out->ndim - 1, out->shape + 1, out->strides + 1, i * out->strides[0]);
+    st = xs && ys && os ? matmul_batched(xs, ys, os) : th_last_status();
+    th_tensor_release(xs);
+    th_tensor_release(ys);
+    th_tensor_release(os);
+  }
+  return st;
+}
+
 static th_status matmul_kernel(th_rt_env *env, const th_bsym *b) {
   th_tensor *x = th_rt_tensor(env, &b->args[0]), *y = th_rt_tensor(env, &b->args[1]);
   if (!x || !y || b->out.kind != TH_ARG_VALUE) return th_error(TH_ERR_RUNTIME, "expected two tensor operands");
@@ -490,6 +516,7 @@ static th_status matmul_kernel(th_rt_env *env, const th_bsym *b) {
     fill_empty_k(out, NULL);
     return TH_OK;
   }
+  if (x->ndim >= 3 && y->ndim >= 3) return matmul_batched(x, y, out);
   operand a = {x, false, x->ndim == 1 ? V_ROWVEC : V_MAT, {{0}, {0}}};
   operand w = {y, false, y->ndim == 1 ? V_COLVEC : V_MAT, {{0}, {0}}};
   return finish(run(x->dtype, &a, &w, NULL, out), &a, &w, NULL);

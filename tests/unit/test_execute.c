@@ -543,6 +543,10 @@ static void matmul_cases(th_dtype dt) {
   matmul_case(dt, 4, (int64_t[]){2, 3, 5, 6}, 4, (int64_t[]){2, 3, 6, 4}, F, T);
   matmul_case(dt, 4, (int64_t[]){2, 3, 5, 6}, 4, (int64_t[]){2, 3, 6, 4}, BT, F);
   matmul_case(dt, 4, (int64_t[]){2, 3, 5, 6}, 4, (int64_t[]){2, 3, 6, 4}, F, BT);
+  /* batch dims that do not collapse on both sides, and in a 5-D batch where the per-index views still
+   * do not (split again): one oneDNN call per leading index, on views */
+  matmul_case(dt, 4, (int64_t[]){2, 3, 5, 6}, 4, (int64_t[]){2, 3, 6, 4}, BT, BT);
+  matmul_case(dt, 5, (int64_t[]){2, 3, 2, 5, 6}, 5, (int64_t[]){2, 3, 2, 6, 4}, BT, T);
   matmul_case(dt, 1, (int64_t[]){6}, 1, (int64_t[]){6}, F, F);
   matmul_case(dt, 1, (int64_t[]){6}, 2, (int64_t[]){6, 4}, F, F);
   matmul_case(dt, 1, (int64_t[]){6}, 2, (int64_t[]){6, 4}, F, T);
