@@ -73,6 +73,7 @@ typedef struct token {
   int len;
   int col; /* 1-based column in the line */
   int64_t ival;
+  bool int_2p63; /* INT: the literal 9223372036854775808 (ival INT64_MIN), valid only negated */
   double fval;
   const char *sval; /* STR: decoded text (parse arena); COMMENT: text after '#' */
 } token;
@@ -309,8 +310,14 @@ static th_status read_number(parser *ps, const char *s, int n, int i, token *t) 
     t->fval = strtod(buf, NULL);
   } else {
     t->kind = TK_INT;
+    t->int_2p63 = false;
     long long v = strtoll(buf, NULL, 10);
-    if (errno == ERANGE) return syntax_error(ps, ps->ln, i + 1, "integer literal %s does not fit in 64 bits", buf);
+    if (errno == ERANGE && !strcmp(buf, "9223372036854775808")) { /* -2**63 is printed as its negation */
+      t->int_2p63 = true;
+      v = INT64_MIN;
+    } else if (errno == ERANGE) {
+      return syntax_error(ps, ps->ln, i + 1, "integer literal %s does not fit in 64 bits", buf);
+    }
     t->ival = v;
   }
   return TH_OK;
@@ -953,7 +960,11 @@ static th_status primary(parser *ps, th_arg *out) {
   token *t = peek(ps);
   char buf[64];
   switch (t->kind) {
-    case TK_INT: next(ps); *out = th_arg_int(t->ival); return TH_OK;
+    case TK_INT:
+      if (t->int_2p63) return error_tok(ps, t, "integer literal 9223372036854775808 does not fit in 64 bits");
+      next(ps);
+      *out = th_arg_int(t->ival);
+      return TH_OK;
     case TK_FLOAT: next(ps); *out = th_arg_float(t->fval); return TH_OK;
     case TK_STR: {
       next(ps);
@@ -994,7 +1005,12 @@ static th_status expr(parser *ps, th_arg *out) {
   if (++ps->depth > MAX_NEST) return error_tok(ps, peek(ps), "expression nested too deeply");
   token *t = peek(ps);
   th_status st;
-  if (is_punct(t, "-") || is_punct(t, "+")) {
+  if (is_punct(t, "-") && peek_at(ps, 1)->kind == TK_INT && peek_at(ps, 1)->int_2p63) { /* -9223372036854775808: INT64_MIN, as the printer writes it */
+    next(ps);
+    next(ps);
+    *out = th_arg_int(INT64_MIN);
+    st = TH_OK;
+  } else if (is_punct(t, "-") || is_punct(t, "+")) {
     next(ps);
     st = expr(ps, out);
     if (st == TH_OK && is_punct(t, "-")) {

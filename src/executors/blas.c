@@ -430,18 +430,23 @@ static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_
   k.ndims = src->l.dims[0] == 1 && wei->l.dims[0] == 1 ? 2 : 3;
   mm_entry *e;
   th_status st = acquire(&k, &e);
-  if (st != TH_OK && (src->owned == false || wei->owned == false)) {
-    /* an unusual stride oneDNN refused: retry on contiguous copies */
+  if (st != TH_OK) {
+    /* a layout oneDNN refused (an unusual stride; a batch stride smaller than the matrix, as in an
+     * overlapping as_strided view, also once widened from bf16): retry on contiguous copies of the
+     * operands that are not contiguous already, which oneDNN always takes (so this recurses once) */
     operand *ops[3] = {src, wei, bias};
+    bool copied = false;
     for (int i = 0; i < 3; i++) {
-      if (!ops[i] || ops[i]->owned) continue;
+      if (!ops[i] || th_tensor_is_contiguous(ops[i]->t)) continue;
       th_tensor *c = th_tensor_contiguous_copy(ops[i]->t);
       if (!c) return th_last_status();
+      op_drop(ops[i]);
       ops[i]->t = c;
       ops[i]->owned = true;
       TH_ASSERT(describe(c, ops[i]->kind, &ops[i]->l));
+      copied = true;
     }
-    return run(dt, src, wei, bias, out);
+    if (copied) return run(dt, src, wei, bias, out);
   }
   TH_TRY(st);
   st = execute(e, th_tensor_data(src->t), th_tensor_data(wei->t), bias ? th_tensor_data(bias->t) : NULL,
@@ -482,14 +487,19 @@ static th_status finish(th_status st, operand *a, operand *b, operand *c) {
  * Operands whose batch dims collapse into one stride are one oneDNN call. When one does not (the heads
  * of an attention projection split from one fused qkv tensor: [B, H, T, D] with strides (T * 3C, D,
  * 3C, 1)), the leading dim is split into one call per index on views, recursively, instead of copying
- * the whole operand to a contiguous buffer first (a serial strided copy per operand and call). bf16
- * without a native bf16 GEMM takes the widening path, which gathers any strides in one pass anyway. */
+ * the whole operand to a contiguous buffer first (a serial strided copy per operand and call), when
+ * that makes at most 256 calls of at least 2^20 multiply-adds each. bf16 without a native bf16 GEMM
+ * takes the widening path, which gathers any strides in one pass anyway. */
 static th_status matmul_batched(th_tensor *x, th_tensor *y, th_tensor *out) {
   operand a = {x, false, V_MAT, {{0}, {0}}};
   operand w = {y, false, V_MAT, {{0}, {0}}};
-  layout la, lw;
-  bool split = x->ndim >= 4 && x->ndim == y->ndim && x->ndim == out->ndim &&
-               (x->dtype != TH_BF16 || bf16_native) && !(describe(x, V_MAT, &la) && describe(y, V_MAT, &lw));
+  int64_t b, bs, n0 = out->ndim ? out->shape[0] : 1;
+  /* Worth it only for a few large calls: oneDNN costs a few microseconds per call, so [20000, 2, 4, 4]
+   * is faster as one copy and one call. 2^20 multiply-adds per call: ~20 us at this CPU's GEMM rate. */
+  int64_t macs = n0 ? th_tensor_numel(out) / n0 * x->shape[x->ndim - 1] : 0;
+  bool split = x->ndim >= 4 && x->ndim == y->ndim && x->ndim == out->ndim && (x->dtype != TH_BF16 || bf16_native) &&
+               (!collapse(x, 0, x->ndim - 2, &b, &bs) || !collapse(y, 0, y->ndim - 2, &b, &bs)) && n0 <= 256 &&
+               macs >= (int64_t)1 << 20;
   if (!split) return finish(run(x->dtype, &a, &w, NULL, out), &a, &w, NULL);
   th_status st = TH_OK;
   for (int64_t i = 0; i < out->shape[0] && st == TH_OK; i++) {

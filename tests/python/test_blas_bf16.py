@@ -86,6 +86,22 @@ def test_matmul_with_a_transposed_and_a_sliced_operand(execs):
     assert_bf16_close(got, ref_matmul(a, b))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_overlapping_batch_view(dtype, execs):
+    """A batch stride smaller than the matrix (an as_strided view whose batches overlap): oneDNN refuses
+    the layout, so the executor multiplies contiguous copies. The bf16 path used to keep the overlapping
+    layout when it widened the operand and then failed ("primitive creation failed")."""
+    st = torch.randn(64, generator=torch.Generator().manual_seed(13)).to(dtype)
+    b = st.as_strided((6, 5, 4), (1, 1, 5))
+    a = R(6, 3, 5, seed=14).to(dtype)
+    got = J(torch.matmul, execs)(a, b)
+    want = torch.matmul(a.double(), b.double()).to(dtype)
+    if dtype == torch.bfloat16:
+        assert_bf16_close(got, want)
+    else:
+        assert torch.allclose(got.double(), want.double(), rtol=1e-5, atol=1e-6)
+
+
 def test_vector_operands(execs):
     v = R(3, 20, seed=8)[:, 5]  # stride 20
     m = R(20, 7, seed=9)

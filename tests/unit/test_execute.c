@@ -544,9 +544,11 @@ static void matmul_cases(th_dtype dt) {
   matmul_case(dt, 4, (int64_t[]){2, 3, 5, 6}, 4, (int64_t[]){2, 3, 6, 4}, BT, F);
   matmul_case(dt, 4, (int64_t[]){2, 3, 5, 6}, 4, (int64_t[]){2, 3, 6, 4}, F, BT);
   /* batch dims that do not collapse on both sides, and in a 5-D batch where the per-index views still
-   * do not (split again): one oneDNN call per leading index, on views */
+   * do not (split again): large enough per leading index (>= 2^20 multiply-adds) for one oneDNN call per
+   * index on views; the small ones above take one contiguous copy */
+  matmul_case(dt, 4, (int64_t[]){2, 3, 64, 96}, 4, (int64_t[]){2, 3, 96, 64}, BT, BT);
+  matmul_case(dt, 5, (int64_t[]){2, 3, 2, 96, 128}, 5, (int64_t[]){2, 3, 2, 128, 96}, BT, T);
   matmul_case(dt, 4, (int64_t[]){2, 3, 5, 6}, 4, (int64_t[]){2, 3, 6, 4}, BT, BT);
-  matmul_case(dt, 5, (int64_t[]){2, 3, 2, 5, 6}, 5, (int64_t[]){2, 3, 2, 6, 4}, BT, T);
   matmul_case(dt, 1, (int64_t[]){6}, 1, (int64_t[]){6}, F, F);
   matmul_case(dt, 1, (int64_t[]){6}, 2, (int64_t[]){6, 4}, F, F);
   matmul_case(dt, 1, (int64_t[]){6}, 2, (int64_t[]){6, 4}, F, T);

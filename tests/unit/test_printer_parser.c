@@ -328,6 +328,31 @@ static void test_parse_constant_spellings(void **state) {
   assert_roundtrip(s, -1, "spellings-printed.py");
   free(s);
   th_trace_free(tr);
+  /* the int64 extremes: -2**63 prints as -9223372036854775808 (a negated literal that alone would not
+   * fit), which parses back to INT64_MIN; 2**63 itself and its double negation are errors */
+  tr = parse_ok("def computation(x):\n  # x: \"cpu i64[2]\"\n"
+                "  t0 = mylib.op(x, -9223372036854775808, 9223372036854775807, - 9223372036854775808)"
+                "  # t0: \"cpu i64[2]\"\n    # t0 = prims.neg(x)  # t0: \"cpu i64[2]\"\n  return t0\n",
+                "int64.py");
+  const th_bsym *op = th_trace_bsym(tr, 0);
+  assert_int_equal(op->args[1].kind, TH_ARG_INT);
+  assert_true(op->args[1].u.i == INT64_MIN && op->args[2].u.i == INT64_MAX && op->args[3].u.i == INT64_MIN);
+  s = th_trace_print(tr, -1);
+  assert_contains(s, "mylib.op(x, -9223372036854775808, 9223372036854775807, -9223372036854775808)");
+  assert_roundtrip(s, -1, "int64-printed.py");
+  free(s);
+  th_trace_free(tr);
+  static const char *const bad[] = {"9223372036854775808", "--9223372036854775808", "-(9223372036854775808)"};
+  for (int i = 0; i < 3; i++) {
+    char btext[300];
+    snprintf(btext, sizeof btext,
+             "def computation(x):\n  # x: \"cpu i64[2]\"\n  t0 = mylib.op(x, %s)  # t0: \"cpu i64[2]\"\n"
+             "    # t0 = prims.neg(x)  # t0: \"cpu i64[2]\"\n  return t0\n", bad[i]);
+    tr = NULL;
+    assert_int_equal(th_trace_parse(btext, "int64.py", &tr), TH_ERR_SYNTAX);
+    assert_contains(th_last_error(), "does not fit in 64 bits");
+    assert_null(tr);
+  }
 }
 
 static void test_py_float(void **state) {
