@@ -498,8 +498,32 @@ static void test_bf16_rounding_helper(void **state) {
     }
 }
 
+/* The kernels' branch-free f16 codec is core/scalar.h's (itself checked in test_dtype against an
+ * independent decoder and PyTorch's values): every f16 code decodes to the same float bits; floats encode to the same
+ * code for all 2^19 values of the bits an f16 can keep (sign, exponent, top 10 mantissa bits: every
+ * normal, subnormal, overflowing, infinite and NaN class) with every kind of discarded low part (zero,
+ * sticky only, exactly half, half and sticky, all ones). Run once over all 2^32 floats as well. */
+static void test_f16_codec_helpers(void **state) {
+  (void)state;
+  for (uint32_t h = 0; h < 0x10000u; h++) {
+    uint32_t want = th_sc_f32_bits(th_sc_f16_to_f32((uint16_t)h)), got = th_sc_f32_bits(th_fz_ld_f16((uint16_t)h));
+    if (want != got) fail_msg("f16 0x%04x decodes to 0x%08x in scalar.h, 0x%08x in the kernel helper", h, want, got);
+  }
+  static const uint32_t lows[] = {0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff};
+  for (uint32_t hi = 0; hi < (1u << 19); hi++)
+    for (size_t k = 0; k < sizeof lows / sizeof *lows; k++) {
+      uint32_t w = hi << 13 | lows[k];
+      float x = th_sc_f32_from_bits(w);
+      uint16_t want = th_sc_f32_to_f16(x), got = th_fz_cv_f16(x);
+      if (want != got) fail_msg("f16 encoding of 0x%08x: scalar.h 0x%04x, kernel helper 0x%04x", w, want, got);
+      uint32_t rw = th_sc_f32_bits(th_sc_f16_to_f32(want)), rg = th_sc_f32_bits(th_fz_f_f16(x));
+      if (rw != rg) fail_msg("f16 rounding of 0x%08x: scalar.h 0x%08x, kernel helper 0x%08x", w, rw, rg);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_f16_codec_helpers),
       cmocka_unit_test(test_reductions),     cmocka_unit_test(test_norms_vs_float64),
       cmocka_unit_test(test_runtime_views),  cmocka_unit_test(test_input_layout_ops),
       cmocka_unit_test(test_intermediate_layouts), cmocka_unit_test(test_dtype_casts),

@@ -96,7 +96,7 @@ static void put_cast(th_strbuf *sb, char from, th_dtype to, const char *x) {
 
 static void put_load(th_strbuf *sb, th_dtype d, int k, const char *idx) {
   switch (d) {
-    case TH_F16: th_sb_printf(sb, "th_sc_f16_to_f32(p%d[%s])", k, idx); break;
+    case TH_F16: th_sb_printf(sb, "th_fz_ld_f16(p%d[%s])", k, idx); break;
     case TH_BF16: th_sb_printf(sb, "th_sc_bf16_to_f32(p%d[%s])", k, idx); break;
     case TH_F8E4M3FN: th_sb_printf(sb, "th_sc_e4m3fn_to_f32(p%d[%s])", k, idx); break;
     case TH_F8E5M2: th_sb_printf(sb, "th_sc_e5m2_to_f32(p%d[%s])", k, idx); break;
@@ -109,7 +109,7 @@ static void put_load(th_strbuf *sb, th_dtype d, int k, const char *idx) {
 
 static void put_store(th_strbuf *sb, th_dtype d, int k, const char *idx, const char *v) {
   switch (d) {
-    case TH_F16: th_sb_printf(sb, "p%d[%s] = th_sc_f32_to_f16(%s)", k, idx, v); break;
+    case TH_F16: th_sb_printf(sb, "p%d[%s] = th_fz_cv_f16(%s)", k, idx, v); break;
     case TH_BF16: th_sb_printf(sb, "p%d[%s] = th_fz_st_bf16(%s)", k, idx, v); break; /* v is bf16-exact */
     case TH_F8E4M3FN: th_sb_printf(sb, "p%d[%s] = th_sc_f32_to_e4m3fn(%s, false)", k, idx, v); break;
     case TH_F8E5M2: th_sb_printf(sb, "p%d[%s] = th_sc_f32_to_e5m2(%s, false)", k, idx, v); break;

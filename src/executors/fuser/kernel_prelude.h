@@ -38,6 +38,37 @@ static inline float th_fz_f_bf16(float v) {
 }
 static inline uint16_t th_fz_st_bf16(float v) { return (uint16_t)(th_sc_f32_bits(v) >> 16); }
 
+/* ---- float16 in registers, without branches -------------------------------------------------------
+ * core/scalar.h's f16 codec branches on the input class (NaN, overflow, normal, subnormal), which keeps
+ * gcc 12 from vectorizing any loop that loads or stores f16; _Float16 conversions (F16C) do not
+ * vectorize either without AVX-512 FP16. These compute every class and select with masks: the same
+ * bits as th_sc_f32_to_f16 / th_sc_f16_to_f32 for every input (test_fuser_numerics checks all 2^32
+ * floats and all 2^16 halves). The magnitude a < 2^31, so signed compares order it.
+ *   th_fz_cv_f16(x): float -> f16 bits, round to nearest even; NaN quieted with its top payload bits.
+ *   th_fz_ld_f16(h): f16 bits -> float, exact: (h & 0x7fff) << 13 read as a float and scaled by 2^112
+ *     is the value for normals and subnormals alike; inf and NaN (quiet bit forced) by select. */
+static inline uint16_t th_fz_cv_f16(float x) {
+  uint32_t w = th_sc_f32_bits(x);
+  uint32_t sign = (w >> 16) & 0x8000u, a = w & 0x7fffffffu;
+  int32_t as = (int32_t)a;
+  uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+  uint32_t norm = (a + 0x0fffu + ((a >> 13) & 1u) - 0x38000000u) >> 13; /* wraps below 2^-14: not selected */
+  uint32_t sub = th_sc_f32_bits(th_sc_f32_from_bits(a) + 0.5f) - 0x3f000000u;
+  uint32_t m_nan = 0u - (uint32_t)(as > 0x7f800000), m_inf = 0u - (uint32_t)(as >= 0x477ff000);
+  uint32_t m_norm = 0u - (uint32_t)(as >= 0x38800000);
+  uint32_t r = (m_norm & norm) | (~m_norm & sub);
+  r = (m_inf & 0x7c00u) | (~m_inf & r);
+  r = (m_nan & nan) | (~m_nan & r);
+  return (uint16_t)(sign | r);
+}
+static inline float th_fz_ld_f16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu, m = h & 0x3ffu;
+  uint32_t v = th_sc_f32_bits(th_sc_f32_from_bits(em << 13) * 0x1p112f);
+  uint32_t sp = 0x7f800000u | (m << 13) | ((0u - (uint32_t)(m != 0)) & 0x00400000u);
+  uint32_t m_sp = 0u - (uint32_t)(em >= 0x7c00u);
+  return th_sc_f32_from_bits(sign | (m_sp & sp) | (~m_sp & v));
+}
+
 /* ---- from double (th_store_f64 semantics) --------------------------------------------------------- */
 static inline int64_t th_fz_d_b8(double v) { return v != 0; }
 static inline int64_t th_fz_d_u8(double v) { return (uint8_t)(uint64_t)th_sc_f64_to_i64(v); }
@@ -45,7 +76,7 @@ static inline int64_t th_fz_d_i8(double v) { return (int8_t)(uint8_t)(uint32_t)t
 static inline int64_t th_fz_d_i16(double v) { return (int16_t)(uint16_t)(uint32_t)th_sc_f64_to_i32(v); }
 static inline int64_t th_fz_d_i32(double v) { return th_sc_f64_to_i32(v); }
 static inline int64_t th_fz_d_i64(double v) { return th_sc_f64_to_i64(v); }
-static inline float th_fz_d_f16(double v) { return th_sc_f16_to_f32(th_sc_f32_to_f16((float)v)); }
+static inline float th_fz_d_f16(double v) { return th_fz_ld_f16(th_fz_cv_f16((float)v)); }
 static inline float th_fz_d_bf16(double v) { return th_fz_f_bf16((float)v); }
 static inline float th_fz_d_f32(double v) { return (float)v; }
 static inline double th_fz_d_f64(double v) { return v; }
@@ -59,7 +90,7 @@ static inline int64_t th_fz_f_i8(float v) { return th_fz_d_i8(v); }
 static inline int64_t th_fz_f_i16(float v) { return th_fz_d_i16(v); }
 static inline int64_t th_fz_f_i32(float v) { return th_fz_d_i32(v); }
 static inline int64_t th_fz_f_i64(float v) { return th_fz_d_i64(v); }
-static inline float th_fz_f_f16(float v) { return th_sc_f16_to_f32(th_sc_f32_to_f16(v)); }
+static inline float th_fz_f_f16(float v) { return th_fz_ld_f16(th_fz_cv_f16(v)); }
 static inline float th_fz_f_f32(float v) { return v; }
 static inline double th_fz_f_f64(float v) { return v; }
 static inline float th_fz_f_f8e4m3fn(float v) { return th_sc_e4m3fn_to_f32(th_sc_f32_to_e4m3fn(v, false)); }
