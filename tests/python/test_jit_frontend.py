@@ -182,6 +182,26 @@ def test_python_scalars_and_constants():
     assert r[1:] == (6, 2.5, True, "half", None)
 
 
+@pytest.mark.parametrize("name", ["pow(x, 2.0)", "pow(x, 3)", "pow(2.0, x)", "remainder(x, 2)",
+                                  "where(c, x, 3)", "where(c, x, 0.5)", "clamp(x, 0.1, 0.2)", "add alpha"])
+def test_number_in_a_slot_that_also_takes_a_tensor(name):
+    """A proxy is an instance of torch.Tensor (its __class__), so torch's C argument parser, trying an
+    overload with a Scalar where the proxy stands (pow(Scalar, Tensor) for torch.pow(x, 2.0)), reads it
+    as a tensor: this used to crash the process (a segfault inside torch). Every form runs and matches
+    eager."""
+    f = {
+        "pow(x, 2.0)": lambda x: torch.pow(x, 2.0),
+        "pow(x, 3)": lambda x: torch.pow(x, 3),
+        "pow(2.0, x)": lambda x: torch.pow(2.0, x),
+        "remainder(x, 2)": lambda x: torch.remainder(x * 5, 2),
+        "where(c, x, 3)": lambda x: torch.where(x > 0.5, x, 3),
+        "where(c, x, 0.5)": lambda x: torch.where(x > 0.5, x, 0.5),
+        "clamp(x, 0.1, 0.2)": lambda x: torch.clamp(x, 0.1, 0.2),
+        "add alpha": lambda x: torch.add(x, 1, alpha=2),
+    }[name]
+    check_vs_eager(f, a34)
+
+
 def test_returns_scalar_and_shape():
     def f(x):
         return x.shape[0] * x.shape[1], x.ndim, x.numel(), x.size(-1), len(x)

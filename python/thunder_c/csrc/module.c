@@ -270,6 +270,43 @@ fail:
 
 /* ---- init ------------------------------------------------------------------------------------------ */
 
+/* The tensor proxies lend torch's C code (pyth_proxy's comment): a 1-element meta tensor, and its
+ * TensorImpl pointer (an at::Tensor is that one pointer; a borrowed MaybeOwned<at::Tensor> holds such a
+ * Tensor, not a pointer to one). The THPVariable layout is checked on this object and on a second one:
+ * the head, then an owned (isBorrowed_ == 0) MaybeOwned whose at::Tensor sits at the next
+ * pointer-aligned offset and differs between the two. On any mismatch the stand-in is not used
+ * (proxies then behave as before it existed). */
+static int init_stand_in(void) {
+  PyObject *empty = PyObject_GetAttrString(pyth_T.torch, "empty");
+  PyObject *kw = Py_BuildValue("{s:s}", "device", "meta");
+  PyObject *one = PyLong_FromLong(1);
+  PyObject *args = one ? PyTuple_Pack(1, one) : NULL;
+  PyObject *a = empty && kw && args ? PyObject_Call(empty, args, kw) : NULL;
+  PyObject *b = a ? PyObject_Call(empty, args, kw) : NULL;
+  Py_XDECREF(empty);
+  Py_XDECREF(kw);
+  Py_XDECREF(one);
+  Py_XDECREF(args);
+  if (!a || !b) {
+    Py_XDECREF(a);
+    return -1;
+  }
+  const size_t off = sizeof(PyObject), toff = offsetof(pyth_proxy, torch_borrowed_tensor);
+  bool ok = offsetof(pyth_proxy, torch_is_borrowed) == off && toff == off + sizeof(void *) &&
+            PyObject_IsInstance(a, pyth_T.tensor_type) == 1 && (size_t)Py_TYPE(a)->tp_basicsize >= toff + sizeof(void *);
+  void *ia = NULL, *ib = NULL;
+  if (ok) {
+    const char *pa = (const char *)a, *pb = (const char *)b;
+    memcpy(&ia, pa + toff, sizeof ia);
+    memcpy(&ib, pb + toff, sizeof ib);
+    ok = pa[off] == 0 && pb[off] == 0 && ia && ib && ia != ib;
+  }
+  Py_DECREF(b);
+  pyth_T.stand_in = a; /* kept for the process: its TensorImpl is what proxies lend */
+  pyth_T.stand_in_tensor = ok ? ia : NULL;
+  return 0;
+}
+
 static int init_torch(void) {
   pyth_T.torch = PyImport_ImportModule("torch");
   if (!pyth_T.torch) return -1;
@@ -295,6 +332,7 @@ static int init_torch(void) {
     return -1;
   pyth_T.cpu_device = PyObject_CallFunction(pyth_T.device_type, "s", "cpu");
   if (!pyth_T.cpu_device) return -1;
+  if (init_stand_in() < 0) return -1;
   for (int i = 0; i < TH_DTYPE_COUNT; i++) {
     pyth_T.dtypes[i] = PyObject_GetAttrString(pyth_T.torch, th_dtype_name((th_dtype)i));
     if (!pyth_T.dtypes[i] || Py_TYPE(pyth_T.dtypes[i]) != (PyTypeObject *)pyth_T.dtype_type) {

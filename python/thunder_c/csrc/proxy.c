@@ -50,6 +50,8 @@ void pyth_pool_free(pyth_pool *p) {
 PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v) {
   pyth_proxy *p = PyObject_New(pyth_proxy, &pyth_proxy_type);
   if (!p) return NULL;
+  p->torch_is_borrowed = pyth_T.stand_in_tensor != NULL;
+  p->torch_borrowed_tensor = pyth_T.stand_in_tensor;
   p->value = v;
   p->tracer = tr;
   p->epoch = tr->epoch;

@@ -36,6 +36,8 @@ typedef struct pyth_torch {
   PyObject *return_types;   /* torch.return_types (named tuples of ops like max(dim)) */
   PyObject *numpy_ndarray;  /* numpy.ndarray, or NULL without NumPy */
   PyObject *memory_format_type, *contiguous_format, *preserve_format; /* torch.memory_format and two values */
+  PyObject *stand_in;       /* torch.empty(1, device="meta"): the at::Tensor proxies lend torch's C code */
+  const void *stand_in_tensor; /* its TensorImpl pointer (see pyth_proxy), or NULL */
 } pyth_torch;
 extern pyth_torch pyth_T;
 
@@ -62,6 +64,18 @@ typedef struct pyth_tracer pyth_tracer;
  * same Python object stand for the op's output, the new version). */
 typedef struct {
   PyObject_HEAD
+  /* A proxy answers isinstance(x, torch.Tensor) (its __class__ is torch.Tensor, so that code checking
+   * for tensors traces). torch's C argument parser believes that too: matching an overload with a
+   * Scalar where the proxy stands (pow(Scalar, Tensor) for torch.pow(x, 2.0)), it reads the object as
+   * a THPVariable, whose head is followed by a c10::MaybeOwned<at::Tensor> {bool isBorrowed_; union
+   * {at::Tensor borrow_; at::Tensor own_;}} (an at::Tensor is one TensorImpl pointer). These two fields
+   * mirror that layout as a borrow of a real tensor: a 1-element meta tensor (dim 1, float32, no grad),
+   * kept alive for the process (pyth_T.stand_in), which no such check
+   * accepts as a Scalar or an int, so torch goes on to the overload that takes a Tensor there and
+   * dispatches to the tracer. The layout is verified against a real tensor at import
+   * (pyth_T.stand_in_tensor; NULL when it does not match). */
+  unsigned char torch_is_borrowed; /* MaybeOwned::isBorrowed_: 1 */
+  const void *torch_borrowed_tensor; /* MaybeOwned::borrow_: the stand-in's TensorImpl pointer */
   th_value *value;
   pyth_tracer *tracer; /* the tracing session it belongs to; checked on use */
   unsigned long epoch; /* tracer epoch at creation; a proxy from a finished trace is rejected */
