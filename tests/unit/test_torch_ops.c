@@ -306,6 +306,10 @@ static void test_promote_errors(void **state) {
   th_arg bad[2] = {f, g};
   expect_error(tr, "ltorch.add", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME,
                "Attempting to broadcast a dimension of length 3!");
+  /* the message names the argument, both shapes and the dimension */
+  expect_error(tr, "ltorch.add", 2, bad, 0, NULL, NULL, TH_ERR_RUNTIME,
+               "(argument 1 has shape [3], which does not broadcast with [4], the shape of the arguments before it, "
+               "at its dimension 0)");
   /* integer tensors reject a float alpha */
   th_arg i = tensor(tr, "i", TH_I64, 1, (int64_t)4);
   th_arg ii[2] = {i, i};
