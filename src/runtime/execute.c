@@ -369,9 +369,12 @@ static th_status check_devices(const th_trace *tr, const th_compile_options *o) 
   th_device_str(c.dev, buf, sizeof buf);
   if (c.dev.type == TH_CUDA)
     return th_error(TH_ERR_DEVICE, "trace recorded for %s, but this machine has no CUDA device; run it "
-                    "on the CPU with --device cpu", buf);
+                    "on the CPU with --device cpu (CLI) or th_compile_options.device_override (C); from "
+                    "Python, keep the tensors on the CPU (no .to(\"cuda\") or device=\"cuda\" in the function)",
+                    buf);
   return th_error(TH_ERR_DEVICE, "trace recorded for %s, which cannot run; run it on the CPU with "
-                  "--device cpu", buf);
+                  "--device cpu (CLI) or th_compile_options.device_override (C); from Python, keep the "
+                  "tensors on the CPU", buf);
 }
 
 /* Every value of the trace satisfies th_value_check (a parsed trace's type comments are written into its

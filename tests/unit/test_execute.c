@@ -284,7 +284,9 @@ static void test_device_check(void **state) {
   assert_int_equal(th_program_compile(tr, NULL, &p), TH_ERR_DEVICE);
   assert_null(p);
   assert_string_equal(th_last_error(), "trace recorded for cuda:0, but this machine has no CUDA device; "
-                                       "run it on the CPU with --device cpu");
+                                       "run it on the CPU with --device cpu (CLI) or "
+                                       "th_compile_options.device_override (C); from Python, keep the tensors "
+                                       "on the CPU (no .to(\"cuda\") or device=\"cuda\" in the function)");
   th_compile_options o = {.has_device_override = true, .device_override = CUDA0};
   assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_DEVICE);
   o.device_override = CPU;
