@@ -1005,7 +1005,8 @@ static th_status expr(parser *ps, th_arg *out) {
   if (++ps->depth > MAX_NEST) return error_tok(ps, peek(ps), "expression nested too deeply");
   token *t = peek(ps);
   th_status st;
-  if (is_punct(t, "-") && peek_at(ps, 1)->kind == TK_INT && peek_at(ps, 1)->int_2p63) { /* -9223372036854775808: INT64_MIN, as the printer writes it */
+  if (is_punct(t, "-") && peek_at(ps, 1)->kind == TK_INT && peek_at(ps, 1)->int_2p63) {
+    /* -9223372036854775808: INT64_MIN, as the printer writes it */
     next(ps);
     next(ps);
     *out = th_arg_int(INT64_MIN);

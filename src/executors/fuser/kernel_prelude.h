@@ -117,12 +117,8 @@ static inline float th_fz_i_f8e5m2(int64_t v) { return th_fz_f_f8e5m2((float)v);
  * of b (NaN payloads and -0.0 kept). The predicate is the bool operand as the kernel holds it (an int64_t
  * 0 or 1); the type a ?: would have (that of a + b) picks the width. */
 static inline float th_fz_where_f(int64_t c, float a, float b) {
-  uint32_t m = 0u - (uint32_t)(c != 0), ua, ub;
-  memcpy(&ua, &a, 4);
-  memcpy(&ub, &b, 4);
-  ua = (ua & m) | (ub & ~m);
-  memcpy(&a, &ua, 4);
-  return a;
+  uint32_t m = 0u - (uint32_t)(c != 0);
+  return th_sc_f32_from_bits((th_sc_f32_bits(a) & m) | (th_sc_f32_bits(b) & ~m));
 }
 static inline double th_fz_where_d(int64_t c, double a, double b) {
   uint64_t m = 0u - (uint64_t)(c != 0), ua, ub;

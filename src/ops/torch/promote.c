@@ -186,29 +186,25 @@ th_status th_tu_broadcast_shape(const char *op, int n, const th_arg *args, int *
       memcpy(shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
       continue;
     }
-    int64_t before[TH_MAX_DIMS]; /* the broadcast of the arguments before this one, for the error */
-    const int bnd = *ndim;
-    memcpy(before, shape, sizeof(int64_t) * (size_t)bnd);
+    for (int k = 1; k <= v->ndim && k <= *ndim; k++) { /* right-aligned: each pair equal, or one of them 1 */
+      int64_t c = shape[*ndim - k], s = v->shape[v->ndim - k];
+      if (c != 1 && s != 1 && s != c) {
+        char bs[160], vs[160];
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: Attempting to broadcast a dimension of length %lld! (argument %d has shape %s, which "
+                        "does not broadcast with %s, the shape of the arguments before it, at its dimension %d)",
+                        op, (long long)s, i, th_meta_shape_str(v->shape, v->ndim, vs, sizeof vs),
+                        th_meta_shape_str(shape, *ndim, bs, sizeof bs), v->ndim - k);
+      }
+    }
     if (v->ndim > *ndim) { /* right-align: prepend 1s */
       int d = v->ndim - *ndim;
       memmove(shape + d, shape, sizeof(int64_t) * (size_t)*ndim);
       for (int k = 0; k < d; k++) shape[k] = 1;
       *ndim = v->ndim;
     }
-    for (int k = 1; k <= v->ndim; k++) {
-      int64_t *c = &shape[*ndim - k];
-      int64_t s = v->shape[v->ndim - k];
-      if (*c == 1)
-        *c = s;
-      else if (s != 1 && s != *c) {
-        char bs[160], vs[160];
-        return th_error(TH_ERR_RUNTIME,
-                        "%s: Attempting to broadcast a dimension of length %lld! (argument %d has shape %s, which "
-                        "does not broadcast with %s, the shape of the arguments before it, at its dimension %d)",
-                        op, (long long)s, i, th_meta_shape_str(v->shape, v->ndim, vs, sizeof vs),
-                        th_meta_shape_str(before, bnd, bs, sizeof bs), v->ndim - k);
-      }
-    }
+    for (int k = 1; k <= v->ndim; k++)
+      if (shape[*ndim - k] == 1) shape[*ndim - k] = v->shape[v->ndim - k];
   }
   return TH_OK;
 }
