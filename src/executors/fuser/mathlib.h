@@ -303,6 +303,20 @@ TH_M_INLINE float th_m_tanhf(float x) {
   return (float)(xd * p / q);
 }
 
+/* x (1 + tanh(z)) / 2 = x sigmoid(2z), as x / (1 + e^(-2z)): the tail of the tanh GELU, which the
+ * codegen emits for that product of prims (codegen.c, "algebraic rewrites"). One exp and one division,
+ * no tanh; and no cancellation where tanh(z) nears -1, where 1 + tanh(z) in float32 keeps no correct
+ * digit. Within 2.5 ulp of x sigmoid(2z) (the exp, the sum, the quotient) wherever the result is normal.
+ * Where float32 tanh(z) rounds to -1 (z < -9.0109: 1 - |tanh z| < 2^-25) the result is x * 0, as the
+ * product form gives it (-0 for x < 0, NaN for infinite x); where it rounds to +1, e^(-2z) < 2^-26
+ * and the result is x exactly. NaN in x or z gives NaN. */
+TH_M_INLINE float th_m_x_sigmoid2f(float x, float z) {
+  float zc = th_m_sel(z > 9.1f, 9.1f, z);
+  zc = th_m_sel(zc < -9.1f, -9.1f, zc);
+  float y = x / (1.0f + th_m_exp_normal(-2.0f * zc));
+  return th_m_sel(z < -9.0109f, x * 0.0f, y);
+}
+
 /* Error function. |x| < 1: x + x E(x^2) (E minimax, relative weight: 2^-29.4); 1 <= |x| <= 4:
  * 1 - e^(-x^2) G(1/|x|) with G(t) ~ erfc(1/t) e^(1/t^2) (minimax with the absolute weight e^(-x^2):
  * 2^-31.2); |x| > 4 rounds to +-1. Odd, sign copied from x. */
