@@ -306,15 +306,16 @@ TH_M_INLINE float th_m_tanhf(float x) {
 /* x (1 + tanh(z)) / 2 = x sigmoid(2z), as x / (1 + e^(-2z)): the tail of the tanh GELU, which the
  * codegen emits for that product of prims (codegen.c, "algebraic rewrites"). One exp and one division,
  * no tanh; and no cancellation where tanh(z) nears -1, where 1 + tanh(z) in float32 keeps no correct
- * digit. Within 2.5 ulp of x sigmoid(2z) (the exp, the sum, the quotient) wherever the result is normal.
- * Where float32 tanh(z) rounds to -1 (z < -9.0109: 1 - |tanh z| < 2^-25) the result is x * 0, as the
- * product form gives it (-0 for x < 0, NaN for infinite x); where it rounds to +1, e^(-2z) < 2^-26
- * and the result is x exactly. NaN in x or z gives NaN. */
+ * digit. Within 3 ulp of x sigmoid(2z) (the exp, the sum, the quotient) wherever the result is normal.
+ * Where float32 tanh(z) rounds to -1 (z < -9.0109: 1 - |tanh z| < 2^-25) the exponent is raised to
+ * 88.8, where e^w overflows, so the result is x / inf: the product form's x * 0 (-0 for x < 0, NaN for
+ * infinite x); for z > 8.4, e^(-2z) < 2^-24 and the result is x exactly (tanh(z) rounds to +1 from
+ * 9.0109 on). NaN in x or z gives NaN. */
 TH_M_INLINE float th_m_x_sigmoid2f(float x, float z) {
-  float zc = th_m_sel(z > 9.1f, 9.1f, z);
-  zc = th_m_sel(zc < -9.1f, -9.1f, zc);
-  float y = x / (1.0f + th_m_exp_normal(-2.0f * zc));
-  return th_m_sel(z < -9.0109f, x * 0.0f, y);
+  float w = -2.0f * z; /* exact */
+  w = th_m_sel(w < -87.0f, -87.0f, w);
+  w = th_m_sel(w > 18.0218f, 88.8f, w);
+  return x / (1.0f + th_m_exp_normal(w));
 }
 
 /* Error function. |x| < 1: x + x E(x^2) (E minimax, relative weight: 2^-29.4); 1 <= |x| <= 4:
