@@ -75,6 +75,16 @@ static void collect_cb(th_value *v, void *p) {
   else l->overflow = true;
 }
 
+static bool bsym_reads_value(const th_bsym *b, const th_value *v) {
+  for (int i = 0; i < b->nargs + b->nkwargs; i++) {
+    value_list l = {{0}, 0, false};
+    th_arg_foreach_value(i < b->nargs ? &b->args[i] : &b->kwargs[i - b->nargs], collect_cb, &l);
+    for (int j = 0; j < l.n; j++)
+      if (l.v[j] == v) return true;
+  }
+  return false;
+}
+
 static bool produced_by(th_bsym *const *bs, int n, const th_value *v) {
   for (int i = 0; i < n; i++) {
     value_list l = {{0}, 0, false};
@@ -261,6 +271,111 @@ static th_status process(pass_ctx *c, const th_bsym *b) {
   return TH_OK;
 }
 
+/* ---- broadcast sinking (the fuser listed) ----------------------------------------------------------
+ * `t = E(a, ...)` then `u = broadcast_in_dim(t, shape, dims)`, E a cheap elementwise prim (a template
+ * with no call and no division, or a convert), becomes `a' = broadcast_in_dim(a, shape, dims), ...,
+ * u = E(a', ...)`, through chains of such prims up to the first operand that is not made by one:
+ * elementwise ops commute with broadcasting, so every element of u is the same, computed per element
+ * of the larger shape. The fuser reads a broadcast region input in place, but refuses a broadcast of a
+ * value its region computes (it would repeat computed elements), so without this the small computation
+ * ends a region: causal attention's mask (`bias[:, :, :T, :T] == 0` on [1, 1, T, T], broadcast to
+ * [B, H, T, T] for masked_fill) split the attention region in two and wrote the scaled scores to memory
+ * and read them back. Only where the broadcast enlarges, its result has a fusible consumer (so a region
+ * will hold the recomputation) and the trace has no `del` yet (nothing moves past one). E stays where
+ * it was for its other uses; DCE drops it when none is left. */
+static bool cheap_elementwise(const th_bsym *e) {
+  if (!e->sym->is_prim || e->nkwargs || e->nargs > 8 || e->out.kind != TH_ARG_VALUE || !e->out.u.value->is_tensor ||
+      !th_fuser_is_fusible(e))
+    return false;
+  if (e->sym->id == TH_OP_prims_convert_element_type) return true;
+  if (!(e->sym->tags & TH_TAG_ELEMENTWISE) || !e->sym->cexpr) return false;
+  return !strchr(e->sym->cexpr, '/') && !th_fuser_template_calls(e->sym->cexpr);
+}
+
+typedef struct {
+  pass_ctx *c;
+  th_bsym **old; /* the trace's bsyms before the pass */
+  int n;
+  int *prod;     /* value id -> index in old of its producer, -1 */
+  uint32_t nprod;
+} sink_ctx;
+
+static const th_bsym *sink_producer(const sink_ctx *s, const th_value *v) {
+  int j = v->id < s->nprod ? s->prod[v->id] : -1;
+  return j >= 0 ? s->old[j] : NULL;
+}
+
+/* v broadcast like b, with the cheap elementwise prims that make v applied after the broadcast */
+static th_status sink_value(const sink_ctx *s, const th_bsym *b, th_value *v, int depth, th_arg *out) {
+  const th_bsym *e = sink_producer(s, v);
+  if (!e || depth >= 8 || !cheap_elementwise(e))
+    return th_tu_call3(s->c->out, TH_OP_prims_broadcast_in_dim, th_arg_value(v), b->args[1], b->args[2], out);
+  th_arg args[8];
+  for (int k = 0; k < e->nargs; k++) {
+    args[k] = e->args[k];
+    if (args[k].kind == TH_ARG_VALUE && args[k].u.value->is_tensor)
+      TH_TRY(sink_value(s, b, args[k].u.value, depth + 1, &args[k]));
+  }
+  return th_call(s->c->out, e->sym->id, e->nargs, args, out);
+}
+
+static bool sink_eligible(const sink_ctx *s, int i) {
+  const th_bsym *b = s->old[i];
+  if (b->sym->id != TH_OP_prims_broadcast_in_dim || b->nargs < 3 || b->args[0].kind != TH_ARG_VALUE ||
+      b->out.kind != TH_ARG_VALUE || !b->args[0].u.value->is_tensor || !b->out.u.value->is_tensor)
+    return false;
+  const th_value *v = b->args[0].u.value;
+  int64_t nv = th_value_numel(v), nu = th_value_numel(b->out.u.value);
+  const th_bsym *e = sink_producer(s, v);
+  if (nv < 0 || nu <= nv || !e || !cheap_elementwise(e)) return false;
+  for (int k = i + 1; k < s->n; k++)
+    if (bsym_reads_value(s->old[k], b->out.u.value) && th_fuser_is_fusible(s->old[k])) return true;
+  return false;
+}
+
+static th_status sink_broadcasts(pass_ctx *c) {
+  th_trace *tr = c->out;
+  sink_ctx s = {c, (th_bsym **)tr->bsyms.items, tr->bsyms.n, NULL, 0};
+  for (int i = 0; i < s.n; i++) {
+    if (s.old[i]->sym->id == TH_OP_prims_python_del) return TH_OK;
+    value_list l = {{0}, 0, false};
+    th_arg_foreach_value(&s.old[i]->out, collect_cb, &l);
+    for (int k = 0; k < l.n; k++)
+      if (l.v[k]->id + 1 > s.nprod) s.nprod = l.v[k]->id + 1;
+  }
+  bool any = false;
+  if (!(s.prod = th_malloc(sizeof(int) * (s.nprod ? s.nprod : 1)))) return TH_ERR_NOMEM;
+  for (uint32_t k = 0; k < s.nprod; k++) s.prod[k] = -1;
+  for (int i = 0; i < s.n; i++) {
+    value_list l = {{0}, 0, false};
+    th_arg_foreach_value(&s.old[i]->out, collect_cb, &l);
+    for (int k = 0; k < l.n; k++) s.prod[l.v[k]->id] = i;
+  }
+  for (int i = 0; i < s.n && !any; i++) any = sink_eligible(&s, i);
+  th_status st = TH_OK;
+  if (any) {
+    tr->bsyms = (th_vec){0}; /* rebuilt: tr->scope still points at it */
+    for (int i = 0; i < s.n && st == TH_OK; i++) {
+      const th_bsym *b = s.old[i];
+      if (!sink_eligible(&s, i)) {
+        st = th_vec_push(tr->arena, &tr->bsyms, (void *)b);
+        continue;
+      }
+      th_vec subs = {0};
+      recording rec = record_into(tr, &subs);
+      th_arg r = th_arg_none();
+      st = sink_value(&s, b, b->args[0].u.value, 0, &r);
+      record_end(tr, rec);
+      if (st == TH_OK && (r.kind != TH_ARG_VALUE || !produced_by((th_bsym **)subs.items, subs.n, r.u.value)))
+        st = th_error(TH_ERR_RUNTIME, "%s: sinking the broadcast recorded no output", b->sym->qualname);
+      if (st == TH_OK) st = set_rename(c, r.u.value, b->out.u.value);
+      for (int k = 0; k < subs.n && st == TH_OK; k++) st = process(c, subs.items[k]);
+    }
+  }
+  th_free(s.prod);
+  return st;
+}
+
 th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc *const *execs,
                                      int nexecs, th_trace **out) {
   double t0 = th_pass_clock_ms();
@@ -285,6 +400,9 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
       else th_error(st, "in the decomposition of %s: %s", top->sym->qualname, msg);
     }
   }
+  bool fuser_listed = false;
+  for (int i = 0; i < nexecs; i++) fuser_listed |= execs[i] == &th_fuser_executor;
+  if (st == TH_OK && fuser_listed) st = sink_broadcasts(&c);
   if (st == TH_OK) st = th_dce_in_place(nt);
   if (st == TH_OK) {
     char pss[96];

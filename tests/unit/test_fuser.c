@@ -1085,6 +1085,99 @@ static void test_gelu_tanh_tail(void **state) {
   th_tensor_release(in);
 }
 
+/* Broadcast sinking (passes.c): causal attention's mask, `eq(bias, 0)` on [1, 1, T, T] broadcast to
+ * [B, H, T, T] for a where, is recomputed after the broadcast, so the scaling, the mask and the softmax
+ * are one region (before: the scaled scores were a region's output, written and read back). Not sunk:
+ * an expensive op (exp) before the broadcast, and a broadcast whose only consumer is not fusible (a
+ * matmul). Outputs against the eager executor: the exact parts bit for bit, the softmax within 1e-6. */
+static void test_broadcast_sinking(void **state) {
+  (void)state;
+  static const char *const fused[] = {"fuser", "blas", "eager"}, *const eager[] = {"blas", "eager"};
+  th_trace *tr = parse("def computation(x, bias, e):\n  # x: \"cpu f32[2, 3, 16, 16]\"\n"
+                       "  # bias: \"cpu f32[1, 1, 16, 16]\"\n  # e: \"cpu f32[3, 16, 16]\"\n"
+                       "  s = prims.mul(x, 0.25)\n  m = prims.eq(bias, 0.0)\n"
+                       "  mb = prims.broadcast_in_dim(m, (2, 3, 16, 16), (0, 1, 2, 3))\n"
+                       "  w = prims.where(mb, -float('inf'), s)\n  t0 = prims.amax(w, (3,))\n"
+                       "  t1 = prims.broadcast_in_dim(t0, (2, 3, 16, 16), (0, 1, 2))\n  t2 = prims.sub(w, t1)\n"
+                       "  t3 = prims.exp(t2)\n  t4 = prims.sum(t3, (3,))\n"
+                       "  t5 = prims.broadcast_in_dim(t4, (2, 3, 16, 16), (0, 1, 2))\n  y = prims.div(t3, t5)\n"
+                       "  ee = prims.exp(e)\n  eb = prims.broadcast_in_dim(ee, (2, 3, 16, 16), (1, 2, 3))\n"
+                       "  z = prims.add(eb, x)\n  c = prims.neg(bias)\n"
+                       "  cb = prims.broadcast_in_dim(c, (2, 3, 16, 16), (0, 1, 2, 3))\n"
+                       "  mm = prims.matmul(cb, x)\n  return (y, w, z, mm)\n");
+  th_program *p = compile_with(tr, fused, 3);
+  const th_trace *et = th_program_trace(p);
+  /* the attention part is one region holding the eq (sunk) and the mul; exp(e) and the matmul's
+   * neg(bias) stay unsunk: exp(e) is a region member of its own nest or eager, neg(bias) is not moved */
+  assert_int_equal(count_in_regions(et, TH_OP_prims_eq), 1);
+  assert_int_equal(count_in_regions(et, TH_OP_prims_mul), 1);
+  const th_bsym *att = NULL;
+  for (int i = 0; i < et->bsyms.n; i++) {
+    const th_bsym *b = bsym_at(et, i);
+    if (b->sym->id != TH_OP_DYNAMIC) continue;
+    bool has_eq = false, has_sum = false;
+    for (int j = 0; j < b->nsubs; j++) {
+      has_eq |= b->subs[j]->sym->id == TH_OP_prims_eq;
+      has_sum |= b->subs[j]->sym->id == TH_OP_prims_sum;
+    }
+    if (has_eq) {
+      assert_true(has_sum); /* the mask is computed in the softmax's region */
+      att = b;
+      /* the eq reads a broadcast of the input bias (and no computed value is broadcast to it) */
+      for (int j = 0; j < b->nsubs; j++)
+        if (b->subs[j]->sym->id == TH_OP_prims_eq) {
+          const th_value *a = b->subs[j]->args[0].u.value;
+          assert_int_equal(th_value_ndim(a), 4);
+          assert_int_equal(th_value_shape(a)[0], 2);
+        }
+    }
+  }
+  assert_non_null(att);
+  /* exp(e) and neg(bias) still run on their own shapes (3-D / [1, 1, 16, 16]), wherever they run */
+  int exp_e = 0, neg = 0;
+  for (int i = 0; i < et->bsyms.n; i++) {
+    const th_bsym *b = bsym_at(et, i);
+    int n = b->sym->id == TH_OP_DYNAMIC ? b->nsubs : 1;
+    for (int j = 0; j < n; j++) {
+      const th_bsym *x = b->sym->id == TH_OP_DYNAMIC ? b->subs[j] : b;
+      const th_value *o = x->out.kind == TH_ARG_VALUE ? x->out.u.value : NULL;
+      if (x->sym->id == TH_OP_prims_exp && th_value_ndim(x->args[0].u.value) == 3) exp_e += th_value_ndim(o) == 3;
+      if (x->sym->id == TH_OP_prims_exp) assert_true(th_value_ndim(x->args[0].u.value) == th_value_ndim(o));
+      if (x->sym->id == TH_OP_prims_neg) neg += th_value_shape(o)[0] == 1;
+      if (x->sym->id == TH_OP_prims_neg) assert_int_equal(th_value_shape(o)[0], 1);
+    }
+  }
+  assert_int_equal(exp_e, 1);
+  assert_int_equal(neg, 1);
+  th_program_free(p);
+  th_tensor *in[3];
+  int64_t sx[4] = {2, 3, 16, 16}, sb[4] = {1, 1, 16, 16}, se[3] = {3, 16, 16};
+  in[0] = th_tensor_new(TH_F32, 4, sx);
+  in[1] = th_tensor_new(TH_F32, 4, sb);
+  in[2] = th_tensor_new(TH_F32, 3, se);
+  float *xd = th_tensor_data(in[0]), *bd = th_tensor_data(in[1]), *ed = th_tensor_data(in[2]);
+  for (int i = 0; i < 2 * 3 * 16 * 16; i++) xd[i] = (float)((i * 37) % 101) / 25.0f - 2.0f;
+  for (int i = 0; i < 16 * 16; i++) bd[i] = (i % 16) <= (i / 16) ? 1.0f : 0.0f; /* a causal tril */
+  for (int i = 0; i < 3 * 16 * 16; i++) ed[i] = (float)(i % 7) / 7.0f;
+  int nf = 0, ne = 0;
+  th_tensor **of = run_with(tr, fused, 3, in, 3, &nf), **oe = run_with(tr, eager, 2, in, 3, &ne);
+  assert_int_equal(nf, 4);
+  assert_memory_equal(th_tensor_data(of[1]), th_tensor_data(oe[1]), sizeof(float) * 2 * 3 * 16 * 16); /* w: exact */
+  assert_memory_equal(th_tensor_data(of[3]), th_tensor_data(oe[3]), sizeof(float) * 2 * 3 * 16 * 16); /* matmul */
+  const float *yf = th_tensor_data(of[0]), *ye = th_tensor_data(oe[0]), *zf = th_tensor_data(of[2]),
+              *ze = th_tensor_data(oe[2]);
+  for (int i = 0; i < 2 * 3 * 16 * 16; i++) {
+    if (!(fabsf(yf[i] - ye[i]) <= 1e-6f)) fail_msg("softmax element %d: fused %g, eager %g", i, yf[i], ye[i]);
+    if (!(fabsf(zf[i] - ze[i]) <= 1e-6f * fabsf(ze[i]))) fail_msg("exp(e) + x element %d: fused %g, eager %g", i, zf[i], ze[i]);
+    if ((i % 16) > ((i / 16) % 16)) assert_true(yf[i] == 0.0f); /* masked: exactly 0 */
+  }
+  for (int i = 0; i < 4; i++) th_tensor_release(of[i]), th_tensor_release(oe[i]);
+  free(of);
+  free(oe);
+  for (int i = 0; i < 3; i++) th_tensor_release(in[i]);
+  th_trace_free(tr);
+}
+
 static int count_files(const char *dir, const char *prefix, const char *suffix);
 
 /* $CC with arguments (make's convention: split at blanks) compiles; the flag reaches the compiler
@@ -1445,7 +1538,7 @@ int main(void) {
       cmocka_unit_test(test_codegen_structure),    cmocka_unit_test(test_golden),
       cmocka_unit_test(test_row_buffers),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
-      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_differential),
+      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_differential),
       cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_dump_and_cached_load),
       cmocka_unit_test(test_fault_injection),
   };

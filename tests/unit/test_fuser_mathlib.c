@@ -511,6 +511,41 @@ TH_ACC(log1p, F_LOG1P)
 TH_ACC(tanh, F_TANH)
 TH_ACC(erf, F_ERF)
 
+/* th_m_x_sigmoid2f(x, z) = x (1 + tanh z) / 2 as x / (1 + e^(-2z)) (the codegen's tanh-GELU tail): for
+ * every 61st float z in [-12, 12] and x in {1, -3.7, 1e-30, 3e37}, within 3 ulp of float64 x sigmoid(2z)
+ * where that is a normal float, and where float32 tanh(z) rounds to +-1 (|z| > 9.0109) the product form's
+ * exact bits: x, or x * 0 (-0 for negative x, NaN for infinite x). NaN in either argument gives NaN. */
+static void test_x_sigmoid2(void **state) {
+  (void)state;
+  const float xs[] = {1.0f, -3.7f, 1e-30f, 3e37f};
+  double worst = 0;
+  float wz = 0, wx = 0;
+  for (uint32_t u = 0; u < 0x41400001u; u += 61) { /* |z| from 0 to 12 */
+    for (int sgn = 0; sgn < 2; sgn++) {
+      float z = float_of(u | (sgn ? 0x80000000u : 0));
+      for (int k = 0; k < 4; k++) {
+        float x = xs[k], y = th_m_x_sigmoid2f(x, z);
+        if (fabsf(z) > 9.0109f) {
+          float want = z > 0 ? x : x * 0.0f;
+          if (bits_of(y) != bits_of(want)) fail_msg("x_sigmoid2(%a, %a) = %a, expected %a", x, z, y, want);
+          continue;
+        }
+        double ref = (double)x / (1.0 + exp(-2.0 * (double)z));
+        if (fabs(ref) < 0x1p-126 || fabs(ref) > 0x1.fffffep127) continue;
+        double e = ulp_error(y, ref);
+        if (e > worst) worst = e, wz = z, wx = x;
+      }
+    }
+  }
+  print_message("  x_sigmoid2  max %.3f ulp (at x = %a, z = %a)\n", worst, wx, wz);
+  if (worst > 3.0) fail_msg("x_sigmoid2: %.3f ulp at x = %a, z = %a", worst, wx, wz);
+  assert_true(isnan(th_m_x_sigmoid2f(NAN, 1.0f)) && isnan(th_m_x_sigmoid2f(1.0f, NAN)));
+  assert_true(isnan(th_m_x_sigmoid2f(-INFINITY, -20.0f)) && isnan(th_m_x_sigmoid2f(INFINITY, -INFINITY)));
+  assert_true(th_m_x_sigmoid2f(INFINITY, INFINITY) == INFINITY && th_m_x_sigmoid2f(-2.0f, 20.0f) == -2.0f);
+  float nz = th_m_x_sigmoid2f(-2.0f, -20.0f);
+  assert_true(nz == 0.0f && signbit(nz));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_special_values),    cmocka_unit_test(test_kernel_vectorized_and_routed),
@@ -518,6 +553,7 @@ int main(void) {
       cmocka_unit_test(test_accuracy_expm1),    cmocka_unit_test(test_accuracy_log),
       cmocka_unit_test(test_accuracy_log2),     cmocka_unit_test(test_accuracy_log1p),
       cmocka_unit_test(test_accuracy_tanh),     cmocka_unit_test(test_accuracy_erf),
+      cmocka_unit_test(test_x_sigmoid2),
   };
   return cmocka_run_group_tests(tests, setup_kernels, teardown_kernels);
 }

@@ -5,7 +5,9 @@
  * exact ops only, and the GPT-2 block of examples/gpt2_block.py (parsed from the file, in float64 and
  * as written in float32): the gradients with rematerialization match those without it (the traces
  * th_transform_grad made before; bit for bit where only exact ops are recomputed, else within 1e-12 in
- * float64), and the gradients with it match central finite differences of the original trace compiled
+ * float64, 1e-9 for the GPT-2 block, whose two backward programs fuse differently: the recomputed
+ * causal mask joins the attention region, the saved one is read as an input, and its float64 gradients
+ * differ from the eager executor's by ~2e-10 either way, from reduction order), and the gradients with it match central finite differences of the original trace compiled
  * on its own (an independent path: no rule and no recomputation is involved). Structure: every bsym
  * the backward recomputes (outputs named bw_<name>) is a cheap prim (elementwise, layout, creation),
  * never a matmul, linear, reduction or softmax; what is saved is strictly fewer bytes for the issue's
@@ -633,7 +635,7 @@ static void test_gpt2_block(void **state) {
   int64_t on64, off64;
   const int64_t mask = 2 * 4 * 64 * 64; /* the causal mask, bool: saved without rematerialization */
   int nrec;
-  check_case("gpt2 block f64", tr, false, 1e-12, 3, &on64, &off64, &nrec);
+  check_case("gpt2 block f64", tr, false, 1e-9, 3, &on64, &off64, &nrec);
   assert_true(on64 < off64);
   th_trace_free(tr);
   /* as written (float32): the same gradients with and without */

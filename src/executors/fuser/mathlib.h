@@ -108,7 +108,7 @@ TH_M_INLINE float th_m_exp_reduce(float x, int32_t *k) {
 TH_M_INLINE float th_m_exp_core(float x) {
   int32_t k;
   float r = th_m_exp_reduce(x, &k);
-  int32_t k1 = k / 2, k2 = k - k1;
+  int32_t k1 = k >> 1, k2 = k - k1; /* floor(k / 2): one shift (gcc shifts signed ints arithmetically) */
   return th_m_exp_poly(r) * th_m_pow2i(k1) * th_m_pow2i(k2);
 }
 
@@ -199,7 +199,7 @@ TH_M_INLINE float th_m_exp2f(float x) {
   q = th_m_fma(q, r, 0x1.c6b06ep-5f);
   q = th_m_fma(q, r, 0x1.ebfbep-3f);
   q = th_m_fma(q, r, 0x1.62e43p-1f);
-  int32_t k1 = k / 2, k2 = k - k1;
+  int32_t k1 = k >> 1, k2 = k - k1; /* floor(k / 2): one shift (gcc shifts signed ints arithmetically) */
   return th_m_fma(r, q, 1.0f) * th_m_pow2i(k1) * th_m_pow2i(k2);
 }
 
