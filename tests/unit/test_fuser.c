@@ -1178,6 +1178,80 @@ static void test_broadcast_sinking(void **state) {
   th_trace_free(tr);
 }
 
+/* A read whose inner dims reach only stride-0 dims of its view chain (a per-row input broadcast along the
+ * rows, a [R, 1] input expanded) is loaded once per row (per chunk in a pointwise nest) and does not
+ * disable the nest's contiguous fast path (before, its stride 0 failed the `T == 1` test and every loop
+ * of the nest ran strided and scalar). Checked in the source (the load `p<s>[b<s>]`, no stride test of
+ * that slot), and the results bit for bit against eager (exact ops), also for rows of length 0. */
+static void inv_case(const char *text, const char *const *names, int nnames, const int64_t (*shapes)[3],
+                     const int *ndims, bool check_source) {
+  static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
+  th_trace *tr = parse(text);
+  th_trace *p = partition(tr, TH_FUSER_DATAFLOW);
+  th_fuser_region r;
+  char *src = region_source(p, &r);
+  for (int i = 0; i < r.nslots && check_source; i++) { /* (a size-0 dim may read as invariant: nothing is read) */
+    if (r.slots[i].is_out) continue;
+    bool inv = false;
+    for (int k = 0; k < nnames; k++) inv |= !strcmp(th_value_name(r.slots[i].v), names[k]);
+    const th_fz_nest *N = &r.nests[r.slots[i].nest];
+    char load[64], stride[64];
+    snprintf(load, sizeof load, "p%d[b%d]", i, i); /* a strided or contiguous load is p<s>[b<s> + ...] */
+    snprintf(stride, sizeof stride, "T[%d] ==", i * TH_MAX_DIMS + N->nd - 1);
+    if (inv != (strstr(src, load) != NULL) || inv == (strstr(src, stride) != NULL))
+      fail_msg("slot %d (%s, %s): expected %s\n%s", i, th_value_name(r.slots[i].v), inv ? "invariant" : "not",
+               inv ? "a per-row load and no stride test" : "a strided load", src);
+  }
+  free(src);
+  th_fuser_region_clear(&r);
+  th_trace_free(p);
+  int nin = th_trace_num_inputs(tr);
+  th_tensor *in[4];
+  for (int i = 0; i < nin; i++) {
+    in[i] = th_tensor_new(TH_F32, ndims[i], shapes[i]);
+    float *d = th_tensor_data(in[i]);
+    for (int64_t e = 0; e < th_tensor_numel(in[i]); e++) d[e] = (float)((e * 7 + i * 13) % 23) * 0.25f - 2.0f;
+  }
+  int nf = 0, ne = 0;
+  th_tensor **of = run_with(tr, fused, 2, in, nin, &nf), **oe = run_with(tr, eager, 1, in, nin, &ne);
+  assert_int_equal(nf, ne);
+  for (int i = 0; i < nf; i++)
+    assert_memory_equal(th_tensor_data(of[i]), th_tensor_data(oe[i]), (size_t)th_tensor_numel(oe[i]) * 4);
+  for (int i = 0; i < nf; i++) th_tensor_release(of[i]), th_tensor_release(oe[i]);
+  free(of);
+  free(oe);
+  for (int i = 0; i < nin; i++) th_tensor_release(in[i]);
+  th_trace_free(tr);
+}
+
+static void test_invariant_reads(void **state) {
+  (void)state;
+  static const char *const rows_names[] = {"r", "e"};
+  char text[1600];
+  for (int c = 0; c < 2; c++) {
+    int64_t n = c ? 0 : 50; /* rows of length 0 read nothing */
+    snprintf(text, sizeof text,
+             "def computation(x, r, e, w):\n  # x: \"cpu f32[37, %lld]\"\n  # r: \"cpu f32[37]\"\n"
+             "  # e: \"cpu f32[37, 1]\"\n  # w: \"cpu f32[%lld]\"\n"
+             "  rb = prims.broadcast_in_dim(r, (37, %lld), (0,))\n  eb = prims.broadcast_in_dim(e, (37, %lld), (0, 1))\n"
+             "  wb = prims.broadcast_in_dim(w, (37, %lld), (1,))\n  t0 = prims.sub(x, rb)\n  t1 = prims.mul(t0, eb)\n"
+             "  t2 = prims.add(t1, wb)\n  s = prims.sum(t2, (1,))\n  sb = prims.broadcast_in_dim(s, (37, %lld), (0,))\n"
+             "  y = prims.sub(t2, sb)\n  return (y, s)\n",
+             (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n);
+    const int64_t shapes[4][3] = {{37, n}, {37}, {37, 1}, {n}};
+    const int ndims[4] = {2, 1, 2, 1};
+    inv_case(text, rows_names, 2, shapes, ndims, n > 0);
+  }
+  /* pointwise: a per-row input along the last dim of a 3-D domain, through a transpose */
+  static const char *const pw_names[] = {"r"};
+  const int64_t shapes[2][3] = {{4, 9, 33}, {9, 4}};
+  const int ndims[2] = {3, 2};
+  inv_case("def computation(x, r):\n  # x: \"cpu f32[4, 9, 33]\"\n  # r: \"cpu f32[9, 4]\"\n"
+           "  rt = prims.transpose(r, (1, 0))\n  rb = prims.broadcast_in_dim(rt, (4, 9, 33), (0, 1))\n"
+           "  t0 = prims.mul(x, rb)\n  y = prims.add(t0, 1.0)\n  return y\n",
+           pw_names, 1, shapes, ndims, true);
+}
+
 static int count_files(const char *dir, const char *prefix, const char *suffix);
 
 /* $CC with arguments (make's convention: split at blanks) compiles; the flag reaches the compiler
@@ -1538,7 +1612,7 @@ int main(void) {
       cmocka_unit_test(test_codegen_structure),    cmocka_unit_test(test_golden),
       cmocka_unit_test(test_row_buffers),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
-      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_differential),
+      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_invariant_reads),     cmocka_unit_test(test_differential),
       cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_dump_and_cached_load),
       cmocka_unit_test(test_fault_injection),
   };

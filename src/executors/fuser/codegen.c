@@ -146,6 +146,8 @@ typedef struct {
   int *lvl;           /* ROW val -> the pass level after which it exists (0: before the first) */
   int *red_pass;      /* REDUCE member -> its first pass */
   bool *need_v, *need_r;
+  bool *inv_read;     /* read -> invariant over the nest's inner dims: loaded once outside them */
+  bool *inv_slot;     /* slot -> read by an invariant read */
   int *memo2;         /* per val scratch of plan_row_buffers */
   int *cache_pass;    /* FULL val -> the pass that computes it into its row buffer rb<v> (-1: recomputed) */
   int ncache;         /* cached vals of the nest being lowered */
@@ -366,7 +368,7 @@ static const char *idx(lower *L, const index_mode *im, int slot) {
  * into it by that pass. */
 static void emit_full_values(lower *L, th_ir *blk, const index_mode *im) {
   for (int k = 0; k < L->p->nread; k++) {
-    if (!L->need_r[k] || L->p->read[k].lv != TH_FZ_FULL) continue;
+    if (!L->need_r[k] || L->p->read[k].lv != TH_FZ_FULL || L->inv_read[k]) continue;
     int s = L->read_slot[k];
     th_strbuf sb;
     th_sb_init(&sb);
@@ -507,6 +509,55 @@ static void declare_slots(lower *L, th_ir *blk, int first, int nslots, const th_
 }
 
 /* A pointwise nest over D (nd dims). */
+/* Read r is invariant over the domain dims [d0, nd): through its view chain (broadcast_in_dim and
+ * transpose ops; anything else: not known) those dims reach only dims of stride 0 (made by a broadcast,
+ * or size-1 dims it expanded), so its element is the same for every index of them: a per-row value
+ * broadcast along the row, such as the row index of sdpa's causal mask (`iota` broadcast twice). It is
+ * loaded once outside the inner loop, and it does not make the nest's inner loops strided: its stride
+ * there is 0, not 1, and the `ic`/`contiguous` fast paths require 1 of every other slot. */
+static bool read_invariant(const th_fz_read *r, int d0, int nd) {
+  if (r->lv != TH_FZ_FULL || r->nviews < 1 || d0 < 0 || nd <= d0) return false;
+  int n = r->root->ndim;
+  bool zero[TH_MAX_DIMS] = {false}, nz[TH_MAX_DIMS];
+  int64_t shape[TH_MAX_DIMS], ns[TH_MAX_DIMS];
+  memcpy(shape, th_value_shape(r->root), sizeof(int64_t) * (size_t)n);
+  for (int k = 0; k < r->nviews; k++) {
+    const th_fz_view *v = &r->views[k];
+    if (v->op == TH_OP_prims_broadcast_in_dim) {
+      if (v->m != n) return false;
+      for (int j = 0; j < v->n; j++) nz[j] = true, ns[j] = v->a[j];
+      for (int i = 0; i < n; i++) nz[v->b[i]] = zero[i] || shape[i] != v->a[v->b[i]];
+    } else if (v->op == TH_OP_prims_transpose) {
+      if (v->n != n) return false;
+      for (int j = 0; j < n; j++) nz[j] = zero[v->a[j]], ns[j] = shape[v->a[j]];
+    } else {
+      return false;
+    }
+    n = v->op == TH_OP_prims_broadcast_in_dim ? v->n : n;
+    memcpy(zero, nz, sizeof(bool) * (size_t)n);
+    memcpy(shape, ns, sizeof(int64_t) * (size_t)n);
+  }
+  for (int d = d0; d < nd; d++)
+    for (int j = 0; j < n; j++)
+      if (r->A[j][d] && !zero[j]) return false;
+  return true;
+}
+
+/* `const T a<s> = p<s>[b<s>];` for the invariant FULL reads of the nest (needed ones only when `marked`);
+ * `guard`: a condition under which the element exists (else 0: rows of length 0 read nothing) */
+static void emit_invariant_loads(lower *L, th_ir *blk, bool marked, const char *guard) {
+  for (int k = 0; k < L->p->nread; k++) {
+    if (!L->inv_read[k] || L->p->read[k].nest != L->nest || (marked && !L->need_r[k])) continue;
+    int s = L->read_slot[k];
+    th_strbuf sb;
+    th_sb_init(&sb);
+    if (guard) th_sb_printf(&sb, "%s ? ", guard);
+    put_load(&sb, L->p->read[k].v->dtype, s, S(L, "b%d", s));
+    if (guard) th_sb_puts(&sb, " : 0");
+    th_ir_let(L->ir, blk, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
+  }
+}
+
 static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots) {
   int nd = N->nd;
   clear_marks(L);
@@ -526,9 +577,10 @@ static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first
   th_ir_let(L->ir, run, "int64_t", "nch", "(inner + 4095) / 4096");
   th_strbuf sb;
   th_sb_init(&sb);
+  int nc = 0;
   for (int s = first; s < first + nslots; s++)
-    th_sb_printf(&sb, "%sT[%d] == 1", s > first ? " && " : "", s * TH_MAX_DIMS + nd - 1);
-  if (!nslots) th_sb_puts(&sb, "1");
+    if (!L->inv_slot[s]) th_sb_printf(&sb, "%sT[%d] == 1", nc++ ? " && " : "", s * TH_MAX_DIMS + nd - 1);
+  if (!nc) th_sb_puts(&sb, "1");
   th_ir_let(L->ir, run, "int", "contiguous", take(L, &sb));
   th_ir *q = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "q", "0", "nouter * nch", NULL, "nouter * inner >= 32768");
   th_ir_let(L->ir, q, "int64_t", "i0", "(q % nch) * 4096");
@@ -539,6 +591,7 @@ static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first
     if (d > 0) th_ir_set(L->ir, q, "rem", "/=", S(L, "D[%d]", d));
   }
   for (int s = first; s < first + nslots; s++) th_ir_let(L->ir, q, "int64_t", S(L, "b%d", s), offset_expr(L, s, "o", 0, nd - 1));
+  emit_invariant_loads(L, q, true, NULL); /* the chunk is not empty */
   th_ir *els = NULL;
   th_ir *con = th_ir_if(L->ir, q, "contiguous", &els);
   th_ir *lc = th_ir_loop(L->ir, con, TH_IR_SIMD, "i", "i0", "i1", NULL, NULL);
@@ -753,7 +806,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
       if (L->read_slot[k] == s) is_full = L->p->read[k].lv == TH_FZ_FULL;
     for (int v = 0; v < L->p->nval; v++)
       if (L->val_slot[v] == s) is_full = val(L, v)->lv == TH_FZ_FULL;
-    if (!is_full) continue;
+    if (!is_full || L->inv_slot[s]) continue;
     for (int d = no; d < nd; d++)
       th_ir_set(L->ir, run, "ic", "&=", S(L, "D[%d] <= 1 || T[%d] == w%d", d, s * TH_MAX_DIMS + d, d));
   }
@@ -780,7 +833,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
    * length; a broadcast weight's is 0), at most 16 KiB per input and row. */
   if (!full)
     for (int k = 0; k < L->p->nread; k++) {
-      if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_FULL) continue;
+      if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_FULL || L->inv_read[k]) continue;
       int s = L->read_slot[k];
       th_ir *pf = th_ir_if(L->ir, body, S(L, "ic && row + 1 < nrows && T[%d] == ninner", s * TH_MAX_DIMS + no - 1), NULL);
       th_ir_let(L->ir, pf, "char *", S(L, "pf%d", s), S(L, "(const char *)(p%d + b%d + ninner)", s, s));
@@ -789,6 +842,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
                              NULL, NULL);
       th_ir_stmt(L->ir, pl, S(L, "__builtin_prefetch(pf%d + 64 * k, 0, 3)", s));
     }
+  emit_invariant_loads(L, body, false, "ninner > 0"); /* per row; unused ones are dead code */
   /* ROW reads and level-0 ROW values */
   for (int k = 0; k < L->p->nread; k++) {
     if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;
@@ -901,9 +955,11 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
   if (L.cache_pass)
     for (int v = 0; v < nv; v++) L.cache_pass[v] = -1;
   L.memo2 = th_malloc(sizeof(int) * (size_t)nv);
+  L.inv_read = th_calloc((size_t)nr, sizeof(bool));
+  L.inv_slot = th_calloc((size_t)(plan.nread + nouts + 1), sizeof(bool));
   r->slots = th_calloc((size_t)(plan.nread + nouts + 1), sizeof(th_fuser_slot));
   r->nests = th_calloc((size_t)(plan.nnest ? plan.nnest : 1), sizeof(th_fz_nest));
-  if (!L.read_slot || !L.val_slot || !L.vname || !L.lvl || !L.red_pass || !L.need_v || !L.need_r || !memo || !L.cache_pass || !L.memo2 ||
+  if (!L.read_slot || !L.val_slot || !L.vname || !L.lvl || !L.red_pass || !L.need_v || !L.need_r || !memo || !L.cache_pass || !L.memo2 || !L.inv_read || !L.inv_slot ||
       !r->slots || !r->nests) {
     st = th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
     goto done;
@@ -925,6 +981,9 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
       memcpy(s->views, rd->views, sizeof s->views);
       s->vdim = rd->v->ndim;
       memcpy(s->A, rd->A, sizeof s->A);
+      const th_fz_nest *N = &plan.nest[n];
+      L.inv_read[k] = N->nd > 0 && read_invariant(rd, N->r ? N->nd - N->r : N->nd - 1, N->nd);
+      L.inv_slot[ns] = L.inv_read[k];
       L.read_slot[k] = ns++;
     }
     for (int j = 0; j < nouts; j++) {
@@ -996,6 +1055,8 @@ done:
   th_free(memo);
   th_free(L.cache_pass);
   th_free(L.memo2);
+  th_free(L.inv_read);
+  th_free(L.inv_slot);
   th_fz_plan_free(&plan);
   if (st != TH_OK) th_fuser_region_clear(r);
   return st;
