@@ -32,9 +32,11 @@
  * eager's same-dtype copies do). */
 static inline float th_fz_f_bf16(float v) {
   uint32_t w = th_sc_f32_bits(v);
-  uint32_t r = (w + 0x7fffu + ((w >> 16) & 1u)) & 0xffff0000u;
+  uint32_t r = w + 0x7fffu + ((w >> 16) & 1u);
   uint32_t nan = 0u - (uint32_t)(v != v); /* all ones for NaN (a mask: gcc turns a ?: into a branch) */
-  return th_sc_f32_from_bits((nan & 0x7fc00000u) | (~nan & r));
+  /* the low half cleared after the select: a store's >> 16 then makes the mask redundant (gcc folds it;
+   * 3 fewer instructions per vector than masking r first) */
+  return th_sc_f32_from_bits(((nan & 0x7fc00000u) | (~nan & r)) & 0xffff0000u);
 }
 static inline uint16_t th_fz_st_bf16(float v) { return (uint16_t)(th_sc_f32_bits(v) >> 16); }
 
