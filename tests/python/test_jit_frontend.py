@@ -806,6 +806,36 @@ def test_shape_mismatch_raises_runtime_error():
     assert "4" in msg or "3" in msg, msg
 
 
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("softmax", lambda x: x.softmax(-1)),
+        ("log_softmax", lambda x: torch.log_softmax(x, 0)),
+        ("gelu", lambda x: torch.nn.functional.gelu(x)),
+        ("silu", lambda x: torch.nn.functional.silu(x)),
+    ],
+)
+def test_float_only_kernels_reject_integers_as_eager(name, fn):
+    # PyTorch has no integer CPU kernel for these: the same RuntimeError, not a converted result
+    x = torch.arange(6)
+    with pytest.raises(RuntimeError) as ei:
+        fn(x)
+    eager_kernel = re.search(r'"(\w+)" not implemented for \'Long\'', str(ei.value)).group(1)
+    with pytest.raises(RuntimeError) as ei:
+        thunder_c.jit(fn)(x)
+    assert f'"{eager_kernel}" not implemented for \'Long\'' in str(ei.value), str(ei.value)
+    # with a floating dtype requested, softmax of integers is defined (and matches eager)
+    if name == "softmax":
+        g = lambda x: x.softmax(-1, dtype=torch.float32)
+        torch.testing.assert_close(thunder_c.jit(g)(x), g(x))
+
+
+def test_meta_tensor_input_names_thunder_c_and_the_device():
+    # torch's DLPack export says only "Cannot pack tensors on meta"
+    with pytest.raises(RuntimeError, match=r"thunder_c: an input tensor is on device 'meta'.*CPU tensors"):
+        thunder_c.jit(lambda x: x + 1)(torch.empty(3, device="meta"))
+
+
 def test_leaked_proxy_used_later_raises_runtime_error():
     leaked = []
 

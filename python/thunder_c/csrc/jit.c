@@ -96,6 +96,23 @@ static int export_tensor(PyObject *t, bool *requires_grad, PyObject **capsule, D
     src = u8;
   }
   PyObject *cap = PyObject_CallOneArg(pyth_T.to_dlpack, src);
+  if (!cap) { /* torch's own message ("Cannot pack tensors on meta") names neither thunder_c nor what to do */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *dev = PyObject_GetAttrString(src, "device"), *ds = dev ? PyObject_Str(dev) : NULL;
+    const char *d = ds ? PyUnicode_AsUTF8(ds) : NULL;
+    if (d && strcmp(d, "cpu") != 0) {
+      Py_XDECREF(et), Py_XDECREF(ev), Py_XDECREF(tb);
+      PyErr_Format(PyExc_RuntimeError,
+                   "thunder_c: an input tensor is on device '%s', which thunder_c cannot read: it executes on the "
+                   "CPU and takes CPU tensors (move it with .cpu(); a meta tensor has no data to run on)",
+                   d);
+    } else {
+      PyErr_Restore(et, ev, tb); /* torch's error as it was */
+    }
+    Py_XDECREF(ds);
+    Py_XDECREF(dev);
+  }
   Py_DECREF(src);
   if (!cap) return -1;
   DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");

@@ -28,16 +28,6 @@
 
 /* ---- PyTorch's checks of an in-place output ------------------------------------------------------- */
 
-/* c10's ScalarType names, as PyTorch's cast message prints them. */
-static const char *scalar_type_name(th_dtype dt) {
-  static const char *const names[TH_DTYPE_COUNT] = {
-      [TH_BOOL] = "Bool",  [TH_U8] = "Byte",      [TH_I8] = "Char",           [TH_I16] = "Short",
-      [TH_I32] = "Int",    [TH_I64] = "Long",     [TH_F16] = "Half",          [TH_BF16] = "BFloat16",
-      [TH_F32] = "Float",  [TH_F64] = "Double",   [TH_F8E4M3FN] = "Float8_e4m3fn", [TH_F8E5M2] = "Float8_e5m2",
-  };
-  return (unsigned)dt < TH_DTYPE_COUNT ? names[dt] : "Undefined";
-}
-
 /* c10::canCast without complex types: floating -> integral or bool, and non-bool -> bool, are refused. */
 static bool can_cast(th_dtype from, th_dtype to) {
   if (th_dtype_is_float(from) && !th_dtype_is_float(to)) return false;
@@ -61,7 +51,7 @@ static th_status write_back(th_trace *tr, const char *op, th_arg a, th_arg resul
   if (r->dtype != dst->dtype) {
     if (!can_cast(r->dtype, dst->dtype))
       return th_error(TH_ERR_RUNTIME, "%s: result type %s can't be cast to the desired output type %s", op,
-                      scalar_type_name(r->dtype), scalar_type_name(dst->dtype));
+                      th_tu_scalar_type_name(r->dtype), th_tu_scalar_type_name(dst->dtype));
     TH_TRY(th_tu_convert(tr, &result, dst->dtype));
   }
   return th_tu_call2(tr, TH_OP_prims_copy_, result, a, out);

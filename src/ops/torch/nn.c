@@ -42,8 +42,14 @@ th_status ltorch_relu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   return th_tu_call3(tr, TH_OP_ltorch_where, mask, th_arg_int(0), args[0], out);
 }
 
-/* The input in its (INT_TO_FLOAT) computation dtype and the result dtype to convert back to. */
-static th_status float_compute(th_trace *tr, const char *op, th_arg a, th_arg *x, th_tu_type *res) {
+/* The input in its computation dtype and the result dtype to convert back to. PyTorch's CPU kernels of
+ * these activations exist for floating dtypes only: an integer or bool tensor is its error
+ * ("\"GeluKernelImpl\" not implemented for 'Long'"), not a silently converted result. */
+static th_status float_compute(th_trace *tr, const char *op, const char *kernel, th_arg a, th_arg *x, th_tu_type *res) {
+  const th_value *v = th_meta_tensor(&a);
+  if (v && !th_dtype_is_float(v->dtype))
+    return th_error(TH_ERR_RUNTIME, "%s: \"%s\" not implemented for '%s' (expected a floating-point input)", op, kernel,
+                    th_tu_scalar_type_name(v->dtype));
   th_tu_type comp;
   TH_TRY(th_tu_promote(op, 1, &a, TH_TU_PROMO_INT_TO_FLOAT, &comp, res));
   *x = a;
@@ -61,7 +67,7 @@ th_status ltorch_gelu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
                     op, approx);
   th_arg x, t, u;
   th_tu_type res;
-  TH_TRY(float_compute(tr, op, args[0], &x, &res));
+  TH_TRY(float_compute(tr, op, "GeluKernelImpl", args[0], &x, &res));
   if (!tanh_form) {
     TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, th_arg_float(k_sqrt1_2), &t));
     TH_TRY(th_tu_call1(tr, TH_OP_prims_erf, t, &t));
@@ -88,7 +94,7 @@ th_status ltorch_silu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   TH_TRY(no_inplace(sym->qualname, &args[1]));
   th_arg x, t;
   th_tu_type res;
-  TH_TRY(float_compute(tr, sym->qualname, args[0], &x, &res));
+  TH_TRY(float_compute(tr, sym->qualname, "silu_cpu", args[0], &x, &res));
   TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, x, &t));
   TH_TRY(th_tu_call1(tr, TH_OP_prims_exp, t, &t));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_add, th_arg_float(1.0), t, &t));
@@ -104,6 +110,11 @@ th_status th_tu_softmax(th_trace *tr, const char *op, th_arg a, int64_t dim, boo
   th_dtype rdt = has_dtype ? dtype : v->dtype;
   int d;
   TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  if (!th_dtype_is_float(rdt)) /* PyTorch has no integer kernel (an integer input with dtype=float is fine) */
+    return th_error(TH_ERR_RUNTIME, "%s: \"%s\" not implemented for '%s' (expected a floating-point input or dtype)", op,
+                    d == v->ndim - 1 || v->ndim == 0 ? (log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl")
+                                                     : (log ? "log_softmax_kernel_impl" : "softmax_kernel_impl"),
+                    th_tu_scalar_type_name(rdt));
   th_arg x = a, dim_arg = th_arg_int(d), r;
   TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(rdt)));
   if (log) {

@@ -174,6 +174,15 @@ th_status th_tu_promote(const char *op, int n, const th_arg *args, th_tu_promo k
 
 th_dtype th_tu_computation_dtype(th_dtype dt) { return th_dtype_is_low_precision(dt) ? TH_F32 : dt; }
 
+const char *th_tu_scalar_type_name(th_dtype dt) {
+  static const char *const names[TH_DTYPE_COUNT] = {
+      [TH_BOOL] = "Bool",  [TH_U8] = "Byte",    [TH_I8] = "Char",   [TH_I16] = "Short", [TH_I32] = "Int",
+      [TH_I64] = "Long",   [TH_F16] = "Half",   [TH_BF16] = "BFloat16", [TH_F32] = "Float", [TH_F64] = "Double",
+      [TH_F8E4M3FN] = "Float8_e4m3fn",          [TH_F8E5M2] = "Float8_e5m2",
+  };
+  return (unsigned)dt < TH_DTYPE_COUNT ? names[dt] : "Undefined";
+}
+
 /* ---- broadcasting -------------------------------------------------------------------------------- */
 
 th_status th_tu_broadcast_shape(const char *op, int n, const th_arg *args, int *ndim, int64_t shape[TH_MAX_DIMS]) {

@@ -27,32 +27,13 @@
 #include "ops/torch/torch_util.h"
 #include "ops/vjp.h"
 
-/* c10's ScalarType names, as PyTorch's _scaled_mm messages print them ("got Float"). */
-static const char *c10_name(th_dtype dt) {
-  switch (dt) {
-    case TH_BOOL: return "Bool";
-    case TH_U8: return "Byte";
-    case TH_I8: return "Char";
-    case TH_I16: return "Short";
-    case TH_I32: return "Int";
-    case TH_I64: return "Long";
-    case TH_F16: return "Half";
-    case TH_BF16: return "BFloat16";
-    case TH_F32: return "Float";
-    case TH_F64: return "Double";
-    case TH_F8E4M3FN: return "Float8_e4m3fn";
-    case TH_F8E5M2: return "Float8_e5m2";
-    default: return "?";
-  }
-}
-
 static bool out_dtype_ok(th_dtype dt) { return dt == TH_F16 || dt == TH_BF16 || dt == TH_F32 || dt == TH_F64; }
 
 /* A one-element float32 scale ("Both scale_a and scale_b must be float (fp32) tensors"). */
 static th_status check_scale(const char *op, const char *what, const th_value *s, const th_value *a) {
   if (s->dtype != TH_F32)
     return th_error(TH_ERR_RUNTIME, "%s: Both scale_a and scale_b must be float (fp32) tensors, but %s is %s", op,
-                    what, c10_name(s->dtype));
+                    what, th_tu_scalar_type_name(s->dtype));
   int64_t n = 1;
   for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
   if (n != 1) {
@@ -80,9 +61,9 @@ static th_status check(const char *op, const th_value *a, const th_value *b, con
                     "%s: mat1 and mat2 shapes cannot be multiplied (%" PRId64 "x%" PRId64 " and %" PRId64 "x%" PRId64 ")",
                     op, a->shape[0], a->shape[1], b->shape[0], b->shape[1]);
   if (!th_dtype_is_fp8(a->dtype))
-    return th_error(TH_ERR_RUNTIME, "%s: Expected mat1 to be Float8 matrix got %s", op, c10_name(a->dtype));
+    return th_error(TH_ERR_RUNTIME, "%s: Expected mat1 to be Float8 matrix got %s", op, th_tu_scalar_type_name(a->dtype));
   if (!th_dtype_is_fp8(b->dtype))
-    return th_error(TH_ERR_RUNTIME, "%s: Expected mat2 to be Float8 matrix got %s", op, c10_name(b->dtype));
+    return th_error(TH_ERR_RUNTIME, "%s: Expected mat2 to be Float8 matrix got %s", op, th_tu_scalar_type_name(b->dtype));
   if (a->dtype == TH_F8E5M2 && b->dtype == TH_F8E5M2)
     return th_error(TH_ERR_RUNTIME, "%s: Multiplication of two Float8_e5m2 matrices is not supported", op);
   if (!th_device_eq(a->device, b->device)) {
@@ -108,8 +89,8 @@ static th_status check(const char *op, const th_value *a, const th_value *b, con
                       op, b->shape[1], th_meta_shape_str(bias->shape, bias->ndim, buf, sizeof buf));
     }
     if (bias->dtype != out_dtype && !(out_dtype == TH_F32 && bias->dtype == TH_BF16))
-      return th_error(TH_ERR_RUNTIME, "%s: Bias must be %s%s to compute %s output, but got %s", op, c10_name(out_dtype),
-                      out_dtype == TH_F32 ? " or BFloat16" : "", c10_name(out_dtype), c10_name(bias->dtype));
+      return th_error(TH_ERR_RUNTIME, "%s: Bias must be %s%s to compute %s output, but got %s", op, th_tu_scalar_type_name(out_dtype),
+                      out_dtype == TH_F32 ? " or BFloat16" : "", th_tu_scalar_type_name(out_dtype), th_tu_scalar_type_name(bias->dtype));
     if (!th_device_eq(bias->device, a->device)) {
       char d0[32], d1[32];
       return th_error(TH_ERR_RUNTIME, "%s: Expected bias.device=%s and mat1.device=%s to be the same", op,

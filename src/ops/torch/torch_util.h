@@ -78,6 +78,9 @@ th_status th_tu_convert(th_trace *tr, th_arg *x, th_dtype dtype);
 th_status th_tu_convert_type(th_trace *tr, th_arg *x, th_tu_type t);
 /* The computation dtype of a dtype: f16/bf16 (and fp8) compute in float32; others in themselves. */
 th_dtype th_tu_computation_dtype(th_dtype dt);
+/* c10's ScalarType name of dt as PyTorch's messages print it ("Long", "Float", "BFloat16"); "Undefined"
+ * outside the enum. Static storage. */
+const char *th_tu_scalar_type_name(th_dtype dt);
 
 /* ---- elementwise wrappers ------------------------------------------------------------------------ */
 
