@@ -281,8 +281,10 @@ static th_status process(pass_ctx *c, const th_bsym *b) {
  * ends a region: causal attention's mask (`bias[:, :, :T, :T] == 0` on [1, 1, T, T], broadcast to
  * [B, H, T, T] for masked_fill) split the attention region in two and wrote the scaled scores to memory
  * and read them back. Only where the broadcast enlarges, its result has a fusible consumer (so a region
- * will hold the recomputation) and the trace has no `del` yet (nothing moves past one). E stays where
- * it was for its other uses; DCE drops it when none is left. */
+ * will hold the recomputation), the trace has no `del` yet and no effect (copy_, in-place) lies between a
+ * recomputed prim and the broadcast (it could write what the prim reads). An operand used twice is sunk
+ * once per broadcast (no blow-up on `t = add(t, t)` chains). E stays where it was for its other uses;
+ * DCE drops it when none is left. */
 static bool cheap_elementwise(const th_bsym *e) {
   if (!e->sym->is_prim || e->nkwargs || e->nargs > 8 || e->out.kind != TH_ARG_VALUE || !e->out.u.value->is_tensor ||
       !th_fuser_is_fusible(e))
@@ -293,41 +295,66 @@ static bool cheap_elementwise(const th_bsym *e) {
 }
 
 typedef struct {
+  const th_value *v;
+  th_arg sunk;
+} sink_memo;
+
+typedef struct {
   pass_ctx *c;
   th_bsym **old; /* the trace's bsyms before the pass */
   int n;
   int *prod;     /* value id -> index in old of its producer, -1 */
   uint32_t nprod;
+  int *neff;     /* neff[i]: effects (copy_, in-place, update_aliases, ...) among old[0..i) */
+  int at;        /* the broadcast being sunk */
+  sink_memo memo[64]; /* values already sunk for this broadcast (an operand used twice is sunk once) */
+  int nmemo;
 } sink_ctx;
 
-static const th_bsym *sink_producer(const sink_ctx *s, const th_value *v) {
+static bool sink_effect(const th_bsym *b) {
+  return th_bsym_has_effect(b) || b->sym->id == TH_OP_prims_update_aliases || b->sym->id == TH_OP_prims_copy_;
+}
+
+/* Whether the producer of v may be recomputed at the broadcast: a cheap elementwise prim with no effect
+ * between it and the broadcast (a copy_ into one of its operands there would change what it reads). */
+static const th_bsym *sinkable(const sink_ctx *s, const th_value *v) {
   int j = v->id < s->nprod ? s->prod[v->id] : -1;
-  return j >= 0 ? s->old[j] : NULL;
+  if (j < 0 || !cheap_elementwise(s->old[j]) || s->neff[s->at] != s->neff[j + 1]) return NULL;
+  return s->old[j];
 }
 
 /* v broadcast like b, with the cheap elementwise prims that make v applied after the broadcast */
-static th_status sink_value(const sink_ctx *s, const th_bsym *b, th_value *v, int depth, th_arg *out) {
-  const th_bsym *e = sink_producer(s, v);
-  if (!e || depth >= 8 || !cheap_elementwise(e))
-    return th_tu_call3(s->c->out, TH_OP_prims_broadcast_in_dim, th_arg_value(v), b->args[1], b->args[2], out);
-  th_arg args[8];
-  for (int k = 0; k < e->nargs; k++) {
-    args[k] = e->args[k];
-    if (args[k].kind == TH_ARG_VALUE && args[k].u.value->is_tensor)
-      TH_TRY(sink_value(s, b, args[k].u.value, depth + 1, &args[k]));
+static th_status sink_value(sink_ctx *s, const th_bsym *b, th_value *v, int depth, th_arg *out) {
+  for (int k = 0; k < s->nmemo; k++)
+    if (s->memo[k].v == v) {
+      *out = s->memo[k].sunk;
+      return TH_OK;
+    }
+  const th_bsym *e = sinkable(s, v);
+  if (!e || depth >= 8 || s->nmemo >= (int)(sizeof s->memo / sizeof s->memo[0]) - 1) {
+    TH_TRY(th_tu_call3(s->c->out, TH_OP_prims_broadcast_in_dim, th_arg_value(v), b->args[1], b->args[2], out));
+  } else {
+    th_arg args[8];
+    for (int k = 0; k < e->nargs; k++) {
+      args[k] = e->args[k];
+      if (args[k].kind == TH_ARG_VALUE && args[k].u.value->is_tensor)
+        TH_TRY(sink_value(s, b, args[k].u.value, depth + 1, &args[k]));
+    }
+    TH_TRY(th_call(s->c->out, e->sym->id, e->nargs, args, out));
   }
-  return th_call(s->c->out, e->sym->id, e->nargs, args, out);
+  if (s->nmemo < (int)(sizeof s->memo / sizeof s->memo[0])) s->memo[s->nmemo++] = (sink_memo){v, *out};
+  return TH_OK;
 }
 
-static bool sink_eligible(const sink_ctx *s, int i) {
+static bool sink_eligible(sink_ctx *s, int i) {
   const th_bsym *b = s->old[i];
   if (b->sym->id != TH_OP_prims_broadcast_in_dim || b->nargs < 3 || b->args[0].kind != TH_ARG_VALUE ||
       b->out.kind != TH_ARG_VALUE || !b->args[0].u.value->is_tensor || !b->out.u.value->is_tensor)
     return false;
   const th_value *v = b->args[0].u.value;
   int64_t nv = th_value_numel(v), nu = th_value_numel(b->out.u.value);
-  const th_bsym *e = sink_producer(s, v);
-  if (nv < 0 || nu <= nv || !e || !cheap_elementwise(e)) return false;
+  s->at = i;
+  if (nv < 0 || nu <= nv || !sinkable(s, v)) return false;
   for (int k = i + 1; k < s->n; k++)
     if (bsym_reads_value(s->old[k], b->out.u.value) && th_fuser_is_fusible(s->old[k])) return true;
   return false;
@@ -335,7 +362,11 @@ static bool sink_eligible(const sink_ctx *s, int i) {
 
 static th_status sink_broadcasts(pass_ctx *c) {
   th_trace *tr = c->out;
-  sink_ctx s = {c, (th_bsym **)tr->bsyms.items, tr->bsyms.n, NULL, 0};
+  sink_ctx s;
+  memset(&s, 0, sizeof s);
+  s.c = c;
+  s.old = (th_bsym **)tr->bsyms.items;
+  s.n = tr->bsyms.n;
   for (int i = 0; i < s.n; i++) {
     if (s.old[i]->sym->id == TH_OP_prims_python_del) return TH_OK;
     value_list l = {{0}, 0, false};
@@ -344,7 +375,15 @@ static th_status sink_broadcasts(pass_ctx *c) {
       if (l.v[k]->id + 1 > s.nprod) s.nprod = l.v[k]->id + 1;
   }
   bool any = false;
-  if (!(s.prod = th_malloc(sizeof(int) * (s.nprod ? s.nprod : 1)))) return TH_ERR_NOMEM;
+  s.prod = th_malloc(sizeof(int) * (s.nprod ? s.nprod : 1));
+  s.neff = th_malloc(sizeof(int) * (size_t)(s.n + 1));
+  if (!s.prod || !s.neff) {
+    th_free(s.prod);
+    th_free(s.neff);
+    return TH_ERR_NOMEM;
+  }
+  s.neff[0] = 0;
+  for (int i = 0; i < s.n; i++) s.neff[i + 1] = s.neff[i] + sink_effect(s.old[i]);
   for (uint32_t k = 0; k < s.nprod; k++) s.prod[k] = -1;
   for (int i = 0; i < s.n; i++) {
     value_list l = {{0}, 0, false};
@@ -364,6 +403,8 @@ static th_status sink_broadcasts(pass_ctx *c) {
       th_vec subs = {0};
       recording rec = record_into(tr, &subs);
       th_arg r = th_arg_none();
+      s.at = i;
+      s.nmemo = 0;
       st = sink_value(&s, b, b->args[0].u.value, 0, &r);
       record_end(tr, rec);
       if (st == TH_OK && (r.kind != TH_ARG_VALUE || !produced_by((th_bsym **)subs.items, subs.n, r.u.value)))
@@ -373,6 +414,7 @@ static th_status sink_broadcasts(pass_ctx *c) {
     }
   }
   th_free(s.prod);
+  th_free(s.neff);
   return st;
 }
 

@@ -307,14 +307,15 @@ TH_M_INLINE float th_m_tanhf(float x) {
  * codegen emits for that product of prims (codegen.c, "algebraic rewrites"). One exp and one division,
  * no tanh; and no cancellation where tanh(z) nears -1, where 1 + tanh(z) in float32 keeps no correct
  * digit. Within 3 ulp of x sigmoid(2z) (the exp, the sum, the quotient) wherever the result is normal.
- * Where float32 tanh(z) rounds to -1 (z < -9.0109: 1 - |tanh z| < 2^-25) the exponent is raised to
- * 88.8, where e^w overflows, so the result is x / inf: the product form's x * 0 (-0 for x < 0, NaN for
- * infinite x); for z > 8.4, e^(-2z) < 2^-24 and the result is x exactly (tanh(z) rounds to +1 from
- * 9.0109 on). NaN in x or z gives NaN. */
+ * Where float32 tanh(z) rounds to -1 (z <= -0x1.205968p+3, about -9.010915: 1 - |tanh z| <= 2^-25,
+ * 2|z| >= 26 ln 2) the exponent is raised to 88.8, where e^w overflows, so the result is x / inf: the
+ * product form's x * 0 (-0 for x < 0, NaN for infinite x); for z > 8.4, e^(-2z) < 2^-24 and the result
+ * is x exactly (tanh(z) rounds to +1 from 9.0109 on; the product form's x * 0.5 * 2 is x too, except a
+ * subnormal x whose halving rounds). NaN in x or z gives NaN. */
 TH_M_INLINE float th_m_x_sigmoid2f(float x, float z) {
   float w = -2.0f * z; /* exact */
   w = th_m_sel(w < -87.0f, -87.0f, w);
-  w = th_m_sel(w > 18.0218f, 88.8f, w);
+  w = th_m_sel(w > 0x1.205966p+4f, 88.8f, w); /* 18.021826: from the next float up, tanh(-w/2) rounds to -1 */
   return x / (1.0f + th_m_exp_normal(w));
 }
 
