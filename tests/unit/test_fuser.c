@@ -1224,7 +1224,8 @@ static void inv_case(const char *text, const char *const *names, int nnames, con
   th_fuser_region_clear(&r);
   th_trace_free(p);
   int nin = th_trace_num_inputs(tr);
-  th_tensor *in[4];
+  th_tensor *in[8];
+  assert_true(nin <= 8);
   for (int i = 0; i < nin; i++) {
     in[i] = th_tensor_new(TH_F32, ndims[i], shapes[i]);
     float *d = th_tensor_data(in[i]);
@@ -1244,21 +1245,22 @@ static void inv_case(const char *text, const char *const *names, int nnames, con
 
 static void test_invariant_reads(void **state) {
   (void)state;
-  static const char *const rows_names[] = {"r", "e"};
-  char text[1600];
+  static const char *const rows_names[] = {"r", "e", "q"};
+  char text[2048];
   for (int c = 0; c < 2; c++) {
     int64_t n = c ? 0 : 50; /* rows of length 0 read nothing */
     snprintf(text, sizeof text,
-             "def computation(x, r, e, w):\n  # x: \"cpu f32[37, %lld]\"\n  # r: \"cpu f32[37]\"\n"
-             "  # e: \"cpu f32[37, 1]\"\n  # w: \"cpu f32[%lld]\"\n"
+             "def computation(x, r, e, w, q):\n  # x: \"cpu f32[37, %lld]\"\n  # r: \"cpu f32[37]\"\n"
+             "  # e: \"cpu f32[37, 1]\"\n  # w: \"cpu f32[%lld]\"\n  # q: \"cpu f32[37]\"\n"
              "  rb = prims.broadcast_in_dim(r, (37, %lld), (0,))\n  eb = prims.broadcast_in_dim(e, (37, %lld), (0, 1))\n"
-             "  wb = prims.broadcast_in_dim(w, (37, %lld), (1,))\n  t0 = prims.sub(x, rb)\n  t1 = prims.mul(t0, eb)\n"
-             "  t2 = prims.add(t1, wb)\n  s = prims.sum(t2, (1,))\n  sb = prims.broadcast_in_dim(s, (37, %lld), (0,))\n"
-             "  y = prims.sub(t2, sb)\n  return (y, s)\n",
-             (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n);
-    const int64_t shapes[4][3] = {{37, n}, {37}, {37, 1}, {n}};
-    const int ndims[4] = {2, 1, 2, 1};
-    inv_case(text, rows_names, 2, shapes, ndims, n > 0);
+             "  wb = prims.broadcast_in_dim(w, (37, %lld), (1,))\n  q1 = prims.reshape(q, (37, 1))\n"
+             "  qb = prims.broadcast_in_dim(q1, (37, %lld), (0, 1))\n  t0 = prims.sub(x, rb)\n  t1 = prims.mul(t0, eb)\n"
+             "  t2 = prims.add(t1, wb)\n  t3 = prims.mul(t2, qb)\n  s = prims.sum(t3, (1,))\n"
+             "  sb = prims.broadcast_in_dim(s, (37, %lld), (0,))\n  y = prims.sub(t3, sb)\n  return (y, s)\n",
+             (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n);
+    const int64_t shapes[5][3] = {{37, n}, {37}, {37, 1}, {n}, {37}};
+    const int ndims[5] = {2, 1, 2, 1, 1};
+    inv_case(text, rows_names, 3, shapes, ndims, n > 0);
   }
   /* pointwise: a per-row input along the last dim of a 3-D domain, through a transpose */
   static const char *const pw_names[] = {"r"};

@@ -509,12 +509,13 @@ static void declare_slots(lower *L, th_ir *blk, int first, int nslots, const th_
 }
 
 /* A pointwise nest over D (nd dims). */
-/* Read r is invariant over the domain dims [d0, nd): through its view chain (broadcast_in_dim and
- * transpose ops; anything else: not known) those dims reach only dims of stride 0 (made by a broadcast,
- * or size-1 dims it expanded), so its element is the same for every index of them: a per-row value
- * broadcast along the row, such as the row index of sdpa's causal mask (`iota` broadcast twice). It is
- * loaded once outside the inner loop, and it does not make the nest's inner loops strided: its stride
- * there is 0, not 1, and the `ic`/`contiguous` fast paths require 1 of every other slot. */
+/* Read r is invariant over the domain dims [d0, nd): through its view chain (broadcast_in_dim,
+ * transpose, and reshapes that only insert or remove size-1 dims; anything else: not known) those dims
+ * reach only dims of stride 0 (made by a broadcast, or size-1 dims it expanded), so its element is the
+ * same for every index of them: a per-row value broadcast along the row, such as a saved mean in a
+ * layer norm's backward or the row index of sdpa's causal mask (`iota` broadcast twice). It is loaded
+ * once outside the inner loop, and it does not make the nest's inner loops strided: its stride there is
+ * 0, not 1, and the `ic`/`contiguous` fast paths require 1 of every other slot. */
 static bool read_invariant(const th_fz_read *r, int d0, int nd) {
   if (r->lv != TH_FZ_FULL || r->nviews < 1 || d0 < 0 || nd <= d0) return false;
   int n = r->root->ndim;
@@ -530,10 +531,22 @@ static bool read_invariant(const th_fz_read *r, int d0, int nd) {
     } else if (v->op == TH_OP_prims_transpose) {
       if (v->n != n) return false;
       for (int j = 0; j < n; j++) nz[j] = zero[v->a[j]], ns[j] = shape[v->a[j]];
+    } else if (v->op == TH_OP_prims_reshape) { /* only inserting or removing size-1 dims ([R] -> [R, 1]) */
+      int o = 0; /* the next dim of the old shape */
+      for (int j = 0; j < v->n; j++) {
+        ns[j] = v->a[j];
+        nz[j] = false; /* a size-1 dim: indexed at 0 only, until a broadcast expands it (stride 0 then) */
+        if (v->a[j] == 1) continue;
+        while (o < n && shape[o] == 1) o++;
+        if (o == n || shape[o] != v->a[j]) return false;
+        nz[j] = zero[o++];
+      }
+      while (o < n && shape[o] == 1) o++;
+      if (o != n) return false;
     } else {
       return false;
     }
-    n = v->op == TH_OP_prims_broadcast_in_dim ? v->n : n;
+    n = v->op == TH_OP_prims_broadcast_in_dim || v->op == TH_OP_prims_reshape ? v->n : n;
     memcpy(zero, nz, sizeof(bool) * (size_t)n);
     memcpy(shape, ns, sizeof(int64_t) * (size_t)n);
   }
