@@ -75,16 +75,6 @@ static void collect_cb(th_value *v, void *p) {
   else l->overflow = true;
 }
 
-static bool bsym_reads_value(const th_bsym *b, const th_value *v) {
-  for (int i = 0; i < b->nargs + b->nkwargs; i++) {
-    value_list l = {{0}, 0, false};
-    th_arg_foreach_value(i < b->nargs ? &b->args[i] : &b->kwargs[i - b->nargs], collect_cb, &l);
-    for (int j = 0; j < l.n; j++)
-      if (l.v[j] == v) return true;
-  }
-  return false;
-}
-
 static bool produced_by(th_bsym *const *bs, int n, const th_value *v) {
   for (int i = 0; i < n; i++) {
     value_list l = {{0}, 0, false};
@@ -290,8 +280,7 @@ static bool cheap_elementwise(const th_bsym *e) {
       !th_fuser_is_fusible(e))
     return false;
   if (e->sym->id == TH_OP_prims_convert_element_type) return true;
-  if (!(e->sym->tags & TH_TAG_ELEMENTWISE) || !e->sym->cexpr) return false;
-  return !strchr(e->sym->cexpr, '/') && !th_fuser_template_calls(e->sym->cexpr);
+  return (e->sym->tags & TH_TAG_ELEMENTWISE) && e->sym->cexpr && !th_fuser_template_expensive(e->sym->cexpr);
 }
 
 typedef struct {
@@ -306,14 +295,11 @@ typedef struct {
   int *prod;     /* value id -> index in old of its producer, -1 */
   uint32_t nprod;
   int *neff;     /* neff[i]: effects (copy_, in-place, update_aliases, ...) among old[0..i) */
+  bool *elig;    /* elig[i]: old[i] is a broadcast to sink */
   int at;        /* the broadcast being sunk */
   sink_memo memo[64]; /* values already sunk for this broadcast (an operand used twice is sunk once) */
   int nmemo;
 } sink_ctx;
-
-static bool sink_effect(const th_bsym *b) {
-  return th_bsym_has_effect(b) || b->sym->id == TH_OP_prims_update_aliases || b->sym->id == TH_OP_prims_copy_;
-}
 
 /* Whether the producer of v may be recomputed at the broadcast: a cheap elementwise prim with no effect
  * between it and the broadcast (a copy_ into one of its operands there would change what it reads). */
@@ -356,7 +342,7 @@ static bool sink_eligible(sink_ctx *s, int i) {
   s->at = i;
   if (nv < 0 || nu <= nv || !sinkable(s, v)) return false;
   for (int k = i + 1; k < s->n; k++)
-    if (bsym_reads_value(s->old[k], b->out.u.value) && th_fuser_is_fusible(s->old[k])) return true;
+    if (th_fuser_bsym_reads(s->old[k], b->out.u.value) && th_fuser_is_fusible(s->old[k])) return true;
   return false;
 }
 
@@ -377,26 +363,28 @@ static th_status sink_broadcasts(pass_ctx *c) {
   bool any = false;
   s.prod = th_malloc(sizeof(int) * (s.nprod ? s.nprod : 1));
   s.neff = th_malloc(sizeof(int) * (size_t)(s.n + 1));
-  if (!s.prod || !s.neff) {
+  s.elig = th_malloc(sizeof(bool) * (size_t)(s.n + 1));
+  if (!s.prod || !s.neff || !s.elig) {
     th_free(s.prod);
     th_free(s.neff);
+    th_free(s.elig);
     return TH_ERR_NOMEM;
   }
   s.neff[0] = 0;
-  for (int i = 0; i < s.n; i++) s.neff[i + 1] = s.neff[i] + sink_effect(s.old[i]);
+  for (int i = 0; i < s.n; i++) s.neff[i + 1] = s.neff[i] + th_fuser_is_effect(s.old[i]);
   for (uint32_t k = 0; k < s.nprod; k++) s.prod[k] = -1;
   for (int i = 0; i < s.n; i++) {
     value_list l = {{0}, 0, false};
     th_arg_foreach_value(&s.old[i]->out, collect_cb, &l);
     for (int k = 0; k < l.n; k++) s.prod[l.v[k]->id] = i;
   }
-  for (int i = 0; i < s.n && !any; i++) any = sink_eligible(&s, i);
+  for (int i = 0; i < s.n; i++) any |= s.elig[i] = sink_eligible(&s, i);
   th_status st = TH_OK;
   if (any) {
     tr->bsyms = (th_vec){0}; /* rebuilt: tr->scope still points at it */
     for (int i = 0; i < s.n && st == TH_OK; i++) {
       const th_bsym *b = s.old[i];
-      if (!sink_eligible(&s, i)) {
+      if (!s.elig[i]) {
         st = th_vec_push(tr->arena, &tr->bsyms, (void *)b);
         continue;
       }
@@ -415,6 +403,7 @@ static th_status sink_broadcasts(pass_ctx *c) {
   }
   th_free(s.prod);
   th_free(s.neff);
+  th_free(s.elig);
   return st;
 }
 

@@ -508,7 +508,6 @@ static void declare_slots(lower *L, th_ir *blk, int first, int nslots, const th_
   }
 }
 
-/* A pointwise nest over D (nd dims). */
 /* Read r is invariant over the domain dims [d0, nd): through its view chain (broadcast_in_dim,
  * transpose, and reshapes that only insert or remove size-1 dims; anything else: not known) those dims
  * reach only dims of stride 0 (made by a broadcast, or size-1 dims it expanded), so its element is the
@@ -571,6 +570,7 @@ static void emit_invariant_loads(lower *L, th_ir *blk, bool marked, const char *
   }
 }
 
+/* A pointwise nest over D (nd dims). */
 static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots) {
   int nd = N->nd;
   clear_marks(L);
@@ -725,7 +725,7 @@ static bool expensive(const lower *L, int v) {
   if (m->kind != TH_FZ_POINTWISE || (b->sym->tags & TH_TAG_CONVERT) || b->sym->id == TH_OP_prims_clone ||
       !b->sym->cexpr)
     return false;
-  return strchr(b->sym->cexpr, '/') || th_fuser_template_calls(b->sym->cexpr);
+  return th_fuser_template_expensive(b->sym->cexpr);
 }
 
 /* the row buffers of one nest, per thread, on its stack: 32 KiB, within L1 and far below the smallest

@@ -104,6 +104,14 @@ bool th_fuser_is_fusible(const th_bsym *b);
 /* Whether an op's C template (ops.def cexpr) calls a function other than the prelude's exact th_fz_
  * helpers: a libm or mathlib call (tens of instructions, rounding of its own). */
 bool th_fuser_template_calls(const char *cexpr);
+/* A template that divides or calls a function (softmax's exp): worth keeping in a row buffer rather than
+ * recomputing, and not worth recomputing per element of a broadcast (passes.c's sinking). */
+bool th_fuser_template_expensive(const char *cexpr);
+
+/* Effects nothing is moved across (copy_, update_aliases, in-place, random, DONT_DCE, the return). */
+bool th_fuser_is_effect(const th_bsym *b);
+/* Whether b reads v (arguments and keyword arguments, collections included). */
+bool th_fuser_bsym_reads(const th_bsym *b, const th_value *v);
 
 /* Classifies the members of one region (bsyms in program order; what they use and do not produce is a
  * region input) into nests. TH_OK: *plan filled (plan may be NULL to only check); TH_ERR_VALUE (no

@@ -86,6 +86,8 @@ bool th_fuser_template_calls(const char *t) {
   return false;
 }
 
+bool th_fuser_template_expensive(const char *t) { return strchr(t, '/') || th_fuser_template_calls(t); }
+
 /* The template computes in the integer class: no division, remainder, call, or '~' on bool. */
 static bool int_template_ok(const char *t, th_dtype d) {
   for (const char *p = t; *p; p++) {

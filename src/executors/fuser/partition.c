@@ -56,7 +56,7 @@ static void max_id_cb(th_value *v, void *p) {
   if (v->id + 1 > *m) *m = v->id + 1;
 }
 
-static bool is_effect(const th_bsym *b) {
+bool th_fuser_is_effect(const th_bsym *b) {
   return th_bsym_has_effect(b) || b->sym->id == TH_OP_prims_update_aliases || b->sym->id == TH_OP_prims_copy_ ||
          b->sym->id == TH_OP_prims_python_return;
 }
@@ -126,7 +126,7 @@ static void reads_cb(th_value *v, void *p) {
   if (v == r->v) r->hit = true;
 }
 
-static bool bsym_reads(const th_bsym *b, const th_value *v) {
+bool th_fuser_bsym_reads(const th_bsym *b, const th_value *v) {
   reads_ctx r = {v, false};
   foreach_read(b, reads_cb, &r);
   return r.hit;
@@ -248,7 +248,7 @@ static void mark_outside_uses(const part_ctx *c, int g, bool *used) {
 /* Some member of g reads v. */
 static bool read_inside(const part_ctx *c, int g, const th_value *v) {
   for (int k = 0; k < c->g[g].n; k++)
-    if (bsym_reads(bsym(c, c->g[g].m[k]), v)) return true;
+    if (th_fuser_bsym_reads(bsym(c, c->g[g].m[k]), v)) return true;
   return false;
 }
 
@@ -358,7 +358,7 @@ static void sink_converts(const th_trace *et, const char *const *after, int naft
     const th_bsym *b = et->bsyms.items[i];
     for (int j = 0; j < i; j++)
       if (moved[j] && !emitted[j] &&
-          (is_effect(b) || bsym_reads(b, ((const th_bsym *)et->bsyms.items[j])->out.u.value))) {
+          (th_fuser_is_effect(b) || th_fuser_bsym_reads(b, ((const th_bsym *)et->bsyms.items[j])->out.u.value))) {
         order[k++] = j;
         emitted[j] = true;
       }
@@ -460,7 +460,7 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
       st = TH_OK; /* no region can hold it (a sum over leading dims): a non-member, the open region stays */
     }
     if (open < 0) continue;
-    bool close = strat == TH_FUSER_CONSECUTIVE || is_effect(b);
+    bool close = strat == TH_FUSER_CONSECUTIVE || th_fuser_is_effect(b);
     if (!close && uses_group(&c, b, open) && !evict_for(&c, open, b) && c.g[open].limit < 0)
       c.g[open].limit = i; /* dataflow: sealed — later members must run before b too */
     if (close) {
