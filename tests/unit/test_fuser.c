@@ -1272,6 +1272,87 @@ static void test_invariant_reads(void **state) {
            pw_names, 1, shapes, ndims, true);
 }
 
+/* The next row's prefetches (codegen.c, row_loop): spread in chunks over the pass that computes a
+ * row-buffered value (softmax's exp, pass 2: reads with rw = 0, the output with rw = 1), else over the
+ * output pass; no other pass prefetches. Results against the eager executor over row lengths around
+ * the 64-element chunk, past the 16 KiB limit (no prefetch) and transposed (the strided path). */
+static char *section(const char *src, const char *from, const char *to) {
+  const char *a = strstr(src, from), *b = to ? strstr(src, to) : src + strlen(src);
+  if (!a || !b || b < a) fail_msg("no section %s .. %s in\n%s", from, to ? to : "(end)", src);
+  return strndup(a, (size_t)(b - a));
+}
+
+static void pf_case(const char *body, const char *pf_from, const char *pf_to, bool bitwise) {
+  static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
+  static const int64_t shapes[][2] = {{7, 1}, {7, 63}, {7, 64}, {5, 65}, {3, 1000}, {2, 5000}, {1, 100}, {9, 130}};
+  for (int c = 0; c < (int)(sizeof shapes / sizeof *shapes) + 1; c++) {
+    bool tr_in = c == (int)(sizeof shapes / sizeof *shapes); /* last: x transposed (strided rows) */
+    int64_t R = tr_in ? 6 : shapes[c][0], C = tr_in ? 70 : shapes[c][1];
+    char text[1024];
+    if (tr_in)
+      snprintf(text, sizeof text, "def computation(xt):\n  # xt: \"cpu f32[%lld, %lld]\"\n"
+               "  x = prims.transpose(xt, (1, 0))\n%s", (long long)C, (long long)R, body);
+    else
+      snprintf(text, sizeof text, "def computation(x):\n  # x: \"cpu f32[%lld, %lld]\"\n%s", (long long)R, (long long)C, body);
+    for (int k = 0; k < 2; k++) { /* the shape placeholders RR and CC */
+      char *at;
+      while ((at = strstr(text, k ? "CC" : "RR"))) {
+        char num[24];
+        int n = snprintf(num, sizeof num, "%lld", (long long)(k ? C : R));
+        memmove(at + n, at + 2, strlen(at + 2) + 1);
+        memcpy(at, num, (size_t)n);
+      }
+    }
+    th_trace *tr = parse(text);
+    if (C == 64) { /* the structure (a [7, 1] trace folds differently) */
+      th_trace *p = partition(tr, TH_FUSER_DATAFLOW);
+      th_fuser_region r;
+      char *src = region_source(p, &r);
+      char *in = section(src, pf_from, pf_to), *before = section(src, "/* pass 1 */", pf_from);
+      assert_non_null(strstr(in, "__builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3)"));
+      assert_non_null(strstr(in, "__builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 1, 3)"));
+      assert_null(strstr(before, "__builtin_prefetch"));
+      if (pf_to) {
+        char *after = section(src, pf_to, NULL);
+        assert_null(strstr(after, "__builtin_prefetch"));
+        free(after);
+      }
+      free(in), free(before), free(src);
+      th_fuser_region_clear(&r);
+      th_trace_free(p);
+    }
+    int64_t shp[2] = {tr_in ? C : R, tr_in ? R : C};
+    th_tensor *x = th_tensor_new(TH_F32, 2, shp);
+    float *d = th_tensor_data(x);
+    for (int64_t e = 0; e < R * C; e++) d[e] = (float)((e * 7 + 3) % 23) * 0.25f - 2.0f;
+    int nf = 0, ne = 0;
+    th_tensor **of = run_with(tr, fused, 2, &x, 1, &nf), **oe = run_with(tr, eager, 1, &x, 1, &ne);
+    assert_int_equal(nf, 1);
+    assert_int_equal(ne, 1);
+    const float *f = th_tensor_data(of[0]), *g = th_tensor_data(oe[0]);
+    for (int64_t e = 0; e < R * C; e++)
+      if (bitwise ? memcmp(f + e, g + e, 4) != 0 : fabsf(f[e] - g[e]) > 2e-6f * fabsf(g[e]))
+        fail_msg("[%lld, %lld]%s element %lld: fused %a, eager %a", (long long)R, (long long)C, tr_in ? " (transposed)" : "",
+                 (long long)e, f[e], g[e]);
+    th_tensor_release(of[0]), th_tensor_release(oe[0]), th_tensor_release(x);
+    free(of), free(oe);
+    th_trace_free(tr);
+  }
+}
+
+static void test_row_prefetch(void **state) {
+  (void)state;
+  /* softmax: max (pass 1), exp kept in a row buffer and summed (pass 2), the division (outputs) */
+  pf_case("  m = prims.amax(x, (1,))\n  mb = prims.broadcast_in_dim(m, (RR, CC), (0,))\n  t = prims.sub(x, mb)\n"
+          "  e = prims.exp(t)\n  s = prims.sum(e, (1,))\n  sb = prims.broadcast_in_dim(s, (RR, CC), (0,))\n"
+          "  y = prims.div(e, sb)\n  return y\n",
+          "/* pass 2 */", "/* the outputs */", false);
+  /* no row buffer: centring by the row mean prefetches in the output pass (sums of quarters are exact) */
+  pf_case("  s = prims.sum(x, (1,))\n  m = prims.div(s, 4.0)\n  mb = prims.broadcast_in_dim(m, (RR, CC), (0,))\n"
+          "  y = prims.sub(x, mb)\n  return y\n",
+          "/* the outputs */", NULL, true);
+}
+
 static int count_files(const char *dir, const char *prefix, const char *suffix);
 
 /* $CC with arguments (make's convention: split at blanks) compiles; the flag reaches the compiler
@@ -1632,7 +1713,7 @@ int main(void) {
       cmocka_unit_test(test_codegen_structure),    cmocka_unit_test(test_golden),
       cmocka_unit_test(test_row_buffers),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
-      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_invariant_reads),     cmocka_unit_test(test_differential),
+      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_invariant_reads),     cmocka_unit_test(test_row_prefetch),     cmocka_unit_test(test_differential),
       cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_dump_and_cached_load),
       cmocka_unit_test(test_fault_injection),
   };

@@ -25,24 +25,10 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b1 = o0 * T[8] + o1 * T[9];
         const int64_t b2 = o0 * T[16] + o1 * T[17];
         const int64_t b3 = o0 * T[24] + o1 * T[25];
-        if (ic && row + 1 < nrows && T[1] == ninner) {
-          const char * pf0 = (const char *)(p0 + b0 + ninner);
-          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p0 < 16384 ? ninner * (int64_t)sizeof *p0 : 16384) / 64; k++) {
-            __builtin_prefetch(pf0 + 64 * k, 0, 3);
-          }
-        }
-        if (ic && row + 1 < nrows && T[9] == ninner) {
-          const char * pf1 = (const char *)(p1 + b1 + ninner);
-          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p1 < 16384 ? ninner * (int64_t)sizeof *p1 : 16384) / 64; k++) {
-            __builtin_prefetch(pf1 + 64 * k, 0, 3);
-          }
-        }
-        if (ic && row + 1 < nrows && T[17] == ninner) {
-          const char * pf2 = (const char *)(p2 + b2 + ninner);
-          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p2 < 16384 ? ninner * (int64_t)sizeof *p2 : 16384) / 64; k++) {
-            __builtin_prefetch(pf2 + 64 * k, 0, 3);
-          }
-        }
+        const char * pf0 = ic && row + 1 < nrows && T[1] == ninner && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
+        const char * pf1 = ic && row + 1 < nrows && T[9] == ninner && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
+        const char * pf2 = ic && row + 1 < nrows && T[17] == ninner && ninner * (int64_t)sizeof *p2 <= 16384 ? (const char *)(p2 + b2 + ninner) : NULL;
+        const char * pf3 = ic && row + 1 < nrows && T[25] == ninner && ninner * (int64_t)sizeof *p3 <= 16384 ? (const char *)(p3 + b3 + ninner) : NULL;
         /* pass 1 */
         double s1 = 0;
         if (ic) {
@@ -83,18 +69,42 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const float v4 = (float)((1 / sqrt(((float)v3))));
         /* the outputs */
         if (ic) {
-          #pragma omp simd
-          for (int64_t j = 0; j < ninner; j++) {
-            const float a0 = th_sc_bf16_to_f32(p0[b0 + j]);
-            const float a1 = p1[b1 + j];
-            const float a2 = p2[b2 + j];
-            const float v0 = a0;
-            const float v7 = (float)((((float)v0) - ((float)v2)));
-            const float v8 = (float)((((float)v7) * ((float)v4)));
-            const float v10 = (float)((((float)v8) * ((float)a1)));
-            const float v12 = (float)((((float)v10) + ((float)a2)));
-            const float v13 = th_fz_f_bf16(v12);
-            p3[b3 + j] = th_fz_st_bf16(v13);
+          for (int64_t jc = 0; jc < (ninner + 63) / 64; jc++) {
+            const int64_t jb = 64 * jc;
+            const int64_t je = jb + 64 < ninner ? jb + 64 : ninner;
+            if (pf0) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p0; q++) {
+                __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
+              }
+            }
+            if (pf1) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p1; q++) {
+                __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 0, 3);
+              }
+            }
+            if (pf2) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p2; q++) {
+                __builtin_prefetch(pf2 + jb * (int64_t)sizeof *p2 + 64 * q, 0, 3);
+              }
+            }
+            if (pf3) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p3; q++) {
+                __builtin_prefetch(pf3 + jb * (int64_t)sizeof *p3 + 64 * q, 1, 3);
+              }
+            }
+            #pragma omp simd
+            for (int64_t j = jb; j < je; j++) {
+              const float a0 = th_sc_bf16_to_f32(p0[b0 + j]);
+              const float a1 = p1[b1 + j];
+              const float a2 = p2[b2 + j];
+              const float v0 = a0;
+              const float v7 = (float)((((float)v0) - ((float)v2)));
+              const float v8 = (float)((((float)v7) * ((float)v4)));
+              const float v10 = (float)((((float)v8) * ((float)a1)));
+              const float v12 = (float)((((float)v10) + ((float)a2)));
+              const float v13 = th_fz_f_bf16(v12);
+              p3[b3 + j] = th_fz_st_bf16(v13);
+            }
           }
         } else {
           for (int64_t j = 0; j < D[2]; j++) {

@@ -26,18 +26,9 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b1 = o0 * T[8] + o1 * T[9] + o2 * T[10];
         const int64_t b2 = o0 * T[16] + o1 * T[17] + o2 * T[18];
         _Alignas(32) float rb5[8192];
-        if (ic && row + 1 < nrows && T[2] == ninner) {
-          const char * pf0 = (const char *)(p0 + b0 + ninner);
-          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p0 < 16384 ? ninner * (int64_t)sizeof *p0 : 16384) / 64; k++) {
-            __builtin_prefetch(pf0 + 64 * k, 0, 3);
-          }
-        }
-        if (ic && row + 1 < nrows && T[10] == ninner) {
-          const char * pf1 = (const char *)(p1 + b1 + ninner);
-          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p1 < 16384 ? ninner * (int64_t)sizeof *p1 : 16384) / 64; k++) {
-            __builtin_prefetch(pf1 + 64 * k, 0, 3);
-          }
-        }
+        const char * pf0 = ic && row + 1 < nrows && T[2] == ninner && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
+        const char * pf1 = ic && row + 1 < nrows && T[10] == ninner && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
+        const char * pf2 = ic && row + 1 < nrows && T[18] == ninner && ninner * (int64_t)sizeof *p2 <= 16384 ? (const char *)(p2 + b2 + ninner) : NULL;
         /* pass 1 */
         float m2 = -INFINITY;
         int n2 = 0;
@@ -63,26 +54,64 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         /* pass 2 */
         double s6 = 0;
         if (uc) {
-          #pragma omp simd reduction(+:s6)
-          for (int64_t j = 0; j < ninner; j++) {
-            const int64_t a0 = (int64_t)(p0[b0 + j] != 0);
-            const float a1 = p1[b1 + j];
-            const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
-            const float v4 = (float)((((float)v1) - ((float)v2)));
-            const float v5 = (float)(exp(((float)v4)));
-            rb5[j] = v5;
-            s6 += (double)v5;
-          }
-        } else {
-          if (ic) {
+          for (int64_t jc = 0; jc < (ninner + 63) / 64; jc++) {
+            const int64_t jb = 64 * jc;
+            const int64_t je = jb + 64 < ninner ? jb + 64 : ninner;
+            if (pf0) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p0; q++) {
+                __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
+              }
+            }
+            if (pf1) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p1; q++) {
+                __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 0, 3);
+              }
+            }
+            if (pf2) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p2; q++) {
+                __builtin_prefetch(pf2 + jb * (int64_t)sizeof *p2 + 64 * q, 1, 3);
+              }
+            }
             #pragma omp simd reduction(+:s6)
-            for (int64_t j = 0; j < ninner; j++) {
+            for (int64_t j = jb; j < je; j++) {
               const int64_t a0 = (int64_t)(p0[b0 + j] != 0);
               const float a1 = p1[b1 + j];
               const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
               const float v4 = (float)((((float)v1) - ((float)v2)));
               const float v5 = (float)(exp(((float)v4)));
+              rb5[j] = v5;
               s6 += (double)v5;
+            }
+          }
+        } else {
+          if (ic) {
+            for (int64_t jc = 0; jc < (ninner + 63) / 64; jc++) {
+              const int64_t jb = 64 * jc;
+              const int64_t je = jb + 64 < ninner ? jb + 64 : ninner;
+              if (pf0) {
+                for (int64_t q = 0; q < (int64_t)sizeof *p0; q++) {
+                  __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
+                }
+              }
+              if (pf1) {
+                for (int64_t q = 0; q < (int64_t)sizeof *p1; q++) {
+                  __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 0, 3);
+                }
+              }
+              if (pf2) {
+                for (int64_t q = 0; q < (int64_t)sizeof *p2; q++) {
+                  __builtin_prefetch(pf2 + jb * (int64_t)sizeof *p2 + 64 * q, 1, 3);
+                }
+              }
+              #pragma omp simd reduction(+:s6)
+              for (int64_t j = jb; j < je; j++) {
+                const int64_t a0 = (int64_t)(p0[b0 + j] != 0);
+                const float a1 = p1[b1 + j];
+                const float v1 = (float)(th_fz_where((a0), (-(float)INFINITY), ((float)a1)));
+                const float v4 = (float)((((float)v1) - ((float)v2)));
+                const float v5 = (float)(exp(((float)v4)));
+                s6 += (double)v5;
+              }
             }
           } else {
             for (int64_t j = 0; j < D[3]; j++) {

@@ -18,12 +18,8 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b0 = o0 * T[0];
         const int64_t b1 = o0 * T[8];
         _Alignas(32) float rb4[8192];
-        if (ic && row + 1 < nrows && T[0] == ninner) {
-          const char * pf0 = (const char *)(p0 + b0 + ninner);
-          for (int64_t k = 0; k < (ninner * (int64_t)sizeof *p0 < 16384 ? ninner * (int64_t)sizeof *p0 : 16384) / 64; k++) {
-            __builtin_prefetch(pf0 + 64 * k, 0, 3);
-          }
-        }
+        const char * pf0 = ic && row + 1 < nrows && T[0] == ninner && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
+        const char * pf1 = ic && row + 1 < nrows && T[8] == ninner && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
         /* pass 1 */
         float m0 = -INFINITY;
         int n0 = 0;
@@ -45,22 +41,50 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         /* pass 2 */
         double s5 = 0;
         if (uc) {
-          #pragma omp simd reduction(+:s5)
-          for (int64_t j = 0; j < ninner; j++) {
-            const float a0 = p0[b0 + j];
-            const float v3 = (float)((((float)a0) - ((float)v0)));
-            const float v4 = (float)(exp(((float)v3)));
-            rb4[j] = v4;
-            s5 += (double)v4;
-          }
-        } else {
-          if (ic) {
+          for (int64_t jc = 0; jc < (ninner + 63) / 64; jc++) {
+            const int64_t jb = 64 * jc;
+            const int64_t je = jb + 64 < ninner ? jb + 64 : ninner;
+            if (pf0) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p0; q++) {
+                __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
+              }
+            }
+            if (pf1) {
+              for (int64_t q = 0; q < (int64_t)sizeof *p1; q++) {
+                __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 1, 3);
+              }
+            }
             #pragma omp simd reduction(+:s5)
-            for (int64_t j = 0; j < ninner; j++) {
+            for (int64_t j = jb; j < je; j++) {
               const float a0 = p0[b0 + j];
               const float v3 = (float)((((float)a0) - ((float)v0)));
               const float v4 = (float)(exp(((float)v3)));
+              rb4[j] = v4;
               s5 += (double)v4;
+            }
+          }
+        } else {
+          if (ic) {
+            for (int64_t jc = 0; jc < (ninner + 63) / 64; jc++) {
+              const int64_t jb = 64 * jc;
+              const int64_t je = jb + 64 < ninner ? jb + 64 : ninner;
+              if (pf0) {
+                for (int64_t q = 0; q < (int64_t)sizeof *p0; q++) {
+                  __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
+                }
+              }
+              if (pf1) {
+                for (int64_t q = 0; q < (int64_t)sizeof *p1; q++) {
+                  __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 1, 3);
+                }
+              }
+              #pragma omp simd reduction(+:s5)
+              for (int64_t j = jb; j < je; j++) {
+                const float a0 = p0[b0 + j];
+                const float v3 = (float)((((float)a0) - ((float)v0)));
+                const float v4 = (float)(exp(((float)v3)));
+                s5 += (double)v4;
+              }
             }
           } else {
             for (int64_t j = 0; j < D[1]; j++) {
