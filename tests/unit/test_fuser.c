@@ -1273,8 +1273,8 @@ static void test_invariant_reads(void **state) {
 }
 
 /* The next row's prefetches (codegen.c, row_loop): spread in chunks over the pass that computes a
- * row-buffered value (softmax's exp, pass 2: reads with rw = 0, the output with rw = 1), else over the
- * output pass; no other pass prefetches. Results against the eager executor over row lengths around
+ * row-buffered value that calls a function (softmax's exp, pass 2: reads with rw = 0, the output with
+ * rw = 1), else over the output pass (a buffered division included); no other pass prefetches. Results against the eager executor over row lengths around
  * the 64-element chunk, past the 16 KiB limit (no prefetch) and transposed (the strided path). */
 static char *section(const char *src, const char *from, const char *to) {
   const char *a = strstr(src, from), *b = to ? strstr(src, to) : src + strlen(src);
@@ -1347,6 +1347,10 @@ static void test_row_prefetch(void **state) {
           "  e = prims.exp(t)\n  s = prims.sum(e, (1,))\n  sb = prims.broadcast_in_dim(s, (RR, CC), (0,))\n"
           "  y = prims.div(e, sb)\n  return y\n",
           "/* pass 2 */", "/* the outputs */", false);
+  /* a row-buffered division is not enough work to hide the chunks' reduction epilogues: the output pass */
+  pf_case("  d = prims.div(x, 4.0)\n  s = prims.sum(d, (1,))\n  sb = prims.broadcast_in_dim(s, (RR, CC), (0,))\n"
+          "  y = prims.sub(d, sb)\n  return y\n",
+          "/* the outputs */", NULL, true);
   /* no row buffer: centring by the row mean prefetches in the output pass (sums of quarters are exact) */
   pf_case("  s = prims.sum(x, (1,))\n  m = prims.div(s, 4.0)\n  mb = prims.broadcast_in_dim(m, (RR, CC), (0,))\n"
           "  y = prims.sub(x, mb)\n  return y\n",

@@ -877,15 +877,21 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
    * a row of 1024 floats is one 4 KiB page and the hardware prefetchers stop at page boundaries, so each
    * row would start with a stall on its reads and end with one on its stores' reads for ownership. The
    * prefetches are spread over one pass (in one burst at the row's start they gained a third as much):
-   * the first one computing a row-buffered value (softmax's exp: enough work per element to hide the
-   * chunks' reduction epilogues), else the output pass, which has no reductions (chunking a cheap
-   * reduction pass made bf16 rms_norm 1.4x slower); rows of at most 16 KiB per slot. */
+   * the first one computing a row-buffered value that calls a function (softmax's exp: enough work per
+   * element to hide the chunks' reduction epilogues; a buffered division is not), else the output pass,
+   * which has no reductions; a nest without FULL outputs does not prefetch (chunking a cheap reduction
+   * pass repeats its epilogue every chunk: bf16 rms_norm's sum of squares ran 1.4x slower, a row sum
+   * 2x); rows of at most 16 KiB per slot. */
   L->npf = 0;
   L->pf_pass = 0;
   if (!full) {
-    L->pf_pass = any_full ? maxl + 1 : maxl;
-    for (int v = 0; v < L->p->nval && rowbuf; v++)
-      if (L->cache_pass[v] > 0 && L->cache_pass[v] < L->pf_pass) L->pf_pass = L->cache_pass[v];
+    if (any_full) L->pf_pass = maxl + 1;
+    for (int v = 0; v < L->p->nval && rowbuf; v++) {
+      const th_bsym *b = mem_of(L, v)->b;
+      if (L->cache_pass[v] > 0 && th_fuser_template_calls(b->sym->cexpr) &&
+          (!L->pf_pass || L->cache_pass[v] < L->pf_pass))
+        L->pf_pass = L->cache_pass[v];
+    }
   }
   for (int s = first; s < first + nslots && L->pf_pass && L->npf < TH_FZ_MAX_SLOTS_PF; s++) {
     bool is_full = false, is_out = false;
