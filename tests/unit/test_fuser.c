@@ -1275,7 +1275,7 @@ static void test_invariant_reads(void **state) {
 /* The next row's prefetches (codegen.c, row_loop): spread in chunks over the pass that computes a
  * row-buffered value that calls a function (softmax's exp, pass 2: reads with rw = 0, the output with
  * rw = 1), else over the output pass (a buffered division included); no other pass prefetches. Results against the eager executor over row lengths around
- * the 64-element chunk, past the 16 KiB limit (no prefetch) and transposed (the strided path). */
+ * the 256-element chunk, past the 16 KiB limit (no prefetch) and transposed (the strided path). */
 static char *section(const char *src, const char *from, const char *to) {
   const char *a = strstr(src, from), *b = to ? strstr(src, to) : src + strlen(src);
   if (!a || !b || b < a) fail_msg("no section %s .. %s in\n%s", from, to ? to : "(end)", src);
@@ -1284,7 +1284,7 @@ static char *section(const char *src, const char *from, const char *to) {
 
 static void pf_case(const char *body, const char *pf_from, const char *pf_to, bool bitwise) {
   static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
-  static const int64_t shapes[][2] = {{7, 1}, {7, 63}, {7, 64}, {5, 65}, {3, 1000}, {2, 5000}, {1, 100}, {9, 130}};
+  static const int64_t shapes[][2] = {{7, 1}, {7, 63}, {7, 64}, {5, 65}, {3, 255}, {3, 256}, {4, 257}, {3, 1000}, {2, 5000}, {1, 100}, {9, 130}};
   for (int c = 0; c < (int)(sizeof shapes / sizeof *shapes) + 1; c++) {
     bool tr_in = c == (int)(sizeof shapes / sizeof *shapes); /* last: x transposed (strided rows) */
     int64_t R = tr_in ? 6 : shapes[c][0], C = tr_in ? 70 : shapes[c][1];

@@ -1,13 +1,15 @@
 /* test_fuser_prefetch_edges.c — adversarial checks of the row nests' next-row prefetching (codegen.c,
- * row_loop: one pass of a row nest walks a contiguous row in 64-element chunks, each first prefetching
+ * row_loop: one pass of a row nest walks a contiguous row in 256-element chunks, each first prefetching
  * the same elements of the next row of every packed FULL slot). The chunking must not change results:
- * int64 row sums and amax stay exact over rows of 1, 63, 64, 65, 130 and 2049 elements (past the 16 KiB
- * prefetch limit), with 1-, 2- and 4-byte integer outputs (one or two prefetched lines per chunk);
+ * int64 row sums and amax stay exact over rows of 1, 63, 64, 65, 130, 255, 256, 257 and 2049 elements
+ * (past the 16 KiB prefetch limit), with 1-, 2- and 4-byte integer outputs (4 to 16 prefetched lines per
+ * chunk);
  * float64 softmax matches a float64 reference around the chunk edges, past the row buffers' length, over
  * two inner dims of a transposed input, and with more slots than are prefetched (16). And the pass the
- * prefetches are spread over must be one that can hide the chunks' reduction epilogues (the design: the
- * pass computing a row-buffered value that calls a function, else the output pass): a region of reductions only has neither,
- * and chunking its cheap reduction pass made the bf16 sum of squares ~1.5x slower. */
+ * prefetches are spread over must be one that can hide the chunks' reduction epilogues (the design:
+ * the pass computing a row-buffered value that calls a function, else the output pass): a region of
+ * reductions only has neither, and chunking its cheap reduction pass made the bf16 sum of squares ~1.5x
+ * slower. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -149,8 +151,8 @@ static void int_case(int64_t R, int64_t C) {
 
 static void test_int_rows_exact_over_chunks(void **state) {
   (void)state;
-  static const int64_t cs[] = {1, 63, 64, 65, 130, 2049};
-  for (int k = 0; k < 6; k++) int_case(5, cs[k]);
+  static const int64_t cs[] = {1, 63, 64, 65, 130, 255, 256, 257, 2049};
+  for (int k = 0; k < (int)(sizeof cs / sizeof *cs); k++) int_case(5, cs[k]);
   int_case(1, 200); /* one row: the parallel passes */
 }
 
@@ -227,8 +229,8 @@ static void softmax_case(int nd, const int64_t *shape, int r, bool tr_in, int na
 
 static void test_f64_softmax_layouts(void **state) {
   (void)state;
-  static const int64_t cs[] = {1, 63, 64, 65, 2049, 4097}; /* 2049: past 16 KiB; 4097: past the row buffers */
-  for (int k = 0; k < 6; k++) softmax_case(2, (int64_t[]){4, cs[k]}, 1, false, 0);
+  static const int64_t cs[] = {1, 63, 64, 65, 255, 256, 257, 2049, 4097}; /* 2049: past 16 KiB; 4097: past the row buffers */
+  for (int k = 0; k < (int)(sizeof cs / sizeof *cs); k++) softmax_case(2, (int64_t[]){4, cs[k]}, 1, false, 0);
   softmax_case(2, (int64_t[]){1, 300}, 1, false, 0);              /* one row */
   softmax_case(4, (int64_t[]){2, 3, 4, 40}, 2, false, 0);         /* two inner dims: ninner 160 */
   softmax_case(4, (int64_t[]){2, 3, 4, 40}, 2, true, 0);          /* transposed: the strided walks */

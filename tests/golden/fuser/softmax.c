@@ -41,16 +41,16 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         /* pass 2 */
         double s5 = 0;
         if (uc) {
-          for (int64_t jc = 0; jc < (ninner + 63) / 64; jc++) {
-            const int64_t jb = 64 * jc;
-            const int64_t je = jb + 64 < ninner ? jb + 64 : ninner;
+          for (int64_t jc = 0; jc < (ninner + 255) / 256; jc++) {
+            const int64_t jb = 256 * jc;
+            const int64_t je = jb + 256 < ninner ? jb + 256 : ninner;
             if (pf0) {
-              for (int64_t q = 0; q < (int64_t)sizeof *p0; q++) {
+              for (int64_t q = 0; q < 4 * (int64_t)sizeof *p0; q++) {
                 __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
               }
             }
             if (pf1) {
-              for (int64_t q = 0; q < (int64_t)sizeof *p1; q++) {
+              for (int64_t q = 0; q < 4 * (int64_t)sizeof *p1; q++) {
                 __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 1, 3);
               }
             }
@@ -65,16 +65,16 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
           }
         } else {
           if (ic) {
-            for (int64_t jc = 0; jc < (ninner + 63) / 64; jc++) {
-              const int64_t jb = 64 * jc;
-              const int64_t je = jb + 64 < ninner ? jb + 64 : ninner;
+            for (int64_t jc = 0; jc < (ninner + 255) / 256; jc++) {
+              const int64_t jb = 256 * jc;
+              const int64_t je = jb + 256 < ninner ? jb + 256 : ninner;
               if (pf0) {
-                for (int64_t q = 0; q < (int64_t)sizeof *p0; q++) {
+                for (int64_t q = 0; q < 4 * (int64_t)sizeof *p0; q++) {
                   __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
                 }
               }
               if (pf1) {
-                for (int64_t q = 0; q < (int64_t)sizeof *p1; q++) {
+                for (int64_t q = 0; q < 4 * (int64_t)sizeof *p1; q++) {
                   __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 1, 3);
                 }
               }
