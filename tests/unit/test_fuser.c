@@ -1309,8 +1309,12 @@ static void pf_case(const char *body, const char *pf_from, const char *pf_to, bo
       th_fuser_region r;
       char *src = region_source(p, &r);
       char *in = section(src, pf_from, pf_to), *before = section(src, "/* pass 1 */", pf_from);
-      assert_non_null(strstr(in, "__builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3)"));
-      assert_non_null(strstr(in, "__builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 1, 3)"));
+      /* a chunk of 256 floats: 16 lines of 64 bytes each, for reading (x) and for writing (y) */
+      assert_non_null(strstr(in, "__builtin_prefetch(pf0 + jb * 4 + 0, 0, 3)"));
+      assert_non_null(strstr(in, "__builtin_prefetch(pf0 + jb * 4 + 960, 0, 3)"));
+      assert_null(strstr(in, "__builtin_prefetch(pf0 + jb * 4 + 1024, 0, 3)"));
+      assert_non_null(strstr(in, "__builtin_prefetch(pf1 + jb * 4 + 0, 1, 3)"));
+      assert_non_null(strstr(in, "__builtin_prefetch(pf1 + jb * 4 + 960, 1, 3)"));
       assert_null(strstr(before, "__builtin_prefetch"));
       if (pf_to) {
         char *after = section(src, pf_to, NULL);

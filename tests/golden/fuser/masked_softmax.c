@@ -58,19 +58,46 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
             const int64_t jb = 256 * jc;
             const int64_t je = jb + 256 < ninner ? jb + 256 : ninner;
             if (pf0) {
-              for (int64_t q = 0; q < 4 * (int64_t)sizeof *p0; q++) {
-                __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
-              }
+              __builtin_prefetch(pf0 + jb * 1 + 0, 0, 3);
+              __builtin_prefetch(pf0 + jb * 1 + 64, 0, 3);
+              __builtin_prefetch(pf0 + jb * 1 + 128, 0, 3);
+              __builtin_prefetch(pf0 + jb * 1 + 192, 0, 3);
             }
             if (pf1) {
-              for (int64_t q = 0; q < 4 * (int64_t)sizeof *p1; q++) {
-                __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 0, 3);
-              }
+              __builtin_prefetch(pf1 + jb * 4 + 0, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 64, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 128, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 192, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 256, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 320, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 384, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 448, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 512, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 576, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 640, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 704, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 768, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 832, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 896, 0, 3);
+              __builtin_prefetch(pf1 + jb * 4 + 960, 0, 3);
             }
             if (pf2) {
-              for (int64_t q = 0; q < 4 * (int64_t)sizeof *p2; q++) {
-                __builtin_prefetch(pf2 + jb * (int64_t)sizeof *p2 + 64 * q, 1, 3);
-              }
+              __builtin_prefetch(pf2 + jb * 4 + 0, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 64, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 128, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 192, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 256, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 320, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 384, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 448, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 512, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 576, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 640, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 704, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 768, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 832, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 896, 1, 3);
+              __builtin_prefetch(pf2 + jb * 4 + 960, 1, 3);
             }
             #pragma omp simd reduction(+:s6)
             for (int64_t j = jb; j < je; j++) {
@@ -89,19 +116,46 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
               const int64_t jb = 256 * jc;
               const int64_t je = jb + 256 < ninner ? jb + 256 : ninner;
               if (pf0) {
-                for (int64_t q = 0; q < 4 * (int64_t)sizeof *p0; q++) {
-                  __builtin_prefetch(pf0 + jb * (int64_t)sizeof *p0 + 64 * q, 0, 3);
-                }
+                __builtin_prefetch(pf0 + jb * 1 + 0, 0, 3);
+                __builtin_prefetch(pf0 + jb * 1 + 64, 0, 3);
+                __builtin_prefetch(pf0 + jb * 1 + 128, 0, 3);
+                __builtin_prefetch(pf0 + jb * 1 + 192, 0, 3);
               }
               if (pf1) {
-                for (int64_t q = 0; q < 4 * (int64_t)sizeof *p1; q++) {
-                  __builtin_prefetch(pf1 + jb * (int64_t)sizeof *p1 + 64 * q, 0, 3);
-                }
+                __builtin_prefetch(pf1 + jb * 4 + 0, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 64, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 128, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 192, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 256, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 320, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 384, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 448, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 512, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 576, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 640, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 704, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 768, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 832, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 896, 0, 3);
+                __builtin_prefetch(pf1 + jb * 4 + 960, 0, 3);
               }
               if (pf2) {
-                for (int64_t q = 0; q < 4 * (int64_t)sizeof *p2; q++) {
-                  __builtin_prefetch(pf2 + jb * (int64_t)sizeof *p2 + 64 * q, 1, 3);
-                }
+                __builtin_prefetch(pf2 + jb * 4 + 0, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 64, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 128, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 192, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 256, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 320, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 384, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 448, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 512, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 576, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 640, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 704, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 768, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 832, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 896, 1, 3);
+                __builtin_prefetch(pf2 + jb * 4 + 960, 1, 3);
               }
               #pragma omp simd reduction(+:s6)
               for (int64_t j = jb; j < je; j++) {
