@@ -20,41 +20,7 @@
 
 #include "thunder/thunder.h"
 
-static int setup_cache(void **state) {
-  (void)state;
-  static char root[256];
-  snprintf(root, sizeof root, "%s/fuser-test-cache", TH_BINARY_DIR);
-  mkdir(root, 0700);
-  setenv("XDG_CACHE_HOME", root, 1);
-  return 0;
-}
-
-static const char *const with_fuser[] = {"fuser", "eager"};
-
-static th_trace *parse(const char *text) {
-  th_trace *tr = NULL;
-  if (th_trace_parse(text, "<test>", &tr) != TH_OK) fail_msg("parse: %s", th_last_error());
-  return tr;
-}
-
-static th_tensor **run_fused(const th_trace *tr, th_tensor **in, int nin, int *nout) {
-  th_compile_options o;
-  memset(&o, 0, sizeof o);
-  o.executors = with_fuser;
-  o.nexecutors = 2;
-  th_program *p = NULL;
-  if (th_program_compile(tr, &o, &p) != TH_OK) fail_msg("compile: %s", th_last_error());
-  if (th_trace_verify(th_program_trace(p)) != TH_OK) fail_msg("execution trace: %s", th_last_error());
-  th_tensor **out = NULL;
-  if (th_program_run(p, nin, in, nout, &out) != TH_OK) fail_msg("run: %s", th_last_error());
-  th_program_free(p);
-  return out;
-}
-
-static void release_all(th_tensor **t, int n) {
-  for (int i = 0; i < n; i++) th_tensor_release(t[i]);
-  free(t);
-}
+#include "fuser_test_util.h"
 
 /* t0 = -a is computed before copy_(b, a) overwrites a; the broadcast of t0 after the copy must still see
  * the old a (sinking the broadcast below neg recomputes -a after the copy). */
@@ -71,7 +37,7 @@ static void test_sinking_respects_copy(void **state) {
   for (int i = 0; i < 12; i++) ((float *)th_tensor_data(c))[i] = 0.0f;
   th_tensor *in[3] = {a, b, c};
   int n = 0;
-  th_tensor **out = run_fused(tr, in, 3, &n);
+  th_tensor **out = run_fused(tr, in, 3, &n, false);
   for (int i = 0; i < 12; i++) assert_true(((float *)th_tensor_data(out[0]))[i] == -(float)(i % 4));
   release_all(out, n);
   th_tensor_release(a);
@@ -101,7 +67,7 @@ static void test_gelu_tail_near_minus_one(void **state) {
   for (float v = lo; v < hi; v = nextafterf(v, 0.0f), i++) xp[i] = 1.0f, zp[i] = v;
   th_tensor *in[2] = {x, z};
   int no = 0;
-  th_tensor **out = run_fused(tr, in, 2, &no);
+  th_tensor **out = run_fused(tr, in, 2, &no, true);
   const float *o = th_tensor_data(out[0]);
   int bad = 0;
   for (i = 0; i < n; i++) {
@@ -139,7 +105,7 @@ static void test_invariant_row_reads(void **state) {
   *(int64_t *)th_tensor_data(s) = -5;
   th_tensor *in[4] = {x, r, e, s};
   int no = 0;
-  th_tensor **out = run_fused(tr, in, 4, &no);
+  th_tensor **out = run_fused(tr, in, 4, &no, true);
   for (int i = 0; i < 3; i++) {
     int64_t want = 0;
     for (int j = 0; j < 8193; j++) want += xp[i * 8193 + j] + rp[i] * ep[i] + 5;

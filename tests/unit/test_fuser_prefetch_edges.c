@@ -28,44 +28,7 @@
 #include "executors/fuser/fuser.h"
 #include "thunder/thunder.h"
 
-static int setup_cache(void **state) {
-  (void)state;
-  static char root[256];
-  snprintf(root, sizeof root, "%s/fuser-test-cache", TH_BINARY_DIR);
-  mkdir(root, 0700);
-  setenv("XDG_CACHE_HOME", root, 1);
-  return 0;
-}
-
-static th_trace *parse(const char *text) {
-  th_trace *tr = NULL;
-  if (th_trace_parse(text, "<test>", &tr) != TH_OK) fail_msg("parse: %s\n%s", th_last_error(), text);
-  return tr;
-}
-
-/* runs tr with the fuser first; every run must have fused something (one region at least) */
-static th_tensor **run_fused(const th_trace *tr, th_tensor **in, int nin, int *nout) {
-  static const char *const ex[] = {"fuser", "eager"};
-  th_compile_options o;
-  memset(&o, 0, sizeof o);
-  o.executors = ex;
-  o.nexecutors = 2;
-  th_program *p = NULL;
-  if (th_program_compile(tr, &o, &p) != TH_OK) fail_msg("compile: %s", th_last_error());
-  char *et = th_trace_print(th_program_trace(p), 1);
-  assert_non_null(et);
-  if (!strstr(et, "fusion")) fail_msg("nothing fused:\n%s", et);
-  free(et);
-  th_tensor **out = NULL;
-  if (th_program_run(p, nin, in, nout, &out) != TH_OK) fail_msg("run: %s", th_last_error());
-  th_program_free(p);
-  return out;
-}
-
-static void release_all(th_tensor **t, int n) {
-  for (int i = 0; i < n; i++) th_tensor_release(t[i]);
-  free(t);
-}
+#include "fuser_test_util.h"
 
 /* the generated C of the trace's first bsym after partitioning (a fusion region) */
 static char *region_source(const char *text) {
@@ -127,7 +90,7 @@ static void int_case(int64_t R, int64_t C) {
   int64_t *xp = th_tensor_data(x);
   for (int64_t e = 0; e < R * C; e++) xp[e] = ((e % 2) ? -1 : 1) * ((INT64_C(1) << 50) + (e * 7919) % 100003);
   int n = 0;
-  th_tensor **o = run_fused(tr, &x, 1, &n);
+  th_tensor **o = run_fused(tr, &x, 1, &n, true);
   assert_int_equal(n, 6);
   for (int64_t r = 0; r < R; r++) {
     int64_t s = 0, m = INT64_MIN;
@@ -196,7 +159,7 @@ static void softmax_case(int nd, const int64_t *shape, int r, bool tr_in, int na
     for (int64_t e = 0; e < numel; e++) p[e] = (double)((e * 37 + 11 * k + 5) % 101) / 16.0 - 3.0;
   }
   int n = 0;
-  th_tensor **o = run_fused(tr, in, nadd + 1, &n);
+  th_tensor **o = run_fused(tr, in, nadd + 1, &n, true);
   const double *y = th_tensor_data(o[0]), *eo = th_tensor_data(o[1]);
   double *v = malloc((size_t)ninner * sizeof *v);
   for (int64_t row = 0; row < numel / ninner; row++) {
