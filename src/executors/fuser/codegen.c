@@ -886,7 +886,8 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
    * element to hide the chunks' reduction epilogues; a buffered division is not), else the output pass,
    * which has no reductions; a nest without FULL outputs does not prefetch (chunking a cheap reduction
    * pass repeats its epilogue every chunk: bf16 rms_norm's sum of squares ran 1.4x slower, a row sum
-   * 2x); rows of at most 16 KiB per slot. */
+   * 2x); rows of one chunk to 16 KiB per slot (shorter rows share pages, which the hardware prefetchers
+   * follow, and a chunk's prefetches would run rows ahead: softmax over [65536, 8] was 7% slower). */
   L->npf = 0;
   L->pf_pass = 0;
   if (!full) {
@@ -907,9 +908,9 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
       if (L->val_slot[v] == s) is_full = val(L, v)->lv == TH_FZ_FULL, is_out = true, dt = val(L, v)->v->dtype;
     if (!is_full) continue;
     th_ir_let(L->ir, body, "char *", S(L, "pf%d", s),
-              S(L, "ic && row + 1 < nrows && T[%d] == ninner && ninner * (int64_t)sizeof *p%d <= 16384 ? "
+              S(L, "ic && row + 1 < nrows && T[%d] == ninner && ninner >= %d && ninner * (int64_t)sizeof *p%d <= 16384 ? "
                    "(const char *)(p%d + b%d + ninner) : NULL",
-                s * TH_MAX_DIMS + no - 1, s, s, s));
+                s * TH_MAX_DIMS + no - 1, TH_FZ_PF_CHUNK, s, s, s));
     L->pf_write[L->npf] = is_out;
     L->pf_size[L->npf] = (int)th_dtype_size(dt);
     L->pf_slot[L->npf++] = s;

@@ -25,10 +25,10 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b1 = o0 * T[8] + o1 * T[9];
         const int64_t b2 = o0 * T[16] + o1 * T[17];
         const int64_t b3 = o0 * T[24] + o1 * T[25];
-        const char * pf0 = ic && row + 1 < nrows && T[1] == ninner && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
-        const char * pf1 = ic && row + 1 < nrows && T[9] == ninner && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
-        const char * pf2 = ic && row + 1 < nrows && T[17] == ninner && ninner * (int64_t)sizeof *p2 <= 16384 ? (const char *)(p2 + b2 + ninner) : NULL;
-        const char * pf3 = ic && row + 1 < nrows && T[25] == ninner && ninner * (int64_t)sizeof *p3 <= 16384 ? (const char *)(p3 + b3 + ninner) : NULL;
+        const char * pf0 = ic && row + 1 < nrows && T[1] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
+        const char * pf1 = ic && row + 1 < nrows && T[9] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
+        const char * pf2 = ic && row + 1 < nrows && T[17] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p2 <= 16384 ? (const char *)(p2 + b2 + ninner) : NULL;
+        const char * pf3 = ic && row + 1 < nrows && T[25] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p3 <= 16384 ? (const char *)(p3 + b3 + ninner) : NULL;
         /* pass 1 */
         double s1 = 0;
         if (ic) {

@@ -26,9 +26,9 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b1 = o0 * T[8] + o1 * T[9] + o2 * T[10];
         const int64_t b2 = o0 * T[16] + o1 * T[17] + o2 * T[18];
         _Alignas(32) float rb5[8192];
-        const char * pf0 = ic && row + 1 < nrows && T[2] == ninner && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
-        const char * pf1 = ic && row + 1 < nrows && T[10] == ninner && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
-        const char * pf2 = ic && row + 1 < nrows && T[18] == ninner && ninner * (int64_t)sizeof *p2 <= 16384 ? (const char *)(p2 + b2 + ninner) : NULL;
+        const char * pf0 = ic && row + 1 < nrows && T[2] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
+        const char * pf1 = ic && row + 1 < nrows && T[10] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
+        const char * pf2 = ic && row + 1 < nrows && T[18] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p2 <= 16384 ? (const char *)(p2 + b2 + ninner) : NULL;
         /* pass 1 */
         float m2 = -INFINITY;
         int n2 = 0;

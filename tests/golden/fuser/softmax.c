@@ -18,8 +18,8 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
         const int64_t b0 = o0 * T[0];
         const int64_t b1 = o0 * T[8];
         _Alignas(32) float rb4[8192];
-        const char * pf0 = ic && row + 1 < nrows && T[0] == ninner && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
-        const char * pf1 = ic && row + 1 < nrows && T[8] == ninner && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
+        const char * pf0 = ic && row + 1 < nrows && T[0] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p0 <= 16384 ? (const char *)(p0 + b0 + ninner) : NULL;
+        const char * pf1 = ic && row + 1 < nrows && T[8] == ninner && ninner >= 256 && ninner * (int64_t)sizeof *p1 <= 16384 ? (const char *)(p1 + b1 + ninner) : NULL;
         /* pass 1 */
         float m0 = -INFINITY;
         int n0 = 0;
