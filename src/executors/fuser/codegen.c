@@ -630,6 +630,24 @@ static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first
   emit_full_stores(L, ls, &is);
 }
 
+/* Slot s is walked along the nest's inner dims: a FULL read that is not invariant over them, or a FULL
+ * output (*is_out; *dt its dtype; either may be NULL). */
+static bool slot_walked(const lower *L, int s, bool *is_out, th_dtype *dt) {
+  for (int k = 0; k < L->p->nread; k++)
+    if (L->read_slot[k] == s) {
+      if (is_out) *is_out = false;
+      if (dt) *dt = L->p->read[k].v->dtype;
+      return L->p->read[k].lv == TH_FZ_FULL && !L->inv_read[k];
+    }
+  for (int v = 0; v < L->p->nval; v++)
+    if (L->val_slot[v] == s) {
+      if (is_out) *is_out = true;
+      if (dt) *dt = val(L, v)->v->dtype;
+      return val(L, v)->lv == TH_FZ_FULL;
+    }
+  return false;
+}
+
 /* Slot s is read in the marked scope, or (outputs) stored by it. */
 static bool slot_used(const lower *L, int s, bool stores) {
   for (int k = 0; k < L->p->nread; k++)
@@ -851,12 +869,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   th_ir *run = th_ir_if(L->ir, blk, "nrows > 0", NULL);
   th_ir_var(L->ir, run, "int", "ic", "1");
   for (int s = first; s < first + nslots; s++) {
-    bool is_full = false;
-    for (int k = 0; k < L->p->nread; k++)
-      if (L->read_slot[k] == s) is_full = L->p->read[k].lv == TH_FZ_FULL;
-    for (int v = 0; v < L->p->nval; v++)
-      if (L->val_slot[v] == s) is_full = val(L, v)->lv == TH_FZ_FULL;
-    if (!is_full || L->inv_slot[s]) continue;
+    if (!slot_walked(L, s, NULL, NULL)) continue;
     for (int d = no; d < nd; d++)
       th_ir_set(L->ir, run, "ic", "&=", S(L, "D[%d] <= 1 || T[%d] == w%d", d, s * TH_MAX_DIMS + d, d));
   }
@@ -892,21 +905,15 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   L->pf_pass = 0;
   if (!full) {
     if (any_full) L->pf_pass = maxl + 1;
-    for (int v = 0; v < L->p->nval && rowbuf; v++) {
-      const th_bsym *b = mem_of(L, v)->b;
-      if (L->cache_pass[v] > 0 && th_fuser_template_calls(b->sym->cexpr) &&
-          (!L->pf_pass || L->cache_pass[v] < L->pf_pass))
+    for (int v = 0; v < L->p->nval && rowbuf; v++)
+      if (L->cache_pass[v] > 0 && (!L->pf_pass || L->cache_pass[v] < L->pf_pass) &&
+          th_fuser_template_calls(mem_of(L, v)->b->sym->cexpr))
         L->pf_pass = L->cache_pass[v];
-    }
   }
   for (int s = first; s < first + nslots && L->pf_pass && L->npf < TH_FZ_MAX_SLOTS_PF; s++) {
-    bool is_full = false, is_out = false;
-    th_dtype dt = TH_F32;
-    for (int k = 0; k < L->p->nread; k++)
-      if (L->read_slot[k] == s) is_full = L->p->read[k].lv == TH_FZ_FULL && !L->inv_read[k], dt = L->p->read[k].v->dtype;
-    for (int v = 0; v < L->p->nval; v++)
-      if (L->val_slot[v] == s) is_full = val(L, v)->lv == TH_FZ_FULL, is_out = true, dt = val(L, v)->v->dtype;
-    if (!is_full) continue;
+    bool is_out;
+    th_dtype dt;
+    if (!slot_walked(L, s, &is_out, &dt)) continue;
     th_ir_let(L->ir, body, "char *", S(L, "pf%d", s),
               S(L, "ic && row + 1 < nrows && T[%d] == ninner && ninner >= %d && ninner * (int64_t)sizeof *p%d <= 16384 ? "
                    "(const char *)(p%d + b%d + ninner) : NULL",
