@@ -1316,6 +1316,8 @@ static void pf_case(const char *body, const char *pf_from, const char *pf_to, bo
       assert_non_null(strstr(in, "__builtin_prefetch(pf1 + jb * 4 + 0, 1, 3)"));
       assert_non_null(strstr(in, "__builtin_prefetch(pf1 + jb * 4 + 960, 1, 3)"));
       assert_null(strstr(before, "__builtin_prefetch"));
+      /* rows shorter than one chunk share pages: no next-row prefetch for them */
+      assert_non_null(strstr(src, "T[0] == ninner && ninner >= 256 && "));
       if (pf_to) {
         char *after = section(src, pf_to, NULL);
         assert_null(strstr(after, "__builtin_prefetch"));
