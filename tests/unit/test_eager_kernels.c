@@ -1110,6 +1110,138 @@ static void test_reduction_edges(void **state) {
   }
 }
 
+/* The row and column fast paths of sum, amax, amin and var_mean (reduction.c): contiguous runs of
+ * 1..1000 elements (the 32-lane loops, their tails), column blocks of 1..8192 outputs split over 1, 2 and
+ * 3 threads (the per-thread accumulator rows, the four-row sums, the merge), 3-D inputs with a kept
+ * block, and the layouts that must fall back (a transposed input, more outputs than one accumulator
+ * row); f32, bf16, f64 and f16 (the generic loads). NaN and infinities are planted at chosen lanes; a
+ * column and a row of -0.0 must sum to +0.0, as PyTorch's sums do. References: float64 sums in order,
+ * exact extremes, two-pass variances. */
+static void check_fast_case(th_dtype dt, int nd, const int64_t *shape, int ndims, const int64_t *dims, int lay,
+                            int threads, int op) {
+  static const char *const ops[] = {"prims.sum", "prims.amax", "prims.amin", "prims.var_mean"};
+  tcase c;
+  tc_begin(&c);
+  th_tensor *x = make(dt, nd, shape, lay, V_NONZERO);
+  int64_t total = th_tensor_numel(x);
+  /* plant specials: NaN in a few outputs' reductions, +-inf in others, zeros of both signs */
+  for (int64_t f = 0; f < total; f++) {
+    uint64_t h = (uint64_t)f * 0x9e3779b97f4a7c15ull;
+    double v = getf(x, f);
+    if (h % 977 == 5) v = NAN;
+    else if (h % 1013 == 7) v = (h & 1) ? INFINITY : -INFINITY;
+    else if (h % 31 == 3) v = (h & 2) ? 0.0 : -0.0;
+    th_store_f64((char *)at(x, f), dt, v);
+  }
+  bool mask[TH_MAX_DIMS] = {false};
+  for (int k = 0; k < ndims; k++) mask[dims[k]] = true;
+  /* one kept output (the last) and one reduced line (the first) of -0.0: their sums must be +0.0 */
+  int64_t last_kept[TH_MAX_DIMS], idx[TH_MAX_DIMS];
+  for (int d = 0; d < nd; d++) last_kept[d] = mask[d] ? -1 : shape[d] - 1;
+  for (int64_t f = 0; f < total; f++) {
+    int64_t r = f;
+    for (int d = nd - 1; d >= 0; d--) idx[d] = r % shape[d], r /= shape[d];
+    bool in = true;
+    for (int d = 0; d < nd; d++)
+      if (!mask[d] && idx[d] != last_kept[d]) in = false;
+    if (in) th_store_f64((char *)at(x, f), dt, -0.0);
+  }
+  th_arg items[TH_MAX_DIMS], a[2] = {tc_arg(&c, x), int_tuple(items, ndims, dims)};
+  const char *kwn[1] = {"correction"};
+  th_arg kw[1] = {th_arg_float(1.0)};
+  int nout = 0;
+  th_tensor **outs = NULL;
+  assert_int_equal(th_set_num_threads(threads), TH_OK);
+  int st = tc_eval_kw(&c, ops[op], 2, a, op == 3, kwn, kw, NULL, &nout, &outs);
+  assert_int_equal(th_set_num_threads(0), TH_OK);
+  if (st != ST_OK) fail_msg("%s %s: stage %d: %s", ops[op], th_dtype_name(dt), st, th_last_error());
+  /* references, output by output */
+  int64_t no = th_tensor_numel(outs[0]);
+  double *sum = calloc((size_t)no, sizeof *sum), *sabs = calloc((size_t)no, sizeof *sabs);
+  double *mx = malloc(sizeof *mx * (size_t)no), *mn = malloc(sizeof *mn * (size_t)no), *m2 = calloc((size_t)no, sizeof *m2);
+  int64_t *cnt = calloc((size_t)no, sizeof *cnt);
+  bool *nan = calloc((size_t)no, sizeof *nan);
+  for (int64_t o = 0; o < no; o++) mx[o] = -INFINITY, mn[o] = INFINITY;
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t f = 0; f < total; f++) {
+      int64_t r = f, o = 0;
+      for (int d = nd - 1; d >= 0; d--) idx[d] = r % shape[d], r /= shape[d];
+      for (int d = 0; d < nd; d++)
+        if (!mask[d]) o = o * shape[d] + idx[d];
+      double v = getf(x, f);
+      if (pass == 0) {
+        sum[o] += v, sabs[o] += fabs(v), cnt[o]++;
+        if (v != v) nan[o] = true;
+        if (v > mx[o]) mx[o] = v;
+        if (v < mn[o]) mn[o] = v;
+      } else {
+        double d = v - sum[o] / (double)cnt[o];
+        m2[o] += d * d;
+      }
+    }
+  for (int64_t o = 0; o < no; o++) {
+    double got = getf(outs[0], o), want;
+    bool ok;
+    if (op == 0) {
+      want = round_f(dt, sum[o]);
+      double slack = 2.3e-16 * (double)cnt[o] * sabs[o] + fabs(want - round_f(dt, nextafter(sum[o], INFINITY))) +
+                     fabs(want - round_f(dt, nextafter(sum[o], -INFINITY)));
+      ok = (isnan(want) || isinf(want)) ? close_to(got, want, dt) : fabs(got - want) <= slack + fabs(want) * 0x1p-52;
+      if (ok && want == 0 && sabs[o] == 0 && signbit(got)) ok = false; /* all zeros sum to +0.0 */
+    } else if (op == 1 || op == 2) {
+      want = nan[o] ? NAN : op == 1 ? mx[o] : mn[o];
+      ok = isnan(want) ? isnan(got) : got == want;
+    } else {
+      double mean = sum[o] / (double)cnt[o];
+      want = round_f(dt, m2[o] / (double)(cnt[o] - 1));
+      ok = close_to(got, want, dt) || (!isfinite(mean) && isnan(got));
+      double gm = getf(outs[1], o), wm = round_f(dt, mean);
+      if (!(close_to(gm, wm, dt) || (isinf(wm) && isnan(gm)))) ok = false, got = gm, want = wm;
+    }
+    if (!ok)
+      fail_msg("%s %s nd %d shape [%lld, %lld%s] dims %lld%s layout %s threads %d: output %lld got %.17g want %.17g",
+               ops[op], th_dtype_name(dt), nd, (long long)shape[0], (long long)shape[1], nd > 2 ? ", ..." : "",
+               (long long)dims[0], ndims > 1 ? "+" : "", LAYOUT_NAME[lay], threads, (long long)o, got, want);
+  }
+  free(sum), free(sabs), free(mx), free(mn), free(m2), free(cnt), free(nan);
+  for (int k = 0; k < nout; k++) th_tensor_release(outs[k]);
+  free(outs);
+  tc_end(&c);
+}
+
+static void test_reduction_fast_paths(void **state) {
+  (void)state;
+  static const th_dtype dts[] = {TH_F32, TH_BF16, TH_F64, TH_F16};
+  static const int64_t lens[] = {2, 31, 32, 33, 100, 1000};
+  int runs = 0;
+  for (int di = 0; di < 4; di++)
+    for (int op = 0; op < 4; op++)
+      for (int li = 0; li < 6; li++)
+        for (int threads = 1; threads <= 3; threads++) {
+          int64_t len = lens[li], other = 40000 / len + 3; /* above the parallel threshold */
+          /* rows: reduce the contiguous last dim */
+          int64_t s_row[2] = {other, len}, d1[1] = {1}, d0[1] = {0};
+          check_fast_case(dts[di], 2, s_row, 1, d1, L_CONTIG, threads, op);
+          /* columns: reduce the first dim; the kept block is one row */
+          int64_t s_col[2] = {other, len};
+          check_fast_case(dts[di], 2, s_col, 1, d0, L_CONTIG, threads, op);
+          runs += 2;
+          if (li == 4) {
+            /* a transposed input (no contiguous block: the general paths), and 3-D with a kept block */
+            check_fast_case(dts[di], 2, s_col, 1, d0, L_TRANSPOSED, threads, op);
+            check_fast_case(dts[di], 2, s_row, 1, d1, L_STRIDED, threads, op);
+            int64_t s3[3] = {37, 9, 11}, d01[2] = {0, 1};
+            check_fast_case(dts[di], 3, s3, 1, d0, L_CONTIG, threads, op);
+            check_fast_case(dts[di], 3, s3, 2, d01, L_CONTIG, threads, op);
+            runs += 4;
+          }
+        }
+  /* more outputs than one accumulator row (8192): the grouped path */
+  int64_t wide[2] = {6, 9000}, d0[1] = {0};
+  for (int op = 0; op < 4; op++) check_fast_case(TH_F32, 2, wide, 1, d0, L_CONTIG, 2, op), runs++;
+  print_message("reduction fast paths: %d cases checked\n", runs);
+}
+
 /* ---- shape prims ------------------------------------------------------------------------------------------ */
 
 static void test_views(void **state) {
@@ -1605,6 +1737,7 @@ int main(void) {
       cmocka_unit_test(test_convert),
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_reduction_edges),
+      cmocka_unit_test(test_reduction_fast_paths),
       cmocka_unit_test(test_views),
       cmocka_unit_test(test_reshape),
       cmocka_unit_test(test_flip_cat_take_clone),
