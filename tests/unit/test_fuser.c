@@ -339,11 +339,13 @@ static void test_reductions_join(void **state) {
   assert_int_equal(plan.nest[1].r, 2);
   th_fz_plan_free(&plan);
   th_trace_free(p);
-  /* a reduction over leading dims is not a row reduction: it stays eager */
+  /* a reduction over the leading dims joins too, as a column nest (test_fuser_columns.c) */
   th_trace *t2 = parse("def computation(x):\n  # x: \"cpu f32[6, 10]\"\n"
                        "  t0 = prims.mul(x, x)\n  t1 = prims.sum(t0, (0,))\n  t2 = prims.sqrt(t1)\n  return t2\n");
   p = partition(t2, TH_FUSER_DATAFLOW);
-  assert_int_equal(count_id(p, TH_OP_prims_sum), 1);
+  assert_int_equal(count_id(p, TH_OP_prims_sum), 0);
+  assert_int_equal(p->bsyms.n, 2);
+  assert_int_equal(bsym_at(p, 0)->nsubs, 3);
   th_trace_free(p);
   th_trace_free(t2);
   th_trace_free(tr);
@@ -1706,6 +1708,9 @@ static void test_golden(void **state) {
          "  t4 = prims.sub(t1, t3)\n  t5 = prims.exp(t4)\n  t6 = prims.sum(t5, (3,))\n"
          "  t7 = prims.broadcast_in_dim(t6, (2, 3, 5, 5), (0, 1, 2))\n  t8 = prims.div(t5, t7)\n  return t8\n");
   /* fp8 quantization of a sliced input, stored transposed; plus a full reduction (amax) */
+  golden("bf16_column_sum", /* a bias gradient under autocast: convert, sum over the batch, convert */
+         "def computation(g):\n  # g: \"cpu bf16[64, 48]\"\n  t0 = prims.convert_element_type(g, dtypes.float32)\n"
+         "  t1 = prims.sum(t0, (0,))\n  t2 = prims.convert_element_type(t1, dtypes.bfloat16)\n  return t2\n");
   golden("fp8_transpose",
          "def computation(w):\n  # w: \"cpu f32[6, 10]\"\n  s = prims.slice_prim(w, (0, 2), (6, 10), (1, 1))\n"
          "  a = prims.abs(s)\n  m = prims.amax(a, (0, 1))\n  c = prims.mul(s, 2.0)\n"

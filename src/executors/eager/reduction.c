@@ -69,12 +69,11 @@ static void acc_init(const red_job *j, red_acc *a, int64_t pos) {
  * a row sum ran at the latency of two vector adds per 8 elements, 3x PyTorch's time), folded in a fixed
  * order, then the tail. */
 #define TH_RED_LANES 32
-static double fold_lanes(const double *lane) {
-  double h[TH_RED_LANES / 2];
-  for (int w = TH_RED_LANES / 2; w >= 1; w /= 2) {
-    for (int l = 0; l < w; l++) h[l] = (w == TH_RED_LANES / 2 ? lane[l] + lane[l + w] : h[l] + h[l + w]);
-  }
-  return h[0];
+static double fold_lanes(double *lane) {
+  /* halving steps, each a few vector adds (lane l with lane l + w) */
+  for (int w = TH_RED_LANES / 2; w >= 1; w /= 2)
+    _Pragma("omp simd") for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+  return lane[0];
 }
 
 /* The lanes start as the first TH_RED_LANES elements (no zeroing: a memset of the lanes cost 15% of a
@@ -101,6 +100,37 @@ static double sum_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt) {
   else
     for (; i < n; i++) s += th_load_f64(p + i * bs, dt);
   return s + 0.0;
+}
+
+/* Sum of squared deviations from `mean` of n elements at p (var's second pass over a row in cache). */
+#define TH_RED_M2(T, LOAD)                                                                               \
+  do {                                                                                                   \
+    const T *x = (const T *)(const void *)p;                                                             \
+    for (int l = 0; l < TH_RED_LANES; l++) lane[l] = 0;                                                  \
+    for (; i + TH_RED_LANES <= n; i += TH_RED_LANES)                                                     \
+      _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) {                                       \
+        double d = (double)LOAD(x[i + l]) - mean;                                                        \
+        lane[l] += d * d;                                                                                \
+      }                                                                                                  \
+    s = fold_lanes(lane);                                                                                \
+    for (; i < n; i++) {                                                                                 \
+      double d = (double)LOAD(x[i]) - mean;                                                              \
+      s += d * d;                                                                                        \
+    }                                                                                                    \
+  } while (0)
+
+static double m2_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, double mean) {
+  double lane[TH_RED_LANES], s = 0;
+  int64_t i = 0;
+  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4)) TH_RED_M2(float, TH_RED_ID);
+  else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2)) TH_RED_M2(uint16_t, th_sc_bf16_to_f32);
+  else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8)) TH_RED_M2(double, TH_RED_ID);
+  else
+    for (; i < n; i++) {
+      double d = th_load_f64(p + i * bs, dt) - mean;
+      s += d * d;
+    }
+  return s;
 }
 
 /* p[0]: the row of the input. */
@@ -182,11 +212,7 @@ static void red_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) 
   }
   case RED_VAR: {
     /* this row's mean and squared deviations (two passes), merged into the running ones */
-    double mean = sum_row_f(p, bs, n, dt) / (double)n, m2 = 0;
-    for (int64_t i = 0; i < n; i++) {
-      double d = th_load_f64(p + i * bs, dt) - mean;
-      m2 += d * d;
-    }
+    double mean = sum_row_f(p, bs, n, dt) / (double)n, m2 = m2_row_f(p, bs, n, dt, mean);
     if (a->n == 0) {
       a->f = mean;
       a->m2 = m2;
@@ -373,32 +399,40 @@ static void reduce_group(const red_job *j, int64_t o, int64_t g, th_tensor *out0
  * amax/amin of one contiguous float run: TH_RED_LANES lanes, each keeping its extreme, a NaN taking the
  * lane over (x > m || x != x); folded in a fixed order. Extremes are exact, so only which of two equal
  * zeros wins can depend on the order (PyTorch's vectorized kernels do not fix it either). */
-#define TH_RED_EXT(T, LOAD, CT)                                                                          \
+#define TH_RED_EXT(T, LOAD, CT, OP)                                                                      \
   do {                                                                                                   \
     const T *x = (const T *)(const void *)p;                                                             \
     CT m[TH_RED_LANES];                                                                                  \
-    for (int l = 0; l < TH_RED_LANES; l++) m[l] = mx ? -INFINITY : INFINITY;                             \
+    for (int l = 0; l < TH_RED_LANES; l++) m[l] = (CT)(0 OP 1 ? INFINITY : -INFINITY);                   \
     for (; i + TH_RED_LANES <= n; i += TH_RED_LANES)                                                     \
       _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) {                                       \
         CT v = (CT)LOAD(x[i + l]);                                                                       \
-        m[l] = (mx ? v > m[l] : v < m[l]) || v != v ? v : m[l];                                          \
+        m[l] = v OP m[l] || v != v ? v : m[l];                                                           \
       }                                                                                                  \
     for (; i < n; i++) {                                                                                 \
       CT v = (CT)LOAD(x[i]);                                                                             \
-      m[0] = (mx ? v > m[0] : v < m[0]) || v != v ? v : m[0];                                            \
+      m[0] = v OP m[0] || v != v ? v : m[0];                                                             \
     }                                                                                                    \
+    for (int w = TH_RED_LANES / 2; w >= 1; w /= 2)                                                       \
+      _Pragma("omp simd") for (int l = 0; l < w; l++) m[l] =                                             \
+          m[l + w] OP m[l] || m[l + w] != m[l + w] ? m[l + w] : m[l];                                    \
     r = m[0];                                                                                            \
-    for (int l = 1; l < TH_RED_LANES; l++) r = (mx ? m[l] > r : m[l] < r) || m[l] != m[l] ? m[l] : r;    \
   } while (0)
 
 /* The extreme of n >= 1 elements of a float dtype at p, bs bytes apart (NaN if any is NaN). */
 static double extreme_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, bool mx) {
   double r;
   int64_t i = 0;
-  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4)) TH_RED_EXT(float, TH_RED_ID, float);
-  else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2)) TH_RED_EXT(uint16_t, th_sc_bf16_to_f32, float);
-  else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8)) TH_RED_EXT(double, TH_RED_ID, double);
-  else {
+  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4)) {
+    if (mx) TH_RED_EXT(float, TH_RED_ID, float, >);
+    else TH_RED_EXT(float, TH_RED_ID, float, <);
+  } else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2)) {
+    if (mx) TH_RED_EXT(uint16_t, th_sc_bf16_to_f32, float, >);
+    else TH_RED_EXT(uint16_t, th_sc_bf16_to_f32, float, <);
+  } else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8)) {
+    if (mx) TH_RED_EXT(double, TH_RED_ID, double, >);
+    else TH_RED_EXT(double, TH_RED_ID, double, <);
+  } else {
     r = mx ? -INFINITY : INFINITY;
     for (; i < n; i++) {
       double v = th_load_f64(p + i * bs, dt);
@@ -440,6 +474,7 @@ typedef struct colred_ctx {
   th_dtype dt;
   int64_t nout;
   double *a, *m2; /* nout each: sum / extreme / mean, and var's squared deviations */
+  float *af;      /* amax/amin of f32/bf16: the extremes in float (a and m2 unused) */
   int64_t seen;   /* var: blocks folded so far */
 } colred_ctx;
 
@@ -482,12 +517,39 @@ typedef struct colred_ctx {
         ((double)LOAD(x0[k]) + (double)LOAD(x1[k])) + ((double)LOAD(x2[k]) + (double)LOAD(x3[k]));   \
   } while (0)
 
+/* amax/amin of f32/bf16 blocks into float extremes: LDF(k) loads element k as a float. */
+#define TH_COL_EXTF(LDF, OP)                                                                          \
+  _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                               \
+    float v = LDF(k);                                                                                 \
+    af[k] = v OP af[k] || v != v ? v : af[k];                                                         \
+  }
+#define TH_LDF_F32(k) (((const float *)(const void *)q)[k])
+#define TH_LDF_BF16(k) th_sc_bf16_to_f32(((const uint16_t *)(const void *)q)[k])
+
 static void colred_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) {
   colred_ctx *c = vctx;
   double *restrict a = c->a, *restrict m2 = c->m2;
+  float *restrict af = c->af;
   int64_t m = c->nout, st = bsp[0];
   size_t es = th_dtype_size(c->dt);
   int64_t e = 0;
+  if (af) {
+    for (; e < n; e++) {
+      const char *q = pp[0] + e * st;
+      if (!th_eg_aligned(q, es)) break;
+      if (c->dt == TH_F32) {
+        if (c->kind == RED_MAX) TH_COL_EXTF(TH_LDF_F32, >) else TH_COL_EXTF(TH_LDF_F32, <)
+      } else {
+        if (c->kind == RED_MAX) TH_COL_EXTF(TH_LDF_BF16, >) else TH_COL_EXTF(TH_LDF_BF16, <)
+      }
+    }
+    for (; e < n; e++) /* unaligned blocks: element by element */
+      for (int64_t k = 0; k < m; k++) {
+        float v = (float)th_load_f64(pp[0] + e * st + k * (int64_t)es, c->dt);
+        af[k] = (c->kind == RED_MAX ? v > af[k] : v < af[k]) || v != v ? v : af[k];
+      }
+    return;
+  }
   if (c->kind == RED_SUM && th_eg_aligned(pp[0], es) && st % (int64_t)es == 0) {
     for (; e + 4 <= n; e += 4) {
       const char *q = pp[0] + e * st;
@@ -521,15 +583,23 @@ static th_status column_reduce(const th_bsym *b, const red_job *j, int64_t nout,
     return th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
   }
   for (size_t k = 0; k < (size_t)nt * per; k++) buf[k] = var && k % per >= (size_t)nout ? 0.0 : init;
+  /* f32/bf16 extremes in float (half the work of converting every element); buf is reused for them */
+  bool fext = (j->kind == RED_MAX || j->kind == RED_MIN) && (j->dt == TH_F32 || j->dt == TH_BF16);
+  float *fbuf = fext ? (float *)(void *)buf : NULL;
+  if (fext)
+    for (size_t k = 0; k < (size_t)nt * per; k++) fbuf[k] = (float)init;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     int t = omp_get_thread_num(), tn = omp_get_num_threads();
     int64_t begin = j->nred * t / tn, end = j->nred * (t + 1) / tn;
-    colred_ctx c = {j->kind, j->dt, nout, buf + (size_t)t * per, var ? buf + (size_t)t * per + nout : NULL, 0};
+    colred_ctx c = {j->kind, j->dt, nout, buf + (size_t)t * per, var ? buf + (size_t)t * per + nout : NULL,
+                    fext ? fbuf + (size_t)t * per : NULL, 0};
     char *base = j->data;
     if (end > begin) th_eg_iter_range_from(&j->rit, &base, begin, end, colred_row, &c);
     seen[t] = c.seen;
   }
+  if (fext) /* widen in place, back to front (a float row t*per.. lies at or below its double row) */
+    for (size_t k = (size_t)nt * per; k-- > 0;) buf[k] = (double)fbuf[k];
   /* merge the threads' rows into row 0 in thread order, then store through acc_finish */
   for (int64_t k = 0; k < nout; k++) {
     red_acc a;
@@ -602,16 +672,25 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
   bool fast_kind = kind == RED_SUM || kind == RED_MAX || kind == RED_MIN || kind == RED_VAR;
   if (fast_kind && !j.exact && nchunks == 1 && j.nred > 1) {
     int64_t es = (int64_t)th_dtype_size(j.dt);
-    /* Step 4-row: float sums and extremes over one contiguous run per output (x.sum(-1)): each run
-     * reduced directly, without the strided loop's per-output setup (at 256 elements a row that setup
-     * was a third of a sum's time). var keeps the general path's two passes per row. */
-    if (kind != RED_VAR && j.rit.ndim == 1 && j.rit.bs[0][0] == es) {
+    /* Step 4-row: one contiguous run per output (x.sum(-1)): each run reduced directly, without the
+     * strided loop's per-output setup (at 256 elements a row that setup was a third of a sum's time);
+     * var in two passes over the run (mean, then squared deviations). */
+    if (j.rit.ndim == 1 && j.rit.bs[0][0] == es) {
+      int64_t n = j.nred, kbs0 = j.nkept == 1 ? j.kbs[0] : 0;
 #pragma omp parallel for schedule(static) if (par)
       for (int64_t o = 0; o < nout; o++) {
         red_acc a;
         acc_init(&j, &a, 0);
-        const char *p = kept_base(&j, o);
-        a.f = kind == RED_SUM ? sum_row_f(p, es, j.nred, j.dt) : extreme_row_f(p, es, j.nred, j.dt, kind == RED_MAX);
+        const char *p = j.nkept == 1 ? j.data + o * kbs0 : kept_base(&j, o);
+        if (kind == RED_SUM) {
+          a.f = sum_row_f(p, es, n, j.dt);
+        } else if (kind == RED_VAR) {
+          a.f = sum_row_f(p, es, n, j.dt) / (double)n;
+          a.m2 = m2_row_f(p, es, n, j.dt, a.f);
+          a.n = n;
+        } else {
+          a.f = extreme_row_f(p, es, n, j.dt, kind == RED_MAX);
+        }
         acc_finish(&j, &a, out0, out1, o, correction);
       }
       return TH_OK;

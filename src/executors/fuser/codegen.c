@@ -35,6 +35,14 @@
  * reduction, r = nd, or rows of size-1 dims only) runs each pass as `omp parallel for [simd]
  * reduction(...)` instead.
  *
+ * Column nest (col: the first r dims reduced, x.sum(0)): each thread takes a contiguous range of the
+ * reduced index and walks it row by row along the kept dims (`omp simd` over the last one when every
+ * walked slot is contiguous there), folding each element into its own row of accumulators (one array
+ * per accumulator, ncols long, in the launcher's scratch) and storing the FULL outputs; then a loop
+ * over the columns merges the threads' rows in thread order, computes the ROW values and stores the
+ * ROW outputs (lower_cols). Before, such a region stayed eager and a bf16 column sum materialized its
+ * float32 convert: 0.2-0.4x PyTorch's speed, now 1-1.9x (bench/README.md, "Reductions").
+ *
  * Accumulation (document of record for tolerances): sum/prod and var's moments of floating inputs in
  * double (so f32 sums are at least as accurate as eager's float64 lanes, in a different order: results
  * agree to a tolerance, not bit for bit; float32 lanes would save about 6% of a softmax kernel's
@@ -166,6 +174,8 @@ typedef struct {
   int pf_slot[TH_FZ_MAX_SLOTS_PF];
   int pf_size[TH_FZ_MAX_SLOTS_PF]; /* bytes per element of the prefetched slot */
   bool pf_write[TH_FZ_MAX_SLOTS_PF];
+  int scratch_slot;   /* P[scratch_slot]: the column nests' accumulators (the launcher's scratch) */
+  int nt_at;          /* S[nt_at]: how many threads' accumulators the scratch holds */
   th_status st;
 } lower;
 
@@ -965,6 +975,156 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   }
 }
 
+/* ---- column nests ------------------------------------------------------------------------------------------
+ * The first r dims reduced (x.sum(0), bias gradients, a bf16 column sum's convert): each thread takes a
+ * contiguous range of the reduced index and walks its part of the input row by row (contiguous along
+ * the kept dims: the `omp simd` loop runs over the last kept dim), folding every element into its own
+ * accumulator row: nacc arrays of ncols 8-byte slots per thread in the launcher's scratch P[NS]
+ * (S[NT] threads' worth). FULL outputs that need no column result are stored in the same walk. Then one
+ * loop over the columns merges the threads' accumulators in thread order and computes the columns'
+ * ROW values (ROW reads at the column's kept index) and stores the ROW outputs. One pass: nest.c
+ * refuses what would need a second (var, a column result broadcast back). */
+
+/* Accumulator a of thread t as an lvalue array: "((type *)(W + ((int64_t)t * NACC + a) * ncols))". */
+static const char *col_acc(lower *L, const char *type, const char *t, int a, int nacc) {
+  return S(L, "((%s *)(W + ((int64_t)(%s) * %d + %d) * ncols))", type, t, nacc, a);
+}
+
+static void emit_update_col(lower *L, th_ir *blk, int i, const acc_decl *ad, int nad, const char *K) {
+  const th_fz_mem *m = &L->p->mem[i];
+  const char *x = operand(L, m, 0);
+  bool fl = dclass(m->b->args[0].u.value->dtype) != 2;
+  const char *a0 = S(L, "%s_c[%s]", ad[0].name, K);
+  switch (m->b->sym->id) {
+    case TH_OP_prims_sum: th_ir_set(L->ir, blk, a0, "+=", fl ? S(L, "(double)%s", x) : x); break;
+    case TH_OP_prims_prod: th_ir_set(L->ir, blk, a0, "*=", fl ? S(L, "(double)%s", x) : x); break;
+    default: { /* amax, amin: the prelude's bit select (a ?: leaves the loop scalar at -O1) */
+      const char *cmp = m->b->sym->id == TH_OP_prims_amax ? ">" : "<";
+      th_ir_set(L->ir, blk, a0, "=", S(L, "th_fz_where(%s %s %s, %s, %s)", x, cmp, a0, x, a0));
+      if (nad > 1) th_ir_set(L->ir, blk, S(L, "%s_c[%s]", ad[1].name, K), "|=", S(L, "%s != %s", x, x));
+      break;
+    }
+  }
+}
+
+static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots) {
+  int nd = N->nd, r = N->r;
+  th_strbuf sb;
+  /* the reductions and their accumulators (all in pass 1) */
+  int red[32], nred = 0;
+  acc_decl ad[32][2];
+  int nad[32], nacc = 0;
+  for (int i = 0; i < L->p->nmem && nred < 32; i++) {
+    const th_fz_mem *m = &L->p->mem[i];
+    if (m->nest != L->nest || m->kind != TH_FZ_REDUCE) continue;
+    nad[nred] = accs(L, i, false, ad[nred]);
+    nacc += nad[nred];
+    red[nred++] = i;
+  }
+  ((th_fz_nest *)N)->nacc = nacc; /* the launcher sizes the scratch from the region's copy */
+  th_ir_let(L->ir, blk, "int64_t", "nred", dims_product(L, 0, r));
+  th_ir_let(L->ir, blk, "int64_t", "ncols", dims_product(L, r, nd));
+  th_ir_let(L->ir, blk, "int64_t", "ninner", S(L, "D[%d]", nd - 1));
+  th_ir *run = th_ir_if(L->ir, blk, "ncols > 0", NULL);
+  th_ir_let(L->ir, run, "int64_t", "nko", "ncols / ninner");
+  /* ic: every walked slot is contiguous along the last kept dim */
+  th_ir_var(L->ir, run, "int", "ic", "1");
+  for (int s = first; s < first + nslots; s++) {
+    if (!slot_walked(L, s, NULL, NULL)) continue;
+    th_ir_set(L->ir, run, "ic", "&=", S(L, "D[%d] <= 1 || T[%d] == 1", nd - 1, s * TH_MAX_DIMS + nd - 1));
+  }
+  th_ir_var(L->ir, run, "double *const", "W", S(L, "(double *)P[%d]", L->scratch_slot));
+  th_ir_var(L->ir, run, "int64_t", "nt", S(L, "nred * ncols >= 32768 ? S[%d] : 1", L->nt_at));
+  th_ir_set(L->ir, run, "nt", "=", "nt < nred ? nt : (nred > 0 ? nred : 1)");
+  /* the walk: thread t's range of the reduced index */
+  th_ir *pb = th_ir_parallel(L->ir, run, "num_threads(nt)");
+  th_ir_let(L->ir, pb, "int64_t", "t", "omp_get_thread_num()");
+  th_ir_let(L->ir, pb, "int64_t", "tn", "omp_get_num_threads()");
+  th_ir_let(L->ir, pb, "int64_t", "r0", "nred * t / tn");
+  th_ir_let(L->ir, pb, "int64_t", "r1", "nred * (t + 1) / tn");
+  for (int k = 0, a = 0; k < nred; k++)
+    for (int q = 0; q < nad[k]; q++, a++) {
+      th_ir_var(L->ir, pb, S(L, "%s *restrict", ad[k][q].type), S(L, "%s_c", ad[k][q].name),
+                col_acc(L, ad[k][q].type, "t", a, nacc));
+      th_ir *li = th_ir_loop(L->ir, pb, TH_IR_SIMD, "k", "0", "ncols", NULL, NULL);
+      th_ir_set(L->ir, li, S(L, "%s_c[k]", ad[k][q].name), "=", ad[k][q].init);
+    }
+  th_ir *lr = th_ir_loop(L->ir, pb, TH_IR_SERIAL, "rr", "r0", "r1", NULL, NULL);
+  if (r > 1) th_ir_var(L->ir, lr, "int64_t", "rem", "rr");
+  for (int d = r - 1; d >= 0; d--) {
+    th_ir_let(L->ir, lr, "int64_t", S(L, "o%d", d), d > 0 ? S(L, "rem %% D[%d]", d) : (r > 1 ? "rem" : "rr"));
+    if (d > 0) th_ir_set(L->ir, lr, "rem", "/=", S(L, "D[%d]", d));
+  }
+  th_ir *lk = th_ir_loop(L->ir, lr, TH_IR_SERIAL, "ko", "0", "nko", NULL, NULL);
+  if (nd - 1 > r + 1) th_ir_var(L->ir, lk, "int64_t", "rem", "ko");
+  for (int d = nd - 2; d >= r; d--) {
+    th_ir_let(L->ir, lk, "int64_t", S(L, "o%d", d), d > r ? S(L, "rem %% D[%d]", d) : (nd - 1 > r + 1 ? "rem" : "ko"));
+    if (d > r) th_ir_set(L->ir, lk, "rem", "/=", S(L, "D[%d]", d));
+  }
+  th_ir_let(L->ir, lk, "int64_t", "kb", "ko * ninner");
+  for (int s = first; s < first + nslots; s++)
+    if (slot_walked(L, s, NULL, NULL)) th_ir_let(L->ir, lk, "int64_t", S(L, "b%d", s), offset_expr(L, s, "o", 0, nd - 1));
+  /* what the walk computes: the reductions' operands and the FULL outputs */
+  mark_pass(L, red, nred, false);
+  for (int v = 0; v < L->p->nval; v++)
+    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) mark(L, v);
+  th_ir *els = NULL;
+  th_ir *con = th_ir_if(L->ir, lk, "ic", &els);
+  th_ir *lc = th_ir_loop(L->ir, con, TH_IR_SIMD, "j", "0", "ninner", NULL, NULL);
+  index_mode ic = {"b", "j", true, nd - 1};
+  emit_full_values(L, lc, &ic);
+  for (int k = 0; k < nred; k++) emit_update_col(L, lc, red[k], ad[k], nad[k], "kb + j");
+  emit_full_stores(L, lc, &ic);
+  th_ir *ls = th_ir_loop(L->ir, els, TH_IR_SERIAL, "j", "0", "ninner", NULL, NULL);
+  index_mode is = {"b", "j", false, nd - 1};
+  emit_full_values(L, ls, &is);
+  for (int k = 0; k < nred; k++) emit_update_col(L, ls, red[k], ad[k], nad[k], "kb + j");
+  emit_full_stores(L, ls, &is);
+  /* the columns: merge in thread order, ROW values, ROW outputs */
+  th_ir *lm = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "row", "0", "ncols", NULL, "ncols >= 4096");
+  for (int k = 0, a = 0; k < nred; k++) {
+    const th_fz_mem *m = &L->p->mem[red[k]];
+    for (int q = 0; q < nad[k]; q++, a++)
+      th_ir_var(L->ir, lm, ad[k][q].type, ad[k][q].name, S(L, "%s[row]", col_acc(L, ad[k][q].type, "0", a, nacc)));
+    th_ir *lt = th_ir_loop(L->ir, lm, TH_IR_SERIAL, "t", "1", "nt", NULL, NULL);
+    for (int q = 0; q < nad[k]; q++) {
+      const char *x = S(L, "%s[row]", col_acc(L, ad[k][q].type, "t", a - nad[k] + q, nacc));
+      const char *nm = ad[k][q].name;
+      switch (m->b->sym->id) {
+        case TH_OP_prims_sum: th_ir_set(L->ir, lt, nm, "+=", x); break;
+        case TH_OP_prims_prod: th_ir_set(L->ir, lt, nm, "*=", x); break;
+        default:
+          if (q == 1) th_ir_set(L->ir, lt, nm, "|=", x);
+          else th_ir_set(L->ir, lt, nm, "=", S(L, "th_fz_where(%s %s %s, %s, %s)", x,
+                                                m->b->sym->id == TH_OP_prims_amax ? ">" : "<", nm, x, nm));
+          break;
+      }
+    }
+  }
+  if (nd - r > 1) th_ir_var(L->ir, lm, "int64_t", "rem", "row");
+  for (int d = nd - 1; d >= r; d--) {
+    th_ir_let(L->ir, lm, "int64_t", S(L, "o%d", d), d > r ? S(L, "rem %% D[%d]", d) : (nd - r > 1 ? "rem" : "row"));
+    if (d > r) th_ir_set(L->ir, lm, "rem", "/=", S(L, "D[%d]", d));
+  }
+  for (int k = 0; k < L->p->nread; k++) {
+    if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;
+    int s = L->read_slot[k];
+    th_sb_init(&sb);
+    put_load(&sb, L->p->read[k].v->dtype, s, offset_expr(L, s, "o", r, nd));
+    th_ir_let(L->ir, lm, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
+  }
+  emit_row_values(L, lm, 0);
+  for (int k = 0; k < nred; k++) emit_finish(L, lm, red[k], "nred");
+  emit_row_values(L, lm, 1);
+  for (int v = 0; v < L->p->nval; v++) {
+    int s = L->val_slot[v];
+    if (s < 0 || val(L, v)->lv != TH_FZ_ROW || mem_of(L, v)->nest != L->nest) continue;
+    th_sb_init(&sb);
+    put_store(&sb, val(L, v)->v->dtype, s, "row", L->vname[v]);
+    th_ir_stmt(L->ir, lm, take(L, &sb));
+  }
+}
+
 /* Levels: lvl of ROW vals, red_pass of reductions (see the file comment). maxrow: the highest level of
  * a ROW value the FULL value v depends on. */
 static int maxrow(lower *L, int v, int *memo) {
@@ -1062,7 +1222,7 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
       s->vdim = rd->v->ndim;
       memcpy(s->A, rd->A, sizeof s->A);
       const th_fz_nest *N = &plan.nest[n];
-      L.inv_read[k] = N->nd > 0 && read_invariant(rd, N->r ? N->nd - N->r : N->nd - 1, N->nd);
+      L.inv_read[k] = N->nd > 0 && !N->col && read_invariant(rd, N->r ? N->nd - N->r : N->nd - 1, N->nd);
       L.inv_slot[ns] = L.inv_read[k];
       L.read_slot[k] = ns++;
     }
@@ -1102,6 +1262,9 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
     }
   }
   levels(&L, memo);
+  L.scratch_slot = ns;
+  L.nt_at = 0;
+  for (int n = 0; n < plan.nnest; n++) L.nt_at += plan.nest[n].nd;
   th_ir *fb = th_ir_func(ir, r->name, "char *const *restrict P, const int64_t *restrict S, const int64_t *restrict T");
   int off = 0, first = 0;
   for (int n = 0; n < plan.nnest; n++) {
@@ -1112,13 +1275,14 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
     th_ir *blk = th_ir_block(ir, fb, true);
     th_strbuf sb;
     th_sb_init(&sb);
-    th_sb_printf(&sb, "nest %d: %s over %d dims", n, N->r ? (N->r == N->nd ? "full reduction" : "rows") : "pointwise",
-                 N->nd);
-    if (N->r && N->r < N->nd) th_sb_printf(&sb, ", the last %d reduced", N->r);
+    th_sb_printf(&sb, "nest %d: %s over %d dims", n,
+                 N->r ? (N->col ? "columns" : N->r == N->nd ? "full reduction" : "rows") : "pointwise", N->nd);
+    if (N->r && N->r < N->nd) th_sb_printf(&sb, ", the %s %d reduced", N->col ? "first" : "last", N->r);
     th_ir_comment(ir, blk, take(&L, &sb));
     th_ir_let(ir, blk, "int64_t", "*D", S(&L, "S + %d", off));
     declare_slots(&L, blk, first, cnt, r->slots);
     if (N->r == 0) lower_pointwise(&L, blk, N, first, cnt);
+    else if (N->col) lower_cols(&L, blk, &r->nests[n], first, cnt);
     else lower_rows(&L, blk, N, first, cnt);
     off += N->nd;
     first += cnt;

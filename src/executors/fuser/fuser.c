@@ -5,7 +5,9 @@
  * read's view chain to (shape, strides, offset) with the eager executor's rules (a reshape the strides
  * do not allow is materialized as a contiguous copy, as eager's reshape does), then its element strides
  * per domain dim from the read's coordinate map; an output is allocated contiguous and written through
- * its store map (FULL) or at the flat row index (ROW). Then the compiled function runs.
+ * its store map (FULL) or at the flat row index (ROW). A region with column nests gets a scratch buffer
+ * for their per-thread accumulators (P after the slots; its thread count in S after the domains). Then
+ * the compiled function runs.
  *
  * Environment: THUNDER_FUSER_STRATEGY=consecutive|dataflow (default dataflow) picks the partition
  * strategy; THUNDER_DUMP_FUSIONS=dir (or th_compile_options.dump_dir) writes each program's unit. */
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <omp.h>
 
 #include "executors/eager/eager_internal.h"
 #include "executors/fuser/fuser.h"
@@ -94,23 +97,43 @@ static th_status fuser_kernel(th_rt_env *env, const th_bsym *b) {
   const th_fuser_region *r = th_rt_step_data(env);
   if (!r || !r->fn) return th_error(TH_ERR_RUNTIME, "%s: no compiled kernel", b->sym->qualname);
   int ns = r->nslots;
-  char *ptrs_s[32];
-  int64_t st_s[32 * TH_MAX_DIMS], dims_s[8 * TH_MAX_DIMS];
+  char *ptrs_s[33];
+  int64_t st_s[32 * TH_MAX_DIMS], dims_s[8 * TH_MAX_DIMS + 1];
   th_tensor *owned_s[32];
-  char **ptrs = ns <= 32 ? ptrs_s : th_malloc(sizeof(char *) * (size_t)ns);
+  /* ptrs[ns]: the column nests' scratch; dims after the nests' domains: its threads' worth */
+  char **ptrs = ns <= 32 ? ptrs_s : th_malloc(sizeof(char *) * (size_t)(ns + 1));
   int64_t *st = ns <= 32 ? st_s : th_calloc((size_t)ns * TH_MAX_DIMS, sizeof(int64_t));
   th_tensor **owned = ns <= 32 ? owned_s : th_calloc((size_t)ns, sizeof(th_tensor *));
-  int64_t *dims = r->nnest <= 8 ? dims_s : th_malloc(sizeof(int64_t) * TH_MAX_DIMS * (size_t)r->nnest);
+  int64_t *dims = r->nnest <= 8 ? dims_s : th_malloc(sizeof(int64_t) * (TH_MAX_DIMS * (size_t)r->nnest + 1));
+  void *scratch = NULL;
   th_status s = TH_OK;
   if (!ptrs || !st || !owned || !dims) {
     s = th_error(TH_ERR_NOMEM, "out of memory");
     goto done;
   }
   int off = 0;
+  size_t per_thread = 0; /* bytes of accumulators of the largest column nest, per thread */
   for (int n = 0; n < r->nnest; n++) {
-    memcpy(dims + off, r->nests[n].D, sizeof(int64_t) * (size_t)r->nests[n].nd);
-    off += r->nests[n].nd;
+    const th_fz_nest *N = &r->nests[n];
+    memcpy(dims + off, N->D, sizeof(int64_t) * (size_t)N->nd);
+    off += N->nd;
+    if (N->col) {
+      size_t ncols = 1;
+      for (int d = N->r; d < N->nd; d++) ncols *= (size_t)N->D[d];
+      if ((size_t)N->nacc * ncols * sizeof(double) > per_thread) per_thread = (size_t)N->nacc * ncols * sizeof(double);
+    }
   }
+  /* one accumulator row per thread, up to 64 MiB in all (beyond that the column nests run on one thread) */
+  int64_t nt = omp_get_max_threads();
+  if (nt < 1 || (per_thread && (size_t)nt * per_thread > ((size_t)64 << 20))) nt = 1;
+  dims[off] = nt;
+  ptrs[ns] = NULL;
+  if (per_thread && !(scratch = th_malloc((size_t)nt * per_thread))) {
+    s = th_error(TH_ERR_NOMEM, "%s: out of memory (%zu bytes of column accumulators)", b->sym->qualname,
+                 (size_t)nt * per_thread);
+    goto done;
+  }
+  ptrs[ns] = scratch;
   for (int k = 0; k < ns; k++) owned[k] = NULL;
   for (int k = 0; k < ns && s == TH_OK; k++) {
     const th_fuser_slot *sl = &r->slots[k];
@@ -147,6 +170,7 @@ static th_status fuser_kernel(th_rt_env *env, const th_bsym *b) {
 done:
   if (owned)
     for (int k = 0; k < ns; k++) th_tensor_release(owned[k]);
+  th_free(scratch);
   if (ptrs != ptrs_s) th_free(ptrs);
   if (st != st_s) th_free(st);
   if (owned != owned_s) th_free(owned);

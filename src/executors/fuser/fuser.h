@@ -84,8 +84,15 @@ typedef struct th_fz_mem {
   int ref[4]; /* per argument (the first 4): a val index >= 0, TH_FZ_REF_READ(k) or TH_FZ_REF_NONE */
 } th_fz_mem;
 
+/* A loop nest over domain D (nd dims). r = 0: pointwise. Row nest (col false): the last r dims are
+ * reduced, one row per index of D[0:nd-r]. Column nest (col true): the first r dims are reduced, one
+ * "row" (a column) per index of the kept dims D[r:nd]; its ROW values are indexed by the flat kept
+ * index, and the kernel keeps nacc float64-sized accumulators per column and thread in the launcher's
+ * scratch (codegen fills nacc). */
 typedef struct th_fz_nest {
   int nd, r;
+  bool col;
+  int nacc;
   int64_t D[TH_MAX_DIMS];
 } th_fz_nest;
 
@@ -139,6 +146,8 @@ void th_ir_ctx_free(th_ir_ctx *c);
 const char *th_ir_str(th_ir_ctx *c, const char *fmt, ...);
 /* A scope `{ ... }` (braces = false: statements appended to the enclosing block as they are). */
 th_ir *th_ir_block(th_ir_ctx *c, th_ir *parent, bool braces);
+/* A scope run by an OpenMP team: `#pragma omp parallel clauses` then `{ ... }` (clauses may be NULL). */
+th_ir *th_ir_parallel(th_ir_ctx *c, th_ir *parent, const char *clauses);
 /* `for (int64_t var = lo; var < hi; var++)` with its pragma: SIMD `omp simd`, PARALLEL `omp parallel
  * for schedule(static)`, PARALLEL_SIMD both; `clauses` (reduction(...), may be NULL) and `par_if` (the
  * OpenMP if clause of the parallel kinds, may be NULL) follow. Returns the loop (append to its body). */

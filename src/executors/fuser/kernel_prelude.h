@@ -17,6 +17,7 @@
 #define TH_FUSER_KERNEL_PRELUDE_H
 
 #include <stdint.h>
+#include <omp.h> /* column nests: omp_get_thread_num */
 
 #include "core/scalar.h"
 

@@ -119,6 +119,14 @@ th_ir *th_ir_block(th_ir_ctx *c, th_ir *parent, bool braces) {
   return n;
 }
 
+th_ir *th_ir_parallel(th_ir_ctx *c, th_ir *parent, const char *clauses) {
+  th_ir *n = node(c, parent, N_BLOCK);
+  if (!n) return NULL;
+  n->braces = true;
+  n->a = dup(c, clauses ? clauses : "");
+  return n;
+}
+
 th_ir *th_ir_loop(th_ir_ctx *c, th_ir *parent, th_ir_loop_kind kind, const char *var, const char *lo,
                   const char *hi, const char *clauses, const char *par_if) {
   th_ir *n = node(c, parent, N_LOOP);
@@ -199,6 +207,10 @@ static void emit(const th_ir *n, th_strbuf *sb, int depth) {
       if (!n->braces) {
         emit_kids(n, sb, depth);
         break;
+      }
+      if (n->a) { /* th_ir_parallel */
+        indent(sb, depth);
+        th_sb_printf(sb, "#pragma omp parallel%s%s\n", n->a[0] ? " " : "", n->a);
       }
       indent(sb, depth);
       th_sb_puts(sb, "{\n");

@@ -16,10 +16,12 @@
  *  1. INVIEW: a layout op whose operand is not computed in the region (a region input, or another
  *     INVIEW's output) is part of an input read: the launcher applies it to the bound tensor.
  *  2. Components: computing members connected through the values they pass. Each becomes a nest with
- *     domain D and reduction suffix r: D = the input shape of its first reduction, whose reduced dims must
- *     be a suffix (size-1 dims after them may stay): r = nd - first reduced dim; without a reduction D is
- *     the largest output shape and r = 0. Components of equal (D, r) share one nest; different ones are
- *     independent nests of the region (its horizontal merge).
+ *     domain D and r reduced dims: D = the input shape of its first reduction, whose reduced dims must
+ *     be a suffix (size-1 dims after them may stay; a row nest, r = nd - first reduced dim) or else a
+ *     prefix (every dim before the last reduced one reduced or of size 1; a column nest, `col`, r = one
+ *     past the last reduced dim: x.sum(0), bias gradients); without a reduction D is the largest output
+ *     shape and r = 0. Components of equal (D, r, col) share one nest; different ones are independent
+ *     nests of the region (its horizontal merge).
  *  3. Levels, in program order. A FULL value carries its store map smap (the element offset, in a
  *     contiguous tensor of its own shape, of the element at domain index i is sum_d smap[d] * i[d]); a
  *     ROW value has one element per row, its flat index being the row index.
@@ -34,8 +36,11 @@
  *         any other broadcast of a member (one that repeats computed elements) is refused;
  *       slice_prim of a member: refused (a slice of an intermediate ends the region);
  *       reductions: the input FULL with the identity map (a region input: of shape D) and reducing
- *         exactly the nest's rows (same row count and row length); outputs ROW. amax/amin of empty rows
- *         are refused (eager raises PyTorch's error), var/var_mean need a float input.
+ *         exactly the nest's rows (same row count and row length; a column nest's "rows" are its
+ *         columns: a ROW value has one element per index of the kept dims D[r:nd]); outputs ROW. amax/amin
+ *         of empty rows are refused (eager raises PyTorch's error), var/var_mean need a float input. A
+ *         column nest is walked once (codegen.c, lower_cols), so it refuses var/var_mean (two passes) and
+ *         any broadcast of a ROW value back over D.
  *  4. Reads: each use of a region input by a computing member is a read slot of its nest: the view chain
  *     (at most TH_FZ_MAX_VIEWS ops) and the coordinate map A from the domain (FULL: the user's store map
  *     decomposed over the read value's shape; ROW: the row index decomposed). Equal reads share a slot. */
@@ -314,10 +319,11 @@ static int add_read(plan_ctx *c, const th_value *x, int ni, th_fz_level lv, cons
   const th_fz_nest *N = &c->p.nest[ni];
   int64_t sizes[TH_MAX_DIMS], rmap[TH_MAX_DIMS];
   memcpy(sizes, N->D, sizeof sizes);
-  if (lv == TH_FZ_ROW) { /* the row index over the row dims; inner dims have no column */
-    int no = N->nd - N->r;
-    cstrides(N->D, no, rmap);
-    for (int d = no; d < N->nd; d++) sizes[d] = 1, rmap[d] = 0;
+  if (lv == TH_FZ_ROW) { /* the row index over the row dims; reduced dims have no column */
+    int r0 = N->col ? N->r : 0, r1 = N->col ? N->nd : N->nd - N->r; /* the row (kept) dims [r0, r1) */
+    cstrides(N->D + r0, r1 - r0, rmap + r0);
+    for (int d = 0; d < N->nd; d++)
+      if (d < r0 || d >= r1) sizes[d] = 1, rmap[d] = 0;
     smap = rmap;
   }
   if (!decompose(smap, sizes, N->nd, x->shape, x->ndim, r.A)) return -1;
@@ -345,28 +351,40 @@ static bool smap_equal(const th_fz_nest *N, const int64_t *a, const int64_t *b) 
   return true;
 }
 
-/* The nest's rows: shape D[0:nd-r], size-1 dims aside. */
+/* The nest's rows: shape D[0:nd-r] (a column nest: D[r:nd]), size-1 dims aside. */
 static bool row_shaped(const th_fz_nest *N, const th_value *v) {
-  return N->r > 0 && same_non1(v->shape, v->ndim, N->D, N->nd - N->r);
+  if (N->r == 0) return false;
+  return N->col ? same_non1(v->shape, v->ndim, N->D + N->r, N->nd - N->r)
+                : same_non1(v->shape, v->ndim, N->D, N->nd - N->r);
 }
 
-/* Reduced dims of a reduction over value u: *first the first one; false if they are not a suffix (size-1
- * dims after them aside) or empty. */
-static bool reduced_suffix(const th_bsym *b, const th_value *u, int *first) {
+/* Reduced dims of a reduction over value u. A suffix (size-1 dims after them aside): *col false,
+ * *first the first reduced dim. Else a prefix (every dim before the last reduced one is reduced or of
+ * size 1, and some dim after it is not of size 1): *col true, *first the first kept dim (one past the
+ * last reduced one). false: neither, or no dims. */
+static bool reduced_dims(const th_bsym *b, const th_value *u, int *first, bool *col) {
   int64_t dims[TH_MAX_DIMS];
   int nd = int_list(&b->args[1], dims, TH_MAX_DIMS);
   if (nd <= 0) return false;
   bool red[TH_MAX_DIMS] = {false};
-  int f = u->ndim;
+  int f = u->ndim, l = -1;
   for (int i = 0; i < nd; i++) {
     int64_t d = dims[i] < 0 ? dims[i] + u->ndim : dims[i];
     if (d < 0 || d >= u->ndim) return false;
     red[d] = true;
     if (d < f) f = (int)d;
+    if (d > l) l = (int)d;
   }
+  bool suffix = true;
   for (int d = f; d < u->ndim; d++)
+    if (!red[d] && u->shape[d] != 1) suffix = false;
+  if (suffix) {
+    *first = f, *col = false;
+    return true;
+  }
+  for (int d = 0; d < l; d++)
     if (!red[d] && u->shape[d] != 1) return false;
-  *first = f;
+  *first = l + 1, *col = true;
   return true;
 }
 
@@ -394,10 +412,14 @@ static th_status classify(plan_ctx *c, int i) {
       if (k < 0) return k == -2 ? TH_ERR_NOMEM : REFUSE;
       m->ref[0] = TH_FZ_REF_READ(k);
     }
-    if (!reduced_suffix(b, u, &f)) return REFUSE;
+    bool col = false;
+    if (!reduced_dims(b, u, &f, &col) || col != N->col) return REFUSE;
     int no = N->nd - N->r;
-    int64_t rows = numel(N->D, no), len = numel(N->D + no, N->r);
-    if (numel(u->shape, f) != rows || numel(u->shape + f, u->ndim - f) != len) return REFUSE;
+    int64_t rows = N->col ? numel(N->D + N->r, no) : numel(N->D, no), len = N->col ? numel(N->D, N->r) : numel(N->D + no, N->r);
+    if (!col && (numel(u->shape, f) != rows || numel(u->shape + f, u->ndim - f) != len)) return REFUSE;
+    if (col && (numel(u->shape, f) != len || numel(u->shape + f, u->ndim - f) != rows)) return REFUSE;
+    /* a column nest has one pass: var's two (mean, then deviations) stay eager */
+    if (col && (id == TH_OP_prims_var || id == TH_OP_prims_var_mean)) return REFUSE;
     if ((id == TH_OP_prims_amax || id == TH_OP_prims_amin) && len == 0 && rows > 0) return REFUSE;
     for (int k = 0; k < 2; k++)
       if (m->out[k] >= 0) c->p.val[m->out[k]].lv = TH_FZ_ROW;
@@ -465,7 +487,8 @@ static th_status classify(plan_ctx *c, int i) {
       int64_t bd[TH_MAX_DIMS];
       if (int_list(&b->args[2], bd, TH_MAX_DIMS) != u->ndim) return REFUSE;
       if (unsqueeze_only(u->shape, u->ndim, ov->shape, ov->ndim, bd)) return TH_OK;
-      if (x->lv != TH_FZ_ROW || !same_shape(ov->shape, ov->ndim, N->D, N->nd)) return REFUSE;
+      /* a column nest has one pass: nothing may use its columns' results per element */
+      if (N->col || x->lv != TH_FZ_ROW || !same_shape(ov->shape, ov->ndim, N->D, N->nd)) return REFUSE;
       /* the per-row scalar: u's non-1 dims on the row dims, in order, covering every non-1 row dim */
       int no = N->nd - N->r;
       bool covered[TH_MAX_DIMS] = {false};
@@ -579,20 +602,22 @@ th_status th_fz_plan_build(const th_bsym *const *ms, int n, th_fz_plan *out) {
     if (red >= 0) {
       const th_value *u = ms[red]->args[0].u.value;
       int f = 0;
-      if (!reduced_suffix(ms[red], u, &f)) {
+      bool col = false;
+      if (!reduced_dims(ms[red], u, &f, &col)) {
         st = REFUSE;
         break;
       }
       nn.nd = u->ndim;
       memcpy(nn.D, u->shape, sizeof(int64_t) * (size_t)u->ndim);
-      nn.r = u->ndim - f;
+      nn.r = col ? f : u->ndim - f;
+      nn.col = col;
     } else {
       const th_value *v = c.p.val[c.p.mem[big].out[0]].v;
       nn.nd = v->ndim;
       memcpy(nn.D, v->shape, sizeof(int64_t) * (size_t)v->ndim);
     }
     int k = 0;
-    while (k < c.p.nnest && !(c.p.nest[k].nd == nn.nd && c.p.nest[k].r == nn.r &&
+    while (k < c.p.nnest && !(c.p.nest[k].nd == nn.nd && c.p.nest[k].r == nn.r && c.p.nest[k].col == nn.col &&
                               same_shape(c.p.nest[k].D, c.p.nest[k].nd, nn.D, nn.nd)))
       k++;
     if (k == c.p.nnest) c.p.nest[c.p.nnest++] = nn;
