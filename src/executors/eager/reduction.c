@@ -119,6 +119,27 @@ static double sum_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt) {
     }                                                                                                    \
   } while (0)
 
+/* var of one run: the mean from the float64 sum and the squared deviations in a second pass; when the
+ * sum or the squares overflow (float64 inputs near the top of the range: [1e306] * 100 sums to 1e308,
+ * whose rounded mean differs from 1e306 by ~1e290, and that squared is inf, where PyTorch's Welford
+ * gives 0), Welford's running mean and sum of squares instead (an infinite or NaN element still gives
+ * NaN, as PyTorch). */
+static double m2_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, double mean);
+static void var_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, double *mean, double *m2) {
+  *mean = sum_row_f(p, bs, n, dt) / (double)n;
+  if (isfinite(*mean)) {
+    *m2 = m2_row_f(p, bs, n, dt, *mean);
+    if (isfinite(*m2)) return;
+  }
+  double mu = 0, q = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double x = th_load_f64(p + i * bs, dt), d = x - mu;
+    mu += d / (double)(i + 1);
+    q += d * (x - mu);
+  }
+  *mean = mu, *m2 = q;
+}
+
 static double m2_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, double mean) {
   double lane[TH_RED_LANES], s = 0;
   int64_t i = 0;
@@ -212,7 +233,8 @@ static void red_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) 
   }
   case RED_VAR: {
     /* this row's mean and squared deviations (two passes), merged into the running ones */
-    double mean = sum_row_f(p, bs, n, dt) / (double)n, m2 = m2_row_f(p, bs, n, dt, mean);
+    double mean, m2;
+    var_row_f(p, bs, n, dt, &mean, &m2);
     if (a->n == 0) {
       a->f = mean;
       a->m2 = m2;
@@ -685,8 +707,7 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
         if (kind == RED_SUM) {
           a.f = sum_row_f(p, es, n, j.dt);
         } else if (kind == RED_VAR) {
-          a.f = sum_row_f(p, es, n, j.dt) / (double)n;
-          a.m2 = m2_row_f(p, es, n, j.dt, a.f);
+          var_row_f(p, es, n, j.dt, &a.f, &a.m2);
           a.n = n;
         } else {
           a.f = extreme_row_f(p, es, n, j.dt, kind == RED_MAX);

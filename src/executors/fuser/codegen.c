@@ -1037,9 +1037,14 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   th_ir_var(L->ir, run, "int64_t", "nt", S(L, "nred * ncols >= 32768 ? S[%d] : 1", L->nt_at));
   th_ir_set(L->ir, run, "nt", "=", "nt < nred ? nt : (nred > 0 ? nred : 1)");
   /* the walk: thread t's range of the reduced index */
+  /* the team may be smaller than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT, a nested region): its size is
+   * recorded, and only the rows of threads that ran are merged */
+  th_ir_var(L->ir, run, "int64_t", "nteam", "1");
   th_ir *pb = th_ir_parallel(L->ir, run, "num_threads(nt)");
   th_ir_let(L->ir, pb, "int64_t", "t", "omp_get_thread_num()");
   th_ir_let(L->ir, pb, "int64_t", "tn", "omp_get_num_threads()");
+  th_ir *t0 = th_ir_if(L->ir, pb, "t == 0", NULL);
+  th_ir_set(L->ir, t0, "nteam", "=", "tn");
   th_ir_let(L->ir, pb, "int64_t", "r0", "nred * t / tn");
   th_ir_let(L->ir, pb, "int64_t", "r1", "nred * (t + 1) / tn");
   for (int k = 0, a = 0; k < nred; k++)
@@ -1086,7 +1091,7 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     const th_fz_mem *m = &L->p->mem[red[k]];
     for (int q = 0; q < nad[k]; q++, a++)
       th_ir_var(L->ir, lm, ad[k][q].type, ad[k][q].name, S(L, "%s[row]", col_acc(L, ad[k][q].type, "0", a, nacc)));
-    th_ir *lt = th_ir_loop(L->ir, lm, TH_IR_SERIAL, "t", "1", "nt", NULL, NULL);
+    th_ir *lt = th_ir_loop(L->ir, lm, TH_IR_SERIAL, "t", "1", "nteam", NULL, NULL);
     for (int q = 0; q < nad[k]; q++) {
       const char *x = S(L, "%s[row]", col_acc(L, ad[k][q].type, "t", a - nad[k] + q, nacc));
       const char *nm = ad[k][q].name;

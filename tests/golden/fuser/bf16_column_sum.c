@@ -14,10 +14,14 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
       double *const W = (double *)P[2];
       int64_t nt = nred * ncols >= 32768 ? S[2] : 1;
       nt = nt < nred ? nt : (nred > 0 ? nred : 1);
+      int64_t nteam = 1;
       #pragma omp parallel num_threads(nt)
       {
         const int64_t t = omp_get_thread_num();
         const int64_t tn = omp_get_num_threads();
+        if (t == 0) {
+          nteam = tn;
+        }
         const int64_t r0 = nred * t / tn;
         const int64_t r1 = nred * (t + 1) / tn;
         double *restrict s1_c = ((double *)(W + ((int64_t)(t) * 1 + 0) * ncols));
@@ -50,7 +54,7 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
       #pragma omp parallel for schedule(static) if (ncols >= 4096)
       for (int64_t row = 0; row < ncols; row++) {
         double s1 = ((double *)(W + ((int64_t)(0) * 1 + 0) * ncols))[row];
-        for (int64_t t = 1; t < nt; t++) {
+        for (int64_t t = 1; t < nteam; t++) {
           s1 += ((double *)(W + ((int64_t)(t) * 1 + 0) * ncols))[row];
         }
         const int64_t o1 = row;
