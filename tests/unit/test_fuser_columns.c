@@ -1,11 +1,13 @@
 /* test_fuser_columns.c — the fuser's column nests (nest.c; codegen.c, lower_cols): reductions over the
  * leading dims (x.sum(0), bias gradients, the convert of a bf16 column sum) fused with what computes
  * their input and what uses their result. Checks:
- *   - the plan: a prefix of reduced dims (size-1 dims aside) is a column nest with r = its length; a set
- *     of dims that is neither a prefix nor a suffix, var over a prefix (two passes), and a column result
- *     broadcast back over the domain are refused there (they stay eager, or in another region);
+ *   - the plan: a prefix of reduced dims (size-1 dims aside) is a column nest with r = its length (var
+ *     too: Welford per column); a set of dims that is neither a prefix nor a suffix, and a column result
+ *     broadcast back over the domain, are refused there (they stay eager, or in another region);
  *   - values against references computed here from the same elements: int64 sums, amax and amin exact;
- *     float sums within the (n - 1) u sum|x| bound of any order (Higham) of a float64 sum; over f32, bf16,
+ *     float sums within the (n - 1) u sum|x| bound of any order (Higham) of a float64 sum; var (and
+ *     var_mean's mean) against a two-pass long double reference within 1e-9 relative before the
+ *     rounding to the dtype; over f32, bf16,
  *     f16, f64 and int64 inputs, reduced prefixes of one and two dims, kept blocks of one and two dims,
  *     a transposed input, a bias broadcast over the reduced dim in the prologue, a per-column input in
  *     the epilogue, a FULL output stored by the same walk, NaN and infinities, empty reductions (sum 0),
@@ -94,11 +96,10 @@ static void test_column_plan(void **state) {
                             "  t0 = prims.neg(x)\n  t1 = prims.sum(t0, (0, 2))\n  t2 = prims.sqrt(t1)\n  return t2\n");
   assert_int_equal(regions_with(p, TH_OP_prims_sum), 0);
   th_trace_free(p);
-  /* var over the leading dim needs two passes: eager */
-  p = partitioned("def computation(x):\n  # x: \"cpu f32[6, 10]\"\n"
-                  "  t0 = prims.mul(x, 2.0)\n  t1 = prims.var(t0, (0,), correction=1)\n  t2 = prims.sqrt(t1)\n  return t2\n");
-  assert_int_equal(regions_with(p, TH_OP_prims_var), 0);
-  th_trace_free(p);
+  /* var over the leading dim: Welford per column, one walk */
+  expect_column_nest("def computation(x):\n  # x: \"cpu f32[6, 10]\"\n"
+                     "  t0 = prims.mul(x, 2.0)\n  t1 = prims.var(t0, (0,), correction=1)\n  t2 = prims.sqrt(t1)\n  return t2\n",
+                     3, 1);
   /* a column result broadcast back over the domain (x - x.mean(0)) needs a second walk: the subtraction
    * is not in the sum's region */
   p = partitioned("def computation(x):\n  # x: \"cpu f32[6, 10]\"\n"
@@ -197,7 +198,11 @@ static void column_case(const ccase *c) {
   /* y = 1.5 x (int64: 3 x); a product multiplies by 1 (its factors stay near 1 in magnitude) */
   n += (size_t)snprintf(text + n, sizeof text - n, "  y = ltorch.mul(%s, %s)\n", cur,
                         prod ? (c->dt == TH_I64 ? "1" : "1.0") : c->dt == TH_I64 ? "3" : "1.5");
-  n += (size_t)snprintf(text + n, sizeof text - n, "  s = ltorch.%s(y, %s, False)\n", c->op, prod ? "0" : r == 1 ? "(0,)" : red);
+  bool var = !strcmp(c->op, "var");
+  if (var)
+    n += (size_t)snprintf(text + n, sizeof text - n, "  s = ltorch.var(y, %s, correction=1)\n", r == 1 ? "(0,)" : red);
+  else
+    n += (size_t)snprintf(text + n, sizeof text - n, "  s = ltorch.%s(y, %s, False)\n", c->op, prod ? "0" : r == 1 ? "(0,)" : red);
   const char *res = "s";
   if (c->scale) {
     n += (size_t)snprintf(text + n, sizeof text - n, "  o = ltorch.mul(s, w)\n");
@@ -270,7 +275,7 @@ static void column_case(const ccase *c) {
         if (!(got == y || (isnan(got) && isnan(y))))
           fail_msg("%s: FULL output y[%lld] = %.17g, want %.17g", text, (long long)e, got, y);
       }
-      if (y != y) nan = true;
+      if (y != y || (var && isinf(y))) nan = true;
       acc = prod ? acc * y : acc + y;
       sabs += fabsl((long double)y);
       if (!strcmp(c->op, "amax") && y > ext) ext = y;
@@ -287,6 +292,33 @@ static void column_case(const ccase *c) {
     }
     double got = th_load_f64((const char *)th_tensor_data(out[0]) + k * (int64_t)es, c->dt);
     char buf[8];
+    if (var) { /* two passes over the same y values in long double */
+      long double mean = acc / (long double)nred, m2 = 0;
+      for (int64_t q = 0; q < nred; q++) {
+        int64_t e = q * nk + k;
+        double x = th_load_f64((const char *)th_tensor_data(in[0]) + (c->transposed ? (e % c->shape[1]) * c->shape[0] + e / c->shape[1] : e) * (int64_t)es, c->dt);
+        double y = c->transposed ? x : -x;
+        if (c->bias) {
+          y += th_load_f64((const char *)th_tensor_data(in[1]) + k * (int64_t)es, c->dt);
+          th_store_f64(buf, c->dt, y), y = th_load_f64(buf, c->dt);
+        }
+        y *= 1.5;
+        th_store_f64(buf, c->dt, y), y = th_load_f64(buf, c->dt);
+        m2 += ((long double)y - mean) * ((long double)y - mean);
+      }
+      double want = nred > 1 ? (double)(m2 / (long double)(nred - 1)) : NAN;
+      if (nan || isinf((double)acc) || isnan((double)acc)) want = NAN;
+      th_store_f64(buf, c->dt, want);
+      double rounded = th_load_f64(buf, c->dt);
+      if (c->scale) th_store_f64(buf, c->dt, rounded * w), rounded = th_load_f64(buf, c->dt);
+      double k2 = c->dt == TH_BF16 ? 65536 : c->dt == TH_F16 ? 8192 : 1, u = c->dt == TH_F64 ? 0x1p-53 : 0x1p-24;
+      double bound = (1e-9 * fabs(want) + 2 * u * k2 * fabs(want)) * fmax(1.0, fabs(w)) + 2 * u * k2 * fabs(rounded) + 1e-300;
+      bool ok = isnan(rounded) ? isnan(got) : isinf(rounded) ? got == rounded : fabs(got - rounded) <= bound;
+      if (!ok)
+        fail_msg("%s\nthreads %d column %lld: var got %.17g want %.17g (bound %.3g)", text, c->threads, (long long)k, got,
+                 rounded, bound);
+      continue;
+    }
     if (!strcmp(c->op, "amax") || !strcmp(c->op, "amin")) {
       double want = nan ? NAN : ext;
       if (c->scale) th_store_f64(buf, c->dt, want * w), want = th_load_f64(buf, c->dt);
@@ -320,11 +352,12 @@ static void column_case(const ccase *c) {
 static void test_column_values(void **state) {
   (void)state;
   static const th_dtype dtv[] = {TH_F32, TH_BF16, TH_F16, TH_F64, TH_I64};
-  static const char *const ops[] = {"sum", "amax", "amin", "prod"};
+  static const char *const ops[] = {"sum", "amax", "amin", "prod", "var"};
   int runs = 0;
   for (int di = 0; di < 5; di++)
-    for (int oi = 0; oi < 4; oi++)
+    for (int oi = 0; oi < 5; oi++)
       for (int threads = 1; threads <= 3; threads++) {
+        if (oi == 4 && dtv[di] == TH_I64) continue; /* var takes floats */
         /* [R, C] above the parallel threshold, with every variant in turn */
         ccase c = {dtv[di], 2, 1, {2051, 37, 0, 0}, false, ops[oi], false, false, false, threads};
         column_case(&c), runs++;
@@ -352,6 +385,8 @@ static void test_column_values(void **state) {
   column_case(&e), runs++;
   ccase e2 = {TH_F64, 2, 1, {0, 9, 0, 0}, false, "prod", false, false, false, 1};
   column_case(&e2), runs++;
+  ccase e3 = {TH_F32, 2, 1, {1, 9, 0, 0}, false, "var", false, false, true, 1}; /* one row: 0 / 0 = NaN */
+  column_case(&e3), runs++;
   print_message("column nests: %d cases checked against references\n", runs);
 }
 

@@ -982,8 +982,9 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
  * accumulator row: nacc arrays of ncols 8-byte slots per thread in the launcher's scratch P[NS]
  * (S[NT] threads' worth). FULL outputs that need no column result are stored in the same walk. Then one
  * loop over the columns merges the threads' accumulators in thread order and computes the columns'
- * ROW values (ROW reads at the column's kept index) and stores the ROW outputs. One pass: nest.c
- * refuses what would need a second (var, a column result broadcast back). */
+ * ROW values (ROW reads at the column's kept index) and stores the ROW outputs. var/var_mean run
+ * Welford per column (u += d / count, q += d (x - u)) and merge the threads with Chan et al.'s formula,
+ * as eager's column path. One walk: nest.c refuses a column result broadcast back over the domain. */
 
 /* Accumulator a of thread t as an lvalue array: "((type *)(W + ((int64_t)t * NACC + a) * ncols))". */
 static const char *col_acc(lower *L, const char *type, const char *t, int a, int nacc) {
@@ -996,6 +997,14 @@ static void emit_update_col(lower *L, th_ir *blk, int i, const acc_decl *ad, int
   bool fl = dclass(m->b->args[0].u.value->dtype) != 2;
   const char *a0 = S(L, "%s_c[%s]", ad[0].name, K);
   switch (m->b->sym->id) {
+    case TH_OP_prims_var:
+    case TH_OP_prims_var_mean: { /* d = x - u; u += d / count; q += d (x - u) */
+      const char *q = S(L, "%s_c[%s]", ad[1].name, K);
+      th_ir_let(L->ir, blk, "double", S(L, "dw%d", i), S(L, "(double)%s - %s", x, a0));
+      th_ir_set(L->ir, blk, a0, "+=", S(L, "dw%d * rk", i));
+      th_ir_set(L->ir, blk, q, "+=", S(L, "dw%d * ((double)%s - %s)", i, x, a0));
+      break;
+    }
     case TH_OP_prims_sum: th_ir_set(L->ir, blk, a0, "+=", fl ? S(L, "(double)%s", x) : x); break;
     case TH_OP_prims_prod: th_ir_set(L->ir, blk, a0, "*=", fl ? S(L, "(double)%s", x) : x); break;
     default: { /* amax, amin: the prelude's bit select (a ?: leaves the loop scalar at -O1) */
@@ -1014,10 +1023,18 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   int red[32], nred = 0;
   acc_decl ad[32][2];
   int nad[32], nacc = 0;
+  bool any_var = false;
   for (int i = 0; i < L->p->nmem && nred < 32; i++) {
     const th_fz_mem *m = &L->p->mem[i];
     if (m->nest != L->nest || m->kind != TH_FZ_REDUCE) continue;
-    nad[nred] = accs(L, i, false, ad[nred]);
+    if (two_pass(m->b->sym->id)) { /* var, var_mean: Welford per column, the running mean u and m2 q */
+      ad[nred][0] = (acc_decl){"double", S(L, "u%d", i), "0", NULL};
+      ad[nred][1] = (acc_decl){"double", S(L, "q%d", i), "0", NULL};
+      nad[nred] = 2;
+      any_var = true;
+    } else {
+      nad[nred] = accs(L, i, false, ad[nred]);
+    }
     nacc += nad[nred];
     red[nred++] = i;
   }
@@ -1055,6 +1072,7 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
       th_ir_set(L->ir, li, S(L, "%s_c[k]", ad[k][q].name), "=", ad[k][q].init);
     }
   th_ir *lr = th_ir_loop(L->ir, pb, TH_IR_SERIAL, "rr", "r0", "r1", NULL, NULL);
+  if (any_var) th_ir_let(L->ir, lr, "double", "rk", "1.0 / (double)(rr - r0 + 1)"); /* Welford's 1 / count */
   if (r > 1) th_ir_var(L->ir, lr, "int64_t", "rem", "rr");
   for (int d = r - 1; d >= 0; d--) {
     th_ir_let(L->ir, lr, "int64_t", S(L, "o%d", d), d > 0 ? S(L, "rem %% D[%d]", d) : (r > 1 ? "rem" : "rr"));
@@ -1091,6 +1109,20 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     const th_fz_mem *m = &L->p->mem[red[k]];
     for (int q = 0; q < nad[k]; q++, a++)
       th_ir_var(L->ir, lm, ad[k][q].type, ad[k][q].name, S(L, "%s[row]", col_acc(L, ad[k][q].type, "0", a, nacc)));
+    if (two_pass(m->b->sym->id)) {
+      /* Chan et al.: thread t's rows [nred t / nteam, nred (t + 1) / nteam) merged into threads 0..t-1's */
+      int i = red[k];
+      const char *u = ad[k][0].name, *q = ad[k][1].name;
+      th_ir_var(L->ir, lm, "double", S(L, "na%d", i), "(double)(nred / nteam)");
+      th_ir *lt = th_ir_loop(L->ir, lm, TH_IR_SERIAL, "t", "1", "nteam", NULL, NULL);
+      th_ir_let(L->ir, lt, "double", "nb", "(double)(nred * (t + 1) / nteam - nred * t / nteam)");
+      th_ir_let(L->ir, lt, "double", "nab", S(L, "na%d + nb", i));
+      th_ir_let(L->ir, lt, "double", "dl", S(L, "%s[row] - %s", col_acc(L, "double", "t", a - 2, nacc), u));
+      th_ir_set(L->ir, lt, u, "+=", "dl * nb / nab");
+      th_ir_set(L->ir, lt, q, "+=", S(L, "%s[row] + dl * dl * na%d * nb / nab", col_acc(L, "double", "t", a - 1, nacc), i));
+      th_ir_set(L->ir, lt, S(L, "na%d", i), "=", "nab");
+      continue;
+    }
     th_ir *lt = th_ir_loop(L->ir, lm, TH_IR_SERIAL, "t", "1", "nteam", NULL, NULL);
     for (int q = 0; q < nad[k]; q++) {
       const char *x = S(L, "%s[row]", col_acc(L, ad[k][q].type, "t", a - nad[k] + q, nacc));
@@ -1121,6 +1153,7 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   emit_row_values(L, lm, 0);
   for (int k = 0; k < nred; k++) emit_finish(L, lm, red[k], "nred");
   emit_row_values(L, lm, 1);
+  emit_row_values(L, lm, 2); /* after var (levels() counts its two passes) */
   for (int v = 0; v < L->p->nval; v++) {
     int s = L->val_slot[v];
     if (s < 0 || val(L, v)->lv != TH_FZ_ROW || mem_of(L, v)->nest != L->nest) continue;

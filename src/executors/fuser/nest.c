@@ -39,8 +39,8 @@
  *         exactly the nest's rows (same row count and row length; a column nest's "rows" are its
  *         columns: a ROW value has one element per index of the kept dims D[r:nd]); outputs ROW. amax/amin
  *         of empty rows are refused (eager raises PyTorch's error), var/var_mean need a float input. A
- *         column nest is walked once (codegen.c, lower_cols), so it refuses var/var_mean (two passes) and
- *         any broadcast of a ROW value back over D.
+ *         column nest is walked once (codegen.c, lower_cols: var by Welford), so it refuses any
+ *         broadcast of a ROW value back over D.
  *  4. Reads: each use of a region input by a computing member is a read slot of its nest: the view chain
  *     (at most TH_FZ_MAX_VIEWS ops) and the coordinate map A from the domain (FULL: the user's store map
  *     decomposed over the read value's shape; ROW: the row index decomposed). Equal reads share a slot. */
@@ -418,8 +418,6 @@ static th_status classify(plan_ctx *c, int i) {
     int64_t rows = N->col ? numel(N->D + N->r, no) : numel(N->D, no), len = N->col ? numel(N->D, N->r) : numel(N->D + no, N->r);
     if (!col && (numel(u->shape, f) != rows || numel(u->shape + f, u->ndim - f) != len)) return REFUSE;
     if (col && (numel(u->shape, f) != len || numel(u->shape + f, u->ndim - f) != rows)) return REFUSE;
-    /* a column nest has one pass: var's two (mean, then deviations) stay eager */
-    if (col && (id == TH_OP_prims_var || id == TH_OP_prims_var_mean)) return REFUSE;
     if ((id == TH_OP_prims_amax || id == TH_OP_prims_amin) && len == 0 && rows > 0) return REFUSE;
     for (int k = 0; k < 2; k++)
       if (m->out[k] >= 0) c->p.val[m->out[k]].lv = TH_FZ_ROW;
