@@ -33,22 +33,6 @@
 
 #include "fuser_test_util.h"
 
-/* Compiles tr with the executors in ex (comma-free list) and runs it; NULL (and the error in
- * th_last_error) when compiling or running fails. */
-static th_tensor **run_with(const th_trace *tr, const char *const *ex, int nex, th_tensor **in, int nin, int *nout) {
-  th_compile_options o;
-  memset(&o, 0, sizeof o);
-  o.executors = ex;
-  o.nexecutors = nex;
-  th_program *p = NULL;
-  if (th_program_compile(tr, &o, &p) != TH_OK) fail_msg("compile: %s", th_last_error());
-  if (th_trace_verify(th_program_trace(p)) != TH_OK) fail_msg("execution trace: %s", th_last_error());
-  th_tensor **out = NULL;
-  th_status st = th_program_run(p, nin, in, nout, &out);
-  th_program_free(p);
-  return st == TH_OK ? out : NULL;
-}
-
 static const char *const EAGER[] = {"eager"};
 static const char *const FUSED[] = {"fuser", "eager"};
 
@@ -94,8 +78,8 @@ static void test_fused_columns_fewer_threads(void **state) {
   omp_set_dynamic(1);
   assert_int_equal(th_set_num_threads(procs * 4 + 4), TH_OK);
   int nout = 0, noutp = 0;
-  th_tensor **out = run_with(tr, FUSED, 2, &x, 1, &nout);
-  th_tensor **outp = run_with(tp, FUSED, 2, &xp, 1, &noutp);
+  th_tensor **out = run_execs(tr, FUSED, 2, &x, 1, &nout);
+  th_tensor **outp = run_execs(tp, FUSED, 2, &xp, 1, &noutp);
   assert_int_equal(th_set_num_threads(0), TH_OK);
   omp_set_dynamic(dyn);
   if (!out || !outp) fail_msg("run: %s", th_last_error());
@@ -132,7 +116,7 @@ static void test_eager_var_f64_no_overflow(void **state) {
     th_tensor *x = th_tensor_new(TH_F64, 2, shape);
     for (int64_t i = 0; i < 400; i++) put(x, i, 1e306);
     int nout = 0;
-    th_tensor **out = run_with(tr, EAGER, 1, &x, 1, &nout);
+    th_tensor **out = run_execs(tr, EAGER, 1, &x, 1, &nout);
     if (!out) fail_msg("run: %s", th_last_error());
     for (int k = 0; k < 4; k++)
       if (at(out[0], k) != 0.0)
@@ -177,7 +161,7 @@ static void test_negzero_sums(void **state) {
             for (int64_t i = 0; i < 3 * n; i++) put(x, i, fused ? 0.0 : -0.0);
             assert_int_equal(th_set_num_threads(threads), TH_OK);
             int nout = 0;
-            th_tensor **out = fused ? run_fused(tr, &x, 1, &nout, true) : run_with(tr, EAGER, 1, &x, 1, &nout);
+            th_tensor **out = fused ? run_fused(tr, &x, 1, &nout, true) : run_execs(tr, EAGER, 1, &x, 1, &nout);
             assert_int_equal(th_set_num_threads(0), TH_OK);
             if (!out) fail_msg("run: %s", th_last_error());
             for (int k = 0; k < 3; k++) {
@@ -227,7 +211,7 @@ static void test_eager_row_extremes_specials(void **state) {
             if (nan) mx[r] = mn[r] = NAN;
           }
           int nout = 0;
-          th_tensor **out = run_with(tr, EAGER, 1, &x, 1, &nout);
+          th_tensor **out = run_execs(tr, EAGER, 1, &x, 1, &nout);
           if (!out) fail_msg("run: %s", th_last_error());
           for (int r = 0; r < 3; r++) {
             double gx = at(out[0], r), gn = at(out[1], r);
@@ -265,7 +249,7 @@ static void test_eager_columns_limit_unaligned(void **state) {
       for (int64_t i = 0; i < n; i++) put(x, i, (double)((i * 37) % 41 - 20) * 0.125);
       assert_int_equal(th_set_num_threads(threads), TH_OK);
       int nout = 0;
-      th_tensor **out = run_with(tr, EAGER, 1, &x, 1, &nout);
+      th_tensor **out = run_execs(tr, EAGER, 1, &x, 1, &nout);
       assert_int_equal(th_set_num_threads(0), TH_OK);
       if (!out) fail_msg("run: %s", th_last_error());
       for (int64_t k = 0; k < K; k++) {
