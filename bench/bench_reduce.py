@@ -15,7 +15,9 @@ Run (Release build; never a timed test):
     cmake --build build --target bench_floor
     OMP_NUM_THREADS=2 PYTHONPATH=build/python /usr/bin/python3 bench/bench_reduce.py [--build build]
         [--rounds 15] [--only sum_rows,amax_cols] [--dtypes f32,bf16]
-Threads: torch.set_num_threads and thunder-c both use OMP_NUM_THREADS (default 2)."""
+Workloads (--only): sum_rows sum_cols mean_rows amax_rows amax_cols var_rows var_cols prod_sum_cols.
+Threads: torch.set_num_threads and thunder-c both use OMP_NUM_THREADS (default 2); with the load
+average above that, every row lands on a few fixed steps and the ratios mean nothing."""
 import argparse
 import ctypes
 import os
@@ -27,7 +29,7 @@ import torch
 import thunder_c
 
 WORKLOADS = [
-    # name, function, shapes
+    # name (for --only), function, its printed form
     ("sum_rows", lambda x: x.sum(-1), "x.sum(-1)"),
     ("sum_cols", lambda x: x.sum(0), "x.sum(0)"),
     ("mean_rows", lambda x: x.mean(-1), "x.mean(-1)"),
@@ -59,6 +61,11 @@ def main():
     lib.th_bench_read_ms.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
     sink = ctypes.c_uint64(0)
     only = set(args.only.split(",")) if args.only else None
+    names = [w[0] for w in WORKLOADS]
+    if only and not only <= set(names):
+        ap.error(f"--only: unknown workload(s) {', '.join(sorted(only - set(names)))}; expected some of {', '.join(names)}")
+    if not set(args.dtypes.split(",")) <= {"f32", "bf16"}:
+        ap.error(f"--dtypes: expected f32 and/or bf16, but got {args.dtypes}")
     dts = {"f32": torch.float32, "bf16": torch.bfloat16}
     print(f"threads {threads}, rounds {args.rounds}, torch {torch.__version__}; ms: min / median / max\n")
     print("| workload | dtype | shape | floor (read) | PyTorch | thunder_c | eager only | thunder_c/floor "
