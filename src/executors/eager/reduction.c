@@ -10,9 +10,15 @@
  * dims lie outside the innermost kept dim (sum over the batch of [B, C]), up to 64 neighbouring
  * outputs advance together so every reduced position reads adjacent memory.
  *
+ * Fast paths of float sum, amax, amin, var and var_mean, tried first: the row path (one contiguous run
+ * per output: 32 lanes, no per-output loop setup) and the column path (the kept dims one contiguous
+ * block at every reduced position, up to TH_RED_COL_MAX outputs: each thread a contiguous range of
+ * reduced positions folded into its own accumulator row, merged in thread order); see their comments.
+ *
  * Accumulation: floats (any width) in float64, bool/integers in int64 with wrap-around, so f16/bf16/f32
  * sums are at least as accurate as PyTorch's float cascade. var/var_mean: each row's mean and sum of
- * squared deviations in two passes, merged across rows and chunks with Chan et al.'s formula; the
+ * squared deviations in two passes (Welford where the float64 sum or squares would overflow; the
+ * column path: Welford per column), merged across rows, chunks and threads with Chan et al.'s formula; the
  * result divides by max(0, N - correction) (0/0 = NaN, x/0 = inf, as PyTorch). NaN propagates through
  * amax/amin, and argmax/argmin return the first NaN. amax/amin/argmax/argmin of an empty reduction
  * are errors, as in PyTorch; sum of nothing is 0, prod 1, var_mean NaN. */
