@@ -520,6 +520,29 @@ static void emit_row_values(lower *L, th_ir *blk, int level) {
 }
 
 /* ---- nests ----------------------------------------------------------------------------------------------- */
+/* The row-major multi-index of flat index `flat` over domain dims [lo, hi): `<prefix>d` for each d (the
+ * outermost takes what is left, so it needs no modulo). */
+static void emit_unflatten(lower *L, th_ir *blk, const char *flat, const char *prefix, int lo, int hi) {
+  bool many = hi - lo > 1;
+  if (many) th_ir_var(L->ir, blk, "int64_t", "rem", flat);
+  for (int d = hi - 1; d >= lo; d--) {
+    th_ir_let(L->ir, blk, "int64_t", S(L, "%s%d", prefix, d), d > lo ? S(L, "rem %% D[%d]", d) : (many ? "rem" : flat));
+    if (d > lo) th_ir_set(L->ir, blk, "rem", "/=", S(L, "D[%d]", d));
+  }
+}
+
+/* Stores of the nest's ROW outputs at the flat row index `row`. */
+static void emit_row_stores(lower *L, th_ir *blk) {
+  for (int v = 0; v < L->p->nval; v++) {
+    int s = L->val_slot[v];
+    if (s < 0 || val(L, v)->lv != TH_FZ_ROW || mem_of(L, v)->nest != L->nest) continue;
+    th_strbuf sb;
+    th_sb_init(&sb);
+    put_store(&sb, val(L, v)->v->dtype, s, "row", L->vname[v]);
+    th_ir_stmt(L->ir, blk, take(L, &sb));
+  }
+}
+
 static void declare_slots(lower *L, th_ir *blk, int first, int nslots, const th_fuser_slot *slots) {
   for (int s = first; s < first + nslots; s++) {
     th_dtype d = slots[s].v->dtype;
@@ -749,11 +772,7 @@ static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int 
   if (nd - 1 > no) {
     lq = th_ir_loop(L->ir, els, full ? TH_IR_PARALLEL : TH_IR_SERIAL, "q", "0", "nq", clauses,
                     full ? "ninner >= 32768" : NULL);
-    if (nd - 2 > no) th_ir_var(L->ir, lq, "int64_t", "rem", "q");
-    for (int d = nd - 2; d >= no; d--) {
-      th_ir_let(L->ir, lq, "int64_t", S(L, "k%d", d), d > no ? S(L, "rem %% D[%d]", d) : (nd - 2 > no ? "rem" : "q"));
-      if (d > no) th_ir_set(L->ir, lq, "rem", "/=", S(L, "D[%d]", d));
-    }
+    emit_unflatten(L, lq, "q", "k", no, nd - 1);
     for (int s = first; s < first + nslots; s++) {
       if (!slot_used(L, s, nred < 0)) continue;
       th_ir_let(L->ir, lq, "int64_t", S(L, "c%d", s), S(L, "b%d + %s", s, offset_expr(L, s, "k", no, nd - 1)));
@@ -887,11 +906,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   th_ir *body = run;
   if (!full) {
     body = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "row", "0", "nrows", NULL, "nrows * ninner >= 32768");
-    if (no > 1) th_ir_var(L->ir, body, "int64_t", "rem", "row");
-    for (int d = no - 1; d >= 0; d--) {
-      th_ir_let(L->ir, body, "int64_t", S(L, "o%d", d), d > 0 ? S(L, "rem %% D[%d]", d) : (no > 1 ? "rem" : "row"));
-      if (d > 0) th_ir_set(L->ir, body, "rem", "/=", S(L, "D[%d]", d));
-    }
+    emit_unflatten(L, body, "row", "o", 0, no);
   } else {
     th_ir_let(L->ir, run, "int64_t", "row", "0");
   }
@@ -966,13 +981,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     th_ir_comment(L->ir, body, "the outputs");
     emit_pass(L, th_ir_block(L->ir, body, false), N, first, nslots, NULL, NULL, -1, full);
   }
-  for (int v = 0; v < L->p->nval; v++) {
-    int s = L->val_slot[v];
-    if (s < 0 || val(L, v)->lv != TH_FZ_ROW || mem_of(L, v)->nest != L->nest) continue;
-    th_sb_init(&sb);
-    put_store(&sb, val(L, v)->v->dtype, s, "row", L->vname[v]);
-    th_ir_stmt(L->ir, body, take(L, &sb));
-  }
+  emit_row_stores(L, body);
 }
 
 /* ---- column nests ------------------------------------------------------------------------------------------
@@ -1073,17 +1082,9 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     }
   th_ir *lr = th_ir_loop(L->ir, pb, TH_IR_SERIAL, "rr", "r0", "r1", NULL, NULL);
   if (any_var) th_ir_let(L->ir, lr, "double", "rk", "1.0 / (double)(rr - r0 + 1)"); /* Welford's 1 / count */
-  if (r > 1) th_ir_var(L->ir, lr, "int64_t", "rem", "rr");
-  for (int d = r - 1; d >= 0; d--) {
-    th_ir_let(L->ir, lr, "int64_t", S(L, "o%d", d), d > 0 ? S(L, "rem %% D[%d]", d) : (r > 1 ? "rem" : "rr"));
-    if (d > 0) th_ir_set(L->ir, lr, "rem", "/=", S(L, "D[%d]", d));
-  }
+  emit_unflatten(L, lr, "rr", "o", 0, r);
   th_ir *lk = th_ir_loop(L->ir, lr, TH_IR_SERIAL, "ko", "0", "nko", NULL, NULL);
-  if (nd - 1 > r + 1) th_ir_var(L->ir, lk, "int64_t", "rem", "ko");
-  for (int d = nd - 2; d >= r; d--) {
-    th_ir_let(L->ir, lk, "int64_t", S(L, "o%d", d), d > r ? S(L, "rem %% D[%d]", d) : (nd - 1 > r + 1 ? "rem" : "ko"));
-    if (d > r) th_ir_set(L->ir, lk, "rem", "/=", S(L, "D[%d]", d));
-  }
+  emit_unflatten(L, lk, "ko", "o", r, nd - 1);
   th_ir_let(L->ir, lk, "int64_t", "kb", "ko * ninner");
   for (int s = first; s < first + nslots; s++)
     if (slot_walked(L, s, NULL, NULL)) th_ir_let(L->ir, lk, "int64_t", S(L, "b%d", s), offset_expr(L, s, "o", 0, nd - 1));
@@ -1138,11 +1139,7 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
       }
     }
   }
-  if (nd - r > 1) th_ir_var(L->ir, lm, "int64_t", "rem", "row");
-  for (int d = nd - 1; d >= r; d--) {
-    th_ir_let(L->ir, lm, "int64_t", S(L, "o%d", d), d > r ? S(L, "rem %% D[%d]", d) : (nd - r > 1 ? "rem" : "row"));
-    if (d > r) th_ir_set(L->ir, lm, "rem", "/=", S(L, "D[%d]", d));
-  }
+  emit_unflatten(L, lm, "row", "o", r, nd);
   for (int k = 0; k < L->p->nread; k++) {
     if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;
     int s = L->read_slot[k];
@@ -1154,13 +1151,7 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   for (int k = 0; k < nred; k++) emit_finish(L, lm, red[k], "nred");
   emit_row_values(L, lm, 1);
   emit_row_values(L, lm, 2); /* after var (levels() counts its two passes) */
-  for (int v = 0; v < L->p->nval; v++) {
-    int s = L->val_slot[v];
-    if (s < 0 || val(L, v)->lv != TH_FZ_ROW || mem_of(L, v)->nest != L->nest) continue;
-    th_sb_init(&sb);
-    put_store(&sb, val(L, v)->v->dtype, s, "row", L->vname[v]);
-    th_ir_stmt(L->ir, lm, take(L, &sb));
-  }
+  emit_row_stores(L, lm);
 }
 
 /* Levels: lvl of ROW vals, red_pass of reductions (see the file comment). maxrow: the highest level of
