@@ -626,12 +626,13 @@ static th_status column_reduce(const th_bsym *b, const red_job *j, int64_t nout,
     th_free(seen);
     return th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
   }
-  for (size_t k = 0; k < (size_t)nt * per; k++) buf[k] = var && k % per >= (size_t)nout ? 0.0 : init;
   /* f32/bf16 extremes in float (half the work of converting every element); buf is reused for them */
   bool fext = (j->kind == RED_MAX || j->kind == RED_MIN) && (j->dt == TH_F32 || j->dt == TH_BF16);
   float *fbuf = fext ? (float *)(void *)buf : NULL;
-  if (fext)
-    for (size_t k = 0; k < (size_t)nt * per; k++) fbuf[k] = (float)init;
+  for (size_t k = 0; k < (size_t)nt * per; k++) {
+    if (fext) fbuf[k] = (float)init;
+    else buf[k] = var && k % per >= (size_t)nout ? 0.0 : init;
+  }
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     int t = omp_get_thread_num(), tn = omp_get_num_threads();
@@ -644,7 +645,7 @@ static th_status column_reduce(const th_bsym *b, const red_job *j, int64_t nout,
   }
   if (fext) /* widen in place, back to front (a float row t*per.. lies at or below its double row) */
     for (size_t k = (size_t)nt * per; k-- > 0;) buf[k] = (double)fbuf[k];
-  /* merge the threads' rows into row 0 in thread order, then store through acc_finish */
+  /* each output: the threads' rows merged in thread order, stored through acc_finish */
   for (int64_t k = 0; k < nout; k++) {
     red_acc a;
     acc_init(j, &a, 0);
