@@ -1025,7 +1025,8 @@ static void emit_update_col(lower *L, th_ir *blk, int i, const acc_decl *ad, int
   }
 }
 
-static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots) {
+/* N: the region's copy of the nest (its nacc is set here, for the launcher's scratch). */
+static void lower_cols(lower *L, th_ir *blk, th_fz_nest *N, int first, int nslots) {
   int nd = N->nd, r = N->r;
   th_strbuf sb;
   /* the reductions and their accumulators (all in pass 1) */
@@ -1047,7 +1048,7 @@ static void lower_cols(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     nacc += nad[nred];
     red[nred++] = i;
   }
-  ((th_fz_nest *)N)->nacc = nacc; /* the launcher sizes the scratch from the region's copy */
+  N->nacc = nacc;
   th_ir_let(L->ir, blk, "int64_t", "nred", dims_product(L, 0, r));
   th_ir_let(L->ir, blk, "int64_t", "ncols", dims_product(L, r, nd));
   th_ir_let(L->ir, blk, "int64_t", "ninner", S(L, "D[%d]", nd - 1));
