@@ -29,9 +29,11 @@ typedef struct th_compile_options {
    * var/var_mean, layout ops (reshape, transpose, slice, squeeze, broadcast_in_dim, stride_order, clone)
    * — into fusion regions (`[t0, t1] = fusion0(a, b)` in th_program_trace): loop nests whose
    * intermediates never touch memory (softmax, layer_norm, rms_norm are one region each). All regions of
-   * a program are one C translation unit, compiled once with $CC (else cc) and cached on disk in
-   * $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c); a cached program loads in well under a
-   * millisecond. Exact ops match the eager executor bit for bit; reductions and transcendental functions
+   * a program are one C translation unit, compiled with $CC (else cc) -O2 into one shared object and
+   * cached on disk in $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c); a cached program loads in
+   * well under a millisecond. On a cache miss the regions are compiled in parallel parts, one compiler
+   * process per CPU this process may use (THUNDER_FUSER_JOBS=1..8 overrides; another value fails the
+   * compile with TH_ERR_VALUE), then linked. Exact ops match the eager executor bit for bit; reductions and transcendental functions
    * agree to a tolerance (docs/design.md, "Fuser"). Without a compiler, compiling a program that has a
    * region fails with TH_ERR_NOT_IMPLEMENTED naming $CC (use {"blas", "eager"}, which runs everything).
    * THUNDER_FUSER_STRATEGY=consecutive disables reordering. */

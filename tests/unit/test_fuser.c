@@ -509,7 +509,7 @@ static char *region_source(const th_trace *p, th_fuser_region *r) {
   assert_non_null(ir);
   if (th_fuser_codegen(bsym_at(p, 0), ir, r) != TH_OK) fail_msg("codegen: %s", th_last_error());
   size_t at = 0;
-  char *src = th_fuser_unit_source(ir, &at);
+  char *src = th_fuser_unit_source(ir, &at, NULL);
   assert_non_null(src);
   char *body = strdup(src + at);
   free(src);
@@ -1491,6 +1491,121 @@ static int count_files(const char *dir, const char *prefix, const char *suffix) 
   return n;
 }
 
+/* A unit of three regions compiled in parts: with THUNDER_FUSER_JOBS=3 each region is compiled with -c by
+ * its own compiler process and the objects are linked into the one cached object; with 1 the unit is one
+ * -shared run. A $CC wrapper logs every run and fails a part holding a given function; both builds give
+ * eager's results bit for bit, a failing part fails the compile naming the compiler's message and leaves
+ * no temporary file, and an out-of-range THUNDER_FUSER_JOBS is a clear error. */
+static int count_lines(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  char line[8192];
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, needle)) n++;
+  if (f) fclose(f);
+  return n;
+}
+
+static void test_parallel_parts(void **state) {
+  (void)state;
+  static const char text[] = "def computation(a, b):\n  # a: \"cpu f32[4, 4]\"\n  # b: \"cpu f32[4, 4]\"\n"
+                             "  t0 = prims.add(a, 1.5)\n  t1 = prims.mul(t0, t0)\n  t2 = prims.matmul(t1, b)\n"
+                             "  t3 = prims.sub(t2, 0.25)\n  t4 = prims.mul(t3, a)\n  t5 = prims.matmul(t4, b)\n"
+                             "  t6 = prims.neg(t5)\n  t7 = prims.mul(t6, 3.0)\n  return t7\n";
+  static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
+  char root[400], wrap[500], log[500], cmd[1400];
+  snprintf(root, sizeof root, "%.300s/fuser-parts-%ld", TH_BINARY_DIR, (long)getpid());
+  snprintf(wrap, sizeof wrap, "%s/cc-wrap.sh", root);
+  snprintf(log, sizeof log, "%s/cc.log", root);
+  assert_int_equal(mkdir(root, 0700), 0);
+  FILE *f = fopen(wrap, "w");
+  assert_non_null(f);
+  fputs("#!/bin/sh\necho \"$*\" >> \"$THUNDER_TEST_CC_LOG\"\nfor a in \"$@\"; do case \"$a\" in *.c)\n"
+        "  if [ -n \"$THUNDER_TEST_CC_FAIL\" ] && grep -q \"$THUNDER_TEST_CC_FAIL\" \"$a\"; then\n"
+        "    echo \"injected failure\" >&2; exit 1; fi;; esac; done\nexec cc \"$@\"\n",
+        f);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(wrap, 0700), 0);
+  char *old_cc = getenv("CC") ? strdup(getenv("CC")) : NULL;
+  setenv("CC", wrap, 1);
+  setenv("THUNDER_TEST_CC_LOG", log, 1);
+  th_trace *tr = parse(text);
+  int64_t shape[2] = {4, 4};
+  th_tensor *in[2] = {random_tensor(TH_F32, 2, shape), random_tensor(TH_F32, 2, shape)};
+  int ne = 0;
+  th_tensor **want = run_with(tr, eager, 1, in, 2, &ne);
+  const char *jobs[2] = {"3", "1"};
+  for (int k = 0; k < 2; k++) {
+    char xdg[500], dir[540];
+    snprintf(xdg, sizeof xdg, "%s/cache%d", root, k);
+    snprintf(dir, sizeof dir, "%s/thunder-c", xdg);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    setenv("THUNDER_FUSER_JOBS", jobs[k], 1);
+    remove(log);
+    assert_int_equal(count_fused(tr, fused, 2), 6);
+    if (k == 0) { /* one -c run per region, then one link of the three objects */
+      assert_int_equal(count_lines(log, " -c "), 3);
+      assert_int_equal(count_lines(log, "-shared"), 1);
+      assert_int_equal(count_lines(log, ".o -lm"), 1);
+    } else {
+      assert_int_equal(count_lines(log, " -c "), 0);
+      assert_int_equal(count_lines(log, "-shared"), 1);
+    }
+    int n = 0;
+    th_tensor **got = run_with(tr, fused, 2, in, 2, &n); /* loads the cached object */
+    assert_int_equal(n, 1);
+    assert_memory_equal(th_tensor_data(got[0]), th_tensor_data(want[0]), 16 * sizeof(float));
+    th_tensor_release(got[0]);
+    free(got);
+    assert_int_equal(count_files(dir, "fusion-", ".so"), 1);
+    assert_int_equal(count_files(dir, "tmp-", ""), 0);
+  }
+  /* a failing part: the compile fails with the compiler's message, nothing is left behind */
+  char xdg[500], dir[540];
+  snprintf(xdg, sizeof xdg, "%s/cache-fail", root);
+  snprintf(dir, sizeof dir, "%s/thunder-c", xdg);
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  setenv("THUNDER_FUSER_JOBS", "3", 1);
+  setenv("THUNDER_TEST_CC_FAIL", "void fusion1(", 1);
+  th_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.executors = fused;
+  o.nexecutors = 2;
+  th_program *p = NULL;
+  assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_RUNTIME);
+  assert_null(p);
+  assert_non_null(strstr(th_last_error(), "injected failure"));
+  assert_non_null(strstr(th_last_error(), "on a generated kernel (exit 1)"));
+  assert_int_equal(count_files(dir, "fusion-", ".so"), 0);
+  assert_int_equal(count_files(dir, "tmp-", ""), 0);
+  unsetenv("THUNDER_TEST_CC_FAIL");
+  /* THUNDER_FUSER_JOBS out of range or not a number: an error even where the unit is cached (cache0) */
+  snprintf(xdg, sizeof xdg, "%s/cache0", root);
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  const char *bad[] = {"0", "9", "two", "2x", "-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    setenv("THUNDER_FUSER_JOBS", bad[i], 1);
+    assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_VALUE);
+    char want_msg[128];
+    snprintf(want_msg, sizeof want_msg, "THUNDER_FUSER_JOBS: expected an integer from 1 to 8, got '%s'", bad[i]);
+    assert_non_null(strstr(th_last_error(), want_msg));
+  }
+  assert_int_equal(count_files(dir, "tmp-", ""), 0);
+  unsetenv("THUNDER_FUSER_JOBS");
+  unsetenv("THUNDER_TEST_CC_LOG");
+  if (old_cc) setenv("CC", old_cc, 1);
+  else unsetenv("CC");
+  free(old_cc);
+  setenv("XDG_CACHE_HOME", cache_root, 1);
+  th_tensor_release(want[0]);
+  free(want);
+  th_tensor_release(in[0]);
+  th_tensor_release(in[1]);
+  th_trace_free(tr);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* Eight processes compile the same new unit into a fresh cache at once: all succeed, run and agree;
  * one object is left, no temporary file. */
 static void test_concurrent_processes(void **state) {
@@ -1571,13 +1686,13 @@ static void test_dump_and_cached_load(void **state) {
   th_fuser_region r;
   th_ir_ctx *ir = th_ir_ctx_new();
   assert_int_equal(th_fuser_codegen(bsym_at(pt, 0), ir, &r), TH_OK);
-  char *src = th_fuser_unit_source(ir, NULL);
+  char *src = th_fuser_unit_source(ir, NULL, NULL);
   void *h = NULL;
-  assert_int_equal(th_fuser_compile(src, &h), TH_OK); /* may compile (another unit text than the program's) */
+  assert_int_equal(th_fuser_compile(src, 0, NULL, &h), TH_OK); /* may compile (another unit text than the program's) */
   long c0 = th_fuser_stat_compiles();
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  assert_int_equal(th_fuser_compile(src, &h), TH_OK);
+  assert_int_equal(th_fuser_compile(src, 0, NULL, &h), TH_OK);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   assert_int_equal(th_fuser_stat_compiles(), c0);
@@ -1729,7 +1844,7 @@ int main(void) {
       cmocka_unit_test(test_row_buffers),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
       cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_invariant_reads),     cmocka_unit_test(test_row_prefetch),     cmocka_unit_test(test_differential),
-      cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_dump_and_cached_load),
+      cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_parallel_parts), cmocka_unit_test(test_dump_and_cached_load),
       cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);

@@ -39,7 +39,7 @@ static char *region_source(const char *text) {
   th_fuser_region r;
   if (th_fuser_codegen(p->bsyms.items[0], ir, &r) != TH_OK) fail_msg("codegen: %s", th_last_error());
   size_t at = 0;
-  char *src = th_fuser_unit_source(ir, &at);
+  char *src = th_fuser_unit_source(ir, &at, NULL);
   assert_non_null(src);
   char *body = strdup(src + at);
   free(src);

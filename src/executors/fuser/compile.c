@@ -1,26 +1,36 @@
 /* compile.c — compiling a translation unit of fusion regions into a shared object, with a disk cache.
  *
- * One unit per program (codegen.c: every region of it, after the prelude), so one compiler run. The
- * compiler is $CC (else cc; split at blanks like make: CC="ccache gcc" works), run through
- * posix_spawnp (no shell) as
- *   $CC -O1 -march=native -std=c11 -ffp-contract=off -fno-math-errno -fwrapv -fopenmp -fPIC -shared
- *       -o <tmp.so> <tmp.c> -lm
+ * One unit per program (codegen.c: every region of it, after the prelude) and one shared object per unit.
+ * The compiler is $CC (else cc; split at blanks like make: CC="ccache gcc" works), run through
+ * posix_spawnp (no shell) with
+ *   -O2 -march=native -std=c11 -ffp-contract=off -fno-math-errno -fwrapv -fopenmp -fPIC
  * (-ffp-contract=off: no FMA contraction, so x * 2 + 1 rounds as the eager executor does; -fwrapv:
  * integer arithmetic wraps as eager's; -fno-math-errno changes no result, as nothing reads errno, and
  * lets sqrt vectorize. Not -fno-trapping-math: it lets gcc fold (float)(int64_t)x into trunc(x), which
- * keeps the sign of -0.0 where the cast gives +0.0. -O1: the kernels' hot loops carry `omp simd`, which
- * gcc vectorizes at -O1 too; bench_fusion's kernels run as fast as at -O2 (memory-bound), and compile
- * in about 2/3 of the time (-O3 also vectorizes the strided fallbacks: 1.6x -O2's time). The cache
- * directory is $XDG_CACHE_HOME/thunder-c, else $HOME/.cache/thunder-c (made with its parents, 0700).
- * The key is the SHA-256 (FIPS 180-4) of the source, the compiler's name and `--version` output and the
- * flags; a compiled object is written to a temporary file in the cache directory and renamed into place
- * (rename(2) is atomic), so processes compiling the same unit at once never see a partial file. The
- * `--version` output is itself cached per process and on disk (cc-<hash>.txt, keyed by the compiler
- * binary's path, size, mtime and inode), so a warm start runs no process at all: hashing, one access(2)
- * and one dlopen. A cache entry that does not load (truncated, emptied) is removed and built again.
- * Loaded objects stay loaded for the process (a program may hold their functions). */
-#define _POSIX_C_SOURCE 200809L
+ * keeps the sign of -0.0 where the cast gives +0.0.) -O2 rather than -O1: the kernels are mostly
+ * compute-bound on AVX2 (a float exp or a bf16 rounding per element), and -O2 runs them 5-9% faster
+ * (softmax, layer_norm and rms_norm in f32 and bf16, measured in one process: bench/README.md); its
+ * strict aliasing also keeps `omp simd` reduction accumulators in registers, which -O1 reloads from the
+ * stack on every iteration. -O2 compiles ~1.6x slower than -O1 (it also vectorizes the scalar strided
+ * fallbacks), so a unit with several regions is compiled in parts at once: the regions are dealt into
+ * up to one part per CPU (THUNDER_FUSER_JOBS overrides; at most TH_FUSER_MAX_JOBS), largest first onto
+ * the smallest part, each part (the prelude and its functions) is compiled with -c by its own process,
+ * and the objects are linked with -shared: the GPT-2 block's unit cold-compiles in about -O1's time on
+ * two cores. A unit with one region (or one job) is one `-shared` run. -O3 (the issue's flag) compiles
+ * the bf16 block's unit 2x slower than -O2 for 3% more speed in softmax.
+ *
+ * The cache directory is $XDG_CACHE_HOME/thunder-c, else $HOME/.cache/thunder-c (made with its parents,
+ * 0700). The key is the SHA-256 (FIPS 180-4) of the source, the compiler's name and `--version` output and
+ * the flags, whether the object was built in one part or several; a compiled object is written to a
+ * temporary file in the cache directory and renamed into place (rename(2) is atomic), so processes
+ * compiling the same unit at once never see a partial file. The `--version` output is itself cached per
+ * process and on disk (cc-<hash>.txt, keyed by the compiler binary's path, size, mtime and inode), so a
+ * warm start runs no process at all: hashing, one access(2) and one dlopen. A cache entry that does not
+ * load (truncated, emptied) is removed and built again. Loaded objects stay loaded for the process (a
+ * program may hold their functions). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <dlfcn.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -127,8 +137,8 @@ void th_fuser_sha256(const void *data, size_t n, uint8_t out[32]) {
 }
 
 /* ---- running the compiler ---------------------------------------------------------------------------- */
-static const char *const FLAGS[] = {"-O1",     "-march=native", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
-                                    "-fwrapv", "-fopenmp",      "-fPIC",    "-shared"};
+static const char *const FLAGS[] = {"-O2",     "-march=native", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
+                                    "-fwrapv", "-fopenmp",      "-fPIC"};
 #define NFLAGS ((int)(sizeof FLAGS / sizeof *FLAGS))
 
 static const char *compiler(void) {
@@ -152,21 +162,21 @@ static int cc_words(const char *cc, char *buf, size_t n, char **words, int max) 
 }
 #define CC_MAXWORDS 16
 
-/* Runs argv with stdout+stderr to log_path (or /dev/null). Returns the exit status, -1 if it could not
- * start (errno in *err). */
-static int run(char *const *argv, const char *log_path, int *err) {
+/* Starts argv with stdout+stderr to log_path (or /dev/null). Returns 0 and *pid, or an errno value. */
+static int spawn(char *const *argv, const char *log_path, pid_t *pid) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   const char *lp = log_path ? log_path : "/dev/null";
   posix_spawn_file_actions_addopen(&fa, 1, lp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  int rc = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    *err = rc;
-    return -1;
-  }
+  return rc;
+}
+
+/* Waits for a spawned process. Returns its exit status (128 if it did not exit), -1 if it could not be
+ * run (exit 127: the shell convention for a missing program; errno in *err) or waited for. */
+static int reap(pid_t pid, int *err) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
@@ -178,6 +188,17 @@ static int run(char *const *argv, const char *log_path, int *err) {
     return -1;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Runs argv to completion: reap's result, or -1 if it could not start (errno in *err). */
+static int run(char *const *argv, const char *log_path, int *err) {
+  pid_t pid;
+  int rc = spawn(argv, log_path, &pid);
+  if (rc != 0) {
+    *err = rc;
+    return -1;
+  }
+  return reap(pid, err);
 }
 
 static char *read_file(const char *path, size_t max) {
@@ -316,59 +337,173 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
   return TH_OK;
 }
 
-/* Compiles source into the cache entry `so` (temporary files named after hex, renamed into place). */
-static th_status build(const char *cc, const char *dir, const char *hex, const char *source, const char *so) {
-  char tmp_c[4400], tmp_so[4400], log[4400];
-  unsigned long tag = (unsigned long)thrd_current() ^ ((unsigned long)getpid() << 20);
-  snprintf(tmp_c, sizeof tmp_c, "%s/tmp-%s-%ld-%lx.c", dir, hex, (long)getpid(), tag);
-  snprintf(tmp_so, sizeof tmp_so, "%s/tmp-%s-%ld-%lx.so", dir, hex, (long)getpid(), tag);
-  snprintf(log, sizeof log, "%s/tmp-%s-%ld-%lx.log", dir, hex, (long)getpid(), tag);
-  FILE *f = fopen(tmp_c, "wb");
-  if (!f || fputs(source, f) < 0 || fclose(f) != 0) {
-    if (f) unlink(tmp_c);
-    return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", tmp_c, strerror(errno));
+/* The compiler processes a cache miss may run at once: $THUNDER_FUSER_JOBS (1 to TH_FUSER_MAX_JOBS), else
+ * the CPUs this process may run on (its affinity mask), at most TH_FUSER_MAX_JOBS. */
+static th_status compile_jobs(int *jobs) {
+  const char *e = getenv("THUNDER_FUSER_JOBS");
+  if (e && e[0]) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (errno || *end || v < 1 || v > TH_FUSER_MAX_JOBS)
+      return th_error(TH_ERR_VALUE, "fuser: THUNDER_FUSER_JOBS: expected an integer from 1 to %d, got '%s'",
+                      TH_FUSER_MAX_JOBS, e);
+    *jobs = (int)v;
+    return TH_OK;
   }
-  char ccbuf[1024], *argv[CC_MAXWORDS + NFLAGS + 8];
-  int k = cc_words(cc, ccbuf, sizeof ccbuf, argv, CC_MAXWORDS);
-  if (k == 0) argv[k++] = "cc";
-  for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)FLAGS[i];
-  argv[k++] = "-o";
-  argv[k++] = tmp_so;
-  argv[k++] = tmp_c;
-  argv[k++] = "-lm";
-  argv[k] = NULL;
-  int err = 0, rc = run(argv, log, &err);
-  atomic_fetch_add(&n_compiles, 1);
-  unlink(tmp_c);
-  if (rc < 0) {
-    unlink(log);
-    unlink(tmp_so);
-    return missing_compiler(cc);
-  }
-  if (rc != 0) {
-    char *msg = read_file(log, 600);
-    unlink(log);
-    unlink(tmp_so);
-    th_status st = th_error(TH_ERR_RUNTIME, "fuser: %s failed on a generated kernel (exit %d): %s", cc, rc,
-                            msg ? msg : "");
-    th_free(msg);
-    return st;
-  }
-  unlink(log);
-  if (access(tmp_so, R_OK) != 0)
-    return th_error(TH_ERR_RUNTIME,
-                    "fuser: the C compiler '%s' exited 0 but wrote no object file; set $CC to a C compiler or "
-                    "compile with executors [\"blas\", \"eager\"]",
-                    cc);
-  if (rename(tmp_so, so) != 0) {
-    unlink(tmp_so);
-    return th_error(TH_ERR_RUNTIME, "fuser: cannot rename into %s: %s", so, strerror(errno));
-  }
+  cpu_set_t set;
+  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  *jobs = n < 1 ? 1 : n > TH_FUSER_MAX_JOBS ? TH_FUSER_MAX_JOBS : (int)n;
   return TH_OK;
 }
 
-th_status th_fuser_compile(const char *source, void **handle) {
+/* One compiler process of a build: its temporary source, output and log, and how it ended. */
+typedef struct {
+  char c[4400], out[4400], log[4400];
+  pid_t pid;
+  int rc, err; /* as run() */
+  bool started;
+} job;
+
+/* Writes the n slices [at[i], at[i] + len[i]) of text to path. */
+static th_status write_slices(const char *path, const char *text, int n, const size_t *at, const size_t *len) {
+  FILE *f = fopen(path, "wb");
+  bool ok = f != NULL;
+  for (int i = 0; ok && i < n; i++) ok = fwrite(text + at[i], 1, len[i], f) == len[i];
+  if (f && fclose(f) != 0) ok = false;
+  if (ok) return TH_OK;
+  int e = errno;
+  if (f) unlink(path);
+  return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", path, strerror(e));
+}
+
+/* argv for `cc FLAGS <mode> -o out in... [-lm]` (-lm unless mode is -c) in argv (CC_MAXWORDS + NFLAGS + TH_FUSER_MAX_JOBS + 8 entries);
+ * ccbuf holds $CC's words. */
+static void cc_argv(char **argv, char *ccbuf, size_t nccbuf, const char *cc, const char *mode, const char *out,
+                    int nin, char *const *in) {
+  int k = cc_words(cc, ccbuf, nccbuf, argv, CC_MAXWORDS);
+  if (k == 0) argv[k++] = "cc";
+  for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)FLAGS[i];
+  argv[k++] = (char *)mode;
+  argv[k++] = "-o";
+  argv[k++] = (char *)out;
+  for (int i = 0; i < nin; i++) argv[k++] = in[i];
+  if (strcmp(mode, "-c") != 0) argv[k++] = "-lm";
+  argv[k] = NULL;
+}
+
+/* The error of a finished job (rc != 0), or TH_OK. */
+static th_status job_status(const char *cc, const job *j, const char *what) {
+  if (j->rc == 0) return TH_OK;
+  if (j->rc < 0) return missing_compiler(cc);
+  char *msg = read_file(j->log, 600);
+  th_status st = th_error(TH_ERR_RUNTIME, "fuser: %s failed %s (exit %d): %s", cc, what, j->rc, msg ? msg : "");
+  th_free(msg);
+  return st;
+}
+
+/* Compiles source into the cache entry `so`: in one compiler run, or (nfn > 1 functions starting at fn_at
+ * and more than one job) in parts compiled to objects at once and then linked. Temporary files are named
+ * after hex and this process and thread, and removed; the object is renamed into place. */
+static th_status build(const char *cc, const char *dir, const char *hex, const char *source, int nfn,
+                       const size_t *fn_at, int njobs, const char *so) {
+  int nparts = nfn > 1 && njobs > 1 ? (nfn < njobs ? nfn : njobs) : 1;
+  unsigned long tag = (unsigned long)thrd_current() ^ ((unsigned long)getpid() << 20);
+  char tmp_so[4400];
+  snprintf(tmp_so, sizeof tmp_so, "%s/tmp-%s-%ld-%lx.so", dir, hex, (long)getpid(), tag);
+  job *jobs = th_calloc((size_t)nparts + 1, sizeof *jobs); /* the parts, then the link */
+  int *part = th_calloc((size_t)nfn + 1, sizeof *part);
+  size_t *at = th_calloc((size_t)nfn + 1, sizeof *at), *len = th_calloc((size_t)nfn + 1, sizeof *len);
+  th_status st = TH_OK;
+  if (!jobs || !part || !at || !len) {
+    st = th_error(TH_ERR_NOMEM, "fuser: out of memory starting a compile");
+    goto done;
+  }
+  /* the parts: each function (largest first) to the part with the least source so far */
+  size_t total = strlen(source), load[TH_FUSER_MAX_JOBS] = {0};
+  for (int n = 0; n < nfn && nparts > 1; n++) {
+    int best = -1;
+    size_t bl = 0;
+    for (int i = 0; i < nfn; i++) {
+      size_t l = (i + 1 < nfn ? fn_at[i + 1] : total) - fn_at[i];
+      if (part[i] == 0 && (best < 0 || l > bl)) best = i, bl = l;
+    }
+    int to = 0;
+    for (int k = 1; k < nparts; k++)
+      if (load[k] < load[to]) to = k;
+    part[best] = to + 1; /* 0: not placed yet */
+    load[to] += bl;
+  }
+  for (int k = 0; k < nparts && st == TH_OK; k++) {
+    job *j = &jobs[k];
+    snprintf(j->c, sizeof j->c, "%s/tmp-%s-%ld-%lx-%d.c", dir, hex, (long)getpid(), tag, k);
+    snprintf(j->log, sizeof j->log, "%s/tmp-%s-%ld-%lx-%d.log", dir, hex, (long)getpid(), tag, k);
+    int ns = 0;
+    if (nparts == 1) {
+      at[ns] = 0, len[ns++] = total;
+      snprintf(j->out, sizeof j->out, "%s", tmp_so);
+    } else {
+      at[ns] = 0, len[ns++] = fn_at[0]; /* the header and prelude */
+      for (int i = 0; i < nfn; i++)
+        if (part[i] == k + 1) at[ns] = fn_at[i], len[ns++] = (i + 1 < nfn ? fn_at[i + 1] : total) - fn_at[i];
+      snprintf(j->out, sizeof j->out, "%s/tmp-%s-%ld-%lx-%d.o", dir, hex, (long)getpid(), tag, k);
+    }
+    st = write_slices(j->c, source, ns, at, len);
+  }
+  /* all parts at once */
+  for (int k = 0; k < nparts && st == TH_OK; k++) {
+    job *j = &jobs[k];
+    char ccbuf[1024], *argv[CC_MAXWORDS + NFLAGS + TH_FUSER_MAX_JOBS + 8], *in[1] = {j->c};
+    cc_argv(argv, ccbuf, sizeof ccbuf, cc, nparts == 1 ? "-shared" : "-c", j->out, 1, in);
+    int rc = spawn(argv, j->log, &j->pid);
+    if (rc != 0) {
+      j->rc = -1, j->err = rc;
+      st = missing_compiler(cc);
+    } else {
+      j->started = true;
+    }
+  }
+  for (int k = 0; k < nparts; k++)
+    if (jobs[k].started) jobs[k].rc = reap(jobs[k].pid, &jobs[k].err);
+  for (int k = 0; k < nparts && st == TH_OK; k++) st = job_status(cc, &jobs[k], "on a generated kernel");
+  if (st == TH_OK && nparts > 1) { /* link the objects */
+    job *j = &jobs[nparts];
+    snprintf(j->log, sizeof j->log, "%s/tmp-%s-%ld-%lx-link.log", dir, hex, (long)getpid(), tag);
+    char ccbuf[1024], *argv[CC_MAXWORDS + NFLAGS + TH_FUSER_MAX_JOBS + 8], *in[TH_FUSER_MAX_JOBS];
+    for (int k = 0; k < nparts; k++) in[k] = jobs[k].out;
+    cc_argv(argv, ccbuf, sizeof ccbuf, cc, "-shared", tmp_so, nparts, in);
+    j->rc = run(argv, j->log, &j->err);
+    st = job_status(cc, j, "linking the generated kernels");
+  }
+  atomic_fetch_add(&n_compiles, 1);
+  if (st == TH_OK && access(tmp_so, R_OK) != 0)
+    st = th_error(TH_ERR_RUNTIME,
+                  "fuser: the C compiler '%s' exited 0 but wrote no object file; set $CC to a C compiler or "
+                  "compile with executors [\"blas\", \"eager\"]",
+                  cc);
+  if (st == TH_OK && rename(tmp_so, so) != 0)
+    st = th_error(TH_ERR_RUNTIME, "fuser: cannot rename into %s: %s", so, strerror(errno));
+done:
+  for (int k = 0; jobs && k <= nparts; k++) {
+    if (jobs[k].c[0]) unlink(jobs[k].c);
+    if (jobs[k].log[0]) unlink(jobs[k].log);
+    if (k < nparts && nparts > 1 && jobs[k].out[0]) unlink(jobs[k].out);
+  }
+  if (st != TH_OK) unlink(tmp_so);
+  th_free(jobs);
+  th_free(part);
+  th_free(at);
+  th_free(len);
+  return st;
+}
+
+th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, void **handle) {
   *handle = NULL;
+  int njobs = 1;
+  TH_TRY(compile_jobs(&njobs)); /* checked on every call, not only when a build needs it */
+  size_t total = strlen(source);
+  for (int i = 0; i < nfn; i++) /* offsets that do not split the source into functions: one part */
+    if (fn_at[i] > total || (i && fn_at[i] <= fn_at[i - 1])) nfn = 0;
   const char *cc = compiler();
   char dir[4200];
   TH_TRY(cache_dir(dir, sizeof dir));
@@ -396,7 +531,7 @@ th_status th_fuser_compile(const char *source, void **handle) {
     /* a damaged entry (truncated, emptied, another architecture): drop it and build it again */
     unlink(so);
   }
-  TH_TRY(build(cc, dir, hex, source, so));
+  TH_TRY(build(cc, dir, hex, source, nfn, fn_at, njobs, so));
   void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!lib) return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
   *handle = lib;

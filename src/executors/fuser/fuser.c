@@ -1,5 +1,6 @@
 /* fuser.c — the "fuser" executor: the fusion pass over an execution trace (partition, one translation
- * unit of every region's code, one compile) and the run-time kernel of a region (one program step).
+ * unit of every region's code, compiled in parallel parts: compile.c) and the run-time kernel of a region
+ * (one program step).
  *
  * The launcher binds each slot: an input read takes the tensor bound to its region input and applies the
  * read's view chain to (shape, strides, offset) with the eager executor's rules (a reshape the strides
@@ -256,6 +257,7 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   th_ir_ctx *ir = th_ir_ctx_new();
   th_status st = TH_OK;
   char *source = NULL;
+  size_t *fn_at = NULL;
   if (!s || !s->r || !ir) {
     st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
     goto done;
@@ -266,17 +268,21 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
     st = th_fuser_codegen(b, ir, &s->r[s->n]);
     if (st == TH_OK) s->n++;
   }
-  if (st == TH_OK && !(source = th_fuser_unit_source(ir, NULL)))
+  int nfn = st == TH_OK ? th_ir_nfuncs(ir) : 0;
+  if (st == TH_OK && !(fn_at = th_calloc((size_t)nfn + 1, sizeof *fn_at)))
+    st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
+  if (st == TH_OK && !(source = th_fuser_unit_source(ir, NULL, fn_at)))
     st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
   if (st == TH_OK) {
     st = dump(dump_dir, et->fn_name, source);
-    if (st == TH_OK) st = th_fuser_compile(source, &s->handle);
+    if (st == TH_OK) st = th_fuser_compile(source, nfn, fn_at, &s->handle);
   }
   for (int i = 0; i < s->n && st == TH_OK; i++)
     if (!(s->r[i].fn = th_fuser_symbol(s->handle, s->r[i].name)))
       st = th_error(TH_ERR_RUNTIME, "fuser: the compiled unit has no function %s", s->r[i].name);
 done:
   th_free(source);
+  th_free(fn_at);
   th_ir_ctx_free(ir);
   if (st != TH_OK) {
     th_fuser_set_free(s);

@@ -10,7 +10,8 @@
  *                as C (indentation scopes, OpenMP pragmas);
  *   codegen.c    lowers each nest to the loop IR: one C function per region, all regions of a program
  *                in one translation unit after the embedded prelude (kernel_prelude.h);
- *   compile.c    runs $CC once per translation unit, disk cache keyed by SHA-256, dlopen/dlsym;
+ *   compile.c    builds a translation unit into one shared object ($CC -O2, its regions compiled in
+ *                parallel parts and linked), disk cache keyed by SHA-256, dlopen/dlsym;
  *   fuser.c      th_fuser_pass (the three above for a program) and the launcher (one program step per
  *                region: input views, output allocation, the call).
  *
@@ -163,8 +164,11 @@ void th_ir_stmt(th_ir_ctx *c, th_ir *parent, const char *text);
 void th_ir_comment(th_ir_ctx *c, th_ir *parent, const char *text);
 /* A function `void name(params) { body }`: returns the body block. */
 th_ir *th_ir_func(th_ir_ctx *c, const char *name, const char *params);
-/* Prints every function of the context, in order, into sb (two-space indentation). */
-void th_ir_emit(const th_ir_ctx *c, th_strbuf *sb);
+/* The number of functions in the context. */
+int th_ir_nfuncs(const th_ir_ctx *c);
+/* Prints every function of the context, in order, into sb (two-space indentation), one blank line
+ * between two. fn_at (NULL, or th_ir_nfuncs(c) entries): the offset in sb where each function starts. */
+void th_ir_emit(const th_ir_ctx *c, th_strbuf *sb, size_t *fn_at);
 bool th_ir_failed(const th_ir_ctx *c); /* an allocation failed somewhere */
 
 /* ---- codegen.c ------------------------------------------------------------------------------------- */
@@ -202,9 +206,10 @@ typedef struct th_fuser_region {
 th_status th_fuser_codegen(const th_bsym *b, th_ir_ctx *ctx, th_fuser_region *r);
 void th_fuser_region_clear(th_fuser_region *r);
 /* The translation unit of a context: <tgmath.h>, the embedded prelude, the emitted functions. *body_at
- * (may be NULL) receives the offset where the functions start (golden tests compare from there). The
- * caller frees the result with th_free. NULL on allocation failure. */
-char *th_fuser_unit_source(const th_ir_ctx *ctx, size_t *body_at);
+ * (may be NULL) receives the offset where the functions start (golden tests compare from there);
+ * fn_at (NULL, or th_ir_nfuncs(ctx) entries) the offset where each function starts, for
+ * th_fuser_compile. The caller frees the result with th_free. NULL on allocation failure. */
+char *th_fuser_unit_source(const th_ir_ctx *ctx, size_t *body_at, size_t *fn_at);
 
 /* The embedded prelude (generated/fuser_prelude.c, cmake/embed_prelude.cmake). */
 extern const unsigned char th_fuser_prelude[];
@@ -212,9 +217,16 @@ extern const size_t th_fuser_prelude_len;
 
 /* ---- compile.c ------------------------------------------------------------------------------------- */
 /* Compiles a translation unit (or finds it in the disk cache) and loads it: *handle for th_fuser_symbol.
- * Errors: no compiler (TH_ERR_NOT_IMPLEMENTED naming $CC and the executors to use instead), a failing
- * compile or load (TH_ERR_RUNTIME with the compiler's first lines). */
-th_status th_fuser_compile(const char *source, void **handle);
+ * fn_at[0..nfn) (ascending offsets into source; nfn 0: none) are where its functions start, as
+ * th_fuser_unit_source gives them: on a cache miss with more than one function and more than one job
+ * (THUNDER_FUSER_JOBS, else the CPUs this process may run on; at most TH_FUSER_MAX_JOBS), the functions
+ * are split into that many parts of about equal source size, each part (the text before fn_at[0], then
+ * its functions) is compiled to an object by its own compiler process, all at once, and the objects are
+ * linked into the one shared object the cache keeps. The cache key is the whole source's, however it was
+ * built. Errors: no compiler (TH_ERR_NOT_IMPLEMENTED naming $CC and the executors to use instead), a
+ * failing compile, link or load (TH_ERR_RUNTIME with the compiler's first lines). */
+#define TH_FUSER_MAX_JOBS 8
+th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, void **handle);
 /* The function `name` of a loaded unit, or NULL. */
 th_fuser_fn th_fuser_symbol(void *handle, const char *name);
 /* Counters for tests: compiler runs and disk-cache hits in this process. */

@@ -275,9 +275,12 @@ static void emit(const th_ir *n, th_strbuf *sb, int depth) {
   }
 }
 
-void th_ir_emit(const th_ir_ctx *c, th_strbuf *sb) {
+int th_ir_nfuncs(const th_ir_ctx *c) { return c ? c->nfuncs : 0; }
+
+void th_ir_emit(const th_ir_ctx *c, th_strbuf *sb, size_t *fn_at) {
   for (int i = 0; i < c->nfuncs; i++) {
     if (i) th_sb_puts(sb, "\n");
+    if (fn_at) fn_at[i] = sb->len;
     emit(c->funcs[i], sb, 0);
   }
 }
