@@ -1681,7 +1681,8 @@ static void test_dump_and_cached_load(void **state) {
   assert_int_equal(n, 1);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
-  /* the unit is in the cache now: compiling again loads it; time th_fuser_compile alone */
+  /* the unit is in the cache now: compiling again loads it without running the compiler (how fast is
+   * bench_fusion's "warm" rows: a benchmark, not a timed test) */
   th_trace *pt = partition(tr, TH_FUSER_DATAFLOW);
   th_fuser_region r;
   th_ir_ctx *ir = th_ir_ctx_new();
@@ -1689,16 +1690,11 @@ static void test_dump_and_cached_load(void **state) {
   char *src = th_fuser_unit_source(ir, NULL, NULL);
   void *h = NULL;
   assert_int_equal(th_fuser_compile(src, 0, NULL, &h), TH_OK); /* may compile (another unit text than the program's) */
-  long c0 = th_fuser_stat_compiles();
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long c0 = th_fuser_stat_compiles(), h0 = th_fuser_stat_cache_hits();
   assert_int_equal(th_fuser_compile(src, 0, NULL, &h), TH_OK);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   assert_int_equal(th_fuser_stat_compiles(), c0);
+  assert_int_equal(th_fuser_stat_cache_hits(), h0 + 1);
   assert_non_null(th_fuser_symbol(h, "fusion0"));
-  printf("cached unit (%zu bytes of source): hash + lookup + load in %.3f ms\n", strlen(src), ms);
-  assert_true(ms < 50); /* < 1 ms on an idle machine; generous for loaded CI */
   free(src);
   th_fuser_region_clear(&r);
   th_ir_ctx_free(ir);
