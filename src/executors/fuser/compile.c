@@ -147,7 +147,8 @@ static const char *compiler(void) {
 }
 
 /* $CC split at blanks into at most max-1 words, as make does (`CC="ccache gcc"`, `CC="gcc -m64"`; no
- * quoting), in buf; the words are NULL-terminated in words. Returns the count (0: nothing but blanks). */
+ * quoting), in buf; the words are NULL-terminated in words. Returns the count (0: nothing but blanks).
+ * cc_check has made sure that every word fits. */
 static int cc_words(const char *cc, char *buf, size_t n, char **words, int max) {
   snprintf(buf, n, "%s", cc);
   int k = 0;
@@ -161,44 +162,76 @@ static int cc_words(const char *cc, char *buf, size_t n, char **words, int max) 
   return k;
 }
 #define CC_MAXWORDS 16
+#define CC_MAXLEN 1023
 
-/* Starts argv with stdout+stderr to log_path (or /dev/null). Returns 0 and *pid, or an errno value. */
-static int spawn(char *const *argv, const char *log_path, pid_t *pid) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  const char *lp = log_path ? log_path : "/dev/null";
-  posix_spawn_file_actions_addopen(&fa, 1, lp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  int rc = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return rc;
+/* $CC must fit cc_words' buffers: a longer one would lose its last words silently. */
+static th_status cc_check(const char *cc) {
+  int nw = 0;
+  for (const char *p = cc; *p;) {
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p) break;
+    nw++;
+    while (*p && *p != ' ' && *p != '\t') p++;
+  }
+  size_t len = strlen(cc);
+  if (nw > CC_MAXWORDS - 1 || len > CC_MAXLEN)
+    return th_error(TH_ERR_VALUE, "fuser: $CC: expected at most %d words and %d characters, got %d words and %zu characters",
+                    CC_MAXWORDS - 1, CC_MAXLEN, nw, len);
+  return TH_OK;
 }
 
-/* Waits for a spawned process. Returns its exit status (128 if it did not exit), -1 if it could not be
- * run (exit 127: the shell convention for a missing program; errno in *err) or waited for. */
+/* run()/reap() results below 0 (0..255: the exit status; 256 + n: killed by signal n) */
+enum {
+  RUN_NOSTART = -1, /* the program could not be started (not found, not executable): errno in *err */
+  RUN_LOG = -2,     /* the log file could not be opened: errno in *err */
+  RUN_NOWAIT = -3,  /* it ran, but its exit status is gone: SIGCHLD ignored or the child reaped elsewhere */
+};
+
+/* Starts argv with stdout+stderr to log_path (or /dev/null), opened here first so that a log that cannot
+ * be written is told apart from a compiler that cannot be started. Returns 0 and *pid, RUN_LOG or
+ * RUN_NOSTART (errno in *err). */
+static int spawn(char *const *argv, const char *log_path, pid_t *pid, int *err) {
+  int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *err = errno;
+    return RUN_LOG;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, fd, 2);
+  int rc = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fd);
+  if (rc != 0) {
+    *err = rc;
+    return RUN_NOSTART;
+  }
+  return 0;
+}
+
+/* Waits for a spawned process: its exit status, 256 + the signal that killed it, RUN_NOSTART (exit 127:
+ * the shell convention for a program that could not be run) or RUN_NOWAIT (waitpid: ECHILD, which is
+ * what it answers, once the child has ended, when SIGCHLD is ignored). */
 static int reap(pid_t pid, int *err) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
       *err = errno;
-      return -1;
+      return RUN_NOWAIT;
     }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
     *err = ENOENT;
-    return -1;
+    return RUN_NOSTART;
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 256 + WTERMSIG(status) : 255;
 }
 
-/* Runs argv to completion: reap's result, or -1 if it could not start (errno in *err). */
+/* Runs argv to completion: spawn's error or reap's result. */
 static int run(char *const *argv, const char *log_path, int *err) {
   pid_t pid;
-  int rc = spawn(argv, log_path, &pid);
-  if (rc != 0) {
-    *err = rc;
-    return -1;
-  }
-  return reap(pid, err);
+  int rc = spawn(argv, log_path, &pid, err);
+  return rc != 0 ? rc : reap(pid, err);
 }
 
 static char *read_file(const char *path, size_t max) {
@@ -317,12 +350,14 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
   argv[nw++] = "--version";
   argv[nw] = NULL;
   int err = 0, rc = run(argv, log, &err);
-  if (rc != 0) {
+  char *text = rc == 0 || rc == RUN_NOWAIT ? read_file(log, sizeof ver_text - 1) : NULL;
+  if (rc != 0 && !(rc == RUN_NOWAIT && text && text[0])) { /* without an exit status, its output tells */
+    th_free(text);
     unlink(log);
     mtx_unlock(&ver_mtx);
+    if (rc == RUN_LOG) return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", log, strerror(err));
     return missing_compiler(cc);
   }
-  char *text = read_file(log, sizeof ver_text - 1);
   if (text && text[0] && disk[0] && rename(log, disk) == 0) {
     /* kept as the disk cache entry (rename is atomic: a concurrent reader sees all or nothing) */
   } else {
@@ -343,9 +378,10 @@ static th_status compile_jobs(int *jobs) {
   const char *e = getenv("THUNDER_FUSER_JOBS");
   if (e && e[0]) {
     char *end = NULL;
+    bool digits = (e[0] >= '0' && e[0] <= '9') || (e[0] == '+' && e[1] >= '0' && e[1] <= '9'); /* no blanks */
     errno = 0;
     long v = strtol(e, &end, 10);
-    if (errno || *end || v < 1 || v > TH_FUSER_MAX_JOBS)
+    if (!digits || errno || *end || v < 1 || v > TH_FUSER_MAX_JOBS)
       return th_error(TH_ERR_VALUE, "fuser: THUNDER_FUSER_JOBS: expected an integer from 1 to %d, got '%s'",
                       TH_FUSER_MAX_JOBS, e);
     *jobs = (int)v;
@@ -392,12 +428,22 @@ static void cc_argv(char **argv, char *ccbuf, size_t nccbuf, const char *cc, con
   argv[k] = NULL;
 }
 
-/* The error of a finished job (rc != 0), or TH_OK. */
+/* The error of a finished job, or TH_OK. A job whose exit status is gone (RUN_NOWAIT) succeeded if it
+ * wrote its output; the object is loaded before it enters the cache, which catches any other garbage. */
 static th_status job_status(const char *cc, const job *j, const char *what) {
-  if (j->rc == 0) return TH_OK;
-  if (j->rc < 0) return missing_compiler(cc);
+  struct stat sb;
+  if (j->rc == 0 || (j->rc == RUN_NOWAIT && stat(j->out, &sb) == 0 && sb.st_size > 0)) return TH_OK;
+  if (j->rc == RUN_NOSTART) return missing_compiler(cc);
+  if (j->rc == RUN_LOG) return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", j->log, strerror(j->err));
+  char how[96];
+  if (j->rc == RUN_NOWAIT)
+    snprintf(how, sizeof how, "(no exit status: SIGCHLD is ignored or reaped elsewhere; no output)");
+  else if (j->rc >= 256)
+    snprintf(how, sizeof how, "(killed by signal %d)", j->rc - 256);
+  else
+    snprintf(how, sizeof how, "(exit %d)", j->rc);
   char *msg = read_file(j->log, 600);
-  th_status st = th_error(TH_ERR_RUNTIME, "fuser: %s failed %s (exit %d): %s", cc, what, j->rc, msg ? msg : "");
+  th_status st = th_error(TH_ERR_RUNTIME, "fuser: %s failed %s %s: %s", cc, what, how, msg ? msg : "");
   th_free(msg);
   return st;
 }
@@ -455,10 +501,10 @@ static th_status build(const char *cc, const char *dir, const char *hex, const c
     job *j = &jobs[k];
     char ccbuf[1024], *argv[CC_MAXWORDS + NFLAGS + TH_FUSER_MAX_JOBS + 8], *in[1] = {j->c};
     cc_argv(argv, ccbuf, sizeof ccbuf, cc, nparts == 1 ? "-shared" : "-c", j->out, 1, in);
-    int rc = spawn(argv, j->log, &j->pid);
+    int rc = spawn(argv, j->log, &j->pid, &j->err);
     if (rc != 0) {
-      j->rc = -1, j->err = rc;
-      st = missing_compiler(cc);
+      j->rc = rc;
+      st = job_status(cc, j, "on a generated kernel");
     } else {
       j->started = true;
     }
@@ -469,6 +515,7 @@ static th_status build(const char *cc, const char *dir, const char *hex, const c
   if (st == TH_OK && nparts > 1) { /* link the objects */
     job *j = &jobs[nparts];
     snprintf(j->log, sizeof j->log, "%s/tmp-%s-%ld-%lx-link.log", dir, hex, (long)getpid(), tag);
+    snprintf(j->out, sizeof j->out, "%s", tmp_so);
     char ccbuf[1024], *argv[CC_MAXWORDS + NFLAGS + TH_FUSER_MAX_JOBS + 8], *in[TH_FUSER_MAX_JOBS];
     for (int k = 0; k < nparts; k++) in[k] = jobs[k].out;
     cc_argv(argv, ccbuf, sizeof ccbuf, cc, "-shared", tmp_so, nparts, in);
@@ -481,6 +528,13 @@ static th_status build(const char *cc, const char *dir, const char *hex, const c
                   "fuser: the C compiler '%s' exited 0 but wrote no object file; set $CC to a C compiler or "
                   "compile with executors [\"blas\", \"eager\"]",
                   cc);
+  if (st == TH_OK) { /* an object that does not load never enters the cache (a linker that wrote garbage) */
+    void *probe = dlopen(tmp_so, RTLD_NOW | RTLD_LOCAL);
+    if (!probe)
+      st = th_error(TH_ERR_RUNTIME, "fuser: %s built an object that does not load: %s", cc, dlerror());
+    else
+      dlclose(probe); /* loaded again from its final name below, which debuggers and perf can find */
+  }
   if (st == TH_OK && rename(tmp_so, so) != 0)
     st = th_error(TH_ERR_RUNTIME, "fuser: cannot rename into %s: %s", so, strerror(errno));
 done:
@@ -500,11 +554,12 @@ done:
 th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, void **handle) {
   *handle = NULL;
   int njobs = 1;
-  TH_TRY(compile_jobs(&njobs)); /* checked on every call, not only when a build needs it */
+  TH_TRY(compile_jobs(&njobs)); /* both checked on every call, not only when a build needs them */
   size_t total = strlen(source);
   for (int i = 0; i < nfn; i++) /* offsets that do not split the source into functions: one part */
     if (fn_at[i] > total || (i && fn_at[i] <= fn_at[i - 1])) nfn = 0;
   const char *cc = compiler();
+  TH_TRY(cc_check(cc));
   char dir[4200];
   TH_TRY(cache_dir(dir, sizeof dir));
   char ver[2048];
