@@ -175,7 +175,8 @@ static th_status cc_check(const char *cc) {
   }
   size_t len = strlen(cc);
   if (nw > CC_MAXWORDS - 1 || len > CC_MAXLEN)
-    return th_error(TH_ERR_VALUE, "fuser: $CC: expected at most %d words and %d characters, got %d words and %zu characters",
+    return th_error(TH_ERR_VALUE,
+                    "fuser: $CC: expected at most %d words and %d characters, got %d words and %zu characters",
                     CC_MAXWORDS - 1, CC_MAXLEN, nw, len);
   return TH_OK;
 }
@@ -413,8 +414,8 @@ static th_status write_slices(const char *path, const char *text, int n, const s
   return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", path, strerror(e));
 }
 
-/* argv for `cc FLAGS <mode> -o out in... [-lm]` (-lm unless mode is -c) in argv (CC_MAXWORDS + NFLAGS + TH_FUSER_MAX_JOBS + 8 entries);
- * ccbuf holds $CC's words. */
+/* argv for `cc FLAGS <mode> -o out in... [-lm]` (-lm unless mode is -c) in argv (CC_MAXWORDS + NFLAGS +
+ * TH_FUSER_MAX_JOBS + 8 entries); ccbuf holds $CC's words. */
 static void cc_argv(char **argv, char *ccbuf, size_t nccbuf, const char *cc, const char *mode, const char *out,
                     int nin, char *const *in) {
   int k = cc_words(cc, ccbuf, nccbuf, argv, CC_MAXWORDS);
