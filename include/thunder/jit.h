@@ -45,8 +45,9 @@ typedef struct th_compile_options {
   th_device device_override;
   /* Seed of the random stream (dropout in training mode, uniform). */
   uint64_t seed;
-  /* When not NULL or empty, the fuser writes each program's generated C source (all its fusion regions)
-   * to dump_dir/<trace name>-<12 hex digits of its SHA-256>.c; NULL = $THUNDER_DUMP_FUSIONS (same
+  /* When not NULL or empty, the fuser writes each program's generated C source (all its fusion regions,
+   * after a comment listing each region's slots P[k] with the trace's names, dtypes and shapes) to
+   * dump_dir/<trace name>-<12 hex digits of its SHA-256>.c; NULL = $THUNDER_DUMP_FUSIONS (same
    * meaning), empty = nowhere. The directory must exist. A dump_dir that cannot be written fails the
    * compile with TH_ERR_IO ("fuser: dump_dir: cannot write 'd/f-0123456789ab.c': No such file or
    * directory"); for $THUNDER_DUMP_FUSIONS the compile goes on after one warning on stderr. */

@@ -1679,6 +1679,17 @@ static void test_dump_and_cached_load(void **state) {
   assert_int_equal(fscanf(f, "%d", &n), 1);
   pclose(f);
   assert_int_equal(n, 1);
+  /* the dump opens with the regions' slots under the trace's names: the input a and the output t1 */
+  snprintf(cmd, sizeof cmd, "cat %s/computation-*.c", dir);
+  f = popen(cmd, "r");
+  assert_non_null(f);
+  char head[4096];
+  size_t got = fread(head, 1, sizeof head - 1, f);
+  head[got] = 0;
+  pclose(f);
+  const char *slots = " * fusion0:\n *   P[0] in  a f32[5, 6]\n *   P[1] out t1 f32[5]\n */\n";
+  if (!strstr(head, slots)) fail_msg("the dump does not open with\n%s\nbut with\n%.600s", slots, head);
+  assert_true(strstr(head, slots) < strstr(head, "#include <tgmath.h>"));
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
   /* the unit is in the cache now: compiling again loads it without running the compiler (how fast is

@@ -195,10 +195,38 @@ void th_fuser_set_free(th_fuser_set *s) {
   th_free(s);
 }
 
-/* Writes the unit to dir/<fn_name>-<12 hex digits of its SHA-256>.c (temp file + rename, so a reader never
- * sees half a file). An explicit dump_dir that cannot be written is an error (TH_ERR_IO naming the path);
+/* The dump's header: each region's slots with the trace's names, dtypes and shapes (a comment; the compiled
+ * unit has no names, so that programs whose regions differ only in names share it). NULL on OOM. */
+static char *slot_table(const th_fuser_set *s) {
+  th_strbuf sb;
+  th_sb_init(&sb);
+  th_sb_puts(&sb, "/* The regions' slots: in fusionN(P, S, T), P[k] is the first element of slot k, S the sizes of\n"
+                  " * the region's nests one after the other, T + 8 * k slot k's element strides in its nest (inputs\n"
+                  " * are read through the views the region applies to them).\n");
+  for (int i = 0; i < s->n; i++) {
+    const th_fuser_region *r = &s->r[i];
+    th_sb_printf(&sb, " * %s:", r->name);
+    bool col = false;
+    for (int k = 0; k < r->nslots; k++) {
+      const th_fuser_slot *sl = &r->slots[k];
+      const th_value *v = sl->v;
+      th_sb_printf(&sb, "\n *   P[%d] %-3s %s %s[", k, sl->is_out ? "out" : "in", th_value_name(v),
+                   th_dtype_short(v->dtype));
+      for (int d = 0; d < v->ndim; d++) th_sb_printf(&sb, d ? ", %lld" : "%lld", (long long)v->shape[d]);
+      th_sb_puts(&sb, "]");
+    }
+    for (int n = 0; n < r->nnest; n++) col |= r->nests[n].col;
+    if (col) th_sb_printf(&sb, "\n *   P[%d] the column nests' per-thread accumulators", r->nslots);
+    th_sb_puts(&sb, "\n");
+  }
+  th_sb_puts(&sb, " */\n");
+  return th_sb_take(&sb);
+}
+
+/* Writes the unit to dir/<fn_name>-<12 hex digits of its SHA-256>.c after slot_table's comment (temp file +
+ * rename, so a reader never sees half a file). An explicit dump_dir that cannot be written is an error (TH_ERR_IO naming the path);
  * for $THUNDER_DUMP_FUSIONS, one warning on stderr per process and the compile goes on. */
-static th_status dump(const char *opt_dir, const char *fn_name, const char *source) {
+static th_status dump(const char *opt_dir, const char *fn_name, const th_fuser_set *set, const char *source) {
   const char *dir = opt_dir ? opt_dir : getenv("THUNDER_DUMP_FUSIONS");
   if (!dir || !dir[0]) return TH_OK;
   uint8_t h[32];
@@ -217,8 +245,10 @@ static th_status dump(const char *opt_dir, const char *fn_name, const char *sour
   }
   FILE *f = err ? NULL : fopen(tmp, "wb");
   if (!err && !f) err = errno;
+  char *table = f ? slot_table(set) : NULL;
   if (f) {
-    bool ok = fputs(source, f) >= 0;
+    bool ok = (!table || fputs(table, f) >= 0) && fputs(source, f) >= 0;
+    free(table);
     if (!ok) err = errno ? errno : EIO;
     if (fclose(f) != 0 && ok) err = errno ? errno : EIO;
     if (!err && rename(tmp, path) != 0) err = errno;
@@ -274,7 +304,7 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   if (st == TH_OK && !(source = th_fuser_unit_source(ir, NULL, fn_at)))
     st = th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
   if (st == TH_OK) {
-    st = dump(dump_dir, et->fn_name, source);
+    st = dump(dump_dir, et->fn_name, s, source);
     if (st == TH_OK) st = th_fuser_compile(source, nfn, fn_at, &s->handle);
   }
   for (int i = 0; i < s->n && st == TH_OK; i++)
