@@ -1169,3 +1169,18 @@ def test_dump_fusions_env_unwritable_warns_once(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok"
     assert p.stderr.count("thunder-c: warning: THUNDER_DUMP_FUSIONS: cannot write") == 1, p.stderr
+
+
+@pytest.mark.parametrize("op,arg", [("matmul", "other"), ("mm", "mat2"), ("bmm", "mat2"), ("at", "other")])
+def test_matrix_product_dtype_mismatch(op, arg):
+    """Matrix products do not promote: PyTorch raises for float32 @ float64 ("expected scalar type Float
+    but found Double"); so does the jitted function, naming the op, the argument and both dtypes."""
+    a, b = torch.randn(2, 3), torch.randn(3, 4, dtype=torch.float64)
+    f = {"matmul": lambda x, y: torch.matmul(x, y), "mm": lambda x, y: torch.mm(x, y),
+         "bmm": lambda x, y: torch.bmm(x[None], y[None]), "at": lambda x, y: x @ y}[op]
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        f(a, b)
+    name = "matmul" if op == "at" else op
+    with pytest.raises(RuntimeError, match=rf"{name}: expected {arg} to have the dtype of input, float32, but got "
+                                           r"float64"):
+        thunder_c.jit(f)(a, b)

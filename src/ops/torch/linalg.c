@@ -33,8 +33,18 @@ static th_status broadcast_batch(const char *op, const int64_t *a, int na, const
   return TH_OK;
 }
 
+/* PyTorch's matrix products take one dtype (no promotion): "expected scalar type Float but found Double";
+ * the message names the op, the argument and both dtypes. */
+static th_status same_dtype(const char *op, const th_value *a, const th_value *b, const char *bname) {
+  if (a->dtype == b->dtype) return TH_OK;
+  return th_error(TH_ERR_RUNTIME, "%s: expected %s to have the dtype of input, %s, but got %s (no type promotion in "
+                  "matrix products)",
+                  op, bname, th_dtype_name(a->dtype), th_dtype_name(b->dtype));
+}
+
 static th_status matmul(th_trace *tr, const char *op, th_arg a, th_arg b, th_arg *out) {
   const th_value *va = a.u.value, *vb = b.u.value;
+  TH_TRY(same_dtype(op, va, vb, "other"));
   if (va->ndim == 0 || vb->ndim == 0)
     return th_error(TH_ERR_RUNTIME, "%s: both arguments to matmul need to be at least 1D, but they are %dD and %dD", op,
                     va->ndim, vb->ndim);
@@ -74,6 +84,7 @@ th_status ltorch_matmul_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
 static th_status check_bmm(const char *op, const th_value *a, const th_value *b) {
   if (a->ndim != 3) return th_error(TH_ERR_RUNTIME, "%s: batch1 must be a 3D tensor", op);
   if (b->ndim != 3) return th_error(TH_ERR_RUNTIME, "%s: batch2 must be a 3D tensor", op);
+  TH_TRY(same_dtype(op, a, b, "mat2"));
   if (b->shape[0] != a->shape[0] || b->shape[1] != a->shape[2])
     return th_error(TH_ERR_RUNTIME,
                     "%s: Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] but got: [%lld, "
@@ -85,6 +96,7 @@ static th_status check_bmm(const char *op, const th_value *a, const th_value *b)
 static th_status check_mm(const char *op, const th_value *a, const th_value *b) {
   if (a->ndim != 2) return th_error(TH_ERR_RUNTIME, "%s: self must be a matrix", op);
   if (b->ndim != 2) return th_error(TH_ERR_RUNTIME, "%s: mat2 must be a matrix", op);
+  TH_TRY(same_dtype(op, a, b, "mat2"));
   if (a->shape[1] != b->shape[0]) return shape_mismatch(op, a, b);
   return TH_OK;
 }
