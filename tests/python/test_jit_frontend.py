@@ -1184,3 +1184,19 @@ def test_matrix_product_dtype_mismatch(op, arg):
     with pytest.raises(RuntimeError, match=rf"{name}: expected {arg} to have the dtype of input, float32, but got "
                                            r"float64"):
         thunder_c.jit(f)(a, b)
+
+
+@pytest.mark.parametrize("name", ["torch.randn", "torch.rand_like", "torch.normal", "torch.bernoulli",
+                                  "torch.Tensor.normal_", "torch.Tensor.uniform_", "torch.cumsum"])
+def test_random_sampler_inside_jit_says_pass_it_in(name):
+    """A random sampler called inside a jitted function is refused with the way out (draw it outside,
+    pass it in); another unsupported op keeps the plain message."""
+    f = {"torch.randn": lambda x: x + torch.randn(3), "torch.rand_like": lambda x: x + torch.rand_like(x),
+         "torch.normal": lambda x: x + torch.normal(0.0, 1.0, (3,)), "torch.bernoulli": lambda x: torch.bernoulli(x),
+         "torch.Tensor.normal_": lambda x: x.clone().normal_(), "torch.Tensor.uniform_": lambda x: x.clone().uniform_(),
+         "torch.cumsum": lambda x: torch.cumsum(x, 0)}[name]
+    with pytest.raises(NotImplementedError) as e:
+        thunder_c.jit(f)(torch.full((3,), 0.5))
+    msg = str(e.value)
+    assert msg.startswith(f"{name} is not supported by thunder_c"), msg
+    assert ("pass the tensor in as an argument" in msg) == (name != "torch.cumsum"), msg

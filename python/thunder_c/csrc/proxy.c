@@ -894,6 +894,19 @@ static PyObject *func_display(PyObject *func) {
   return r;
 }
 
+/* torch's random samplers (torch.randn, torch.rand_like, Tensor.normal_, torch.bernoulli, ...): a user
+ * who calls one inside a jitted function is told to pass the random tensor in. */
+static bool is_random_factory(const char *name) {
+  static const char *const exact[] = {"normal",   "normal_",      "bernoulli",  "bernoulli_", "multinomial", "poisson",
+                                      "uniform_", "exponential_", "geometric_", "cauchy_",    "log_normal_"};
+  const char *dot = strrchr(name, '.');
+  const char *base = dot ? dot + 1 : name;
+  if (!strncmp(base, "rand", 4)) return true; /* rand randn randint randperm rand_like random_ ... */
+  for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+    if (!strcmp(base, exact[i])) return true;
+  return false;
+}
+
 static bool has_proxy(PyObject *o, int depth) {
   if (Py_TYPE(o) == &pyth_proxy_type) return true;
   if (depth > 8) return false;
@@ -941,7 +954,14 @@ PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t 
       r = Py_NewRef(pyth_passthrough_marker); /* the mode runs func eagerly */
     } else if (pt >= 0) {
       PyObject *d = func_display(func);
-      if (d) PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c", d);
+      const char *name = d ? PyUnicode_AsUTF8(d) : NULL;
+      if (name && is_random_factory(name))
+        PyErr_Format(PyExc_NotImplementedError,
+                     "%U is not supported by thunder_c: random numbers cannot be drawn inside a jitted function "
+                     "(draw them outside and pass the tensor in as an argument)",
+                     d);
+      else if (d)
+        PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c", d);
       Py_XDECREF(d);
     }
   }
@@ -1249,6 +1269,12 @@ static PyGetSetDef proxy_getset[] = {
 static PyObject *unsupported_call(PyObject *self, PyObject *args, PyObject *kw) {
   (void)args;
   (void)kw;
+  const char *name = PyUnicode_AsUTF8(self);
+  if (name && is_random_factory(name))
+    return PyErr_Format(PyExc_NotImplementedError,
+                        "%U is not supported by thunder_c: random numbers cannot be drawn inside a jitted function "
+                        "(draw them outside and pass the tensor in as an argument)",
+                        self);
   return PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c", self);
 }
 static PyMethodDef unsupported_def = {"unsupported", (PyCFunction)(void (*)(void))unsupported_call, METH_VARARGS | METH_KEYWORDS, NULL};
