@@ -179,6 +179,15 @@ static th_tensor *eager_out(const th_trace *tr, th_tensor **in) {
   return r;
 }
 
+/* frees a test's program: its text, trace, two inputs and eager's output */
+static void drop(char *text, th_trace *tr, th_tensor **in, th_tensor *want) {
+  th_tensor_release(want);
+  th_tensor_release(in[0]);
+  th_tensor_release(in[1]);
+  th_trace_free(tr);
+  free(text);
+}
+
 static void assert_same(const th_tensor *got, const th_tensor *want) {
   assert_memory_equal(th_tensor_data(got), th_tensor_data(want), 64 * sizeof(float));
 }
@@ -300,11 +309,7 @@ static void test_wrapper_failures(void **state) {
   no_children();
   assert_int_equal(count_fds(), fds + 0);
   unsetenv("THUNDER_FUSER_JOBS");
-  th_tensor_release(want);
-  th_tensor_release(in[0]);
-  th_tensor_release(in[1]);
-  th_trace_free(tr);
-  free(text);
+  drop(text, tr, in, want);
 }
 
 /* Eight processes compile the same 7-region unit into one fresh cache at once, with 2 to 4 jobs each. */
@@ -348,11 +353,7 @@ static void test_fork_concurrent(void **state) {
   assert_int_equal(count_files(dir, "fusion-", ".so"), 1);
   assert_int_equal(count_files(dir, "tmp-", ""), 0);
   assert_int_equal(count_files(dir, "version-", ""), 0);
-  th_tensor_release(want);
-  th_tensor_release(in[0]);
-  th_tensor_release(in[1]);
-  th_trace_free(tr);
-  free(text);
+  drop(text, tr, in, want);
 }
 
 /* Four threads of this process compile at once: two the same unit, two another one. */
@@ -498,11 +499,7 @@ static void test_jobs_env(void **state) {
   assert_int_equal(count_files(dir, "fusion-", ".so"), 1);
   assert_int_equal(count_files(dir, "tmp-", ""), 0);
   unsetenv("THUNDER_FUSER_JOBS");
-  th_tensor_release(want);
-  th_tensor_release(in[0]);
-  th_tensor_release(in[1]);
-  th_trace_free(tr);
-  free(text);
+  drop(text, tr, in, want);
 }
 
 /* Found by this review and fixed in compile.c:
@@ -616,11 +613,7 @@ static void test_review_fixes(void **state) {
   assert_int_equal(count_files(dir, "fusion-", ".so"), 1);
   assert_int_equal(count_files(dir, "tmp-", ""), 0);
   no_children();
-  th_tensor_release(want);
-  th_tensor_release(in[0]);
-  th_tensor_release(in[1]);
-  th_trace_free(tr);
-  free(text);
+  drop(text, tr, in, want);
 }
 
 int main(void) {
