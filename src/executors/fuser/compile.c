@@ -452,7 +452,12 @@ static th_status job_status(const char *cc, const job *j, const char *what) {
 /* Compiles source into the cache entry `so`: in one compiler run, or (nfn > 1 functions starting at fn_at
  * and more than one job) in parts compiled to objects at once and then linked. Temporary files are named
  * after hex and this process and thread, and removed; the object is renamed into place. */
-static th_status build(const char *cc, const char *dir, const char *hex, const char *source, int nfn,
+/* The source length of function i of a unit of total bytes whose nfn functions start at fn_at. */
+static size_t fn_len(const size_t *fn_at, int nfn, size_t total, int i) {
+  return (i + 1 < nfn ? fn_at[i + 1] : total) - fn_at[i];
+}
+
+static th_status build(const char *cc, const char *dir, const char *hex, const char *source, size_t total, int nfn,
                        const size_t *fn_at, int njobs, const char *so) {
   int nparts = nfn > 1 && njobs > 1 ? (nfn < njobs ? nfn : njobs) : 1;
   unsigned long tag = (unsigned long)thrd_current() ^ ((unsigned long)getpid() << 20);
@@ -467,12 +472,12 @@ static th_status build(const char *cc, const char *dir, const char *hex, const c
     goto done;
   }
   /* the parts: each function (largest first) to the part with the least source so far */
-  size_t total = strlen(source), load[TH_FUSER_MAX_JOBS] = {0};
+  size_t load[TH_FUSER_MAX_JOBS] = {0};
   for (int n = 0; n < nfn && nparts > 1; n++) {
     int best = -1;
     size_t bl = 0;
     for (int i = 0; i < nfn; i++) {
-      size_t l = (i + 1 < nfn ? fn_at[i + 1] : total) - fn_at[i];
+      size_t l = fn_len(fn_at, nfn, total, i);
       if (part[i] == 0 && (best < 0 || l > bl)) best = i, bl = l;
     }
     int to = 0;
@@ -492,7 +497,7 @@ static th_status build(const char *cc, const char *dir, const char *hex, const c
     } else {
       at[ns] = 0, len[ns++] = fn_at[0]; /* the header and prelude */
       for (int i = 0; i < nfn; i++)
-        if (part[i] == k + 1) at[ns] = fn_at[i], len[ns++] = (i + 1 < nfn ? fn_at[i + 1] : total) - fn_at[i];
+        if (part[i] == k + 1) at[ns] = fn_at[i], len[ns++] = fn_len(fn_at, nfn, total, i);
       snprintf(j->out, sizeof j->out, "%s/tmp-%s-%ld-%lx-%d.o", dir, hex, (long)getpid(), tag, k);
     }
     st = write_slices(j->c, source, ns, at, len);
@@ -567,7 +572,7 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
   TH_TRY(compiler_version(cc, dir, ver, sizeof ver));
   sha256_ctx c;
   sha256_init(&c);
-  sha256_update(&c, source, strlen(source) + 1);
+  sha256_update(&c, source, total + 1);
   sha256_update(&c, cc, strlen(cc) + 1);
   sha256_update(&c, ver, strlen(ver) + 1);
   for (int i = 0; i < NFLAGS; i++) sha256_update(&c, FLAGS[i], strlen(FLAGS[i]) + 1);
@@ -587,7 +592,7 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
     /* a damaged entry (truncated, emptied, another architecture): drop it and build it again */
     unlink(so);
   }
-  TH_TRY(build(cc, dir, hex, source, nfn, fn_at, njobs, so));
+  TH_TRY(build(cc, dir, hex, source, total, nfn, fn_at, njobs, so));
   void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!lib) return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
   *handle = lib;
