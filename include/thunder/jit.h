@@ -33,7 +33,8 @@ typedef struct th_compile_options {
    * cached on disk in $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c); a cached program loads in
    * well under a millisecond. On a cache miss the regions are compiled in parallel parts, one compiler
    * process per CPU this process may use (THUNDER_FUSER_JOBS=1..8 overrides; another value fails the
-   * compile with TH_ERR_VALUE), then linked. Exact ops match the eager executor bit for bit; reductions and transcendental functions
+   * compile with TH_ERR_VALUE), then linked. The cache is bounded to THUNDER_CACHE_MAX_MB MiB (default
+   * 1024, 0: no bound; least recently used kernels go first; another value is TH_ERR_VALUE). Exact ops match the eager executor bit for bit; reductions and transcendental functions
    * agree to a tolerance (docs/design.md, "Fuser"). Without a compiler, compiling a program that has a
    * region fails with TH_ERR_NOT_IMPLEMENTED naming $CC (use {"blas", "eager"}, which runs everything).
    * THUNDER_FUSER_STRATEGY=consecutive disables reordering. */

@@ -1200,3 +1200,27 @@ def test_random_sampler_inside_jit_says_pass_it_in(name):
     msg = str(e.value)
     assert msg.startswith(f"{name} is not supported by thunder_c"), msg
     assert ("pass the tensor in as an argument" in msg) == (name != "torch.cumsum"), msg
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("executors", [None, ["eager"]])
+def test_var_mean_nonfinite_and_near_max_rows(dtype, executors):
+    """torch.var_mean of rows holding an inf or a NaN, or (float64) values near the top of the range,
+    against PyTorch's own: fused (the `* 1.0` puts the reduction in a fusion region) and eager. PyTorch's
+    Welford gives mean NaN once a finite element follows an inf, var 0 for equal rows of 1e306 (a two-pass
+    float64 var overflows there), and inf when the exact variance overflows."""
+    x = torch.full((6, 100), 2.5, dtype=dtype)
+    x[0, 5] = float("inf")
+    x[1, 99] = float("inf")       # the inf last: Welford's mean stays inf
+    x[2, 7] = float("nan")
+    x[3, 0] = float("-inf")
+    if dtype == torch.float64:
+        x[4] = 1e306
+        x[5] = 1e306
+        x[5, 37] = 1.0000000000000002e306
+    f = thunder_c.jit(lambda t: torch.var_mean(t * 1.0, -1), executors=executors)
+    got, want = f(x), torch.var_mean(x * 1.0, -1)
+    for g, w in zip(got, want):
+        assert torch.equal(torch.isnan(g), torch.isnan(w)), (g, w)
+        m = ~torch.isnan(w)
+        assert torch.equal(g[m], w[m]), (g, w)

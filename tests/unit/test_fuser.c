@@ -7,6 +7,7 @@
  * missing-compiler error and the dump option. Numerics of reductions, norms, layouts and dtypes:
  * test_fuser_numerics.c. */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1491,6 +1492,158 @@ static int count_files(const char *dir, const char *prefix, const char *suffix) 
   return n;
 }
 
+/* ---- the cache's bound ---- */
+static void make_kernel_file(const char *dir, const char *name, size_t bytes, time_t age_s) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  for (size_t i = 0; i < bytes; i++) fputc((int)(i * 131 % 251) + 1, f); /* written: blocks allocated */
+  fclose(f);
+  struct timespec t[2] = {{time(NULL) - age_s, 0}, {time(NULL) - age_s, 0}};
+  assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+static bool file_there(const char *dir, const char *name, struct stat *st) {
+  char path[700];
+  struct stat tmp;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, st ? st : &tmp) == 0;
+}
+
+static th_status compile_text(const char *text) {
+  th_trace *tr = parse(text);
+  th_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.executors = with_fuser;
+  o.nexecutors = 3;
+  th_program *p = NULL;
+  th_status st = th_program_compile(tr, &o, &p);
+  th_program_free(p);
+  th_trace_free(tr);
+  return st;
+}
+
+/* THUNDER_CACHE_MAX_MB bounds the kernel cache: after a build over the bound, the least recently used
+ * kernels go (oldest mtime first, stopping as soon as the kernels fill at most 80% of the bound), never
+ * one used within the last minute nor a file that is not a kernel; temporary files a day old go too. A hit
+ * marks its entry used; 0 means no bound; a value that is not a whole number of MiB is TH_ERR_VALUE. */
+static void test_cache_bound(void **state) {
+  (void)state;
+  char xdg[400], dir[440];
+  snprintf(xdg, sizeof xdg, "%.300s/fuser-bound-%ld", TH_BINARY_DIR, (long)getpid());
+  snprintf(dir, sizeof dir, "%s/thunder-c", xdg);
+  char cmd[1000];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", xdg, dir);
+  assert_int_equal(system(cmd), 0);
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  /* six stale kernels of 256 KiB, fake0 the least recently used, one used 10 s ago, and bystanders */
+  enum { NFAKE = 6 };
+  char fake[NFAKE][32];
+  for (int k = 0; k < NFAKE; k++) {
+    snprintf(fake[k], sizeof fake[k], "fusion-fake%d.so", k);
+    make_kernel_file(dir, fake[k], 256 << 10, 10 * 86400 - 3600 * k);
+  }
+  make_kernel_file(dir, "fusion-fresh.so", 256 << 10, 10);
+  make_kernel_file(dir, "tmp-crashed.c", 100, 2 * 86400);
+  make_kernel_file(dir, "tmp-busy.c", 100, 30);
+  make_kernel_file(dir, "cc-0123.txt", 100, 30 * 86400);
+  make_kernel_file(dir, "notes.txt", 300 << 10, 30 * 86400);
+  struct stat st;
+  long long fake_bytes[NFAKE];
+  for (int k = 0; k < NFAKE; k++) {
+    assert_true(file_there(dir, fake[k], &st));
+    fake_bytes[k] = (long long)st.st_blocks * 512;
+  }
+  assert_true(file_there(dir, "fusion-fresh.so", &st));
+  long long fresh_bytes = (long long)st.st_blocks * 512;
+
+  const char *prog = "def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.625)\n"
+                     "  t1 = prims.mul(t0, t0)\n  return t1\n";
+  /* a bad bound is refused before anything is looked up or built */
+  static const char *const bad[] = {"abc", " 5", "-1", "5MB", "1e3", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("THUNDER_CACHE_MAX_MB", bad[i], 1);
+    assert_int_equal(compile_text(prog), TH_ERR_VALUE);
+    char want[200];
+    snprintf(want, sizeof want, "THUNDER_CACHE_MAX_MB: expected the kernel cache's bound in MiB, an integer from 0 "
+                                "(no bound) to 1073741824, got '%s'", bad[i]);
+    if (!strstr(th_last_error(), want)) fail_msg("'%s': %s", bad[i], th_last_error());
+  }
+  assert_int_equal(count_files(dir, "fusion-", ".so"), NFAKE + 1);
+
+  /* no bound: a build removes nothing */
+  setenv("THUNDER_CACHE_MAX_MB", "0", 1);
+  long c0 = th_fuser_stat_compiles();
+  assert_int_equal(compile_text(prog), TH_OK);
+  assert_int_equal(th_fuser_stat_compiles(), c0 + 1);
+  assert_int_equal(count_files(dir, "fusion-", ".so"), NFAKE + 2);
+  assert_true(file_there(dir, "tmp-crashed.c", NULL)); /* without a bound the cache is not even scanned */
+
+  /* 1 MiB: another build trims the least recently used */
+  setenv("THUNDER_CACHE_MAX_MB", "1", 1);
+  assert_int_equal(compile_text("def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.75)\n"
+                                "  t1 = prims.mul(t0, t0)\n  return t1\n"),
+                   TH_OK);
+  assert_int_equal(th_fuser_stat_compiles(), c0 + 2);
+  /* the two real kernels, the fresh one and the bystanders stay; the stale ones go oldest first */
+  assert_true(file_there(dir, "fusion-fresh.so", NULL));
+  assert_true(file_there(dir, "tmp-busy.c", NULL));
+  assert_true(file_there(dir, "cc-0123.txt", NULL));
+  assert_true(file_there(dir, "notes.txt", NULL));
+  assert_false(file_there(dir, "tmp-crashed.c", NULL));
+  long long real_bytes = 0;
+  FILE *ls = NULL;
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep '^fusion-[0-9a-f]*\\.so$'", dir);
+  ls = popen(cmd, "r");
+  assert_non_null(ls);
+  char name[256];
+  int nreal = 0;
+  while (fgets(name, sizeof name, ls)) {
+    name[strcspn(name, "\n")] = 0;
+    assert_true(file_there(dir, name, &st));
+    real_bytes += (long long)st.st_blocks * 512, nreal++;
+  }
+  pclose(ls);
+  assert_int_equal(nreal, 2);
+  long long total = real_bytes + fresh_bytes, target = (1LL << 20) / 5 * 4;
+  int first_kept = NFAKE;
+  for (int k = 0; k < NFAKE; k++)
+    if (file_there(dir, fake[k], NULL)) {
+      if (first_kept == NFAKE) first_kept = k;
+      total += fake_bytes[k];
+    } else {
+      assert_true(first_kept == NFAKE); /* removed ones are a prefix of the use order */
+    }
+  assert_true(total <= target);                                          /* removed enough */
+  assert_true(first_kept > 0 && total + fake_bytes[first_kept - 1] > target); /* and no more */
+
+  /* a hit marks its entry used: the first real kernel made a week old is touched by compiling it again */
+  assert_int_equal(setenv("THUNDER_CACHE_MAX_MB", "0", 1), 0);
+  snprintf(cmd, sizeof cmd, "touch -d '7 days ago' '%s'/fusion-[0-9a-f]*.so", dir);
+  assert_int_equal(system(cmd), 0);
+  time_t before = time(NULL);
+  long h0 = th_fuser_stat_cache_hits();
+  assert_int_equal(compile_text(prog), TH_OK);
+  assert_int_equal(th_fuser_stat_cache_hits(), h0 + 1);
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep '^fusion-[0-9a-f]*\\.so$'", dir);
+  ls = popen(cmd, "r");
+  assert_non_null(ls);
+  int touched = 0;
+  while (fgets(name, sizeof name, ls)) {
+    name[strcspn(name, "\n")] = 0;
+    assert_true(file_there(dir, name, &st));
+    touched += st.st_mtime >= before;
+  }
+  pclose(ls);
+  assert_int_equal(touched, 1);
+
+  unsetenv("THUNDER_CACHE_MAX_MB");
+  setenv("XDG_CACHE_HOME", cache_root, 1);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", xdg);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* A unit of three regions compiled in parts: with THUNDER_FUSER_JOBS=3 each region is compiled with -c by
  * its own compiler process and the objects are linked into the one cached object; with 1 the unit is one
  * -shared run. A $CC wrapper logs every run and fails a part holding a given function; both builds give
@@ -1850,7 +2003,7 @@ int main(void) {
       cmocka_unit_test(test_codegen_structure),    cmocka_unit_test(test_golden),
       cmocka_unit_test(test_row_buffers),
       cmocka_unit_test(test_sha256),               cmocka_unit_test(test_cache_reused),       cmocka_unit_test(test_cache_dir_created),
-      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_invariant_reads),     cmocka_unit_test(test_row_prefetch),     cmocka_unit_test(test_differential),
+      cmocka_unit_test(test_missing_compiler),   cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_damaged_cache_entry), cmocka_unit_test(test_cache_bound),   cmocka_unit_test(test_signbit_vectorized), cmocka_unit_test(test_where_select),     cmocka_unit_test(test_gelu_tanh_tail),     cmocka_unit_test(test_broadcast_sinking),     cmocka_unit_test(test_invariant_reads),     cmocka_unit_test(test_row_prefetch),     cmocka_unit_test(test_differential),
       cmocka_unit_test(test_concurrent_processes), cmocka_unit_test(test_parallel_parts), cmocka_unit_test(test_dump_and_cached_load),
       cmocka_unit_test(test_fault_injection),
   };

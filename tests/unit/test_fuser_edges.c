@@ -3,7 +3,8 @@
  * the value before the copy, computed here), the tanh GELU tail rewrite (x * 0.5 * (1 + tanh z)) must
  * stay within a few ulp of float64 x sigmoid(2z) next to the z where float32 tanh(z) first rounds to -1,
  * and reads invariant over a row nest's inner dims (a [R] row vector, an expanded [R, 1], a 0-d scalar)
- * must give exact integer row sums. */
+ * must give exact integer row sums, and a fused float64 var near the top of the range must not overflow
+ * where the exact variance is finite (Welford's rescue, as the eager executor and PyTorch). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdbool.h>
@@ -120,11 +121,86 @@ static void test_invariant_row_reads(void **state) {
   th_trace_free(tr);
 }
 
+/* The reference variance and mean of n doubles x[i * st], in long double (x87: 64-bit significand,
+ * exponent to 1e4932, so neither the sum nor the squares overflow), rounded to double at the end. */
+static void ref_var_mean(const double *x, int n, int st, double corr, double *var, double *mean) {
+  long double s = 0, q = 0;
+  for (int i = 0; i < n; i++) s += x[i * st];
+  long double u = s / n;
+  for (int i = 0; i < n; i++) q += (x[i * st] - u) * (x[i * st] - u);
+  *var = (double)(q / (n - corr));
+  *mean = (double)u;
+}
+
+static void expect_close(double got, double want, const char *what, int row) {
+  if (isnan(want) ? isnan(got) : (isinf(want) ? got == want : fabs(got - want) <= 1e-13 * fabs(want)))
+    return;
+  fail_msg("%s of row %d: got %.17g, want %.17g", what, row, got, want);
+}
+
+/* Fused var_mean of float64 rows near the top of the range, in each kind of row nest: rows of one inner
+ * dim, rows of two inner dims, one row reduced whole (parallel passes) and transposed rows (the strided
+ * walk). Each row of 100: all 1e306 (the float64 sum's rounded mean is ~1e290 off, and its square is
+ * inf: var must be 0 and the mean exact), all 1.7e308 (the sum itself is inf), 1e306 with one element an
+ * ulp higher (the exact var overflows: inf), one inf element (var and mean NaN, as torch.var_mean), and
+ * an ordinary row (the two-pass path untouched). */
+static void test_f64_var_near_max(void **state) {
+  (void)state;
+  static const struct {
+    const char *trace;
+    int nrows, rowlen, rowstride, elstride; /* x's layout as the rows see it */
+    int64_t shape[3];
+    int nd;
+  } cases[] = {
+      {"def computation(x):\n  # x: \"cpu f64[5, 100]\"\n  t = prims.mul(x, 1.0)\n"
+       "  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
+       5, 100, 100, 1, {5, 100}, 2},
+      {"def computation(x):\n  # x: \"cpu f64[2, 5, 20]\"\n  t = prims.mul(x, 1.0)\n"
+       "  (v, m) = prims.var_mean(t, (1, 2), correction=1.0)\n  return (v, m)\n",
+       2, 100, 100, 1, {2, 5, 20}, 3},
+      {"def computation(x):\n  # x: \"cpu f64[100]\"\n  t = prims.mul(x, 1.0)\n"
+       "  (v, m) = prims.var_mean(t, (0,), correction=0.0)\n  return (v, m)\n",
+       1, 100, 100, 1, {100}, 1},
+      {"def computation(x):\n  # x: \"cpu f64[100, 5]\"\n  xt = prims.transpose(x, (1, 0))\n"
+       "  t = prims.mul(xt, 1.0)\n  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
+       5, 100, 1, 5, {100, 5}, 2},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    th_trace *tr = parse(cases[c].trace);
+    th_tensor *x = th_tensor_new(TH_F64, cases[c].nd, cases[c].shape);
+    double *xp = th_tensor_data(x);
+    for (int r = 0; r < cases[c].nrows; r++)
+      for (int j = 0; j < cases[c].rowlen; j++) {
+        double v = r == 0 ? 1e306 : r == 1 ? 1.7e308 : r == 2 ? (j == 37 ? nextafter(1e306, INFINITY) : 1e306)
+                 : r == 3 ? (j == 5 ? INFINITY : 2.5) : 1e3 + 0.001 * ((j * 37) % 101);
+        xp[r * cases[c].rowstride + j * cases[c].elstride] = v;
+      }
+    th_tensor *in[1] = {x};
+    int no = 0;
+    th_tensor **out = run_fused(tr, in, 1, &no, true);
+    const double *vp = th_tensor_data(out[0]), *mp = th_tensor_data(out[1]);
+    double corr = c == 2 ? 0.0 : 1.0;
+    for (int r = 0; r < cases[c].nrows; r++) {
+      double want_v, want_m;
+      ref_var_mean(xp + r * cases[c].rowstride, cases[c].rowlen, cases[c].elstride, corr, &want_v, &want_m);
+      if (r < 2) assert_true(want_v == 0.0); /* the reference itself: equal elements */
+      if (r == 2) assert_true(isinf(want_v));
+      if (r == 3) want_m = NAN; /* PyTorch's Welford: inf - inf once a finite element follows the inf */
+      expect_close(vp[r], want_v, "var", r);
+      expect_close(mp[r], want_m, "mean", r);
+    }
+    release_all(out, no);
+    th_tensor_release(x);
+    th_trace_free(tr);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sinking_respects_copy),
       cmocka_unit_test(test_gelu_tail_near_minus_one),
       cmocka_unit_test(test_invariant_row_reads),
+      cmocka_unit_test(test_f64_var_near_max),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -732,9 +732,11 @@ static th_ir *row_loop(lower *L, th_ir *blk, const char *clauses, bool full) {
   return th_ir_loop(L->ir, ch, TH_IR_SIMD, "j", "jb", "je", clauses, NULL);
 }
 
+static th_ir *strided_walk(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots, const char *clauses,
+                           bool full, bool stores, index_mode *is);
 static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots, const int *red,
                       const bool *second, int nred, bool full) {
-  int nd = N->nd, no = nd - N->r;
+  int nd = N->nd;
   acc_decl ad[64];
   int nad = 0;
   for (int k = 0; k < nred; k++) nad += accs(L, red[k], second[k], ad + nad);
@@ -766,26 +768,60 @@ static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int 
   emit_full_values(L, lc, &ic);
   for (int k = 0; k < nred; k++) emit_update(L, lc, red[k], second[k]);
   if (nred < 0) emit_full_stores(L, lc, &ic);
-  /* strided: the inner dims but the last (when there are any), then the last */
-  th_ir *lq = els;
+  index_mode is;
+  th_ir *lj = strided_walk(L, els, N, first, nslots, clauses, full, nred < 0, &is);
+  emit_full_values(L, lj, &is);
+  for (int k = 0; k < nred; k++) emit_update(L, lj, red[k], second[k]);
+  if (nred < 0) emit_full_stores(L, lj, &is);
+}
+
+/* The walk of a row through the slots' strides, in `blk`: the inner dims but the last (when there are
+ * any: c<s> the slots' bases there), then the last; parallel when `full` and clauses given. Returns the
+ * innermost body and sets *is to its index mode. stores: output slots get bases too. */
+static th_ir *strided_walk(lower *L, th_ir *blk, const th_fz_nest *N, int first, int nslots, const char *clauses,
+                           bool full, bool stores, index_mode *is) {
+  int nd = N->nd, no = nd - N->r;
+  bool par = full && clauses;
+  th_ir *lq = blk;
   const char *base = "b";
   if (nd - 1 > no) {
-    lq = th_ir_loop(L->ir, els, full ? TH_IR_PARALLEL : TH_IR_SERIAL, "q", "0", "nq", clauses,
-                    full ? "ninner >= 32768" : NULL);
+    lq = th_ir_loop(L->ir, blk, par ? TH_IR_PARALLEL : TH_IR_SERIAL, "q", "0", "nq", clauses,
+                    par ? "ninner >= 32768" : NULL);
     emit_unflatten(L, lq, "q", "k", no, nd - 1);
     for (int s = first; s < first + nslots; s++) {
-      if (!slot_used(L, s, nred < 0)) continue;
+      if (!slot_used(L, s, stores)) continue;
       th_ir_let(L->ir, lq, "int64_t", S(L, "c%d", s), S(L, "b%d + %s", s, offset_expr(L, s, "k", no, nd - 1)));
     }
     base = "c";
   }
-  th_ir *lj = th_ir_loop(L->ir, lq, full && nd - 1 == no ? TH_IR_PARALLEL : TH_IR_SERIAL, "j", "0",
-                         S(L, "D[%d]", nd - 1), nd - 1 == no ? clauses : NULL,
-                         full && nd - 1 == no ? "ninner >= 32768" : NULL);
-  index_mode is = {base, "j", false, nd - 1};
+  *is = (index_mode){base, "j", false, nd - 1};
+  return th_ir_loop(L->ir, lq, par && nd - 1 == no ? TH_IR_PARALLEL : TH_IR_SERIAL, "j", "0",
+                    S(L, "D[%d]", nd - 1), nd - 1 == no ? clauses : NULL,
+                    par && nd - 1 == no ? "ninner >= 32768" : NULL);
+}
+
+/* A float64 var's rescue, after its squared-deviation pass (the eager executor's var_row_f): when the
+ * sum or the squares overflowed (inputs near the top of float64's range: [1e306] * 100 sums to 1e308,
+ * whose rounded mean is ~1e290 off, and that squared is inf, where PyTorch's Welford gives 0), the row
+ * again, serially, with Welford's running mean u and sum of squares q. Narrower inputs cannot overflow in
+ * float64, but a row holding an inf or NaN takes the rescue too, so that var_mean's mean is what eager and
+ * PyTorch's Welford give there (NaN once a finite element follows an inf; the two-pass mean was inf). A
+ * finite row never enters it, so the kernels' fast path is unchanged. */
+static void emit_welford(lower *L, th_ir *body, const th_fz_nest *N, int first, int nslots, int i) {
+  const th_fz_mem *m = &L->p->mem[i];
+  th_ir *fb = th_ir_if(L->ir, body, S(L, "!isfinite(q%d)", i), NULL);
+  th_ir_var(L->ir, fb, "double", S(L, "wk%d", i), "0");
+  th_ir_set(L->ir, fb, S(L, "u%d", i), "=", "0");
+  th_ir_set(L->ir, fb, S(L, "q%d", i), "=", "0");
+  mark_pass(L, &i, 1, false);
+  index_mode is;
+  th_ir *lj = strided_walk(L, fb, N, first, nslots, NULL, false, false, &is);
   emit_full_values(L, lj, &is);
-  for (int k = 0; k < nred; k++) emit_update(L, lj, red[k], second[k]);
-  if (nred < 0) emit_full_stores(L, lj, &is);
+  const char *x = operand(L, m, 0);
+  th_ir_let(L->ir, lj, "double", S(L, "wd%d", i), S(L, "(double)%s - u%d", x, i));
+  th_ir_set(L->ir, lj, S(L, "wk%d", i), "+=", "1");
+  th_ir_set(L->ir, lj, S(L, "u%d", i), "+=", S(L, "wd%d / wk%d", i, i));
+  th_ir_set(L->ir, lj, S(L, "q%d", i), "+=", S(L, "wd%d * ((double)%s - u%d)", i, x, i));
 }
 
 /* The reductions of pass `level` (red, second: var's squared-deviation pass); their count. */
@@ -968,10 +1004,15 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     emit_pass(L, pb, N, first, nslots, red, second, nred, full);
     for (int k = 0; k < nred; k++) {
       const th_fz_mem *m = &L->p->mem[red[k]];
-      if (two_pass(m->b->sym->id) && !second[k])
-        th_ir_let(L->ir, body, "double", S(L, "u%d", red[k]), S(L, "s%d / (double)ninner", red[k]));
-      else
+      bool rescue = two_pass(m->b->sym->id) && dclass(m->b->args[0].u.value->dtype) != 2;
+      if (two_pass(m->b->sym->id) && !second[k]) {
+        const char *u = S(L, "u%d", red[k]), *e = S(L, "s%d / (double)ninner", red[k]);
+        if (rescue) th_ir_var(L->ir, body, "double", u, e);
+        else th_ir_let(L->ir, body, "double", u, e);
+      } else {
+        if (rescue) emit_welford(L, body, N, first, nslots, red[k]);
         emit_finish(L, body, red[k], "ninner");
+      }
     }
     emit_row_values(L, body, level);
   }

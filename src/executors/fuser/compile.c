@@ -27,8 +27,18 @@
  * process and on disk (cc-<hash>.txt, keyed by the compiler binary's path, size, mtime and inode), so a
  * warm start runs no process at all: hashing, one access(2) and one dlopen. A cache entry that does not
  * load (truncated, emptied) is removed and built again. Loaded objects stay loaded for the process (a
- * program may hold their functions). */
+ * program may hold their functions).
+ *
+ * The cache is bounded, as ccache's is: $THUNDER_CACHE_MAX_MB MiB of kernels (default 1024; 0: no bound).
+ * A hit sets the entry's mtime (atime is not kept on relatime/noatime mounts), and after each build, when
+ * the kernels' total exceeds the bound, the least recently used are removed until they fill 80% of it
+ * (one scan per build, which is hundreds of milliseconds of compiling; none per hit). Entries used in the
+ * last minute are never removed (another process may be between its build and its dlopen), so the bound
+ * is soft under a burst of new kernels. A process that loses an entry between its access(2) and dlopen
+ * builds it again; one that has it loaded keeps its mapping. The same scan removes temporary files a
+ * killed compile left behind once they are a day old. Without a bound nothing is scanned. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <sched.h>
 #include <errno.h>
@@ -41,6 +51,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <threads.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "executors/fuser/fuser.h"
@@ -394,6 +405,88 @@ static th_status compile_jobs(int *jobs) {
   return TH_OK;
 }
 
+/* The cache's bound in bytes: $THUNDER_CACHE_MAX_MB MiB (0: none, *bytes = 0), default TH_FUSER_CACHE_MB. */
+static th_status cache_bound(long long *bytes) {
+  const char *e = getenv("THUNDER_CACHE_MAX_MB");
+  long long mb = TH_FUSER_CACHE_MB;
+  if (e && e[0]) {
+    char *end = NULL;
+    bool digits = (e[0] >= '0' && e[0] <= '9') || (e[0] == '+' && e[1] >= '0' && e[1] <= '9'); /* no blanks */
+    errno = 0;
+    mb = strtoll(e, &end, 10);
+    if (!digits || errno || *end || mb < 0 || mb > (1LL << 30))
+      return th_error(TH_ERR_VALUE,
+                      "fuser: THUNDER_CACHE_MAX_MB: expected the kernel cache's bound in MiB, an integer from 0 "
+                      "(no bound) to %lld, got '%s'",
+                      1LL << 30, e);
+  }
+  *bytes = mb << 20;
+  return TH_OK;
+}
+
+typedef struct {
+  char *name;
+  struct timespec used; /* mtime: a hit sets it */
+  long long bytes;
+} cache_entry;
+
+static int by_use(const void *a, const void *b) {
+  const struct timespec *x = &((const cache_entry *)a)->used, *y = &((const cache_entry *)b)->used;
+  return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
+                                 : (x->tv_nsec != y->tv_nsec ? (x->tv_nsec < y->tv_nsec ? -1 : 1) : 0);
+}
+
+static bool has_affixes(const char *s, const char *pre, const char *suf) {
+  size_t n = strlen(s), np = strlen(pre), ns = strlen(suf);
+  return n >= np + ns && !strncmp(s, pre, np) && !strcmp(s + n - ns, suf);
+}
+
+/* Bounds the cache in dir to `bound` bytes (> 0): when its kernels (fusion-*.so, counted by the blocks
+ * they take) exceed it, removes the least recently used ones not used in the last TH_FUSER_CACHE_GRACE_S
+ * seconds until the rest fill at most 80% of it; removes temporary files over a day old. Best effort:
+ * what cannot be read or removed is left (a read-only cache shared with other users). */
+static void cache_trim(const char *dir, long long bound) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  int fd = dirfd(d);
+  time_t now = time(NULL);
+  cache_entry *ent = NULL;
+  size_t n = 0, cap = 0;
+  long long total = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    bool kernel = has_affixes(de->d_name, "fusion-", ".so"), tmp = !strncmp(de->d_name, "tmp-", 4);
+    if (!kernel && !tmp) continue;
+    struct stat st;
+    if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (tmp) {
+      if (st.st_mtime < now - 86400) unlinkat(fd, de->d_name, 0);
+      continue;
+    }
+    long long bytes = (long long)st.st_blocks * 512;
+    total += bytes;
+    if (st.st_mtime >= now - TH_FUSER_CACHE_GRACE_S) continue; /* counted, never removed */
+    if (n == cap) {
+      size_t nc = cap ? 2 * cap : 256;
+      cache_entry *g = th_realloc(ent, nc * sizeof *g);
+      if (!g) break;
+      ent = g, cap = nc;
+    }
+    char *name = th_strdup(de->d_name);
+    if (!name) break;
+    ent[n++] = (cache_entry){name, st.st_mtim, bytes};
+  }
+  if (total > bound) {
+    qsort(ent, n, sizeof *ent, by_use);
+    long long target = bound / 5 * 4;
+    for (size_t i = 0; i < n && total > target; i++)
+      if (unlinkat(fd, ent[i].name, 0) == 0) total -= ent[i].bytes;
+  }
+  for (size_t i = 0; i < n; i++) th_free(ent[i].name);
+  th_free(ent);
+  closedir(d);
+}
+
 /* One compiler process of a build: its temporary source, output and log, and how it ended. */
 typedef struct {
   char c[4400], out[4400], log[4400];
@@ -560,7 +653,9 @@ done:
 th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, void **handle) {
   *handle = NULL;
   int njobs = 1;
-  TH_TRY(compile_jobs(&njobs)); /* both checked on every call, not only when a build needs them */
+  long long bound = 0;
+  TH_TRY(compile_jobs(&njobs)); /* all three checked on every call, not only when a build needs them */
+  TH_TRY(cache_bound(&bound));
   size_t total = strlen(source);
   for (int i = 0; i < nfn; i++) /* offsets that do not split the source into functions: one part */
     if (fn_at[i] > total || (i && fn_at[i] <= fn_at[i - 1])) nfn = 0;
@@ -586,6 +681,7 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
     void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     if (lib) {
       atomic_fetch_add(&n_hits, 1);
+      utimensat(AT_FDCWD, so, NULL, 0); /* recently used, for cache_trim (best effort: a read-only cache) */
       *handle = lib;
       return TH_OK;
     }
@@ -593,6 +689,7 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
     unlink(so);
   }
   TH_TRY(build(cc, dir, hex, source, total, nfn, fn_at, njobs, so));
+  if (bound) cache_trim(dir, bound);
   void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!lib) return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
   *handle = lib;

@@ -223,9 +223,15 @@ extern const size_t th_fuser_prelude_len;
  * are split into that many parts of about equal source size, each part (the text before fn_at[0], then
  * its functions) is compiled to an object by its own compiler process, all at once, and the objects are
  * linked into the one shared object the cache keeps. The cache key is the whole source's, however it was
- * built. Errors: no compiler (TH_ERR_NOT_IMPLEMENTED naming $CC and the executors to use instead), a
- * failing compile, link or load (TH_ERR_RUNTIME with the compiler's first lines). */
+ * built. A hit marks the entry used (its mtime); a build then bounds the cache to $THUNDER_CACHE_MAX_MB
+ * MiB (default TH_FUSER_CACHE_MB, 0: no bound) by removing the least recently used kernels, sparing those
+ * used in the last TH_FUSER_CACHE_GRACE_S seconds. Errors: THUNDER_FUSER_JOBS or THUNDER_CACHE_MAX_MB not
+ * an integer in range (TH_ERR_VALUE, on every call), no compiler (TH_ERR_NOT_IMPLEMENTED naming $CC and
+ * the executors to use instead), a failing compile, link or load (TH_ERR_RUNTIME with the compiler's first
+ * lines). */
 #define TH_FUSER_MAX_JOBS 8
+#define TH_FUSER_CACHE_MB 1024
+#define TH_FUSER_CACHE_GRACE_S 60
 th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, void **handle);
 /* The function `name` of a loaded unit, or NULL. */
 th_fuser_fn th_fuser_symbol(void *handle, const char *name);

@@ -45,7 +45,7 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
             s1 += (double)v0;
           }
         }
-        const double u1 = s1 / (double)ninner;
+        double u1 = s1 / (double)ninner;
         /* pass 2 */
         double q1 = 0;
         if (ic) {
@@ -60,6 +60,19 @@ void fusion0(char *const *restrict P, const int64_t *restrict S, const int64_t *
             const float a0 = th_sc_bf16_to_f32(p0[b0 + j * T[2]]);
             const float v0 = a0;
             q1 += ((double)v0 - u1) * ((double)v0 - u1);
+          }
+        }
+        if (!isfinite(q1)) {
+          double wk1 = 0;
+          u1 = 0;
+          q1 = 0;
+          for (int64_t j = 0; j < D[2]; j++) {
+            const float a0 = th_sc_bf16_to_f32(p0[b0 + j * T[2]]);
+            const float v0 = a0;
+            const double wd1 = (double)v0 - u1;
+            wk1 += 1;
+            u1 += wd1 / wk1;
+            q1 += wd1 * ((double)v0 - u1);
           }
         }
         const double dof1 = (double)(ninner) - 0x0p+0;
