@@ -36,7 +36,11 @@
  * last minute are never removed (another process may be between its build and its dlopen), so the bound
  * is soft under a burst of new kernels. A process that loses an entry between its access(2) and dlopen
  * builds it again; one that has it loaded keeps its mapping. The same scan removes temporary files a
- * killed compile left behind once they are a day old. Without a bound nothing is scanned. */
+ * killed compile left behind once they are a day old. Without a bound nothing is scanned.
+ *
+ * A cache directory this process may not write (another user's, made readable; a read-only mount)
+ * still serves hits; the compiler's `--version` text is then captured in $TMPDIR, and a miss is built in
+ * a private temporary directory there, loaded, and not kept. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -355,13 +359,20 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
     th_free(text);
   }
   char log[4352];
-  snprintf(log, sizeof log, "%s/version-%ld-%lx.txt", dir, (long)getpid(), (unsigned long)thrd_current());
+  snprintf(log, sizeof log, "%s/tmp-version-%ld-%lx.txt", dir, (long)getpid(), (unsigned long)thrd_current());
   char ccbuf[1024], *argv[CC_MAXWORDS + 2];
   int nw = cc_words(cc, ccbuf, sizeof ccbuf, argv, CC_MAXWORDS);
   if (nw == 0) argv[nw++] = "cc";
   argv[nw++] = "--version";
   argv[nw] = NULL;
   int err = 0, rc = run(argv, log, &err);
+  if (rc == RUN_LOG) { /* a cache that is not ours to write (read-only, another user's): $TMPDIR for the log */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(log, sizeof log, "%s/thunder-c-version-%ld-%lx.txt", tmp && tmp[0] == '/' ? tmp : "/tmp",
+             (long)getpid(), (unsigned long)thrd_current());
+    disk[0] = 0; /* nor is it ours to add the entry to */
+    rc = run(argv, log, &err);
+  }
   char *text = rc == 0 || rc == RUN_NOWAIT ? read_file(log, sizeof ver_text - 1) : NULL;
   if (rc != 0 && !(rc == RUN_NOWAIT && text && text[0])) { /* without an exit status, its output tells */
     th_free(text);
@@ -370,7 +381,7 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
     if (rc == RUN_LOG) return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", log, strerror(err));
     return missing_compiler(cc);
   }
-  if (text && text[0] && disk[0] && rename(log, disk) == 0) {
+  if (text && text[0] && disk[0] && chmod(log, 0644) == 0 && rename(log, disk) == 0) {
     /* kept as the disk cache entry (rename is atomic: a concurrent reader sees all or nothing) */
   } else {
     unlink(log);
@@ -476,11 +487,11 @@ static void cache_trim(const char *dir, long long bound) {
     if (!name) break;
     ent[n++] = (cache_entry){name, st.st_mtim, bytes};
   }
-  if (total > bound) {
+  if (total > bound && n) {
     qsort(ent, n, sizeof *ent, by_use);
     long long target = bound / 5 * 4;
-    for (size_t i = 0; i < n && total > target; i++)
-      if (unlinkat(fd, ent[i].name, 0) == 0) total -= ent[i].bytes;
+    for (size_t i = 0; i < n && total > target; i++) /* ENOENT: a concurrent trim took it, which counts */
+      if (unlinkat(fd, ent[i].name, 0) == 0 || errno == ENOENT) total -= ent[i].bytes;
   }
   for (size_t i = 0; i < n; i++) th_free(ent[i].name);
   th_free(ent);
@@ -650,6 +661,26 @@ done:
   return st;
 }
 
+/* A miss in a cache this process may not write (another user's, read-only: it still serves hits): the
+ * unit is built in a private temporary directory under $TMPDIR (else /tmp), loaded, and not kept. */
+static th_status build_private(const char *cc, const char *dir, const char *hex, const char *source, size_t total,
+                               int nfn, const size_t *fn_at, int njobs, void **handle) {
+  const char *tmp = getenv("TMPDIR");
+  char own[4200], so[4400];
+  snprintf(own, sizeof own, "%s/thunder-c-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+  if (!mkdtemp(own))
+    return th_error(TH_ERR_RUNTIME, "fuser: the kernel cache %s is not writable, nor is %s: %s", dir, own,
+                    strerror(errno));
+  snprintf(so, sizeof so, "%s/fusion-%s.so", own, hex);
+  th_status st = build(cc, own, hex, source, total, nfn, fn_at, njobs, so);
+  void *lib = st == TH_OK ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (st == TH_OK && !lib) st = th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
+  unlink(so); /* a loaded object stays mapped */
+  rmdir(own);
+  if (st == TH_OK) *handle = lib;
+  return st;
+}
+
 th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, void **handle) {
   *handle = NULL;
   int njobs = 1;
@@ -677,21 +708,36 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
   for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", h[i]);
   char so[4400];
   snprintf(so, sizeof so, "%s/fusion-%s.so", dir, hex);
-  if (access(so, R_OK) == 0) {
+  struct stat st0;
+  if (access(so, R_OK) == 0 && stat(so, &st0) == 0) {
     void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { /* gone (another process's trim, and maybe rebuilt by a third since), or damaged */
+      struct stat st1;
+      bool there = stat(so, &st1) == 0;
+      if (there && (st1.st_ino != st0.st_ino || st1.st_dev != st0.st_dev))
+        lib = dlopen(so, RTLD_NOW | RTLD_LOCAL); /* a new entry took its place */
+      else if (there)
+        unlink(so); /* the very entry that did not load (truncated, emptied, another architecture) */
+    }
     if (lib) {
       atomic_fetch_add(&n_hits, 1);
-      utimensat(AT_FDCWD, so, NULL, 0); /* recently used, for cache_trim (best effort: a read-only cache) */
+      /* recently used, for cache_trim (best effort: a read-only cache; a symlink's target is not touched) */
+      utimensat(AT_FDCWD, so, NULL, AT_SYMLINK_NOFOLLOW);
       *handle = lib;
       return TH_OK;
     }
-    /* a damaged entry (truncated, emptied, another architecture): drop it and build it again */
-    unlink(so);
   }
-  TH_TRY(build(cc, dir, hex, source, total, nfn, fn_at, njobs, so));
-  if (bound) cache_trim(dir, bound);
-  void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
+  if (access(dir, W_OK | X_OK) != 0) return build_private(cc, dir, hex, source, total, nfn, fn_at, njobs, handle);
+  /* Built, renamed into place, then loaded: a hit elsewhere that failed on the entry this replaced can
+   * still remove it in between (above, in its narrow window between stat and unlink); then once more. */
+  void *lib = NULL;
+  for (int attempt = 0; !lib; attempt++) {
+    TH_TRY(build(cc, dir, hex, source, total, nfn, fn_at, njobs, so));
+    lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!lib && (attempt || access(so, F_OK) == 0))
+      return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
+  }
+  if (bound) cache_trim(dir, bound); /* after the load: never in the way of this process's own entry */
   *handle = lib;
   return TH_OK;
 }
