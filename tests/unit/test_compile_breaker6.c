@@ -265,7 +265,6 @@ static void test_wrapper_failures(void **state) {
     assert_true(strlen(e) < 1024);
     assert_int_equal(count_files(dir, "fusion-", ".so"), 0);
     assert_int_equal(count_files(dir, "tmp-", ""), 0);
-    assert_int_equal(count_files(dir, "version-", ""), 0);
     no_children();
     assert_int_equal(count_fds(), fds);
   }
@@ -352,7 +351,6 @@ static void test_fork_concurrent(void **state) {
   }
   assert_int_equal(count_files(dir, "fusion-", ".so"), 1);
   assert_int_equal(count_files(dir, "tmp-", ""), 0);
-  assert_int_equal(count_files(dir, "version-", ""), 0);
   drop(text, tr, in, want);
 }
 
@@ -414,7 +412,6 @@ static void test_threads(void **state) {
     if (jobs[i].rc) fail_msg("thread %d: %d %s", i, jobs[i].rc, jobs[i].err);
   assert_int_equal(count_files(dir, "fusion-", ".so"), 2);
   assert_int_equal(count_files(dir, "tmp-", ""), 0);
-  assert_int_equal(count_files(dir, "version-", ""), 0);
   no_children();
   assert_int_equal(count_fds(), fds);
   unsetenv("THUNDER_FUSER_JOBS");
@@ -553,7 +550,9 @@ static void test_review_fixes(void **state) {
   assert_true(runs >= 1);
   setenv("CC", wrap, 1);
   /* a cache directory this process may not write (0555; in a child that drops root to nobody, for whom
-   * the mode holds): the compiler's log cannot be opened, and the error says so, not "no compiler" */
+   * the mode holds): the compiler's log and the build go to a private directory under $TMPDIR (once the
+   * log's failure was reported as "no compiler"; then as "cannot write"), the program compiles, and
+   * nothing is written into the cache */
   char ro[64] = "/tmp/thc-b6-ro-XXXXXX", rodir[128];
   assert_non_null(mkdtemp(ro));
   assert_int_equal(chmod(ro, 0755), 0);
@@ -568,11 +567,11 @@ static void test_review_fixes(void **state) {
     setenv("CC", "cc", 1);
     th_program *q = NULL;
     th_status st = th_program_compile(tr, &o, &q);
-    const char *e = th_last_error();
-    if (st != TH_ERR_RUNTIME || !strstr(e, "cannot write") || !strstr(e, "Permission denied")) {
-      fprintf(stderr, "status %d: %s\n", st, e);
+    if (st != TH_OK) {
+      fprintf(stderr, "status %d: %s\n", st, th_last_error());
       _exit(11);
     }
+    th_program_free(q);
     _exit(0);
   }
   int status = 0;
