@@ -1526,8 +1526,9 @@ static th_status compile_text(const char *text) {
 
 /* THUNDER_CACHE_MAX_MB bounds the kernel cache: after a build over the bound, the least recently used
  * kernels go (oldest mtime first, stopping as soon as the kernels fill at most 80% of the bound), never
- * one used within the last minute nor a file that is not a kernel; temporary files a day old go too. A hit
- * marks its entry used; 0 means no bound; a value that is not a whole number of MiB is TH_ERR_VALUE. */
+ * one used within the last minute nor a file that is not a kernel; temporary files a day old go too. The
+ * running estimate (trim.txt) spares builds under the bound a scan, and an hour-old one is rescanned. A
+ * hit marks its entry used; 0 means no bound; a value that is not a whole number of MiB is TH_ERR_VALUE. */
 static void test_cache_bound(void **state) {
   (void)state;
   char xdg[400], dir[440];
@@ -1617,6 +1618,58 @@ static void test_cache_bound(void **state) {
     }
   assert_true(total <= target);                                          /* removed enough */
   assert_true(first_kept > 0 && total + fake_bytes[first_kept - 1] > target); /* and no more */
+
+  /* the running estimate: trim.txt holds the kernels' total as the scan left it and when it ran; a build
+   * under the bound adds its kernel to it without listing the cache (the time stays); an hour-old
+   * estimate makes the next build scan again, which finds a kernel planted by hand */
+  long long est = 0, when = 0, est2 = 0, when2 = 0;
+  char tpath[700];
+  snprintf(tpath, sizeof tpath, "%s/trim.txt", dir);
+  FILE *tf = fopen(tpath, "r");
+  assert_non_null(tf);
+  assert_int_equal(fscanf(tf, "%lld %lld", &est, &when), 2);
+  fclose(tf);
+  assert_true(est == total);
+  assert_true(when >= time(NULL) - 60 && when <= time(NULL));
+  when -= 600; /* ten minutes old: a scan would set it to now */
+  tf = fopen(tpath, "w");
+  assert_non_null(tf);
+  fprintf(tf, "%lld %lld\n", est, when);
+  fclose(tf);
+  assert_int_equal(compile_text("def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.875)\n"
+                                "  t1 = prims.mul(t0, t0)\n  return t1\n"),
+                   TH_OK);
+  tf = fopen(tpath, "r");
+  assert_non_null(tf);
+  assert_int_equal(fscanf(tf, "%lld %lld", &est2, &when2), 2);
+  fclose(tf);
+  long long now_bytes = fresh_bytes;
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep '^fusion-.*\\.so$'", dir);
+  ls = popen(cmd, "r");
+  assert_non_null(ls);
+  while (fgets(name, sizeof name, ls)) {
+    name[strcspn(name, "\n")] = 0;
+    if (!strcmp(name, "fusion-fresh.so")) continue;
+    assert_true(file_there(dir, name, &st));
+    now_bytes += (long long)st.st_blocks * 512;
+  }
+  pclose(ls);
+  assert_true(when2 == when);      /* no scan */
+  assert_true(est2 == now_bytes);  /* the new kernel added: the estimate is still exact */
+  make_kernel_file(dir, "fusion-planted.so", 2 << 20, 30 * 86400);
+  tf = fopen(tpath, "w");
+  assert_non_null(tf);
+  fprintf(tf, "%lld %lld\n", est2, (long long)time(NULL) - 3700);
+  fclose(tf);
+  assert_int_equal(compile_text("def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.9375)\n"
+                                "  t1 = prims.mul(t0, t0)\n  return t1\n"),
+                   TH_OK);
+  assert_false(file_there(dir, "fusion-planted.so", NULL)); /* rescanned: the oldest went */
+  tf = fopen(tpath, "r");
+  assert_non_null(tf);
+  assert_int_equal(fscanf(tf, "%lld %lld", &est2, &when2), 2);
+  fclose(tf);
+  assert_true(when2 >= time(NULL) - 60);
 
   /* a hit marks its entry used: the first real kernel made a week old is touched by compiling it again */
   assert_int_equal(setenv("THUNDER_CACHE_MAX_MB", "0", 1), 0);

@@ -232,6 +232,7 @@ extern const size_t th_fuser_prelude_len;
 #define TH_FUSER_MAX_JOBS 8
 #define TH_FUSER_CACHE_MB 1024
 #define TH_FUSER_CACHE_GRACE_S 60
+#define TH_FUSER_CACHE_RESCAN_S 3600
 th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, void **handle);
 /* The function `name` of a loaded unit, or NULL. */
 th_fuser_fn th_fuser_symbol(void *handle, const char *name);
