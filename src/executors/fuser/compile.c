@@ -20,13 +20,15 @@
  * the bf16 block's unit 2x slower than -O2 for 3% more speed in softmax.
  *
  * The cache directory is $XDG_CACHE_HOME/thunder-c, else $HOME/.cache/thunder-c (made with its parents,
- * 0700). The key is the SHA-256 (FIPS 180-4) of the source, the compiler's name and `--version` output and
- * the flags, whether the object was built in one part or several; a compiled object is written to a
- * temporary file in the cache directory and renamed into place (rename(2) is atomic), so processes
- * compiling the same unit at once never see a partial file. The `--version` output is itself cached per
- * process and on disk (cc-<hash>.txt, keyed by the compiler binary's path, size, mtime and inode), so a
- * warm start runs no process at all: hashing, one access(2) and one dlopen. A cache entry that does not
- * load (truncated, emptied) is removed and built again. Loaded objects stay loaded for the process (a
+ * 0700). The key is the SHA-256 (FIPS 180-4) of the source, the compiler's name and `--version` output,
+ * the flags and the host CPU (cpu_init: -march=native builds for it), however many parts the object was
+ * built in; a compiled object is written to a temporary file in the cache directory and renamed into
+ * place (rename(2) is atomic), so processes compiling the same unit at once never see a partial file. The
+ * `--version` output (read through a pipe) is itself cached per process and on disk (cc-<hash>.txt, keyed
+ * by the compiler binary's path, size, mtime and inode), so a warm start runs no process at all: hashing,
+ * one access(2) and one dlopen. A cache entry that does not load because it is damaged (truncated,
+ * emptied, not an object for this machine: entry_damaged) is removed and built again; one this process
+ * cannot load for another reason (no descriptors left) is kept and the error returned. Loaded objects stay loaded for the process (a
  * program may hold their functions).
  *
  * The cache is bounded, as ccache's is: $THUNDER_CACHE_MAX_MB MiB of kernels (default 1024; 0: no bound).
@@ -44,6 +46,7 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +63,14 @@
 #include <unistd.h>
 
 #include "executors/fuser/fuser.h"
+
+#if defined(__x86_64__)
+#define TH_ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define TH_ELF_MACHINE EM_AARCH64
+#else
+#define TH_ELF_MACHINE 0 /* not checked */
+#endif
 
 extern char **environ;
 
@@ -207,19 +218,26 @@ enum {
 /* Starts argv with stdout+stderr to log_path (or /dev/null), opened here first so that a log that cannot
  * be written is told apart from a compiler that cannot be started. Returns 0 and *pid, RUN_LOG or
  * RUN_NOSTART (errno in *err). */
+static int spawn_fd(char *const *argv, int fd, pid_t *pid, int *err);
 static int spawn(char *const *argv, const char *log_path, pid_t *pid, int *err) {
   int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     *err = errno;
     return RUN_LOG;
   }
+  int rc = spawn_fd(argv, fd, pid, err);
+  close(fd);
+  return rc;
+}
+
+/* Spawns argv with fd as its stdout and stderr (the caller closes fd). */
+static int spawn_fd(char *const *argv, int fd, pid_t *pid, int *err) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fd, 1);
   posix_spawn_file_actions_adddup2(&fa, fd, 2);
   int rc = posix_spawnp(pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  close(fd);
   if (rc != 0) {
     *err = rc;
     return RUN_NOSTART;
@@ -248,6 +266,33 @@ static int reap(pid_t pid, int *err) {
 static int run(char *const *argv, const char *log_path, int *err) {
   pid_t pid;
   int rc = spawn(argv, log_path, &pid, err);
+  return rc != 0 ? rc : reap(pid, err);
+}
+
+/* Runs argv to completion with its stdout and stderr read through a pipe into out (n bytes, NUL-terminated,
+ * the rest discarded): as run(), RUN_LOG when no pipe can be made. No file is written anywhere. */
+static int run_capture(char *const *argv, char *out, size_t n, int *err) {
+  int fds[2];
+  out[0] = 0;
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    *err = errno;
+    return RUN_LOG;
+  }
+  pid_t pid;
+  int rc = spawn_fd(argv, fds[1], &pid, err);
+  close(fds[1]);
+  size_t got = 0;
+  char sink[512];
+  for (;;) { /* until EOF: the child, and anything it started, closed the pipe */
+    char *at = got + 1 < n ? out + got : sink;
+    size_t room = got + 1 < n ? n - 1 - got : sizeof sink;
+    ssize_t r = read(fds[0], at, room);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    if (at != sink) got += (size_t)r;
+  }
+  out[got] = 0;
+  close(fds[0]);
   return rc != 0 ? rc : reap(pid, err);
 }
 
@@ -298,6 +343,9 @@ static th_status cache_dir(char *dir, size_t n) {
   }
   if (mkdir_p(dir) != 0)
     return th_error(TH_ERR_RUNTIME, "fuser: cannot create the cache directory %s: %s", dir, strerror(errno));
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return th_error(TH_ERR_RUNTIME, "fuser: the kernel cache %s is not a directory (set $XDG_CACHE_HOME elsewhere)", dir);
   return TH_OK;
 }
 
@@ -359,33 +407,34 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
     }
     th_free(text);
   }
-  char log[4352];
-  snprintf(log, sizeof log, "%s/tmp-version-%ld-%lx.txt", dir, (long)getpid(), (unsigned long)thrd_current());
   char ccbuf[1024], *argv[CC_MAXWORDS + 2];
   int nw = cc_words(cc, ccbuf, sizeof ccbuf, argv, CC_MAXWORDS);
   if (nw == 0) argv[nw++] = "cc";
   argv[nw++] = "--version";
   argv[nw] = NULL;
-  int err = 0, rc = run(argv, log, &err);
-  if (rc == RUN_LOG) { /* a cache that is not ours to write (read-only, another user's): $TMPDIR for the log */
-    const char *tmp = getenv("TMPDIR");
-    snprintf(log, sizeof log, "%s/thunder-c-version-%ld-%lx.txt", tmp && tmp[0] == '/' ? tmp : "/tmp",
-             (long)getpid(), (unsigned long)thrd_current());
-    disk[0] = 0; /* nor is it ours to add the entry to */
-    rc = run(argv, log, &err);
-  }
-  char *text = rc == 0 || rc == RUN_NOWAIT ? read_file(log, sizeof ver_text - 1) : NULL;
-  if (rc != 0 && !(rc == RUN_NOWAIT && text && text[0])) { /* without an exit status, its output tells */
-    th_free(text);
-    unlink(log);
+  char *text = th_malloc(sizeof ver_text);
+  if (!text) {
     mtx_unlock(&ver_mtx);
-    if (rc == RUN_LOG) return th_error(TH_ERR_RUNTIME, "fuser: cannot write %s: %s", log, strerror(err));
+    return th_error(TH_ERR_NOMEM, "fuser: out of memory");
+  }
+  int err = 0, rc = run_capture(argv, text, sizeof ver_text, &err);
+  if (rc != 0 && !(rc == RUN_NOWAIT && text[0])) { /* without an exit status, its output tells */
+    th_free(text);
+    mtx_unlock(&ver_mtx);
+    if (rc == RUN_LOG)
+      return th_error(TH_ERR_RUNTIME, "fuser: cannot read the output of '%s --version': %s", cc, strerror(err));
     return missing_compiler(cc);
   }
-  if (text && text[0] && disk[0] && chmod(log, 0644) == 0 && rename(log, disk) == 0) {
-    /* kept as the disk cache entry (rename is atomic: a concurrent reader sees all or nothing) */
-  } else {
-    unlink(log);
+  if (text[0] && disk[0]) { /* the disk cache entry: written aside and renamed (readers see all or nothing);
+                              * best effort, as a cache that is not ours to write is still read */
+    char tmp[4450];
+    snprintf(tmp, sizeof tmp, "%s/tmp-version-%ld-%lx.txt", dir, (long)getpid(), (unsigned long)thrd_current());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) {
+      size_t len = strlen(text);
+      bool ok = write(fd, text, len) == (ssize_t)len && fchmod(fd, 0644) == 0;
+      if (close(fd) != 0 || !ok || rename(tmp, disk) != 0) unlink(tmp);
+    }
   }
   snprintf(ver_text, sizeof ver_text, "%s", text ? text : "");
   th_free(text);
@@ -394,6 +443,40 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
   snprintf(out, n, "%s", ver_text);
   mtx_unlock(&ver_mtx);
   return TH_OK;
+}
+
+/* The host CPU as -march=native sees it: from /proc/cpuinfo's first processor, the lines that name the
+ * model and the instruction set (x86 vendor_id, cpu family, model, model name, stepping, flags; Arm
+ * CPU implementer/architecture/variant/part, Features; RISC-V isa), read once per process. Part of the
+ * cache key, so a cache shared by machines with other CPUs (an NFS home) never hands one of them a kernel
+ * built for instructions it lacks ("Illegal instruction"). "unknown" where there is no /proc/cpuinfo. */
+static char cpu_text[8192];
+static once_flag cpu_once = ONCE_FLAG_INIT;
+static void cpu_init(void) {
+  static const char *const keys[] = {"vendor_id", "cpu family", "model", "model name", "stepping", "flags",
+                                     "Features", "CPU implementer", "CPU architecture", "CPU variant",
+                                     "CPU part", "isa"};
+  snprintf(cpu_text, sizeof cpu_text, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  size_t at = 0;
+  char line[8192];
+  int procs = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "processor", 9) && ++procs > 1) break; /* the first processor's block */
+    char *colon = strchr(line, ':');
+    if (!colon) continue;
+    size_t kl = (size_t)(colon - line);
+    while (kl && (line[kl - 1] == ' ' || line[kl - 1] == '\t')) kl--;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+      if (strlen(keys[k]) == kl && !strncmp(line, keys[k], kl)) {
+        int w = snprintf(cpu_text + at, sizeof cpu_text - at, "%s", line);
+        if (w > 0 && at + (size_t)w < sizeof cpu_text) at += (size_t)w;
+        break;
+      }
+  }
+  fclose(f);
+  if (!at) snprintf(cpu_text, sizeof cpu_text, "unknown");
 }
 
 /* The compiler processes a cache miss may run at once: $THUNDER_FUSER_JOBS (1 to TH_FUSER_MAX_JOBS), else
@@ -697,21 +780,50 @@ done:
   return st;
 }
 
+/* Whether the cache entry at path cannot be a loadable object for this process: shorter than an ELF
+ * header, not ELF, another class or machine, or shorter than its section header table says (truncated).
+ * False when the file cannot be read (too many open files, no memory): a dlopen that failed for such a
+ * reason says nothing about the entry, which other processes may be using. */
+static bool entry_damaged(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  Elf64_Ehdr h;
+  struct stat st;
+  bool bad = false;
+  if (fstat(fd, &st) == 0) {
+    ssize_t n = pread(fd, &h, sizeof h, 0);
+    bad = n != (ssize_t)sizeof h || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0 || h.e_ident[EI_CLASS] != ELFCLASS64 ||
+          (TH_ELF_MACHINE && h.e_machine != TH_ELF_MACHINE) ||
+          (uint64_t)st.st_size < h.e_shoff + (uint64_t)h.e_shnum * h.e_shentsize;
+  }
+  close(fd);
+  return bad;
+}
+
 /* A miss in a cache this process may not write (another user's, read-only: it still serves hits): the
  * unit is built in a private temporary directory under $TMPDIR (else /tmp), loaded, and not kept. */
 static th_status build_private(const char *cc, const char *dir, const char *hex, const char *source, size_t total,
                                int nfn, const size_t *fn_at, int njobs, void **handle) {
   const char *tmp = getenv("TMPDIR");
+  const char *base = tmp && tmp[0] == '/' ? tmp : "/tmp";
   char own[4200], so[4400];
-  snprintf(own, sizeof own, "%s/thunder-c-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
-  if (!mkdtemp(own))
-    return th_error(TH_ERR_RUNTIME, "fuser: the kernel cache %s is not writable, nor is %s: %s", dir, own,
-                    strerror(errno));
+  int len = snprintf(own, sizeof own, "%s/thunder-c-XXXXXX", base);
+  if (len < 0 || (size_t)len >= sizeof own || !mkdtemp(own))
+    return th_error(TH_ERR_RUNTIME,
+                    "fuser: the kernel cache %.300s is not writable, and no private build directory can be made "
+                    "in $TMPDIR (%.300s): %s",
+                    dir, base, len < 0 || (size_t)len >= sizeof own ? strerror(ENAMETOOLONG) : strerror(errno));
   snprintf(so, sizeof so, "%s/fusion-%s.so", own, hex);
   th_status st = build(cc, own, hex, source, total, nfn, fn_at, njobs, so);
   void *lib = st == TH_OK ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
   if (st == TH_OK && !lib) st = th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, dlerror());
-  unlink(so); /* a loaded object stays mapped */
+  DIR *d = opendir(own); /* emptied (a loaded object stays mapped; a compiler may leave files, -save-temps) */
+  if (d) {
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+      if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) unlinkat(dirfd(d), de->d_name, 0);
+    closedir(d);
+  }
   rmdir(own);
   if (st == TH_OK) *handle = lib;
   return st;
@@ -737,6 +849,8 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
   sha256_update(&c, source, total + 1);
   sha256_update(&c, cc, strlen(cc) + 1);
   sha256_update(&c, ver, strlen(ver) + 1);
+  call_once(&cpu_once, cpu_init);
+  sha256_update(&c, cpu_text, strlen(cpu_text) + 1);
   for (int i = 0; i < NFLAGS; i++) sha256_update(&c, FLAGS[i], strlen(FLAGS[i]) + 1);
   uint8_t h[32];
   sha256_final(&c, h);
@@ -747,13 +861,17 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
   struct stat st0;
   if (access(so, R_OK) == 0 && stat(so, &st0) == 0) {
     void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) { /* gone (another process's trim, and maybe rebuilt by a third since), or damaged */
+    if (!lib) { /* gone (another process's trim, and maybe rebuilt by a third since), damaged, or no room */
+      char why[512];
+      snprintf(why, sizeof why, "%s", dlerror());
       struct stat st1;
       bool there = stat(so, &st1) == 0;
       if (there && (st1.st_ino != st0.st_ino || st1.st_dev != st0.st_dev))
         lib = dlopen(so, RTLD_NOW | RTLD_LOCAL); /* a new entry took its place */
-      else if (there)
+      else if (there && entry_damaged(so))
         unlink(so); /* the very entry that did not load (truncated, emptied, another architecture) */
+      else if (there) /* a sound entry this process could not load (descriptors, memory): kept */
+        return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, why);
     }
     if (lib) {
       atomic_fetch_add(&n_hits, 1);
@@ -763,7 +881,7 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
       return TH_OK;
     }
   }
-  if (access(dir, W_OK | X_OK) != 0) return build_private(cc, dir, hex, source, total, nfn, fn_at, njobs, handle);
+  if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) return build_private(cc, dir, hex, source, total, nfn, fn_at, njobs, handle);
   /* Built, renamed into place, then loaded: a hit elsewhere that failed on the entry this replaced can
    * still remove it in between (above, in its narrow window between stat and unlink); then once more. */
   void *lib = NULL;
