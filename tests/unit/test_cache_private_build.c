@@ -51,7 +51,7 @@
 #include "executors/fuser/fuser.h"
 #include "thunder/thunder.h"
 
-static const char *const FUSED[] = {"fuser", "eager"};
+#include "cache_test_prog.h"
 
 /* fopen hook: with fake_cpuinfo set, /proc/cpuinfo reads as that text (the library's cpu_init) */
 static const char *fake_cpuinfo;
@@ -63,46 +63,8 @@ FILE *fopen(const char *path, const char *mode) {
     return fmemopen((void *)fake_cpuinfo, strlen(fake_cpuinfo), "r");
   return real(path, mode);
 }
+
 static char scratch[64]; /* /tmp/th-privbuild-XXXXXX, 0755: nobody may traverse it */
-
-/* ---- the program of constant k and its exact check ---- */
-static void prog_text(char *buf, size_t n, double k) {
-  snprintf(buf, n,
-           "def computation(a):\n  # a: \"cpu f64[8]\"\n  t0 = prims.add(a, %.17g)\n  t1 = prims.mul(t0, a)\n"
-           "  t2 = prims.sum(t1, (0,))\n  return (t1, t2)\n",
-           k);
-}
-
-/* Compiles and runs the program of constant k with the fuser: TH_OK with exact results, else the status
- * (a wrong result: TH_ERR_RUNTIME). Never fails the test itself (used in children). */
-static th_status run_prog(double k) {
-  char text[400];
-  prog_text(text, sizeof text, k);
-  th_trace *tr = NULL;
-  th_status st = th_trace_parse(text, "<privbuild>", &tr);
-  if (st != TH_OK) return st;
-  th_compile_options o;
-  memset(&o, 0, sizeof o);
-  o.executors = FUSED;
-  o.nexecutors = 2;
-  th_program *p = NULL;
-  st = th_program_compile(tr, &o, &p);
-  th_trace_free(tr);
-  if (st != TH_OK) return st;
-  int64_t shape[1] = {8};
-  th_tensor *a = th_tensor_new(TH_F64, 1, shape), **out = NULL;
-  for (int i = 0; i < 8; i++) ((double *)th_tensor_data(a))[i] = i;
-  int nout = 0;
-  st = th_program_run(p, 1, &a, &nout, &out);
-  th_program_free(p);
-  th_tensor_release(a);
-  if (st != TH_OK) return st;
-  bool ok = nout == 2 && th_tensor_get_f64(out[1], 0) == 140 + 28 * k;
-  for (int i = 0; ok && i < 8; i++) ok = th_tensor_get_f64(out[0], i) == (i + k) * i;
-  for (int i = 0; i < nout; i++) th_tensor_release(out[i]);
-  free(out);
-  return ok ? TH_OK : th_error(TH_ERR_RUNTIME, "privbuild: wrong result for k = %g", k);
-}
 
 /* ---- children ---- */
 #define CHECK(cond, code, ...)                                                                                    \
@@ -183,6 +145,18 @@ static unsigned long long dir_print(const char *dir) {
   }
   closedir(d);
   return h;
+}
+
+/* dir/<the last fusion-*.so listed> into so (n bytes); fails the test when there is none. */
+static void find_kernel(const char *dir, char *so, size_t n) {
+  so[0] = 0;
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (!strncmp(de->d_name, "fusion-", 7)) snprintf(so, n, "%s/%s", dir, de->d_name);
+  closedir(d);
+  assert_true(so[0] != 0);
 }
 
 static void sh(const char *fmt, ...) {
@@ -407,12 +381,7 @@ static void test_damaged_entry(void **state) {
   char xdg[200], dir[240], tmp[200], so[600] = "";
   double ks[] = {4.5};
   ro_cache("dmg", ks, 1, xdg, sizeof xdg, dir, sizeof dir);
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *de;
-  while ((de = readdir(d)))
-    if (!strncmp(de->d_name, "fusion-", 7)) snprintf(so, sizeof so, "%s/%s", dir, de->d_name);
-  closedir(d);
+  find_kernel(dir, so, sizeof so);
   assert_true(so[0] != 0);
   assert_int_equal(truncate(so, 100), 0);
   struct stat s0, s1;
@@ -601,12 +570,7 @@ static void test_emfile_keeps_entry(void **state) {
   assert_int_equal(mkdir(xdg, 0755), 0);
   double k = 74.5;
   in_child("build", false, xdg, NULL, build_k, &k);
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *de;
-  while ((de = readdir(d)))
-    if (!strncmp(de->d_name, "fusion-", 7)) snprintf(so, sizeof so, "%s/%s", dir, de->d_name);
-  closedir(d);
+  find_kernel(dir, so, sizeof so);
   struct stat s0, s1;
   assert_int_equal(stat(so, &s0), 0);
   in_child("EMFILE hit", false, xdg, NULL, emfile_hit, &k);
