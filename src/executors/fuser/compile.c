@@ -863,15 +863,19 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
     void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     if (!lib) { /* gone (another process's trim, and maybe rebuilt by a third since), damaged, or no room */
       char why[512];
-      snprintf(why, sizeof why, "%s", dlerror());
+      const char *e = dlerror();
+      snprintf(why, sizeof why, "%s", e ? e : "");
       struct stat st1;
       bool there = stat(so, &st1) == 0;
-      if (there && (st1.st_ino != st0.st_ino || st1.st_dev != st0.st_dev))
+      /* another file now, even on a reused inode number (its change time differs) */
+      bool other = there && (st1.st_ino != st0.st_ino || st1.st_dev != st0.st_dev ||
+                             st1.st_ctim.tv_sec != st0.st_ctim.tv_sec || st1.st_ctim.tv_nsec != st0.st_ctim.tv_nsec);
+      if (other)
         lib = dlopen(so, RTLD_NOW | RTLD_LOCAL); /* a new entry took its place */
       else if (there && entry_damaged(so))
         unlink(so); /* the very entry that did not load (truncated, emptied, another architecture) */
-      else if (there) /* a sound entry this process could not load (descriptors, memory): kept */
-        return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, why);
+      else if (there && !(lib = dlopen(so, RTLD_NOW | RTLD_LOCAL))) /* sound: once more, then it is kept */
+        return th_error(TH_ERR_RUNTIME, "fuser: cannot load %s: %s", so, why[0] ? why : "dlopen failed");
     }
     if (lib) {
       atomic_fetch_add(&n_hits, 1);
