@@ -28,21 +28,22 @@
  * by the compiler binary's path, size, mtime and inode), so a warm start runs no process at all: hashing,
  * one access(2) and one dlopen. A cache entry that does not load because it is damaged (truncated,
  * emptied, not an object for this machine: entry_damaged) is removed and built again; one this process
- * cannot load for another reason (no descriptors left) is kept and the error returned. Loaded objects stay loaded for the process (a
- * program may hold their functions).
+ * cannot load for another reason (no descriptors left) is kept and the error returned. Loaded objects
+ * stay loaded for the process (a program may hold their functions).
  *
  * The cache is bounded, as ccache's is: $THUNDER_CACHE_MAX_MB MiB of kernels (default 1024; 0: no bound).
  * A hit sets the entry's mtime (atime is not kept on relatime/noatime mounts), and after each build, when
  * the kernels' total exceeds the bound, the least recently used are removed until they fill 80% of it
  * (the cache is listed only when a running estimate of the total, trim.txt, says so, or hourly; never
- * on a hit). Entries used in the last minute are never removed (another process may be between its build and its dlopen), so the bound
- * is soft under a burst of new kernels. A process that loses an entry between its access(2) and dlopen
- * builds it again; one that has it loaded keeps its mapping. The same scan removes temporary files a
- * killed compile left behind once they are a day old. Without a bound nothing is scanned.
+ * on a hit). Entries used in the last minute are never removed (another process may be between its
+ * build and its dlopen), so the bound is soft under a burst of new kernels. A process that loses an
+ * entry between its access(2) and dlopen builds it again; one that has it loaded keeps its mapping. The
+ * same scan removes temporary files a killed compile left behind once they are a day old. Without a
+ * bound nothing is scanned.
  *
  * A cache directory this process may not write (another user's, made readable; a read-only mount)
- * still serves hits; the compiler's `--version` text is then captured in $TMPDIR, and a miss is built in
- * a private temporary directory there, loaded, and not kept. */
+ * still serves hits, and a miss is built in a private temporary directory under $TMPDIR, loaded, and
+ * not kept (build_private). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -215,22 +216,7 @@ enum {
   RUN_NOWAIT = -3,  /* it ran, but its exit status is gone: SIGCHLD ignored or the child reaped elsewhere */
 };
 
-/* Starts argv with stdout+stderr to log_path (or /dev/null), opened here first so that a log that cannot
- * be written is told apart from a compiler that cannot be started. Returns 0 and *pid, RUN_LOG or
- * RUN_NOSTART (errno in *err). */
-static int spawn_fd(char *const *argv, int fd, pid_t *pid, int *err);
-static int spawn(char *const *argv, const char *log_path, pid_t *pid, int *err) {
-  int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *err = errno;
-    return RUN_LOG;
-  }
-  int rc = spawn_fd(argv, fd, pid, err);
-  close(fd);
-  return rc;
-}
-
-/* Spawns argv with fd as its stdout and stderr (the caller closes fd). */
+/* Spawns argv with fd as its stdout and stderr (the caller closes fd): 0 and *pid, or RUN_NOSTART. */
 static int spawn_fd(char *const *argv, int fd, pid_t *pid, int *err) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -243,6 +229,20 @@ static int spawn_fd(char *const *argv, int fd, pid_t *pid, int *err) {
     return RUN_NOSTART;
   }
   return 0;
+}
+
+/* Starts argv with stdout+stderr to log_path (or /dev/null), opened here first so that a log that cannot
+ * be written is told apart from a compiler that cannot be started. Returns 0 and *pid, RUN_LOG or
+ * RUN_NOSTART (errno in *err). */
+static int spawn(char *const *argv, const char *log_path, pid_t *pid, int *err) {
+  int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *err = errno;
+    return RUN_LOG;
+  }
+  int rc = spawn_fd(argv, fd, pid, err);
+  close(fd);
+  return rc;
 }
 
 /* Waits for a spawned process: its exit status, 256 + the signal that killed it, RUN_NOSTART (exit 127:
@@ -345,7 +345,8 @@ static th_status cache_dir(char *dir, size_t n) {
     return th_error(TH_ERR_RUNTIME, "fuser: cannot create the cache directory %s: %s", dir, strerror(errno));
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return th_error(TH_ERR_RUNTIME, "fuser: the kernel cache %s is not a directory (set $XDG_CACHE_HOME elsewhere)", dir);
+    return th_error(TH_ERR_RUNTIME, "fuser: the kernel cache %s is not a directory (set $XDG_CACHE_HOME elsewhere)",
+                    dir);
   return TH_OK;
 }
 
@@ -479,16 +480,23 @@ static void cpu_init(void) {
   if (!at) snprintf(cpu_text, sizeof cpu_text, "unknown");
 }
 
+/* Whether e (an environment variable's value) is a decimal integer in [lo, hi], with an optional '+' and
+ * nothing else (no blanks, no sign but '+'); its value in *v. */
+static bool env_integer(const char *e, long long lo, long long hi, long long *v) {
+  bool digits = (e[0] >= '0' && e[0] <= '9') || (e[0] == '+' && e[1] >= '0' && e[1] <= '9');
+  char *end = NULL;
+  errno = 0;
+  *v = strtoll(e, &end, 10);
+  return digits && !errno && !*end && *v >= lo && *v <= hi;
+}
+
 /* The compiler processes a cache miss may run at once: $THUNDER_FUSER_JOBS (1 to TH_FUSER_MAX_JOBS), else
  * the CPUs this process may run on (its affinity mask), at most TH_FUSER_MAX_JOBS. */
 static th_status compile_jobs(int *jobs) {
   const char *e = getenv("THUNDER_FUSER_JOBS");
   if (e && e[0]) {
-    char *end = NULL;
-    bool digits = (e[0] >= '0' && e[0] <= '9') || (e[0] == '+' && e[1] >= '0' && e[1] <= '9'); /* no blanks */
-    errno = 0;
-    long v = strtol(e, &end, 10);
-    if (!digits || errno || *end || v < 1 || v > TH_FUSER_MAX_JOBS)
+    long long v;
+    if (!env_integer(e, 1, TH_FUSER_MAX_JOBS, &v))
       return th_error(TH_ERR_VALUE, "fuser: THUNDER_FUSER_JOBS: expected an integer from 1 to %d, got '%s'",
                       TH_FUSER_MAX_JOBS, e);
     *jobs = (int)v;
@@ -504,17 +512,11 @@ static th_status compile_jobs(int *jobs) {
 static th_status cache_bound(long long *bytes) {
   const char *e = getenv("THUNDER_CACHE_MAX_MB");
   long long mb = TH_FUSER_CACHE_MB;
-  if (e && e[0]) {
-    char *end = NULL;
-    bool digits = (e[0] >= '0' && e[0] <= '9') || (e[0] == '+' && e[1] >= '0' && e[1] <= '9'); /* no blanks */
-    errno = 0;
-    mb = strtoll(e, &end, 10);
-    if (!digits || errno || *end || mb < 0 || mb > (1LL << 30))
-      return th_error(TH_ERR_VALUE,
-                      "fuser: THUNDER_CACHE_MAX_MB: expected the kernel cache's bound in MiB, an integer from 0 "
-                      "(no bound) to %lld, got '%s'",
-                      1LL << 30, e);
-  }
+  if (e && e[0] && !env_integer(e, 0, 1LL << 30, &mb))
+    return th_error(TH_ERR_VALUE,
+                    "fuser: THUNDER_CACHE_MAX_MB: expected the kernel cache's bound in MiB, an integer from 0 "
+                    "(no bound) to %lld, got '%s'",
+                    1LL << 30, e);
   *bytes = mb << 20;
   return TH_OK;
 }
@@ -672,13 +674,14 @@ static th_status job_status(const char *cc, const job *j, const char *what) {
   return st;
 }
 
-/* Compiles source into the cache entry `so`: in one compiler run, or (nfn > 1 functions starting at fn_at
- * and more than one job) in parts compiled to objects at once and then linked. Temporary files are named
- * after hex and this process and thread, and removed; the object is renamed into place. */
 /* The source length of function i of a unit of total bytes whose nfn functions start at fn_at. */
 static size_t fn_len(const size_t *fn_at, int nfn, size_t total, int i) {
   return (i + 1 < nfn ? fn_at[i + 1] : total) - fn_at[i];
 }
+
+/* Compiles source into the cache entry `so`: in one compiler run, or (nfn > 1 functions starting at fn_at
+ * and more than one job) in parts compiled to objects at once and then linked. Temporary files are named
+ * after hex and this process and thread, and removed; the object is renamed into place. */
 
 static th_status build(const char *cc, const char *dir, const char *hex, const char *source, size_t total, int nfn,
                        const size_t *fn_at, int njobs, const char *so) {
@@ -869,7 +872,8 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
       bool there = stat(so, &st1) == 0;
       /* another file now, even on a reused inode number (its change time differs) */
       bool other = there && (st1.st_ino != st0.st_ino || st1.st_dev != st0.st_dev ||
-                             st1.st_ctim.tv_sec != st0.st_ctim.tv_sec || st1.st_ctim.tv_nsec != st0.st_ctim.tv_nsec);
+                             st1.st_ctim.tv_sec != st0.st_ctim.tv_sec ||
+                             st1.st_ctim.tv_nsec != st0.st_ctim.tv_nsec);
       if (other)
         lib = dlopen(so, RTLD_NOW | RTLD_LOCAL); /* a new entry took its place */
       else if (there && entry_damaged(so))
@@ -885,7 +889,8 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
       return TH_OK;
     }
   }
-  if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) return build_private(cc, dir, hex, source, total, nfn, fn_at, njobs, handle);
+  if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0)
+    return build_private(cc, dir, hex, source, total, nfn, fn_at, njobs, handle);
   /* Built, renamed into place, then loaded: a hit elsewhere that failed on the entry this replaced can
    * still remove it in between (above, in its narrow window between stat and unlink); then once more. */
   void *lib = NULL;

@@ -222,10 +222,12 @@ extern const size_t th_fuser_prelude_len;
  * (THUNDER_FUSER_JOBS, else the CPUs this process may run on; at most TH_FUSER_MAX_JOBS), the functions
  * are split into that many parts of about equal source size, each part (the text before fn_at[0], then
  * its functions) is compiled to an object by its own compiler process, all at once, and the objects are
- * linked into the one shared object the cache keeps. The cache key is the whole source's, however it was
- * built. A hit marks the entry used (its mtime); a build then bounds the cache to $THUNDER_CACHE_MAX_MB
- * MiB (default TH_FUSER_CACHE_MB, 0: no bound) by removing the least recently used kernels, sparing those
- * used in the last TH_FUSER_CACHE_GRACE_S seconds. Errors: THUNDER_FUSER_JOBS or THUNDER_CACHE_MAX_MB not
+ * linked into the one shared object the cache keeps. The cache key is the whole source's (with the
+ * compiler, its flags and the host CPU), however it was built; a cache directory this process may not
+ * write serves hits, and a miss there is built privately and not kept. A hit marks the entry used (its
+ * mtime); a build then bounds the cache to $THUNDER_CACHE_MAX_MB MiB (default TH_FUSER_CACHE_MB, 0: no
+ * bound) by removing the least recently used kernels, sparing those used in the last
+ * TH_FUSER_CACHE_GRACE_S seconds. Errors: THUNDER_FUSER_JOBS or THUNDER_CACHE_MAX_MB not
  * an integer in range (TH_ERR_VALUE, on every call), no compiler (TH_ERR_NOT_IMPLEMENTED naming $CC and
  * the executors to use instead), a failing compile, link or load (TH_ERR_RUNTIME with the compiler's first
  * lines). */
