@@ -13,4 +13,4 @@ cmake --build build
 if [ "$#" -gt 0 ] && [ "${1#--}" = "$1" ]; then
   exec ./build/thunder run "$@"
 fi
-PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}" exec /usr/bin/python3 examples/python/quickstart.py "$@"
+PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}" exec .venv/bin/python examples/python/quickstart.py "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds thunder-c and runs the whole test suite: C unit tests (cmocka, CTest), the exhaustive dtype
-# sweeps, the Python tests (pytest against NumPy and PyTorch from Debian, including PyTorch's OpInfo
-# samples), then the C tests and the Python frontend's tests again in an AddressSanitizer +
-# UndefinedBehaviorSanitizer build. Warnings are errors.
+# sweeps, the Python tests (pytest under .venv/bin/python against NumPy and torch 2.14.1, including
+# PyTorch's OpInfo samples), then the C tests and the Python frontend's tests again in an
+# AddressSanitizer + UndefinedBehaviorSanitizer build. Warnings are errors. scripts/install-deps.sh
+# installs the Debian packages and makes .venv/ first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh

@@ -4,7 +4,7 @@ and a language-model head tied to the token embedding), `thunder_c.jit(model)` c
 and backward, and an ordinary torch.optim.AdamW updates the parameters from the `.grad` that
 `loss.backward()` fills.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/python/train_gpt.py [TEXT_FILE]
+    PYTHONPATH=build/python .venv/bin/python examples/python/train_gpt.py [TEXT_FILE]
         [--steps 300] [--batch 16] [--eager] [--lr 1e-3] [--seed 0]
 
 TEXT_FILE defaults to /usr/share/common-licenses/GPL-3. The vocabulary is the file's characters. The

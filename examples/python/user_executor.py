@@ -2,7 +2,7 @@
 operator with a torch kernel, a Python kernel taking over a built-in op for the calls its checker
 accepts, and an autocast rule, used by an ordinary PyTorch function compiled with thunder_c.jit.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/python/user_executor.py
+    PYTHONPATH=build/python .venv/bin/python examples/python/user_executor.py
 
 Prints the execution trace (which names the executors' ops) and who ran each step, checks the results
 against PyTorch eager (float32, and bfloat16 under torch.autocast) and exits non-zero on a mismatch.

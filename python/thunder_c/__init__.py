@@ -11,9 +11,31 @@ TorchFunctionMode subclass that routes torch calls to the C tracer while a funct
 nn.Module wrapper returned by jit(module).
 """
 import torch as _torch
-from torch.overrides import TorchFunctionMode
 
-from . import _C
+# The torch releases this package supports: the tracer relies on TorchFunctionMode, torch 2.x's float8
+# dtypes and torch._scaled_mm's signature, and reads torch's tensor object layout (csrc/pyth.h), so
+# another release is refused here rather than half-working. CI tests 2.14.1.
+TORCH_SUPPORTED = ((2, 4), (2, 15))  # [lowest, first unsupported)
+
+
+def _check_torch_version(version):
+    """Raises ImportError unless `version` (torch.__version__) lies in TORCH_SUPPORTED."""
+    lo, hi = TORCH_SUPPORTED
+    try:
+        release = tuple(int(p) for p in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        release = None
+    if release is None or not lo <= release < hi:
+        raise ImportError(f"thunder_c supports torch >= {lo[0]}.{lo[1]} and < {hi[0]}.{hi[1]}, "
+                          f"but torch {version} is installed (scripts/install-deps.sh makes .venv/ "
+                          f"with torch 2.14.1)")
+
+
+_check_torch_version(_torch.__version__)
+
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+from . import _C  # noqa: E402
 from ._C import Trace, TensorProxy, autocast, cache_hits, cache_misses, trace_from_text
 from ._C import get_num_threads, set_num_threads
 from . import transforms

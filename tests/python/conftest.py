@@ -1,6 +1,6 @@
 """Shared fixtures for the Python tests: where the build is, and how to run the `thunder` CLI.
 
-The tests run under Debian's /usr/bin/python3 (NumPy, PyTorch 1.13) and find the build through
+The tests run under the project's .venv/bin/python (NumPy, torch 2.14.1; scripts/install-deps.sh) and find the build through
 THUNDER_BUILD_DIR (set by CTest), defaulting to ../../build relative to this file."""
 import os
 import pathlib

@@ -1,8 +1,9 @@
 """`thunder run PROGRAM --autocast bf16` against PyTorch's own CPU autocast.
 
-Every op of PyTorch 1.13's CPU autocast test lists (torch.testing._internal.autocast_test_lists.
-AutocastCPUTestLists: torch_bf16, torch_fp32, nn_bf16, nn_fp32, torch_need_autocast_promote, and the
-builtin-promotion list) that thunder-c has is written as a one-op trace, run through the CLI with
+Every op of PyTorch's CPU autocast test lists (torch.testing._internal.autocast_test_lists.
+AutocastCPUTestLists of the installed torch: torch_16, torch_fp32, nn_16, nn_fp32,
+torch_need_autocast_promote, and the builtin-promotion lists of functions and Tensor methods) that
+thunder-c has is written as a one-op trace, run through the CLI with
 --autocast bf16 on the lists' own arguments, and compared with the same call under
 `with torch.autocast("cpu", torch.bfloat16)` in eager PyTorch: the same output dtype, and values within
 AMP tolerance (1e-2 relative to the output's scale). Then Thunder's autocast scenarios (seed 000:
@@ -19,15 +20,9 @@ import traceprog
 
 
 def _autocast_cpu_test_lists():
-    """torch.testing._internal.autocast_test_lists.AutocastCPUTestLists, loaded from PyTorch's own file
-    (importing the module pulls in common_utils, which needs test-only packages Debian does not ship;
-    the lists only need torch)."""
-    import pathlib
-    src = (pathlib.Path(torch.__file__).parent / "testing/_internal/autocast_test_lists.py").read_text()
-    src = src.replace("from torch.testing._internal.common_utils import TEST_WITH_ROCM", "TEST_WITH_ROCM = False")
-    ns = {}
-    exec(compile(src, "autocast_test_lists.py", "exec"), ns)
-    return ns["AutocastCPUTestLists"]
+    """torch.testing._internal.autocast_test_lists.AutocastCPUTestLists of the installed torch."""
+    from torch.testing._internal.autocast_test_lists import AutocastCPUTestLists
+    return AutocastCPUTestLists
 
 
 torch.manual_seed(0)
@@ -54,19 +49,32 @@ TORCH_OPS = {
     "add": ("ltorch.add(a0, a1, alpha=None)", torch.add),
     "div": ("ltorch.div(a0, a1, rounding_mode=None)", torch.div),
     "mul": ("ltorch.mul(a0, a1)", torch.mul),
+    # the Tensor methods of methods_expect_builtin_promote (__div__ is Python 2's name: __truediv__)
+    "__eq__": ("ltorch.eq(a0, a1)", lambda a, b: a == b),
+    "__ge__": ("ltorch.ge(a0, a1)", lambda a, b: a >= b),
+    "__gt__": ("ltorch.gt(a0, a1)", lambda a, b: a > b),
+    "__le__": ("ltorch.le(a0, a1)", lambda a, b: a <= b),
+    "__lt__": ("ltorch.lt(a0, a1)", lambda a, b: a < b),
+    "__ne__": ("ltorch.ne(a0, a1)", lambda a, b: a != b),
+    "__add__": ("ltorch.add(a0, a1, alpha=None)", lambda a, b: a + b),
+    "__div__": ("ltorch.div(a0, a1, rounding_mode=None)", lambda a, b: a / b),
+    "__mul__": ("ltorch.mul(a0, a1)", lambda a, b: a * b),
 }
 # ops of the lists thunder-c does not have (convolutions, pooling, padding, most losses)
 ABSENT = {"conv1d", "conv2d", "conv3d", "addbmm", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
           "conv_transpose3d", "poisson_nll_loss", "cosine_embedding_loss", "hinge_embedding_loss",
           "margin_ranking_loss", "triplet_margin_loss", "binary_cross_entropy_with_logits", "avg_pool3d",
           "binary_cross_entropy", "reflection_pad1d", "nll_loss2d", "l1_loss", "smooth_l1_loss",
-          "multilabel_margin_loss", "soft_margin_loss", "multi_margin_loss", "huber_loss"}
+          "multilabel_margin_loss", "soft_margin_loss", "multi_margin_loss", "huber_loss",
+          "_addmm_activation", "prelu", "_native_multi_head_attention"}
+# the lists' names: torch >= 2.1 says torch_16/nn_16 for the lower-precision lists
+LIST_NAMES = ("torch_16", "torch_fp32", "nn_16", "nn_fp32", "torch_need_autocast_promote",
+              "torch_expect_builtin_promote", "methods_expect_builtin_promote")
 
 
 def list_cases():
     cases = []
-    for list_name in ("torch_bf16", "torch_fp32", "nn_bf16", "nn_fp32", "torch_need_autocast_promote",
-                      "torch_expect_builtin_promote"):
+    for list_name in LIST_NAMES:
         for entry in getattr(LISTS, list_name):
             name, args = entry[0], entry[1]
             if name in ABSENT:
@@ -117,11 +125,12 @@ def test_cpu_autocast_lists(cli, tmp_path, name, args, fn):
 
 
 def test_lists_are_covered():
-    """The lists this test runs: everything thunder-c has of PyTorch 1.13's CPU autocast lists."""
+    """The lists this test runs: everything thunder-c has of the installed torch's CPU autocast lists."""
     ids = {p.id for p in list_cases()}
-    for need in ("torch_bf16-mm", "torch_bf16-bmm", "torch_bf16-matmul", "torch_bf16-addmm",
-                 "torch_bf16-baddbmm", "nn_bf16-linear", "nn_fp32-nll_loss", "nn_fp32-mse_loss",
-                 "torch_need_autocast_promote-cat", "torch_need_autocast_promote-stack"):
+    for need in ("torch_16-mm", "torch_16-bmm", "torch_16-matmul", "torch_16-addmm",
+                 "torch_16-baddbmm", "nn_16-linear", "nn_fp32-nll_loss", "nn_fp32-mse_loss",
+                 "torch_need_autocast_promote-cat", "torch_need_autocast_promote-stack",
+                 "methods_expect_builtin_promote-__add__"):
         assert need in ids
 
 
@@ -150,7 +159,7 @@ MORE = [
     ("ltorch.matmul(a0, a1)", (R(3, 1, 2), R(2, 3)), torch.matmul),
     # float64 is never cast
     ("ltorch.matmul(a0, a1)", (R(4, 4, dtype=torch.float64), R(4, 4, dtype=torch.float64)), torch.matmul),
-    # on PyTorch's CPU float32 list (autocast_mode.cpp), outside 1.13's test lists
+    # on PyTorch's CPU float32 list (autocast_mode.cpp), outside its test lists
     ("ltorch.prod(a0)", (POS(8, dtype=torch.bfloat16),), torch.prod),
     ("ltorch.cross_entropy(a0, a1)", (R(8, 8, dtype=torch.bfloat16), torch.randint(0, 8, (8,))), F.cross_entropy),
     # CUDA autocast runs these in float32; CPU autocast leaves them in bfloat16

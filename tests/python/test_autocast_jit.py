@@ -87,7 +87,7 @@ def test_scenario11_regions_inside_the_function():
     torch.testing.assert_close(got[0].float(), want[0].float(), rtol=0.05, atol=0.05)
     torch.testing.assert_close(got[1], want[1], **TOL)
     verify_all(jf)
-    assert not torch.is_autocast_cpu_enabled()  # the regions ended with the trace
+    assert not torch.is_autocast_enabled("cpu")  # the regions ended with the trace
 
 
 def test_scenario12_matmul_3d_by_2d():

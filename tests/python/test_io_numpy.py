@@ -8,8 +8,8 @@ build/libthunder.so at the repository root):
   * .safetensors files we write equal the bytes built here by hand from the format spec (8-byte LE
     header length, compact JSON, spaces to a multiple of 8, data), and hand-built files read back;
   * DLPack round trips with torch.utils.dlpack, zero-copy in both directions.
-Run with Debian's /usr/bin/python3 (it has numpy and torch):
-    THUNDER_LIB=build/libthunder.so /usr/bin/python3 -m pytest tests/python/test_io_numpy.py
+Run with the project's .venv/bin/python (numpy, torch):
+    THUNDER_LIB=build/libthunder.so .venv/bin/python -m pytest tests/python/test_io_numpy.py
 """
 import ctypes
 import json

@@ -3,9 +3,8 @@ with thunder_c in Thunder's place (`import thunder_c as thunder`), each compared
 gives for the same code.
 
 Adaptations, and nothing else: device "cuda" -> "cpu" and torch.autocast("cuda", ...) -> ("cpu", ...);
-`with torch.device(...):` (torch >= 2.0) -> the device passed to the factory calls; module paths under
-`thunder.` -> under `thunder_c.`; Thunder's torchcompile executor (no torch.compile in torch 1.13) ->
-each of thunder_c's executor lists.
+module paths under `thunder.` -> under `thunder_c.`; Thunder's torchcompile executor (seed 004) -> each
+of thunder_c's executor lists.
 
 * 000 — torch.autocast around thunder.prims.linear: the autocast dispatch must apply to prims too.
 * 001 — jit(autocast(h, dtype=thunder.bfloat16)) with h = (a @ b) + c: the autocast function transform.
@@ -33,9 +32,10 @@ def seed000():
         return thunder.prims.linear(x, w, None)
 
     device = torch.device("cpu")
-    # fp32 inputs (torch 1.13 has no `with device:`: the device is passed to the factories)
-    x, w = torch.randn(16, 16, device=device), torch.randn(16, 16, device=device)
-    print(x.dtype, w.dtype)
+    with device:
+        # fp32 inputs
+        x, w = torch.randn(16, 16), torch.randn(16, 16)
+        print(x.dtype, w.dtype)
 
     with torch.autocast("cpu", torch.bfloat16):
         jfoo = thunder.jit(foo)

@@ -868,8 +868,8 @@ static PyMethodDef extend_functions[] = {
 int pyth_extend_ready(PyObject *m) {
   if (PyType_Ready(&ext_exec_type) < 0 || PyModule_AddFunctions(m, extend_functions) < 0) return -1;
   PyObject *tc = PyObject_GetAttrString(pyth_T.torch, "_C");
-  set_autocast_gpu = PyObject_GetAttrString(pyth_T.torch, "set_autocast_enabled");
-  set_autocast_cpu = PyObject_GetAttrString(pyth_T.torch, "set_autocast_cpu_enabled");
+  set_autocast_gpu = pyth_torch_for_device("set_autocast_enabled", "cuda");
+  set_autocast_cpu = pyth_torch_for_device("set_autocast_enabled", "cpu");
   set_grad = tc ? PyObject_GetAttrString(tc, "_set_grad_enabled") : NULL;
   Py_XDECREF(tc);
   if (!set_autocast_gpu || !set_autocast_cpu || !set_grad) return -1;

@@ -5,6 +5,7 @@
  * core (thunder_c.float32, ..., float8_e4m3fn), and builds the `prims` and `torch` namespaces: one
  * callable per op of the core's op table, usable inside jitted code (thunder_c.prims.linear). A
  * core status becomes the Python exception PyTorch would raise, with the core's one-line message. */
+#include <stdint.h>
 #include <string.h>
 
 #include "pyth.h"
@@ -270,12 +271,23 @@ fail:
 
 /* ---- init ------------------------------------------------------------------------------------------ */
 
-/* The tensor proxies lend torch's C code (pyth_proxy's comment): a 1-element meta tensor, and its
- * TensorImpl pointer (an at::Tensor is that one pointer; a borrowed MaybeOwned<at::Tensor> holds such a
- * Tensor, not a pointer to one). The THPVariable layout is checked on this object and on a second one:
- * the head, then an owned (isBorrowed_ == 0) MaybeOwned whose at::Tensor sits at the next
- * pointer-aligned offset and differs between the two. On any mismatch the stand-in is not used
- * (proxies then behave as before it existed). */
+PyObject *pyth_torch_for_device(const char *name, const char *device_type) {
+  PyObject *functools = PyImport_ImportModule("functools");
+  PyObject *partial = functools ? PyObject_GetAttrString(functools, "partial") : NULL;
+  PyObject *f = partial ? PyObject_GetAttrString(pyth_T.torch, name) : NULL;
+  PyObject *r = f ? PyObject_CallFunction(partial, "Os", f, device_type) : NULL;
+  Py_XDECREF(functools);
+  Py_XDECREF(partial);
+  Py_XDECREF(f);
+  return r;
+}
+
+/* The tensor proxies lend torch's C code (pyth_proxy's comment): a 1-element meta tensor, and the
+ * three payload words that make a proxy read as it. The layout is read off this tensor and a second
+ * one: a plain at::Tensor when the first word is a TensorImpl pointer that differs between the two
+ * and the two hook words after it are NULL; a MaybeOwned when the first word is an owned
+ * (isBorrowed_ == 0, padding zero) flag and the second word holds differing pointers. On any other
+ * layout the words stay zero (a proxy then reads as an undefined tensor). */
 static int init_stand_in(void) {
   PyObject *empty = PyObject_GetAttrString(pyth_T.torch, "empty");
   PyObject *kw = Py_BuildValue("{s:s}", "device", "meta");
@@ -291,19 +303,22 @@ static int init_stand_in(void) {
     Py_XDECREF(a);
     return -1;
   }
-  const size_t off = sizeof(PyObject), toff = offsetof(pyth_proxy, torch_borrowed_tensor);
-  bool ok = offsetof(pyth_proxy, torch_is_borrowed) == off && toff == off + sizeof(void *) &&
-            PyObject_IsInstance(a, pyth_T.tensor_type) == 1 && (size_t)Py_TYPE(a)->tp_basicsize >= toff + sizeof(void *);
-  void *ia = NULL, *ib = NULL;
-  if (ok) {
-    const char *pa = (const char *)a, *pb = (const char *)b;
-    memcpy(&ia, pa + toff, sizeof ia);
-    memcpy(&ib, pb + toff, sizeof ib);
-    ok = pa[off] == 0 && pb[off] == 0 && ia && ib && ia != ib;
+  const size_t off = offsetof(pyth_proxy, torch_payload);
+  memset(pyth_T.stand_in_words, 0, sizeof pyth_T.stand_in_words);
+  if (off == sizeof(PyObject) && PyObject_IsInstance(a, pyth_T.tensor_type) == 1 &&
+      (size_t)Py_TYPE(a)->tp_basicsize >= off + sizeof pyth_T.stand_in_words) {
+    const void *wa[3], *wb[3];
+    memcpy(wa, (const char *)a + off, sizeof wa);
+    memcpy(wb, (const char *)b + off, sizeof wb);
+    if (wa[0] && wb[0] && wa[0] != wb[0] && !wa[1] && !wa[2] && !wb[1] && !wb[2]) {
+      pyth_T.stand_in_words[0] = wa[0]; /* at::Tensor cdata; no hooks */
+    } else if (!wa[0] && !wb[0] && wa[1] && wb[1] && wa[1] != wb[1]) {
+      pyth_T.stand_in_words[0] = (const void *)(uintptr_t)1; /* isBorrowed_ = true (little-endian byte 0) */
+      pyth_T.stand_in_words[1] = wa[1];
+    }
   }
   Py_DECREF(b);
   pyth_T.stand_in = a; /* kept for the process: its TensorImpl is what proxies lend */
-  pyth_T.stand_in_tensor = ok ? ia : NULL;
   return 0;
 }
 
@@ -319,10 +334,10 @@ static int init_torch(void) {
   pyth_T.size_type = PyObject_GetAttrString(pyth_T.torch, "Size");
   pyth_T.device_type = PyObject_GetAttrString(pyth_T.torch, "device");
   pyth_T.dtype_type = PyObject_GetAttrString(pyth_T.torch, "dtype");
-  pyth_T.is_autocast_enabled = PyObject_GetAttrString(pyth_T.torch, "is_autocast_enabled");
-  pyth_T.is_autocast_cpu_enabled = PyObject_GetAttrString(pyth_T.torch, "is_autocast_cpu_enabled");
-  pyth_T.get_autocast_gpu_dtype = PyObject_GetAttrString(pyth_T.torch, "get_autocast_gpu_dtype");
-  pyth_T.get_autocast_cpu_dtype = PyObject_GetAttrString(pyth_T.torch, "get_autocast_cpu_dtype");
+  pyth_T.is_autocast_enabled = pyth_torch_for_device("is_autocast_enabled", "cuda");
+  pyth_T.is_autocast_cpu_enabled = pyth_torch_for_device("is_autocast_enabled", "cpu");
+  pyth_T.get_autocast_gpu_dtype = pyth_torch_for_device("get_autocast_dtype", "cuda");
+  pyth_T.get_autocast_cpu_dtype = pyth_torch_for_device("get_autocast_dtype", "cpu");
   pyth_T.is_grad_enabled = PyObject_GetAttrString(pyth_T.torch, "is_grad_enabled");
   pyth_T.get_default_dtype = PyObject_GetAttrString(pyth_T.torch, "get_default_dtype");
   if (!pyth_T.to_dlpack || !pyth_T.from_dlpack || !pyth_T.tensor_type || !pyth_T.size_type ||

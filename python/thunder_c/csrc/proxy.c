@@ -50,8 +50,7 @@ void pyth_pool_free(pyth_pool *p) {
 PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v) {
   pyth_proxy *p = PyObject_New(pyth_proxy, &pyth_proxy_type);
   if (!p) return NULL;
-  p->torch_is_borrowed = pyth_T.stand_in_tensor != NULL;
-  p->torch_borrowed_tensor = pyth_T.stand_in_tensor;
+  memcpy(p->torch_payload, pyth_T.stand_in_words, sizeof p->torch_payload);
   p->value = v;
   p->tracer = tr;
   p->epoch = tr->epoch;
@@ -774,6 +773,12 @@ static const char *const metadata_reads[] = {
  * their arguments); the tensor they make is then captured as a constant input like a closure tensor. */
 static const char *const data_constructors[] = {"tensor", "as_tensor", "from_numpy", "scalar_tensor"};
 
+/* torch callables of Python-side state that torch 2.x routes through the TorchFunctionMode: run
+ * eagerly while tracing (no proxy among their arguments). `torch.no_grad()` sets grad mode through
+ * torch._C._set_grad_enabled, which the recording then reads (grad_stops); torch.device(...) makes a
+ * device object. Dotted paths below `torch`. */
+static const char *const state_functions[] = {"device", "_C._set_grad_enabled"};
+
 /* Metadata queries in function form (torch.numel(x)): answered by the proxy's method of that name. */
 static const struct { const char *func, *method; } metadata_functions[] = {
     {"numel", "numel"}, {"is_floating_point", "is_floating_point"}, {"is_complex", "is_complex"},
@@ -816,6 +821,23 @@ int pyth_dispatch_init(void) {
     PyObject *f = PyObject_GetAttrString(pyth_T.torch, data_constructors[i]);
     if (!f) {
       PyErr_Clear();
+      continue;
+    }
+    int r = PySet_Add(passthrough, f);
+    Py_DECREF(f);
+    if (r < 0) goto fail;
+  }
+  for (size_t i = 0; i < sizeof state_functions / sizeof *state_functions; i++) {
+    PyObject *f = Py_NewRef(pyth_T.torch);
+    char part[64];
+    for (const char *p = state_functions[i]; f && *p;) {
+      size_t n = strcspn(p, ".");
+      snprintf(part, sizeof part, "%.*s", (int)n, p);
+      Py_SETREF(f, PyObject_GetAttrString(f, part));
+      p += n + (p[n] == '.');
+    }
+    if (!f) {
+      PyErr_Clear(); /* not in this torch */
       continue;
     }
     int r = PySet_Add(passthrough, f);

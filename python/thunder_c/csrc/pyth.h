@@ -37,7 +37,7 @@ typedef struct pyth_torch {
   PyObject *numpy_ndarray;  /* numpy.ndarray, or NULL without NumPy */
   PyObject *memory_format_type, *contiguous_format, *preserve_format; /* torch.memory_format and two values */
   PyObject *stand_in;       /* torch.empty(1, device="meta"): the at::Tensor proxies lend torch's C code */
-  const void *stand_in_tensor; /* its TensorImpl pointer (see pyth_proxy), or NULL */
+  const void *stand_in_words[3]; /* what a proxy's torch_payload holds (see pyth_proxy) */
 } pyth_torch;
 extern pyth_torch pyth_T;
 
@@ -52,6 +52,10 @@ PyObject *pyth_raise(th_status st);
 
 /* A torch.dtype or thunder_c dtype object -> th_dtype. False (no exception set) if not a dtype. */
 bool pyth_dtype_from(PyObject *o, th_dtype *out);
+/* New reference to torch.<name> with its first argument bound to device_type ("cpu", "cuda"):
+ * torch 2.x's device-generic autocast functions (is_autocast_enabled, get_autocast_dtype,
+ * set_autocast_enabled) as zero- or one-argument callables. */
+PyObject *pyth_torch_for_device(const char *name, const char *device_type);
 /* A torch.device, or a device string ("cpu", "cuda:0") -> th_device. False (no exception) if not one. */
 bool pyth_device_from(PyObject *o, th_device *out);
 /* New reference to the torch.device for d. */
@@ -67,15 +71,16 @@ typedef struct {
   /* A proxy answers isinstance(x, torch.Tensor) (its __class__ is torch.Tensor, so that code checking
    * for tensors traces). torch's C argument parser believes that too: matching an overload with a
    * Scalar where the proxy stands (pow(Scalar, Tensor) for torch.pow(x, 2.0)), it reads the object as
-   * a THPVariable, whose head is followed by a c10::MaybeOwned<at::Tensor> {bool isBorrowed_; union
-   * {at::Tensor borrow_; at::Tensor own_;}} (an at::Tensor is one TensorImpl pointer). These two fields
-   * mirror that layout as a borrow of a real tensor: a 1-element meta tensor (dim 1, float32, no grad),
-   * kept alive for the process (pyth_T.stand_in), which no such check
-   * accepts as a Scalar or an int, so torch goes on to the overload that takes a Tensor there and
-   * dispatches to the tracer. The layout is verified against a real tensor at import
-   * (pyth_T.stand_in_tensor; NULL when it does not match). */
-  unsigned char torch_is_borrowed; /* MaybeOwned::isBorrowed_: 1 */
-  const void *torch_borrowed_tensor; /* MaybeOwned::borrow_: the stand-in's TensorImpl pointer */
+   * a THPVariable. Its payload follows the head and is one of two layouts, told apart at import on a
+   * real tensor (module.c, init_stand_in):
+   *   - `at::Tensor cdata` (one TensorImpl pointer), then two hook pointers (NULL when unset);
+   *   - `c10::MaybeOwned<at::Tensor> cdata` {bool isBorrowed_; union {at::Tensor borrow_, own_}}.
+   * These three words mirror the payload as a tensor that is a 1-element meta tensor (dim 1, float32,
+   * no grad), kept alive for the process (pyth_T.stand_in), which no such check accepts as a Scalar
+   * or an int, so torch goes on to the overload that takes a Tensor there and dispatches to the
+   * tracer: {impl, NULL, NULL} for the first layout, {isBorrowed_ = 1, impl, NULL} for the second.
+   * pyth_T.stand_in_words holds the words; all zero when neither layout matches. */
+  const void *torch_payload[3];
   th_value *value;
   pyth_tracer *tracer; /* the tracing session it belongs to; checked on use */
   unsigned long epoch; /* tracer epoch at creation; a proxy from a finished trace is rejected */

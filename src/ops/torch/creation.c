@@ -112,11 +112,11 @@ th_status ltorch_empty_like_decomp(th_trace *tr, const th_symbol *sym, const th_
 
 /* ---- arange ------------------------------------------------------------------------------------- */
 
-/* arange(start, end=None, step=1) as PyTorch's CPU kernel: for an integer dtype start, end and step
- * are first truncated to int64 (arange(0.1, -7.9, -4.0, dtype=torch.int64) is [0, -4]) and the values
- * are one prims.iota; the length is ceil((end - start) / step) in double, of the truncated bounds for
- * int64 and of the given ones otherwise. Float dtypes compute start + i * step in float64 from an
- * int64 iota and convert once. */
+/* arange(start, end=None, step=1) as PyTorch's CPU kernel: the length is ceil((end - start) / step)
+ * in double of the given bounds, whatever the dtype. For an integer dtype the values are one
+ * prims.iota of start and step truncated to int64 (arange(-0.9, 2.1, 2.0, dtype=torch.int64) is
+ * [0, 2]; arange(0, 64, 0.5, dtype=torch.int64) is 128 zeros). Float dtypes compute start + i * step
+ * in float64 from an int64 iota and convert once. */
 th_status ltorch_arange_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_arg *sa = &args[0], *ea = &args[1], *pa = &args[2];
@@ -142,13 +142,12 @@ th_status ltorch_arange_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   if (int_dt) {
     if (fabs(start) >= 9.2e18 || fabs(end) >= 9.2e18 || fabs(step) >= 9.2e18)
       return th_error(TH_ERR_RUNTIME, "%s: unsupported range: %g -> %g", op, start, end);
-    double lo = trunc(start), hi = trunc(end), st = trunc(step);
-    if (st == 0.0) return th_error(TH_ERR_RUNTIME, "%s: step must be nonzero", op);
-    if (!((st > 0 && hi >= lo) || (st < 0 && hi <= lo)))
+    if (step == 0.0) return th_error(TH_ERR_RUNTIME, "%s: step must be nonzero", op);
+    if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
       return th_error(TH_ERR_RUNTIME, "%s: upper bound and larger bound inconsistent with step sign", op);
-    len_d = dt == TH_I64 ? ceil((hi - lo) / st) : ceil((end - start) / step);
-    start = lo;
-    step = st;
+    len_d = ceil((end - start) / step);
+    start = trunc(start);
+    step = trunc(step);
   } else {
     if (step == 0.0) return th_error(TH_ERR_RUNTIME, "%s: step must be nonzero", op);
     if (!((step > 0 && end >= start) || (step < 0 && end <= start)))

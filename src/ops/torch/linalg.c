@@ -33,7 +33,7 @@ static th_status broadcast_batch(const char *op, const int64_t *a, int na, const
   return TH_OK;
 }
 
-/* PyTorch's matrix products take one dtype (no promotion): "expected scalar type Float but found Double";
+/* PyTorch's matrix products take one dtype (no promotion: "expected m1 and m2 to have the same dtype");
  * the message names the op, the argument and both dtypes. */
 static th_status same_dtype(const char *op, const th_value *a, const th_value *b, const char *bname) {
   if (a->dtype == b->dtype) return TH_OK;
@@ -141,18 +141,31 @@ static th_status add_product(th_trace *tr, const char *op, const th_arg *args, t
   return th_tu_call2(tr, TH_OP_ltorch_add, bias, prod, out);
 }
 
-th_status ltorch_addmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+/* bias, a, b of addmm/baddbmm: bfloat16 and float16 operands computed in float32 and the result
+ * rounded once, as PyTorch's CPU kernels do (a GEMM accumulating in float32 with beta * bias +
+ * alpha * product applied before the one rounding). */
+static th_status matmul_add(th_trace *tr, const char *op, const th_arg *args, th_arg *out) {
+  th_dtype dt = args[1].u.value->dtype;
+  bool widen = (dt == TH_BF16 || dt == TH_F16) && args[0].kind == TH_ARG_VALUE && args[0].u.value->dtype == dt &&
+               args[2].u.value->dtype == dt;
+  th_arg w[5];
+  memcpy(w, args, sizeof w);
+  if (widen)
+    for (int i = 0; i < 3; i++) TH_TRY(th_tu_convert(tr, &w[i], TH_F32));
   th_arg prod;
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, w[1], w[2], &prod));
+  TH_TRY(add_product(tr, op, w, prod, out));
+  return widen ? th_tu_convert(tr, out, dt) : TH_OK;
+}
+
+th_status ltorch_addmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   TH_TRY(check_mm(sym->qualname, args[1].u.value, args[2].u.value));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, args[1], args[2], &prod));
-  return add_product(tr, sym->qualname, args, prod, out);
+  return matmul_add(tr, sym->qualname, args, out);
 }
 
 th_status ltorch_baddbmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  th_arg prod;
   TH_TRY(check_bmm(sym->qualname, args[1].u.value, args[2].u.value));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, args[1], args[2], &prod));
-  return add_product(tr, sym->qualname, args, prod, out);
+  return matmul_add(tr, sym->qualname, args, out);
 }
 
 /* outer(a, b) = a[:, None] * b[None, :] */

@@ -650,16 +650,35 @@ th_status ltorch_cross_entropy_decomp(th_trace *tr, const th_symbol *sym, const 
   return th_tu_convert(tr, out, a->dtype);
 }
 
-/* mse_loss = reduce((a - target)^2), the square as d * d (PyTorch's kernel). */
+/* mse_loss = reduce((a - target)^2), the square as d * d (PyTorch's kernel). With a weight (of
+ * input's size, as torch.nn.functional.mse_loss checks), each square is scaled by it and 'mean'
+ * divides the sum by the sum of the weights. */
 th_status ltorch_mse_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
   int reduction = RED_MEAN;
-  TH_TRY(read_reduction(sym->qualname, &args[2], &args[3], &args[4], &reduction));
+  TH_TRY(read_reduction(op, &args[2], &args[3], &args[4], &reduction));
+  const th_arg *w = &args[5];
+  if (w->kind != TH_ARG_NONE) {
+    const th_value *in = args[0].u.value, *wv = w->u.value;
+    char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
+    if (wv->ndim != in->ndim || memcmp(wv->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim))
+      return th_error(TH_ERR_VALUE, "%s: Weights and input must have the same size: weight is %s, input %s", op,
+                      th_meta_shape_str(wv->shape, wv->ndim, b0, sizeof b0),
+                      th_meta_shape_str(in->shape, in->ndim, b1, sizeof b1));
+  }
   th_arg d;
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, args[0], args[1], &d));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, d, d, &d));
+  if (w->kind != TH_ARG_NONE) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, d, *w, &d));
   if (reduction == RED_NONE) {
     *out = d;
     return TH_OK;
+  }
+  if (w->kind != TH_ARG_NONE && reduction == RED_MEAN) {
+    th_arg ws;
+    TH_TRY(th_tu_call1(tr, TH_OP_ltorch_sum, d, &d));
+    TH_TRY(th_tu_call1(tr, TH_OP_ltorch_sum, *w, &ws));
+    return th_tu_call2(tr, TH_OP_ltorch_div, d, ws, out);
   }
   return th_tu_call1(tr, reduction == RED_SUM ? TH_OP_ltorch_sum : TH_OP_ltorch_mean, d, out);
 }

@@ -462,9 +462,17 @@ static th_status cat_list(th_trace *tr, const char *op, int n, const th_arg *ite
     TH_TRY(th_tu_promote(op, n, ts, TH_TU_PROMO_PRESERVE, &comp, &res));
     for (int i = 0; i < n; i++) TH_TRY(th_tu_convert_type(tr, &ts[i], res));
   }
+  /* PyTorch skips 1-D empty tensors (the legacy "no tensor" shape (0,)) when any other tensor is
+   * present: they take part in type promotion but not in the shape checks or the result */
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    const th_value *v = ts[i].u.value;
+    if (!(v->ndim == 1 && v->shape[0] == 0)) ts[kept++] = ts[i];
+  }
+  if (kept == 0) kept = 1; /* all are (0,): the result is one of them */
   int d;
   TH_TRY(th_meta_canonical_dim(op, dim, ts[0].u.value->ndim, &d));
-  return th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(n, ts), th_arg_int(d), out);
+  return th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(kept, ts), th_arg_int(d), out);
 }
 
 th_status ltorch_cat_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
