@@ -1,6 +1,7 @@
 """A GPT-2 transformer block written as a plain PyTorch nn.Module (as in nanoGPT), for the examples,
-tests and benchmarks of thunder_c. PyTorch 1.13 has no F.scaled_dot_product_attention, so attention is
-spelled out: q @ k^T * scale, a causal mask from a registered tril buffer, softmax, @ v."""
+tests and benchmarks of thunder_c. Attention is nanoGPT's manual path, spelled out: q @ k^T * scale, a
+causal mask from a registered tril buffer, softmax, @ v (tests/python/test_sdpa.py runs nanoGPT's flash
+path, F.scaled_dot_product_attention, against eager)."""
 import math
 
 import torch

@@ -21,9 +21,9 @@ NOTES = {
     "nn.functional.dropout": "F.dropout is supported; the OpInfo's op is a wrapper (and its samples are random).",
     "nn.functional.embedding": "F.embedding is supported (test_ops_vs_torch.py); the OpInfo's op is a wrapper "
                                "lambda, so it is not counted.",
-    "nn.functional._scaled_dot_product_attention": "a private 1.13 function returning (output, weights); "
-                                                   "the core's ltorch.scaled_dot_product_attention is PyTorch "
-                                                   "2.x's F.scaled_dot_product_attention, absent from 1.13.",
+    "nn.functional.scaled_dot_product_attention": "F.scaled_dot_product_attention is supported; the OpInfo's op is "
+                                                  "a wrapper lambda, so it is not counted here: test_sdpa.py runs its "
+                                                  "samples (f64, f32, bf16, gradients in f64).",
     "zero_": "a wrapper (torch.zero_(x.clone())); in-place ops are tested by test_inplace_vs_torch.py.",
     "fill": "a wrapper of Tensor.fill_; in-place ops are tested by test_inplace_vs_torch.py.",
 }

@@ -853,18 +853,34 @@ static void test_sdpa(void **state) {
   th_arg qkv[3] = {q, k, v};
   th_arg o = call_kw(tr, "torch.nn.functional.scaled_dot_product_attention", 3, qkv, 1, kw, causal);
   check_tensor(o, TH_BF16, 4, (int64_t)2, (int64_t)4, (int64_t)6, (int64_t)16);
-  check_subs(last_bsym(tr), "ltorch.mul", "ltorch.transpose", "ltorch.mul", "ltorch.matmul", "ltorch.tril",
-             "ltorch.softmax", "ltorch.matmul", NULL);
+  /* bf16: the logits, the scaling and the softmax in float32 (rows of -inf logits give 0: amax, eq and
+   * the two wheres), the probabilities rounded back for @ v */
+  check_subs(last_bsym(tr), "prims.convert_element_type", "prims.convert_element_type", "ltorch.transpose",
+             "ltorch.matmul", "ltorch.mul", "ltorch.tril", "ltorch.amax", "ltorch.eq", "ltorch.where",
+             "ltorch.softmax", "ltorch.where", "prims.convert_element_type", "ltorch.matmul", NULL);
   th_arg qkvm[4] = {q, k, v, mask};
   check_tensor(call(tr, "ltorch.scaled_dot_product_attention", 4, qkvm), TH_BF16, 4, (int64_t)2, (int64_t)4, (int64_t)6,
                (int64_t)16);
-  assert_int_equal(count_subs_named(last_bsym(tr), "ltorch.where"), 1);
+  /* the mask's where, then _safe_softmax's two (fully masked rows: logits 0 before, attn 0 after) */
+  assert_int_equal(count_subs_named(last_bsym(tr), "ltorch.where"), 3);
   th_arg qkvf[5] = {q, k, v, fmask, th_arg_float(0.1)};
   check_tensor(call(tr, "ltorch.scaled_dot_product_attention", 5, qkvf), TH_BF16, 4, (int64_t)2, (int64_t)4, (int64_t)6,
                (int64_t)16);
   assert_int_equal(count_subs_named(last_bsym(tr), "ltorch.dropout"), 1);
   expect_error(tr, "ltorch.scaled_dot_product_attention", 4, qkvm, 1, kw, causal, TH_ERR_VALUE,
                "Explicit attn_mask should not be set when is_causal=True");
+  /* enable_gqa: 4 query heads over 2 key/value heads, folded into the rows of one product per kv head */
+  th_arg k2 = tensor(tr, "k2", TH_BF16, 4, (int64_t)2, (int64_t)2, (int64_t)7, (int64_t)8);
+  th_arg v2 = tensor(tr, "v2", TH_BF16, 4, (int64_t)2, (int64_t)2, (int64_t)7, (int64_t)16);
+  th_arg k3 = tensor(tr, "k3", TH_BF16, 4, (int64_t)2, (int64_t)3, (int64_t)7, (int64_t)8);
+  const char *gkw[1] = {"enable_gqa"};
+  th_arg gon[1] = {th_arg_bool(true)};
+  th_arg qkv2[3] = {q, k2, v2}, qkv3[3] = {q, k3, k3};
+  check_tensor(call_kw(tr, "ltorch.scaled_dot_product_attention", 3, qkv2, 1, gkw, gon), TH_BF16, 4, (int64_t)2,
+               (int64_t)4, (int64_t)6, (int64_t)16);
+  expect_error(tr, "ltorch.scaled_dot_product_attention", 3, qkv3, 1, gkw, gon, TH_ERR_RUNTIME,
+               "Number of heads in key and value must divide the number of heads in query, but got query.size(-3)=4, "
+               "key.size(-3)=3 and value.size(-3)=3");
   finish(tr, o);
 }
 

@@ -342,10 +342,71 @@ th_status ltorch_embedding_decomp(th_trace *tr, const th_symbol *sym, const th_a
 
 /* ---- attention ---------------------------------------------------------------------------------------- */
 
-/* The math path of PyTorch's scaled_dot_product_attention (and Thunder's decomposition):
- *   s = sqrt(scale or 1/sqrt(E)); logits = (q * s) @ (k^T * s);
- *   is_causal: tril(logits, fill_value=-inf) (top-left aligned, as PyTorch); bool mask: where(mask,
- *   logits, -inf); float mask: logits + mask; softmax(-1); dropout(p); @ v. */
+/* x [..., H, S, E] with each head repeated r times in place (torch.repeat_interleave(x, r, dim=-3)):
+ * [..., H, 1, S, E] broadcast to [..., H, r, S, E] and reshaped to [..., H * r, S, E]. */
+static th_status repeat_heads(th_trace *tr, const char *op, const char *name, th_arg x, int64_t r, th_arg *out) {
+  const th_value *v = x.u.value;
+  if (r == 1) {
+    *out = x;
+    return TH_OK;
+  }
+  if (v->ndim + 1 > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: enable_gqa with %s of rank %d needs rank %d (at most %d)", op, name,
+                    v->ndim, v->ndim + 1, TH_MAX_DIMS);
+  int n = v->ndim, h = n - 3;
+  int64_t shape[TH_MAX_DIMS], bdims[TH_MAX_DIMS];
+  for (int i = 0, j = 0; i <= n; i++) {
+    if (i == h + 1) {
+      shape[i] = r;
+      continue;
+    }
+    shape[i] = v->shape[j];
+    bdims[j] = i;
+    j++;
+  }
+  th_arg si[TH_MAX_DIMS], bi[TH_MAX_DIMS], e;
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, x, th_tu_ints(si, n + 1, shape), th_tu_ints(bi, n, bdims), &e));
+  int64_t rs[TH_MAX_DIMS];
+  memcpy(rs, v->shape, sizeof(int64_t) * (size_t)n);
+  rs[h] = v->shape[h] * r;
+  return th_tu_reshape(tr, e, n, rs, out);
+}
+
+/* The first dim (counted from the end, -3 the first batch dim) at which a's and b's batch dims (all
+ * but the last two) do not broadcast, skipping dim -3 when skip_heads; 0 when they broadcast. */
+static int batch_mismatch(const th_value *a, const th_value *b, bool skip_heads) {
+  for (int i = 3; i <= a->ndim && i <= b->ndim; i++) {
+    int64_t x = a->shape[a->ndim - i], y = b->shape[b->ndim - i];
+    if (x != y && x != 1 && y != 1 && !(skip_heads && i == 3)) return -i;
+  }
+  return 0;
+}
+
+/* out = bshape's nb batch dims followed by (m, n); returns the rank, nb + 2 */
+static int batch_shape(const int64_t *bshape, int nb, int64_t m, int64_t n, int64_t *out) {
+  memcpy(out, bshape, sizeof(int64_t) * (size_t)nb);
+  out[nb] = m;
+  out[nb + 1] = n;
+  return nb + 2;
+}
+
+/* PyTorch's math path of F.scaled_dot_product_attention (torch 2.x: _scaled_dot_product_attention_math,
+ * with _safe_softmax), computed as its CPU kernel does for low precision (the logits, softmax and
+ * dropout in float32, the probabilities rounded to the input dtype before the product with value):
+ *   q, k in the computation dtype; logits = (q @ k^T) * (scale or 1/sqrt(E));
+ *   is_causal: tril(logits, fill_value=-inf) (top-left aligned: torch.ones(L, S).tril());
+ *   bool attn_mask: where(mask, logits, -inf) (True attends); float attn_mask: logits + mask;
+ *   attn = softmax(logits, -1), where a row whose logits are all -inf gives 0 (PyTorch's _safe_softmax:
+ *   a fully masked row, or one made -inf by infinite inputs): such rows' logits are replaced by 0 before
+ *   the softmax (so its gradient stays finite) and its result by 0 after (one more row pass of the
+ *   fused region); dropout(attn, dropout_p) when dropout_p > 0;
+ *   out = attn.to(query.dtype) @ value.
+ * enable_gqa: key and value heads (dim -3) repeat_interleave'd to query's. When key and value have the
+ * same number of heads Hkv, the r = Hq / Hkv query heads sharing one are folded into the rows of one
+ * product instead ([..., Hkv, r * L, E] @ [..., Hkv, E, S]), so no repeated copy of key or value is made.
+ * The scale is applied to the logits (in float32 for low precision) rather than as sqrt(scale) to q and
+ * k before the product as the math path does: the same function, one fused multiply in the softmax's
+ * region instead of two passes over q and k. */
 th_status ltorch_scaled_dot_product_attention_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args,
                                                      th_arg *out) {
   const char *op = sym->qualname;
@@ -356,43 +417,168 @@ th_status ltorch_scaled_dot_product_attention_decomp(th_trace *tr, const th_symb
       return th_error(TH_ERR_VALUE, "%s: %s.dtype=%s is expected to be a floating type", op, names[i],
                       th_dtype_name(t->dtype));
   }
-  const th_value *q = args[0].u.value;
+  const th_value *q = args[0].u.value, *k = args[1].u.value, *v = args[2].u.value;
+  if (k->dtype != q->dtype || v->dtype != q->dtype)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Expected query, key, and value to have the same dtype, but got query.dtype: %s key.dtype: %s "
+                    "and value.dtype: %s instead.",
+                    op, th_dtype_name(q->dtype), th_dtype_name(k->dtype), th_dtype_name(v->dtype));
+  if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Expected query, key, and value to all be at least 2 dimensional, but got query.dim: %d "
+                    "key.dim: %d and value.dim: %d instead.",
+                    op, q->ndim, k->ndim, v->ndim);
+  const int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1], S = k->shape[k->ndim - 2];
+  if (k->shape[k->ndim - 1] != E)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: key.size(-1) must match query.size(-1) (the embedding dim E=%lld), but got %lld", op,
+                    (long long)E, (long long)k->shape[k->ndim - 1]);
+  if (v->shape[v->ndim - 2] != S)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: value.size(-2) must match key.size(-2) (the source length S=%lld), but got %lld", op,
+                    (long long)S, (long long)v->shape[v->ndim - 2]);
   const th_arg *mask = &args[3];
   double p, scale;
-  bool causal;
+  bool causal, gqa;
   TH_TRY(th_tu_float(op, "dropout_p", &args[4], &p));
   TH_TRY(th_tu_bool(op, "is_causal", &args[5], &causal));
+  TH_TRY(th_tu_bool(op, "enable_gqa", &args[7], &gqa));
+  if (!(p >= 0.0 && p <= 1.0))
+    return th_error(TH_ERR_RUNTIME, "%s: dropout_p has to be between 0 and 1, but got %g", op, p);
   if (causal && mask->kind != TH_ARG_NONE)
     return th_error(TH_ERR_VALUE, "%s: Explicit attn_mask should not be set when is_causal=True", op);
-  if (q->ndim < 2) return th_error(TH_ERR_RUNTIME, "%s: query must have at least 2 dimensions", op);
+  if (mask->kind != TH_ARG_NONE) {
+    th_dtype mdt = mask->u.value->dtype;
+    if (mdt != TH_BOOL && mdt != TH_F32 && mdt != q->dtype)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                      "attn_mask.dtype: %s and query.dtype: %s instead.",
+                      op, th_dtype_name(mdt), th_dtype_name(q->dtype));
+  }
   if (args[6].kind != TH_ARG_NONE)
     TH_TRY(th_tu_float(op, "scale", &args[6], &scale));
   else
-    scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
-  double s = sqrt(fabs(scale));
-  th_arg qs, kt, logits;
-  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], th_arg_float(scale < 0 ? -s : s), &qs));
-  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_transpose, args[1], th_arg_int(-2), th_arg_int(-1), &kt));
-  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, kt, th_arg_float(s), &kt));
-  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_matmul, qs, kt, &logits));
+    scale = 1.0 / sqrt((double)E);
+
+  for (int i = 1; i < 3; i++) {
+    int d = batch_mismatch(q, args[i].u.value, gqa);
+    if (d) {
+      char qs[TH_META_SHAPE_BUF], ks[TH_META_SHAPE_BUF];
+      const th_value *t = args[i].u.value;
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: the batch dims of query %s and %s %s do not broadcast: query.size(%d)=%lld, "
+                      "%s.size(%d)=%lld%s",
+                      op, th_meta_shape_str(q->shape, q->ndim, qs, sizeof qs), names[i],
+                      th_meta_shape_str(t->shape, t->ndim, ks, sizeof ks), d, (long long)q->shape[q->ndim + d],
+                      names[i], d, (long long)t->shape[t->ndim + d],
+                      d == -3 ? " (for grouped-query attention over fewer key/value heads pass enable_gqa=True)" : "");
+    }
+  }
+
+  /* grouped-query attention: fold (key and value share a head count) or repeat */
+  int64_t r = 1;
+  th_arg kk = args[1], vv = args[2];
+  if (gqa) {
+    if (q->ndim < 3 || k->ndim < 3 || v->ndim < 3)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: enable_gqa=True needs query, key and value of at least 3 dimensions (heads at dim -3), "
+                      "but got query.dim: %d key.dim: %d and value.dim: %d",
+                      op, q->ndim, k->ndim, v->ndim);
+    int64_t hq = q->shape[q->ndim - 3], hk = k->shape[k->ndim - 3], hv = v->shape[v->ndim - 3];
+    if (hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: Number of heads in key and value must divide the number of heads in query, but got "
+                      "query.size(-3)=%lld, key.size(-3)=%lld and value.size(-3)=%lld",
+                      op, (long long)hq, (long long)hk, (long long)hv);
+    if (hk == hv && hq > 0)
+      r = hq / hk;
+    else {
+      TH_TRY(repeat_heads(tr, op, "key", kk, hq / hk, &kk));
+      TH_TRY(repeat_heads(tr, op, "value", vv, hq / hv, &vv));
+    }
+  }
+
+  /* logits in the computation dtype */
+  th_dtype cd = th_tu_computation_dtype(q->dtype);
+  th_arg qc = args[0], kc = kk, kt, logits;
+  TH_TRY(th_tu_convert(tr, &qc, cd));
+  TH_TRY(th_tu_convert(tr, &kc, cd));
+  int64_t shape[TH_MAX_DIMS];
+  if (r > 1) { /* [..., Hq, L, E] -> [..., Hkv, r * L, E] */
+    memcpy(shape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
+    shape[q->ndim - 3] /= r;
+    shape[q->ndim - 2] = r * L;
+    TH_TRY(th_tu_reshape(tr, qc, q->ndim, shape, &qc));
+  }
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_transpose, kc, th_arg_int(-2), th_arg_int(-1), &kt));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_matmul, qc, kt, &logits));
+  const th_value *lv = logits.u.value;
+  int nb = lv->ndim - 2; /* the broadcast batch dims of q and k (heads included) */
+  int64_t bshape[TH_MAX_DIMS];
+  memcpy(bshape, lv->shape, sizeof(int64_t) * (size_t)nb);
+  if (r > 1) { /* back to [..., Hq, L, S] */
+    bshape[nb - 1] *= r;
+    int n = batch_shape(bshape, nb, L, S, shape);
+    TH_TRY(th_tu_reshape(tr, logits, n, shape, &logits));
+    lv = logits.u.value;
+  }
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, logits, th_arg_float(scale), &logits));
   if (causal) {
     th_arg targs[2] = {logits, th_arg_int(0)};
     TH_TRY(kw_call1(tr, TH_OP_ltorch_tril, 2, targs, "fill_value", th_arg_float(-INFINITY), &logits));
   }
   if (mask->kind != TH_ARG_NONE) {
-    th_dtype mdt = mask->u.value->dtype;
-    if (mdt == TH_BOOL)
-      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, *mask, logits, th_arg_float(-INFINITY), &logits));
-    else if (th_dtype_is_float(mdt))
-      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, logits, *mask, &logits));
+    /* the mask broadcasts to the logits' shape without enlarging it (PyTorch adds it in place); leading
+     * size-1 dims beyond the logits' rank are dropped */
+    const th_value *mv = mask->u.value;
+    th_arg m = *mask;
+    bool ok = true;
+    int lead = mv->ndim - lv->ndim;
+    for (int i = 0; ok && i < lead; i++) ok = mv->shape[i] == 1;
+    for (int i = lead > 0 ? lead : 0; ok && i < mv->ndim; i++) {
+      int64_t want = lv->shape[i - mv->ndim + lv->ndim];
+      ok = mv->shape[i] == 1 || mv->shape[i] == want;
+    }
+    if (!ok) {
+      char ms[TH_META_SHAPE_BUF], ls[TH_META_SHAPE_BUF];
+      th_meta_shape_str(mv->shape, mv->ndim, ms, sizeof ms);
+      th_meta_shape_str(lv->shape, lv->ndim, ls, sizeof ls);
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: attn_mask of shape %s does not broadcast to the attention weights' shape %s (the batch "
+                      "dims, L = query.size(-2), S = key.size(-2))",
+                      op, ms, ls);
+    }
+    if (lead > 0) TH_TRY(th_tu_reshape(tr, m, mv->ndim - lead, mv->shape + lead, &m));
+    if (mv->dtype == TH_BOOL)
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, m, logits, th_arg_float(-INFINITY), &logits));
     else
-      return th_error(TH_ERR_VALUE, "%s: attn_mask.dtype=%s is expected to be of the boolean or a floating type", op,
-                      th_dtype_name(mdt));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, logits, m, &logits));
   }
-  th_arg attn;
-  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_softmax, logits, th_arg_int(-1), &attn));
-  if (p > 0.0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_dropout, attn, th_arg_float(p), &attn));
-  return th_tu_call2(tr, TH_OP_ltorch_matmul, attn, args[2], out);
+  th_arg attn = logits; /* S == 0: an empty softmax, and attn @ value is zeros */
+  if (S > 0) {
+    /* _safe_softmax: a row of -inf logits (masked, or from infinite inputs) attends to nothing */
+    th_arg mx, rowmasked;
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_amax, logits, th_arg_int(-1), th_arg_bool(true), &mx));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, mx, th_arg_float(-INFINITY), &rowmasked));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, rowmasked, th_arg_float(0.0), logits, &logits));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_softmax, logits, th_arg_int(-1), &attn));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, rowmasked, th_arg_float(0.0), attn, &attn));
+    if (p > 0.0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_dropout, attn, th_arg_float(p), &attn));
+  }
+  TH_TRY(th_tu_convert(tr, &attn, q->dtype));
+  if (r > 1) { /* [..., Hq, L, S] -> [..., Hkv, r * L, S] for the product with value [..., Hkv, S, Ev] */
+    bshape[nb - 1] /= r;
+    int n = batch_shape(bshape, nb, r * L, S, shape);
+    TH_TRY(th_tu_reshape(tr, attn, n, shape, &attn));
+    th_arg o;
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_matmul, attn, vv, &o));
+    const th_value *ov = o.u.value;
+    memcpy(bshape, ov->shape, sizeof(int64_t) * (size_t)(ov->ndim - 2));
+    bshape[ov->ndim - 3] *= r;
+    n = batch_shape(bshape, ov->ndim - 2, L, ov->shape[ov->ndim - 1], shape);
+    return th_tu_reshape(tr, o, n, shape, out);
+  }
+  return th_tu_call2(tr, TH_OP_ltorch_matmul, attn, vv, out);
 }
 
 /* ---- losses ------------------------------------------------------------------------------------------- */
