@@ -1,4 +1,4 @@
-"""PyTorch 1.13 eager baseline for bench_fusion: the same memory-bound workloads (issue 5), f32 and bf16,
+"""PyTorch eager baseline for bench_fusion: the same memory-bound workloads (issue 5), f32 and bf16,
 min / median / max ms over interleaved rounds, next to torch's own read-once/write-once floor
 (`out.copy_(x)` into a preallocated tensor of x's size, measured in the same rounds).
 
@@ -8,8 +8,8 @@ min / median / max ms over interleaved rounds, next to torch's own read-once/wri
   layer_norm  F.layer_norm(x, (1024,), w, b, 1e-5), x [8192, 1024]
   rms_norm    x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w, x [8192, 1024]
 
-Run with Debian's /usr/bin/python3 and the thread count of the C side:
-  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/bench_fusion_torch.py [--rounds N]
+Run with the project's .venv/bin/python and the thread count of the C side:
+  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 .venv/bin/python bench/bench_fusion_torch.py [--rounds N]
 Prints a markdown table, then "@row" lines that bench/run_fusion.sh combines with bench_fusion's."""
 import argparse
 import time

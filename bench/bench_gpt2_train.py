@@ -1,5 +1,5 @@
 """Issue 7's training benchmark: one GPT-2 block (examples/python/gpt2_module.py: nanoGPT's Block,
-B=8 T=256 n_embd=768 12 heads by default) forward + backward, thunder_c.jit(block) vs PyTorch 1.13
+B=8 T=256 n_embd=768 12 heads by default) forward + backward, thunder_c.jit(block) vs PyTorch
 eager, next to the GEMM floor measured in the same run.
 
 One training step's compute is timed: `out = block(x); out.backward(cot)` with x requiring grad (the
@@ -24,7 +24,7 @@ no native bf16 matmul and PyTorch 1.13's bf16 CPU GEMM is ~15x slower than f32, 
 floor of the widening path thunder-c takes there).
 
 Run (never a timed test):
-    PYTHONPATH=build/python /usr/bin/python3 bench/bench_gpt2_train.py [--iters 10] [--bf16-iters N]
+    PYTHONPATH=build/python .venv/bin/python bench/bench_gpt2_train.py [--iters 10] [--bf16-iters N]
         [--eager-bf16-iters N] [--dtypes f32,bf16] [--batch 8] [--seq 256] [--embd 768] [--heads 12]
         [--threads 2] [--executors fuser,blas,eager]
 PyTorch 1.13's eager bf16 autocast step is very slow on AVX2-only CPUs (its bf16 GEMMs), hence the

@@ -1,4 +1,4 @@
-"""The Python frontend (thunder_c.jit) against PyTorch 1.13 eager, on the same machine in the same process.
+"""The Python frontend (thunder_c.jit) against PyTorch eager, on the same machine in the same process.
 
 1. Per-call overhead of a cached call on tiny tensors, where the work itself is negligible: a 1-op
    function (x + y) and a 3-op chain ((x + y) * y - x) on f32[4]. After a 1 s warm-up of everything,
@@ -10,7 +10,7 @@
    bf16): thunder_c.jit(module) vs the module itself; min/median/max ms per forward and the ratio.
 
 Prints markdown tables. Run (never a timed test):
-    PYTHONPATH=build/python /usr/bin/python3 bench/bench_python.py [--rounds 20] [--calls 10000]
+    PYTHONPATH=build/python .venv/bin/python bench/bench_python.py [--rounds 20] [--calls 10000]
         [--runs 5] [--bf16-runs 3] [--skip-gpt2] [--skip-overhead]
 Thread count: torch and thunder-c both use all cores unless OMP_NUM_THREADS is set (torch.set_num_threads
 is set to the same value)."""

@@ -1,4 +1,4 @@
-"""Reductions: thunder_c.jit against PyTorch 1.13 eager, in one process, next to the read floor.
+"""Reductions: thunder_c.jit against PyTorch eager, in one process, next to the read floor.
 
 Workloads (f32 and bf16 inputs, shapes from a GPT-2 block's activations and gradients and a wide one):
 sum, mean, amax and var over the last dim (rows) and over the first dim (columns: bias gradients), and
@@ -13,7 +13,7 @@ Each: min / median / max ms; ratios of medians: thunder_c/floor, PyTorch/thunder
 
 Run (Release build; never a timed test):
     cmake --build build --target bench_floor
-    OMP_NUM_THREADS=2 PYTHONPATH=build/python /usr/bin/python3 bench/bench_reduce.py [--build build]
+    OMP_NUM_THREADS=2 PYTHONPATH=build/python .venv/bin/python bench/bench_reduce.py [--build build]
         [--rounds 15] [--only sum_rows,amax_cols] [--dtypes f32,bf16]
 Workloads (--only): sum_rows sum_cols mean_rows amax_rows amax_cols var_rows var_cols prod_sum_cols.
 Threads: torch.set_num_threads and thunder-c both use OMP_NUM_THREADS (default 2); with the load

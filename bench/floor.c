@@ -1,6 +1,9 @@
-/* floor.c — the read floor for benchmarks driven from Python (bench_reduce.py loads it with ctypes):
+/* floor.c — the memory floors for benchmarks driven from Python, loaded with ctypes:
  * th_bench_read_ms times one OpenMP pass that reads `bytes` at p once (the bytes any reduction of
- * that tensor must read), the way bench_util.h's copies time the read-once-write-once floor. */
+ * that tensor must read: bench_reduce.py); th_bench_copy_ms times one OpenMP copy of `bytes`, read
+ * once and written once (the bytes any elementwise or row-wise op of that tensor must move:
+ * bench_peers.py), with ordinary or non-temporal stores, as bench_util.h's bu_copy / bu_copy_stream. */
+#include <immintrin.h>
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,4 +45,33 @@ double th_bench_read_ms(const void *p, size_t bytes, uint64_t *sink) {
   double t = now_ms() - t0;
   *sink = x;
   return t;
+}
+
+/* Copies bytes from src to dst with all OpenMP threads, each a contiguous range of whole 32-byte
+ * vectors (the tail bytes one at a time), and returns the elapsed milliseconds. stream = 0: ordinary
+ * stores (each written line is first read for ownership, as a kernel's plain stores are: what a STREAM
+ * copy measures); stream != 0: non-temporal stores (the lines bypass the cache and are not read first:
+ * only the bytes themselves cross the memory bus). Both buffers are allocated and touched by the
+ * caller beforehand; unaligned buffers take unaligned loads and ordinary stores. */
+double th_bench_copy_ms(void *dst, const void *src, size_t bytes, int stream) {
+  double t0 = now_ms();
+#pragma omp parallel
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    size_t nv = bytes / 32, b = nv * (size_t)t / (size_t)nt, e = nv * (size_t)(t + 1) / (size_t)nt;
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    int aligned = ((uintptr_t)d & 31) == 0;
+    if (stream && aligned) {
+      for (size_t i = b; i < e; i++)
+        _mm256_stream_si256((__m256i *)(d + 32 * i), _mm256_loadu_si256((const __m256i *)(s + 32 * i)));
+      _mm_sfence();
+    } else {
+      for (size_t i = b; i < e; i++)
+        _mm256_storeu_si256((__m256i *)(d + 32 * i), _mm256_loadu_si256((const __m256i *)(s + 32 * i)));
+    }
+    if (t == nt - 1)
+      for (size_t i = 32 * nv; i < bytes; i++) d[i] = s[i];
+  }
+  return now_ms() - t0;
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # run_fusion.sh — issue 5's benchmark in one session: bench_fusion (thunder-c fused / unfused / the
-# bandwidth floor, interleaved), bench_fusion_torch.py (PyTorch 1.13 eager and its copy_ floor),
+# bandwidth floor, interleaved), bench_fusion_torch.py (PyTorch eager and its copy_ floor),
 # bench_gpt2 f32 and bf16 (fused / unfused / GEMM floor, interleaved, plus compile times) and
 # bench_gpt2_torch.py, then one combined set of markdown tables (bench/fusion_table.py) with the
 # ratios and issue 5's targets. The raw outputs stay in the printed directory.
@@ -28,7 +28,8 @@ while getopts b:r:g:G:c:o:s opt; do
   esac
 done
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-2}"
-py=/usr/bin/python3
+py=${PYTHON:-$here/../.venv/bin/python}  # the project venv (torch 2.14); PYTHON=... overrides
+[ -x "$py" ] || py=python3
 for exe in "$build/bench/bench_fusion" "$build/bench/bench_gpt2"; do
   [ -x "$exe" ] || { echo "run_fusion.sh: $exe not built (see the usage in $0)" >&2; exit 2; }
 done

@@ -30,7 +30,8 @@ while getopts b:i:B:e:d:n:x:s opt; do
 done
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-2}"
 export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
-py=/usr/bin/python3
+py=${PYTHON:-$here/../.venv/bin/python}  # the project venv (torch 2.14); PYTHON=... overrides
+[ -x "$py" ] || py=python3
 [ -d "$build/python/thunder_c" ] || { echo "run_train_bench.sh: $build/python/thunder_c not built (see $0)" >&2; exit 2; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/run_train_bench-XXXXXX")
 set --
