@@ -51,10 +51,11 @@ uint16_t th_f32_to_f16(float x);
 float th_f16_to_f32(uint16_t h);
 uint16_t th_f32_to_bf16(float x);
 float th_bf16_to_f32(uint16_t h);
-/* float32 -> fp8. Plain (saturate=false) is PyTorch's cast: e4m3fn rounds 448 <= |x| <= 464 to 448
- * and gives NaN above 464 and for +-inf; e5m2 gives +-inf from 61440 up. saturate=true first clamps
- * to +-448 (e4m3fn) / +-57344 (e5m2), so +-inf also become +-max (torchao's clamp-then-cast);
- * NaN stays NaN in both modes. fp8 -> float32 is exact for every code. */
+/* float32 -> fp8. Plain (saturate=false) is PyTorch's cast (torch >= 2.12): e4m3fn saturates, so
+ * everything that rounds past 448, +-inf included, gives +-448; e5m2 gives +-inf from 61440 up.
+ * saturate=true first clamps to +-448 (e4m3fn: the same result) / +-57344 (e5m2), so +-inf also
+ * become +-max (torchao's clamp-then-cast); NaN stays NaN in both modes. fp8 -> float32 is exact for
+ * every code. */
 uint8_t th_f32_to_f8e4m3fn(float x, bool saturate);
 float th_f8e4m3fn_to_f32(uint8_t v);
 uint8_t th_f32_to_f8e5m2(float x, bool saturate);

@@ -115,8 +115,8 @@ th_status th_safetensors_write(const char *path, int n, const char *const *names
  * (TH_ERR_NOT_IMPLEMENTED) and data aligned to the element size (TH_ERR_VALUE) are accepted.
  * Dtype codes: kDLInt/kDLUInt/kDLFloat/kDLBfloat as usual; bool is kDLBool (6, 8 bits) and the fp8
  * formats kDLFloat8_e4m3fn (10) / kDLFloat8_e5m2 (12), the codes DLPack 0.8 / 1.1 added (v0.6 lacks
- * them; the struct layout is unchanged) and PyTorch 2.x uses. PyTorch 1.13 refuses these codes
- * ("Unsupported code 6") and cannot export bool at all: reinterpret such tensors as uint8 to pass them. */
+ * them; the struct layout is unchanged) and PyTorch 2.x uses (torch 2.14's to_dlpack / from_dlpack
+ * write and read all three). */
 void *th_tensor_to_dlpack(th_tensor *t);
 th_tensor *th_tensor_from_dlpack(void *managed);
 

@@ -8,7 +8,7 @@
 Everything that decides what a program computes (tracing, ops, transforms, executors, the runtime) is
 the C core, reached through the _C extension. This file holds only what has to be Python: the
 TorchFunctionMode subclass that routes torch calls to the C tracer while a function is traced, and the
-nn.Module wrapper returned by jit(module).
+nn.Module wrapper returned by jit(module); _torchao.py recognises torchao's Float8Linear modules.
 """
 import torch as _torch
 
@@ -74,6 +74,10 @@ class _ThunderFunction(_torch.autograd.Function):
 
 
 _C._set_autograd_function(_ThunderFunction)
+
+from . import _torchao  # noqa: E402
+
+_C._set_module_hook(_torchao.prepare)
 
 
 class ThunderModule(_torch.nn.Module):

@@ -7,12 +7,12 @@
  *   float32 -> float16   round to nearest even; NaN keeps its sign and the top 9 payload bits with the
  *                        quiet bit set, exactly as the F16C instruction vcvtps2ph (imm 0) does.
  *   float32 -> bfloat16  round to nearest even; every NaN becomes 0x7fc0 (c10::BFloat16).
- *   float32 -> fp8       c10::Float8_e4m3fn / Float8_e5m2: e4m3fn gives NaN (0x7f|sign) for NaN, +-inf
- *                        and |x| > 464, else rounds to nearest even (448 <= |x| <= 464 gives 448: the
- *                        tie at 464 goes to the even code 0x7e, as c10's mant_odd rounding does);
- *                        e5m2 rounds to nearest even with overflow to +-inf (|x| >= 61440), NaN gives
- *                        0x7f|sign. The saturating variants first clamp |x| (inf included) to the
- *                        largest finite value; NaN stays NaN.
+ *   float32 -> fp8       c10::Float8_e4m3fn / Float8_e5m2 of PyTorch >= 2.12: e4m3fn rounds to nearest
+ *                        even and saturates: a finite |x| that rounds above 448 (|x| > 464; the tie at
+ *                        464 goes to the even code 448) and +-inf give +-448 (0x7e|sign), NaN gives
+ *                        0x7f|sign, so its saturating variant is the same function. e5m2 rounds to
+ *                        nearest even with overflow to +-inf (|x| >= 61440), NaN gives 0x7f|sign; its
+ *                        saturating variant first clamps |x| (inf included) to 57344, NaN stays NaN.
  *   float16/fp8 -> f32   exact; a NaN comes back quiet (c10 and vcvtph2ps both set the quiet bit).
  *   bfloat16 -> f32      exact: the 16 bits shifted up, NaN payload and all (c10 does the same).
  *
@@ -26,7 +26,7 @@
  *   to uint8             truncation to int64 as above, then the low 8 bits: -1.0 -> 255, 300.7 -> 44;
  *   int -> narrower int  the low bits (two's complement wrap);
  *   to f16/bf16/fp8      through float32 (double -> float -> format, as c10 does; int64 -> float first);
- *                        the fp8 stores are the plain (non-saturating) casts.
+ *                        the fp8 stores are the plain casts (PyTorch's: e4m3fn saturates, e5m2 does not).
  * These were checked against torch 1.13 on x86-64 (tests/unit/test_dtype.c holds the spot values).
  * The subnormal branches of the encoders round with one float addition, as c10 does: they assume the
  * default rounding mode (nearest); FTZ/DAZ cannot change a result (every float32 subnormal rounds to 0). */
@@ -94,15 +94,16 @@ static inline uint16_t th_sc_f32_to_bf16(float x) {
 /* bfloat16 bits -> float32, exact. */
 static inline float th_sc_bf16_to_f32(uint16_t h) { return th_sc_f32_from_bits((uint32_t)h << 16); }
 
-/* ---- float8 e4m3fn (bias 7, no inf, NaN 0x7f/0xff, max 448) ----------------------------------------- */
+/* ---- float8 e4m3fn (bias 7, no inf, NaN 0x7f/0xff, max 448) -----------------------------------------
+ * PyTorch's cast saturates, so `saturate` changes nothing here (it exists for e5m2's sake). */
 static inline uint8_t th_sc_f32_to_e4m3fn(float x, bool saturate) {
+  (void)saturate;
   uint32_t w = th_sc_f32_bits(x);
   uint32_t sign = w & 0x80000000u;
   uint32_t a = w ^ sign;
   uint8_t r;
-  if (saturate && a > 0x43e00000u && a <= 0x7f800000u) a = 0x43e00000u; /* clamp to 448, inf too */
-  if (a > 0x43e80000u) {                                                  /* > 464, inf, NaN */
-    r = 0x7f;
+  if (a > 0x43e80000u) {        /* > 464 (rounds past 448), inf: 448; NaN stays NaN */
+    r = a > 0x7f800000u ? 0x7f : 0x7e;
   } else if (a < 0x3c800000u) { /* below 2^-6: subnormal, a multiple of 2^-9 = the ulp of 2^14 */
     float s = th_sc_f32_from_bits(a) + 0x1p14f;
     r = (uint8_t)(th_sc_f32_bits(s) - 0x46800000u);

@@ -10,9 +10,8 @@
  *
  * Dtype codes. v0.6 has no codes for bool or fp8; DLPack 0.8 added kDLBool = 6 and DLPack 1.1
  * kDLFloat8_e4m3fn = 10 and kDLFloat8_e5m2 = 12 (same struct layout), which is what PyTorch 2.x uses.
- * They are used here in both directions so no dtype is lost. PyTorch 1.13 knows none of them (its
- * to_dlpack raises "Bool type is not supported by dlpack"): to hand such a tensor to it, reinterpret
- * as uint8 on one side. */
+ * They are used here in both directions so no dtype is lost; torch 2.x writes and reads the same
+ * codes, so bool and fp8 tensors cross to it as themselves. */
 #include <dlpack/dlpack.h>
 #include <string.h>
 

@@ -1,8 +1,9 @@
 """test_dtype_torch.py — thunder-c's scalar float conversions against PyTorch itself.
 
-Calls th_f32_to_f16 / th_f32_to_bf16 / th_f16_to_f32 / th_bf16_to_f32 (and the fp8 ones when this
-torch has float8 dtypes) through ctypes and compares them with torch's own casts: every 16-bit code
-for decoding, and random plus hand-picked float32 inputs (ties, subnormals, overflow edges) for encoding.
+Calls th_f32_to_f16 / th_f32_to_bf16 / th_f16_to_f32 / th_bf16_to_f32 and the fp8 ones through ctypes
+and compares them with torch's own casts: every 16-bit and 8-bit code for decoding, and random plus
+hand-picked float32 inputs (ties, subnormals, overflow edges) for encoding. torch >= 2.12's
+float8_e4m3fn cast saturates (everything past 448, inf included, gives 448), e5m2's overflows to inf.
 
 The library is $THUNDER_LIB if set, else $THUNDER_BUILD_DIR/libthunder.so (CTest sets the variable);
 when neither is there or it cannot be loaded (a sanitizer build wants its runtime loaded first),
@@ -147,10 +148,7 @@ def test_bf16_encode(lib):
     assert (((want[nan_in] & 0x7F80) == 0x7F80) & ((want[nan_in] & 0x7F) != 0)).all()
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("float8_e4m3fn", marks=pytest.mark.xfail(
-        strict=True, reason="torch 2.14's cast to float8_e4m3fn saturates at 448 where thunder-c's gives NaN")),
-    "float8_e5m2"])
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
 def test_fp8_against_torch(lib, name):
     if not hasattr(torch, name):
         pytest.skip(f"torch {torch.__version__} has no {name}")
@@ -161,6 +159,21 @@ def test_fp8_against_torch(lib, name):
     got = call_decode(getattr(lib, f"th_f8{short}_to_f32"), codes)
     assert_same_or_both_nan(got, want)
     bits = encode_inputs()
-    got = call_encode(getattr(lib, f"th_f32_to_f8{short}"), bits, False)
+    fn = getattr(lib, f"th_f32_to_f8{short}")
+    got = call_encode(fn, bits, False)
     want = torch_encode(bits, dtype, np.uint8)
     np.testing.assert_array_equal(got, want)
+    # the saturating cast is torch's cast of the clamped value (torchao's to_fp8_saturated); for e4m3fn,
+    # whose plain cast saturates already, it is the same function
+    mx = torch.finfo(dtype).max
+    x = torch.from_numpy(bits.view(np.float32).copy())
+    want_sat = x.clamp(-mx, mx).to(dtype).view(torch.int8).numpy().view(np.uint8).astype(np.uint32)
+    got_sat = call_encode(fn, bits, True)
+    np.testing.assert_array_equal(got_sat, want_sat)
+    if short == "e4m3fn":
+        np.testing.assert_array_equal(got_sat, got)
+    # the overflow edges, both signs (1000, inf, -1e30 -> 448, 448, -448 for e4m3fn in torch 2.14)
+    edges = f32_bits([448.0, 464.0, 464.00003, 479.99997, 480.0, 1000.0, 57344.0, 61439.996, 61440.0, 65536.0,
+                      1e30, np.inf])
+    edges = np.concatenate([edges, edges | np.uint32(0x80000000)])
+    np.testing.assert_array_equal(call_encode(fn, edges, False), torch_encode(edges, dtype, np.uint8))

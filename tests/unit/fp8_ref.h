@@ -33,8 +33,9 @@ static inline bool is_nan_code(th_dtype f, unsigned c) { return isnan(ref_decode
 
 /* PyTorch's f32 -> fp8 cast (saturate=false) or torchao's clamp-then-cast (saturate=true), by search:
  * the nearest of the non-negative codes and the first code above the largest finite value (e4m3fn:
- * 480, a NaN code; e5m2: 65536, inf), ties to the even code; beyond that NaN (e4m3fn) or inf (e5m2).
- * Returns the code; a NaN result is any NaN code (the caller compares NaN-ness). */
+ * 480, a NaN code; e5m2: 65536, inf), ties to the even code; beyond that inf (e5m2). e4m3fn (torch
+ * >= 2.12) saturates: a result above 448 (the 480 code, or beyond it, inf included) is 448, so both
+ * modes agree. Returns the code; a NaN result is any NaN code (the caller compares NaN-ness). */
 static inline unsigned ref_encode(th_dtype f, float xf, bool saturate) {
   double x = xf;
   const double maxv = f == E4 ? 448.0 : 57344.0, over = f == E4 ? 480.0 : 65536.0;
@@ -42,8 +43,8 @@ static inline unsigned ref_encode(th_dtype f, float xf, bool saturate) {
   unsigned s = signbit(x) ? 0x80u : 0u;
   if (isnan(x)) return 0x7f | s;
   double a = fabs(x);
-  if (saturate && a > maxv) a = maxv;
-  if (a > over) return (f == E4 ? 0x7fu : 0x7cu) | s;
+  if ((saturate || f == E4) && a > maxv) a = maxv;
+  if (a > over) return 0x7cu | s;
   unsigned best = 0;
   double bestd = INFINITY;
   for (unsigned c = 0; c <= over_code; c++) {

@@ -3,7 +3,8 @@
  * Decoding (f16, bf16, fp8 -> f32) is checked for every code against a reference that builds the value
  * from the bit fields with ldexp in double. Encoding is checked by round trips over every code and by
  * spot values taken from PyTorch (torch 1.13 on x86-64 for f16/bf16 and the integer casts; the fp8
- * values from c10's Float8_e4m3fn/Float8_e5m2 as quoted in the OCP spec and PyTorch's tests). The
+ * values from c10's Float8_e4m3fn/Float8_e5m2 as quoted in the OCP spec and PyTorch's tests, and
+ * e4m3fn's saturation above 448 from torch 2.14, whose cast saturates since 2.12). The
  * exhaustive float32 sweeps live in sweep_dtype.c. */
 #include <math.h>
 #include <setjmp.h>
@@ -331,12 +332,20 @@ static void test_fp8_spot(void **state) {
   assert_int_equal(th_f32_to_f8e4m3fn(450.0f, false), 0x7e);
   assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x43e7ffffu), false), 0x7e);
   assert_int_equal(th_f32_to_f8e4m3fn(464.0f, false), 0x7e); /* the tie goes to even (c10's mant_odd) */
-  assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x43e80001u), false), 0x7f);
-  assert_int_equal(th_f32_to_f8e4m3fn(500.0f, false), 0x7f);
-  assert_int_equal(th_f32_to_f8e4m3fn(-500.0f, false), 0xff);
-  assert_int_equal(th_f32_to_f8e4m3fn(INFINITY, false), 0x7f);
-  assert_int_equal(th_f32_to_f8e4m3fn(-INFINITY, false), 0xff);
+  /* above: PyTorch >= 2.12 saturates (torch 2.14: 1000, inf, -1e30 -> 0x7e, 0x7e, 0xfe) */
+  assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x43e80001u), false), 0x7e);
+  assert_int_equal(th_f32_to_f8e4m3fn(479.99f, false), 0x7e);
+  assert_int_equal(th_f32_to_f8e4m3fn(480.0f, false), 0x7e);
+  assert_int_equal(th_f32_to_f8e4m3fn(500.0f, false), 0x7e);
+  assert_int_equal(th_f32_to_f8e4m3fn(-500.0f, false), 0xfe);
+  assert_int_equal(th_f32_to_f8e4m3fn(1000.0f, false), 0x7e);
+  assert_int_equal(th_f32_to_f8e4m3fn(-1e30f, false), 0xfe);
+  assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x7f7fffffu), false), 0x7e); /* FLT_MAX */
+  assert_int_equal(th_f32_to_f8e4m3fn(INFINITY, false), 0x7e);
+  assert_int_equal(th_f32_to_f8e4m3fn(-INFINITY, false), 0xfe);
   assert_int_equal(th_f32_to_f8e4m3fn(NAN, false), 0x7f);
+  assert_int_equal(th_f32_to_f8e4m3fn(-NAN, false), 0xff);
+  assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x7f800001u), false), 0x7f); /* a signaling NaN */
   assert_int_equal(th_f32_to_f8e4m3fn(-0.0f, false), 0x80);
   assert_int_equal(th_f32_to_f8e4m3fn(0.0f, false), 0x00);
   assert_int_equal(th_f32_to_f8e4m3fn(0x1p-9f, false), 0x01);   /* smallest subnormal */
@@ -495,8 +504,10 @@ static void test_store_float_formats(void **state) {
   assert_int_equal(u16_at(buf), 0x3f80);
   th_store_f64(buf, TH_F32, 1e300);
   assert_true(isinf(th_load_f64(buf, TH_F32)));
-  th_store_f64(buf, TH_F8E4M3FN, 500.0); /* plain, not saturating */
-  assert_int_equal(buf[0], 0x7f);
+  th_store_f64(buf, TH_F8E4M3FN, 500.0); /* PyTorch's cast saturates */
+  assert_int_equal(buf[0], 0x7e);
+  th_store_f64(buf, TH_F8E4M3FN, -1e300); /* through float32: -inf, then -448 */
+  assert_int_equal(buf[0], 0xfe);
   th_store_f64(buf, TH_F8E5M2, 1e10);
   assert_int_equal(buf[0], 0x7c);
   th_store_f32(buf, TH_F8E4M3FN, -8.96f);

@@ -5,7 +5,7 @@
  * References are independent of the code under test: fp8 codes are decoded here with integer
  * arithmetic and ldexp (sign / exponent / mantissa fields, OCP and PyTorch formats), casts are
  * checked against a brute-force round-to-nearest-even search over every code (with PyTorch's overflow
- * rules: e4m3fn's NaN above 464, e5m2's inf from 61440), GEMMs against float64 sums of the exactly
+ * rules: e4m3fn saturates to 448 above 464, e5m2 gives inf from 61440), GEMMs against float64 sums of the exactly
  * decoded operands, and the transform against a float64 recomputation of the quantization recipe
  * (amax, scale, saturated cast, decode) from the reference §8.2 text, with bounds for float32
  * accumulation. Allocation failures in the transform and in both scaled_mm kernels end in
@@ -198,7 +198,10 @@ static void test_scalar_casts(void **state) {
     }
   /* the reference's own anchors (reference §8.1 / scenario 23) */
   assert_int_equal(ref_encode(E4, 464.0f, false), 0x7e); /* tie to even: 448 */
-  assert_true(is_nan_code(E4, ref_encode(E4, 464.01f, false)));
+  assert_int_equal(ref_encode(E4, 464.01f, false), 0x7e); /* saturates (torch >= 2.12) */
+  assert_int_equal(ref_encode(E4, -INFINITY, false), 0xfe);
+  assert_int_equal(ref_encode(E4, 1000.0f, false), 0x7e);
+  assert_true(is_nan_code(E4, ref_encode(E4, NAN, false)));
   assert_int_equal(ref_encode(E5, 61439.0f, false), 0x7b);
   assert_int_equal(ref_encode(E5, 61440.0f, false), 0x7c); /* tie to even: inf */
   assert_int_equal(ref_encode(E4, INFINITY, true), 0x7e);
@@ -365,7 +368,7 @@ static void scaled_mm_case(int64_t M, int64_t K, int64_t N, th_dtype fa, th_dtyp
   static const char *const kwn[1] = {"out_dtype"};
   th_arg kw[1] = {th_arg_dtype(out_dtype)};
   th_arg y = callk(tr, "ltorch._scaled_mm", 5, args, has_out_dtype ? 1 : 0, kwn, kw);
-  th_dtype want_dt = has_out_dtype ? out_dtype : TH_BF16;
+  th_dtype want_dt = has_out_dtype ? out_dtype : fa; /* PyTorch's default: a's dtype */
   assert_int_equal(th_value_dtype(y.u.value), want_dt);
   assert_int_equal(th_value_ndim(y.u.value), 2);
   assert_true(th_value_shape(y.u.value)[0] == M && th_value_shape(y.u.value)[1] == N);
@@ -404,6 +407,14 @@ static void scaled_mm_case(int64_t M, int64_t K, int64_t N, th_dtype fa, th_dtyp
         double tol = (double)(K + 3) * 0x1p-24 * (s[i * N + j] * scale + fabs(bref[j])) + out_eps * fabs(want) +
                      (want_dt == TH_F16 ? 0x1p-24 : 0);
         double got = at(o[0], i * N + j);
+        if (th_dtype_is_fp8(want_dt)) { /* the float32 result lies in [want - tol, want + tol]: its cast too */
+          double lo = ref_decode(want_dt, ref_encode(want_dt, (float)(want - tol), false));
+          double hi = ref_decode(want_dt, ref_encode(want_dt, (float)(want + tol), false));
+          if (lo <= got && got <= hi) continue;
+          fail_msg("_scaled_mm %lldx%lldx%lld -> %s: [%lld,%lld] = %.9g, expected the cast of %.9g +- %g: [%g, %g]",
+                   (long long)M, (long long)K, (long long)N, th_dtype_name(want_dt), (long long)i, (long long)j, got,
+                   want, tol, lo, hi);
+        }
         if (!(fabs(got - want) <= tol))
           fail_msg("_scaled_mm %lldx%lldx%lld %s x %s%s%s -> %s: [%lld,%lld] = %.9g, expected %.9g (tol %g)",
                    (long long)M, (long long)K, (long long)N, th_dtype_name(fa), th_dtype_name(fb),
@@ -426,13 +437,17 @@ static void test_scaled_mm_shapes(void **state) {
                                       {16, 32, 64}, {33, 260, 17}, {70, 40, 600}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const int64_t M = shapes[i][0], K = shapes[i][1], N = shapes[i][2];
-    scaled_mm_case(M, K, N, E4, E4, true, false, false, TH_BF16, TH_BF16);       /* PyTorch's layout, default bf16 */
+    scaled_mm_case(M, K, N, E4, E4, true, false, false, TH_BF16, TH_BF16);       /* PyTorch's layout, default: e4m3fn out */
+    scaled_mm_case(M, K, N, E4, E4, true, false, true, TH_BF16, TH_BF16);        /* bf16 out */
     scaled_mm_case(M, K, N, E4, E5, false, true, true, TH_F32, TH_F32);         /* row-major b, f32 + f32 bias */
     scaled_mm_case(M, K, N, E5, E4, true, true, true, TH_BF16, TH_BF16);        /* e5m2 activation */
     scaled_mm_case(M, K, N, E4, E4, true, true, true, TH_F16, TH_F16);          /* f16 out */
   }
   scaled_mm_case(9, 19, 11, E4, E4, true, true, true, TH_F32, TH_BF16); /* bf16 bias, f32 out (PyTorch's pairing) */
   scaled_mm_case(9, 19, 11, E4, E4, false, false, true, TH_F64, TH_F64);
+  scaled_mm_case(9, 19, 11, E5, E4, true, true, false, TH_BF16, TH_BF16); /* default e5m2 out (inf on overflow), bf16 bias */
+  scaled_mm_case(9, 19, 11, E4, E5, true, true, true, E4, TH_F32);        /* e4m3fn out (saturating), f32 bias */
+  scaled_mm_case(40, 300, 7, E4, E4, true, false, true, E5, TH_BF16);
   /* the portable micro-kernel through the program too */
   setenv("THUNDER_FP8_GEMM", "portable", 1);
   assert_int_equal(th_eg_fp8_gemm_isa(), TH_EG_ISA_PORTABLE);
@@ -524,12 +539,15 @@ static void test_scaled_mm_errors(void **state) {
       {0, 1, 11, 0, -1, -1, 0, 0, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: only tensor-wise scaling is supported: scale_a must have one element"},
       {0, 1, 0, 0, 14, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be a vector of size 4 (mat2.shape[1]), but got shape [5]"},
       {0, 1, 0, 0, 17, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be a vector of size 4 (mat2.shape[1]), but got shape [4, 2]"},
-      {0, 1, 0, 0, 15, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be BFloat16 to compute BFloat16 output, but got Float"},
+      {0, 1, 0, 0, 15, -1, 1, TH_BF16, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be BFloat16 to compute BFloat16 output, but got Float"},
       {0, 1, 0, 0, 16, -1, 1, TH_F32, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be Float or BFloat16 to compute Float output, but got Half"},
-      {0, 1, 0, 0, -1, -1, 1, E4, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: fp8 outputs (out_dtype=float8_e4m3fn) are not supported"},
+      {0, 1, 0, 0, 16, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be BFloat16 or Float to compute Float8_e4m3fn output, but got Half"},
+      {0, 1, 0, 0, 16, -1, 1, E5, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be BFloat16 or Float to compute Float8_e5m2 output, but got Half"},
       {0, 1, 0, 0, -1, -1, 1, TH_I32, TH_ERR_RUNTIME, "ltorch._scaled_mm: out_dtype must be a floating point dtype"},
-      {0, 1, 0, 0, -1, 0, 0, 0, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: scale_result scales an fp8 output"},
-      {0, 1, 0, 0, -1, 10, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: scale_result must be a float scalar"},
+      {0, 1, 0, 0, -1, 0, 0, 0, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: scale_result with an fp8 output (out_dtype=float8_e4m3fn) is not supported"},
+      {0, 1, 0, 0, -1, 0, 1, E5, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: scale_result with an fp8 output (out_dtype=float8_e5m2) is not supported"},
+      {0, 1, 0, 0, -1, 10, 1, TH_BF16, TH_ERR_RUNTIME, "ltorch._scaled_mm: scale_result must be a float32 tensor with one element, but got float64 with 1 elements"},
+      {0, 1, 0, 0, -1, 11, 1, TH_BF16, TH_ERR_RUNTIME, "ltorch._scaled_mm: scale_result must be a float32 tensor with one element, but got float32 with 2 elements"},
   };
   th_value *vals[] = {a, b, b5, NULL, a5, af, bf, a3, bk, a1, sd, sv, sbf, bias4, bias5, bias4f, bias4h, bias2d};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -551,6 +569,10 @@ static void test_scaled_mm_errors(void **state) {
   assert_int_equal(th_trace_call(tr, "prims.scaled_mm", 6, pargs, 0, NULL, NULL, &out), TH_ERR_RUNTIME);
   assert_string_equal(th_last_error(), "prims.scaled_mm: Expected mat1 to be Float8 matrix got Float");
   pargs[0] = V(a);
+  pargs[5] = th_arg_dtype(E4); /* the prim has no fp8 outputs (ltorch._scaled_mm records a cast after it) */
+  assert_int_equal(th_trace_call(tr, "prims.scaled_mm", 6, pargs, 0, NULL, NULL, &out), TH_ERR_VALUE);
+  assert_string_equal(th_last_error(), "prims.scaled_mm: out_dtype must be float16, bfloat16, float32 or float64 "
+                      "(ltorch._scaled_mm records an fp8 output as a float32 product and a cast), but got float8_e4m3fn");
   pargs[5] = th_arg_none();
   assert_int_equal(th_trace_call(tr, "prims.scaled_mm", 6, pargs, 0, NULL, NULL, &out), TH_ERR_TYPE);
   /* fp8 tensors stay out of plain matmuls */
@@ -559,8 +581,9 @@ static void test_scaled_mm_errors(void **state) {
   th_trace_free(tr);
 }
 
-/* use_fast_accum and an explicit None scale_result are accepted (PyTorch 2.4+'s positional order),
- * and the output never requires grad. */
+/* use_fast_accum and scale_result are accepted (PyTorch 2.x's positional order; scale_result is ignored
+ * for a bf16 output), the output never requires grad, and the default out_dtype is a's: an fp8 output
+ * is the float32 product cast to it. */
 static void test_scaled_mm_signature(void **state) {
   (void)state;
   const th_symbol *s = th_symbol_lookup("torch._scaled_mm");
@@ -579,6 +602,31 @@ static void test_scaled_mm_signature(void **state) {
   assert_non_null(strstr(txt, "prims.scaled_mm(a, b, sa, sa, None, dtypes.bfloat16)"));
   /* it parses back */
   th_trace *back = NULL;
+  if (th_trace_parse(txt, "<printed>", &back) != TH_OK) fail_msg("parse: %s\n%s", th_last_error(), txt);
+  assert_int_equal(th_trace_verify(back), TH_OK);
+  th_trace_free(back);
+  free(txt);
+  th_trace_free(tr);
+
+  tr = th_trace_new(NULL);
+  a = input(tr, "a", E4, 2, s1);
+  b = input(tr, "b", E5, 2, s2);
+  sa = input(tr, "sa", TH_F32, 0, NULL);
+  th_arg sr_args[6] = {V(a), V(b), V(sa), V(sa), th_arg_none(), V(sa)};
+  static const char *const kwn[1] = {"out_dtype"};
+  th_arg kw[1] = {th_arg_dtype(TH_BF16)};
+  th_arg z = callk(tr, "ltorch._scaled_mm", 6, sr_args, 1, kwn, kw); /* scale_result, bf16 out: ignored */
+  th_arg q = callk(tr, "ltorch._scaled_mm", 4, sr_args, 0, NULL, NULL); /* default: float8_e4m3fn out */
+  assert_int_equal(th_value_dtype(z.u.value), TH_BF16);
+  assert_int_equal(th_value_dtype(q.u.value), E4);
+  th_arg both[2] = {z, q};
+  assert_int_equal(th_trace_set_return(tr, th_arg_tuple(2, both)), TH_OK);
+  txt = th_trace_print(tr, -1);
+  assert_non_null(strstr(txt, "ltorch._scaled_mm(a, b, sa, sa, None, sa, dtypes.bfloat16, False)"));
+  assert_non_null(strstr(txt, "prims.scaled_mm(a, b, sa, sa, None, dtypes.bfloat16)"));
+  assert_non_null(strstr(txt, "ltorch._scaled_mm(a, b, sa, sa, None, None, None, False)"));
+  assert_non_null(strstr(txt, "prims.scaled_mm(a, b, sa, sa, None, dtypes.float32)"));
+  assert_non_null(strstr(txt, "dtypes.float8_e4m3fn)  # "));
   if (th_trace_parse(txt, "<printed>", &back) != TH_OK) fail_msg("parse: %s\n%s", th_last_error(), txt);
   assert_int_equal(th_trace_verify(back), TH_OK);
   th_trace_free(back);

@@ -113,12 +113,14 @@ int pyth_grad_compile(const th_trace *tr, const bool *requires_grad, const th_co
     for (int k = 0; v && k < nf && g->saved_src[i] == -1; k++)
       if (flat->u.seq.items[k].kind == TH_ARG_VALUE && flat->u.seq.items[k].u.value == v) g->saved_src[i] = -2 - k;
   }
-  /* non-differentiable outputs: not floating, or the backward does not read their cotangent */
+  /* non-differentiable outputs: not floating, fp8 (the grad transform gives fp8 values no cotangent, so
+   * a gradient through one would be lost: PyTorch then says the output does not require grad), or the
+   * backward does not read their cotangent */
   const th_value *cots = th_trace_num_inputs(g->bwd_trace) == 2 ? th_trace_input(g->bwd_trace, 1) : NULL;
   for (int k = 0; k < nf; k++) {
     const th_value *v = flat->u.seq.items[k].kind == TH_ARG_VALUE ? flat->u.seq.items[k].u.value : NULL;
     g->nondiff[k] = !v || !th_value_is_tensor(v) || !th_dtype_is_float(th_value_dtype(v)) ||
-                    (cots && th_value_is_collection(cots) && !th_value_item(cots, k));
+                    th_dtype_is_fp8(th_value_dtype(v)) || (cots && th_value_is_collection(cots) && !th_value_item(cots, k));
   }
   *out = g;
   return 0;

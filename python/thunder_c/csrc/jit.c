@@ -19,8 +19,11 @@
 #include "pyth.h"
 
 static PyObject *mode_class; /* thunder_c._ThunderMode, set by _set_mode_class */
+/* thunder_c._torchao.prepare, set by _set_module_hook: called with the list of a module's submodules
+ * before it is traced, returns a callable that undoes what it did (or None) */
+static PyObject *module_hook;
 static unsigned long epoch_counter;
-static PyObject *s_requires_grad, *s_detach, *s_dtype, *s_view, *s_is_neg, *s_training, *s_parameters, *s_buffers, *s_enter, *s_exit;
+static PyObject *s_requires_grad, *s_detach, *s_dtype, *s_is_neg, *s_training, *s_parameters, *s_buffers, *s_enter, *s_exit;
 
 /* ---- growable byte buffer for keys -------------------------------------------------------------- */
 
@@ -70,9 +73,10 @@ static void tl_free(tensor_list *l) {
 }
 
 /* Exports torch tensor t by DLPack: a new capsule and its managed tensor. A tensor that requires grad
- * is exported detached (no autograd graph is recorded). PyTorch 1.13 cannot export bool tensors, so a
- * bool tensor goes out as its uint8 view (zero copy) relabelled with DLPack's bool code. */
+ * is exported detached (no autograd graph is recorded). torch labels bool and fp8 tensors with DLPack
+ * 1.x's codes (kDLBool, kDLFloat8_e4m3fn, kDLFloat8_e5m2), which th_tensor_from_dlpack reads. */
 static int export_tensor(PyObject *t, bool *requires_grad, PyObject **capsule, DLManagedTensor **managed) {
+  if (pyth_tensor_check_class(t, "a tensor of the call (an argument, parameter or buffer)") < 0) return -1;
   PyObject *rg = PyObject_GetAttr(t, s_requires_grad);
   if (!rg) return -1;
   bool req = rg == Py_True;
@@ -85,16 +89,6 @@ static int export_tensor(PyObject *t, bool *requires_grad, PyObject **capsule, D
   if (neg == Py_True) Py_SETREF(src, PyObject_CallMethod(src, "resolve_neg", NULL));
   Py_DECREF(neg);
   if (!src) return -1;
-  PyObject *dt = PyObject_GetAttr(src, s_dtype);
-  bool is_bool = dt && dt == pyth_T.dtypes[TH_BOOL];
-  Py_XDECREF(dt);
-  if (!dt) return Py_DECREF(src), -1;
-  if (is_bool) {
-    PyObject *u8 = PyObject_CallMethodOneArg(src, s_view, pyth_T.dtypes[TH_U8]);
-    Py_DECREF(src);
-    if (!u8) return -1;
-    src = u8;
-  }
   PyObject *cap = PyObject_CallOneArg(pyth_T.to_dlpack, src);
   if (!cap) { /* torch's own message ("Cannot pack tensors on meta") names neither thunder_c nor what to do */
     PyObject *et, *ev, *tb;
@@ -117,7 +111,6 @@ static int export_tensor(PyObject *t, bool *requires_grad, PyObject **capsule, D
   if (!cap) return -1;
   DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
   if (!m) return Py_DECREF(cap), -1;
-  if (is_bool) m->dl_tensor.dtype.code = 6; /* kDLBool (DLPack >= 0.8) */
   if (requires_grad) *requires_grad = req;
   *capsule = cap;
   *managed = m;
@@ -985,7 +978,20 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     Py_DECREF(r);
     entered = true;
   }
-  result = PyObject_Call(j->fn, pargs, pkwargs);
+  { /* trace-time stand-ins for submodules thunder_c records itself (torchao's Float8Linear) */
+    const bool hooked = j->is_module && module_hook;
+    PyObject *undo = hooked ? PyObject_CallOneArg(module_hook, j->submodules) : NULL;
+    if (!hooked || undo) result = PyObject_Call(j->fn, pargs, pkwargs);
+    if (undo && undo != Py_None) {
+      PyObject *et, *ev, *tb;
+      PyErr_Fetch(&et, &ev, &tb);
+      PyObject *r = PyObject_CallNoArgs(undo);
+      Py_XDECREF(r);
+      if (et) PyErr_Restore(et, ev, tb);
+      else if (!r) Py_CLEAR(result);
+    }
+    Py_XDECREF(undo);
+  }
   if (entered) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
@@ -1040,18 +1046,34 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   /* the pipeline: [float8,] DCE, CSE, then the execution passes (which end with Delete Last Used) */
   th_status st = th_trace_verify(initial);
   th_trace *dce = NULL, *cse = NULL, *f8 = NULL;
-  if (st == TH_OK && j->float8.enabled) {
-    /* the filter sees module parameters by their qualified names ("fc1.weight") */
+  if (st == TH_OK && (j->float8.enabled || c.tr.float8_marks)) {
+    /* the filter sees module parameters by their qualified names ("fc1.weight"; a ThunderModule's
+     * own "_model." prefix left out, as its state_dict does) */
     Py_CLEAR(j->float8.param_names);
     if (j->is_module && e->param_input && (j->float8.param_names = PyDict_New())) {
+      const bool wrapper = PyObject_HasAttrString(j->fn, "_thunder_jit");
       for (Py_ssize_t s = 0; s < PyList_GET_SIZE(j->slots); s++) {
         int ix = e->param_input[s];
         const char *nm = ix >= 0 && ix < th_trace_num_inputs(initial) ? th_value_name(th_trace_input(initial, ix)) : NULL;
-        if (nm && PyDict_SetItemString(j->float8.param_names, nm, PyTuple_GET_ITEM(PyList_GET_ITEM(j->slots, s), 2)) < 0)
+        PyObject *q = PyTuple_GET_ITEM(PyList_GET_ITEM(j->slots, s), 2);
+        const char *qs = wrapper ? PyUnicode_AsUTF8(q) : NULL;
+        PyObject *qn = qs && !strncmp(qs, "_model.", 7) ? PyUnicode_FromString(qs + 7) : Py_NewRef(q);
+        if (!qn || (nm && PyDict_SetItemString(j->float8.param_names, nm, qn) < 0)) {
+          Py_XDECREF(qn);
           goto trace_fail;
+        }
+        Py_DECREF(qn);
       }
     }
-    if (PyErr_Occurred() || pyth_float8_apply(&j->float8, initial, &f8) < 0) goto trace_fail;
+    th_trace *marked = NULL; /* torchao's Float8Linear modules, inlined float8 functions */
+    if (PyErr_Occurred() || pyth_float8_apply_marks(&c.tr, initial, j->float8.param_names, &marked) < 0) goto trace_fail;
+    if (j->float8.enabled) {
+      int rc = pyth_float8_apply(&j->float8, marked ? marked : initial, &f8);
+      th_trace_free(marked);
+      if (rc < 0) goto trace_fail;
+    } else {
+      f8 = marked;
+    }
   }
   const th_trace *pre = f8 ? f8 : initial;
   if (st == TH_OK) st = th_transform_dce(pre, &dce);
@@ -1144,6 +1166,7 @@ trace_done:
   Py_XDECREF(c.tr.grad_leaves);
   Py_XDECREF(c.tr.pkg_dir);
   Py_XDECREF(c.tr.torch_dir);
+  Py_XDECREF(c.tr.float8_marks);
   return e;
 fail:
   free_traces(e->traces, e->ntraces);
@@ -1163,17 +1186,11 @@ static void capsule_destructor(PyObject *cap) {
   }
 }
 
-/* A torch tensor viewing th_tensor t (which keeps one reference for the capsule). */
+/* A torch tensor viewing th_tensor t (which keeps one reference for the capsule); every dtype, bool and
+ * fp8 included, crosses with its own DLPack code, so it comes back as torch's dtype with its bits. */
 static PyObject *to_torch(th_tensor *t) {
-  th_dtype dt = th_tensor_dtype(t);
-  bool fp8_codes = th_dtype_is_fp8(dt); /* PyTorch 1.13 has no fp8: the raw codes as uint8 (docs/python.md) */
-  if (!pyth_T.dtypes[dt] && !fp8_codes)
-    return PyErr_Format(PyExc_NotImplementedError,
-                        "thunder_c: an output has dtype %s, which this PyTorch (%s) cannot represent; convert it "
-                        "inside the function (e.g. .float())", th_dtype_name(dt), "no float8 dtypes"), NULL;
   DLManagedTensor *m = th_tensor_to_dlpack(t);
   if (!m) return pyth_raise(th_last_status());
-  if (dt == TH_BOOL || fp8_codes) m->dl_tensor.dtype.code = kDLUInt; /* PyTorch 1.13 has no DLPack bool: see export_tensor */
   PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
   if (!cap) {
     m->deleter(m);
@@ -1181,7 +1198,6 @@ static PyObject *to_torch(th_tensor *t) {
   }
   PyObject *r = PyObject_CallOneArg(pyth_T.from_dlpack, cap);
   Py_DECREF(cap);
-  if (r && dt == TH_BOOL) Py_SETREF(r, PyObject_CallMethodOneArg(r, s_view, pyth_T.dtypes[TH_BOOL]));
   return r;
 }
 
@@ -1417,7 +1433,16 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   if (kwargs && PyDict_Size(kwargs) == 0) kwargs = NULL;
   /* a jitted function called while another is traced is inlined into that trace (whatever its
    * arguments: a result computed now would be baked into the outer trace as a constant) */
-  if (pyth_active && !j->given_trace) return PyObject_Call(j->fn, args, kwargs);
+  if (pyth_active && !j->given_trace) {
+    /* with float8=..., its linears are marked: the outer jit converts them with these options */
+    int start = j->float8.enabled ? th_trace_num_bsyms(pyth_active->trace) : 0;
+    PyObject *r = PyObject_Call(j->fn, args, kwargs);
+    if (r && j->float8.enabled &&
+        pyth_float8_mark_region(pyth_active, start, j->float8.opts.input_dtype, j->float8.opts.weight_dtype,
+                                j->float8.filter, "a float8 function", false) < 0)
+      Py_CLEAR(r);
+    return r;
+  }
   if (j->given_trace && kwargs)
     return PyErr_SetString(PyExc_TypeError, "a jitted trace takes its inputs positionally"), NULL;
   kbuf k = {.p = NULL, .n = 0, .cap = sizeof k.local};
@@ -1749,6 +1774,12 @@ static PyObject *m_set_mode_class(PyObject *self, PyObject *cls) {
   Py_RETURN_NONE;
 }
 
+static PyObject *m_set_module_hook(PyObject *self, PyObject *fn) {
+  (void)self;
+  Py_XSETREF(module_hook, Py_NewRef(fn));
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef jit_functions[] = {
     {"last_traces", m_last_traces, METH_O,
      "last_traces(jfn) -> list of Trace: the traces of the last call's compilation, in pipeline order "
@@ -1759,12 +1790,14 @@ static PyMethodDef jit_functions[] = {
     {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
     {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
     {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},
+    {"_set_module_hook", m_set_module_hook, METH_O,
+     "internal: hook(submodules) -> undo callable or None, called before a module is traced (thunder_c._torchao)."},
     {NULL, NULL, 0, NULL},
 };
 
 int pyth_jit_ready(PyObject *m) {
   if (PyType_Ready(&pyth_jit_type) < 0 || PyType_Ready(&entry_type) < 0) return -1;
-  if (!(s_dtype = PyUnicode_InternFromString("dtype")) || !(s_view = PyUnicode_InternFromString("view")) ||
+  if (!(s_dtype = PyUnicode_InternFromString("dtype")) ||
       !(s_is_neg = PyUnicode_InternFromString("is_neg")) ||
       !(s_requires_grad = PyUnicode_InternFromString("requires_grad")) || !(s_detach = PyUnicode_InternFromString("detach")) ||
       !(s_training = PyUnicode_InternFromString("training")) || !(s_parameters = PyUnicode_InternFromString("_parameters")) ||

@@ -133,6 +133,57 @@ PyObject *pyth_device_to_torch(th_device d) {
   return PyObject_CallFunction(pyth_T.device_type, "s", buf);
 }
 
+/* Per tensor class met by pyth_tensor_check_class: Py_None (read as a plain tensor) or the name of the
+ * hook it overrides (str). torch.Tensor and nn.Parameter never get here. */
+static PyObject *class_verdicts, *parameter_type;
+
+int pyth_tensor_check_class(PyObject *t, const char *what) {
+  PyTypeObject *tp = Py_TYPE(t);
+  if ((PyObject *)tp == pyth_T.tensor_type || ((PyObject *)tp == parameter_type && parameter_type)) return 0;
+  if (!parameter_type) {
+    PyObject *nn = PyImport_ImportModule("torch.nn");
+    parameter_type = nn ? PyObject_GetAttrString(nn, "Parameter") : NULL;
+    Py_XDECREF(nn);
+    if (!parameter_type) return -1;
+    if ((PyObject *)tp == parameter_type) return 0;
+  }
+  if (!class_verdicts && !(class_verdicts = PyDict_New())) return -1;
+  PyObject *v = PyDict_GetItemWithError(class_verdicts, (PyObject *)tp);
+  if (!v) {
+    if (PyErr_Occurred()) return -1;
+    /* what a plain subclass inherits: nn.Parameter's hooks below it, else torch.Tensor's */
+    PyTypeObject *base = PyType_IsSubtype(tp, (PyTypeObject *)parameter_type) ? (PyTypeObject *)parameter_type
+                                                                                : (PyTypeObject *)pyth_T.tensor_type;
+    static const char *const hooks[] = {"__torch_dispatch__", "__torch_function__", "__tensor_flatten__"};
+    v = Py_None;
+    for (int i = 0; i < 3 && v == Py_None; i++) {
+      PyObject *name = PyUnicode_InternFromString(hooks[i]);
+      if (!name) return -1;
+      if (_PyType_Lookup(tp, name) != _PyType_Lookup(base, name)) v = name;
+      else Py_DECREF(name);
+    }
+    int rc = PyDict_SetItem(class_verdicts, (PyObject *)tp, v);
+    if (v != Py_None) Py_DECREF(v); /* the dict holds it */
+    if (rc < 0) return -1;
+  }
+  if (v == Py_None) return 0;
+  PyObject *mod = PyObject_GetAttrString((PyObject *)tp, "__module__");
+  PyObject *qn = mod ? PyObject_GetAttrString((PyObject *)tp, "__qualname__") : NULL;
+  const char *ms = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+  const char *qs = qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+  PyErr_Clear();
+  PyErr_Format(PyExc_NotImplementedError,
+               "thunder_c: %s is a %s%s%s, a tensor subclass (it defines %U) that thunder_c cannot flatten: it traces "
+               "plain tensors only%s",
+               what, ms ? ms : "", ms ? "." : "", qs ? qs : _PyType_Name(tp), v,
+               ms && !strncmp(ms, "torchao.float8", 14)
+                   ? " (torchao's float8 training is traced through the Float8Linear modules of a jitted nn.Module)"
+                   : "");
+  Py_XDECREF(qn);
+  Py_XDECREF(mod);
+  return -1;
+}
+
 /* ---- module functions ----------------------------------------------------------------------------- */
 
 static PyObject *m_trace_from_text(PyObject *self, PyObject *args, PyObject *kw) {
@@ -348,11 +399,14 @@ static int init_torch(void) {
   pyth_T.cpu_device = PyObject_CallFunction(pyth_T.device_type, "s", "cpu");
   if (!pyth_T.cpu_device) return -1;
   if (init_stand_in() < 0) return -1;
-  for (int i = 0; i < TH_DTYPE_COUNT; i++) {
+  for (int i = 0; i < TH_DTYPE_COUNT; i++) { /* every dtype of the core is torch's (fp8 since torch 2.1) */
     pyth_T.dtypes[i] = PyObject_GetAttrString(pyth_T.torch, th_dtype_name((th_dtype)i));
     if (!pyth_T.dtypes[i] || Py_TYPE(pyth_T.dtypes[i]) != (PyTypeObject *)pyth_T.dtype_type) {
-      Py_CLEAR(pyth_T.dtypes[i]); /* torch 1.13 has no float8 dtypes */
+      Py_CLEAR(pyth_T.dtypes[i]);
       PyErr_Clear();
+      PyErr_Format(PyExc_ImportError, "thunder_c: torch has no dtype torch.%s (thunder_c needs torch >= 2.4)",
+                   th_dtype_name((th_dtype)i));
+      return -1;
     }
   }
   pyth_T.return_types = PyObject_GetAttrString(pyth_T.torch, "return_types");

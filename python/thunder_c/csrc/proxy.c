@@ -101,6 +101,8 @@ static int lift_tensor(pyth_tracer *tr, PyObject *t, th_arg *out) {
     return 0;
   }
   if (PyErr_Occurred()) return Py_DECREF(key), -1;
+  if (pyth_tensor_check_class(t, "a tensor the function reads (captured, or made while tracing)") < 0)
+    return Py_DECREF(key), -1;
   int rc = -1;
   PyObject *dt = PyObject_GetAttrString(t, "dtype"), *shape = PyObject_GetAttrString(t, "shape");
   PyObject *dev = PyObject_GetAttrString(t, "device");
@@ -767,6 +769,7 @@ static const char *const metadata_reads[] = {
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "layout", "is_leaf",
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_floating_point", "is_complex",
     "is_contiguous", "element_size", "__len__", "__repr__", "__format__", "__hash__", "grad_fn", "data", "detach",
+    "storage_offset",
 };
 
 /* torch functions that build a tensor from Python data: run eagerly while tracing (no proxy among
@@ -1150,6 +1153,11 @@ static PyObject *proxy_size(PyObject *o, PyObject *args, PyObject *kw) {
   return PyLong_FromLongLong(th_value_ndim(v) ? th_value_shape(v)[k] : 1);
 }
 
+static PyObject *proxy_storage_offset(PyObject *o, PyObject *unused) {
+  (void)unused;
+  return proxy_value(o) ? PyLong_FromLong(0) : NULL;
+}
+
 static PyObject *proxy_stride(PyObject *o, PyObject *args, PyObject *kw) {
   static char *kwl[] = {"dim", NULL};
   PyObject *d = Py_None;
@@ -1252,6 +1260,7 @@ static PyMethodDef proxy_methods[] = {
     {"is_floating_point", proxy_is_floating_point, METH_NOARGS, "True for floating dtypes."},
     {"is_complex", proxy_false_m, METH_NOARGS, "False: thunder_c has no complex dtypes."},
     {"is_contiguous", (PyCFunction)(void (*)(void))proxy_true, METH_VARARGS | METH_KEYWORDS, "True: proxies are contiguous."},
+    {"storage_offset", proxy_storage_offset, METH_NOARGS, "0: proxies are contiguous tensors of their own."},
     {"detach", (PyCFunction)(void (*)(void))proxy_detach, METH_VARARGS | METH_KEYWORDS, "The tensor itself (no autograd graph is recorded)."},
     {"cpu", (PyCFunction)(void (*)(void))proxy_self, METH_VARARGS | METH_KEYWORDS, "The tensor itself (proxies are on the CPU)."},
     {"item", proxy_item, METH_NOARGS, "Not available while tracing (data-dependent)."},

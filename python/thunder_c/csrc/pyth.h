@@ -28,7 +28,7 @@ typedef struct pyth_torch {
   PyObject *size_type;      /* torch.Size */
   PyObject *device_type;    /* torch.device */
   PyObject *dtype_type;     /* torch.dtype */
-  PyObject *dtypes[TH_DTYPE_COUNT]; /* torch.float32, ...; NULL where torch has none (fp8 in 1.13) */
+  PyObject *dtypes[TH_DTYPE_COUNT]; /* torch.float32, ..., torch.float8_e5m2: one per th_dtype */
   PyObject *cpu_device;     /* torch.device("cpu") */
   PyObject *is_autocast_enabled, *is_autocast_cpu_enabled, *get_autocast_gpu_dtype,
       *get_autocast_cpu_dtype, *is_grad_enabled, *get_default_dtype;
@@ -60,6 +60,10 @@ PyObject *pyth_torch_for_device(const char *name, const char *device_type);
 bool pyth_device_from(PyObject *o, th_device *out);
 /* New reference to the torch.device for d. */
 PyObject *pyth_device_to_torch(th_device d);
+/* 0 when torch tensor t is one thunder_c reads as a plain tensor: torch.Tensor, nn.Parameter, or a
+ * subclass that overrides none of __torch_dispatch__, __torch_function__ and __tensor_flatten__;
+ * else -1 with NotImplementedError naming its class (`what`: "input x", "a captured tensor"). */
+int pyth_tensor_check_class(PyObject *t, const char *what);
 
 /* ---- proxy.c ----------------------------------------------------------------------------------- */
 typedef struct pyth_tracer pyth_tracer;
@@ -105,6 +109,7 @@ struct pyth_tracer {
   int autocast_forced;    /* > 0 inside thunder_c autocast(fn, dtype): the state is fixed */
   PyObject *pkg_dir;      /* str: frames under this directory (thunder_c, torch) are skipped */
   PyObject *torch_dir;
+  PyObject *float8_marks; /* list of linears to convert to float8 (transforms.c, "float8 regions"), or NULL */
 };
 
 /* The tracer currently recording (NULL when none). */
@@ -181,11 +186,25 @@ typedef struct pyth_float8 {
   th_float8_options opts;
   PyObject *filter;      /* owned, or NULL */
   PyObject *param_names; /* owned dict, or NULL */
+  PyObject *only;        /* owned set of linear output values (addresses as ints): only these, or NULL: all */
+  int only_index;        /* the filter's "index" counts the linears of `only` */
 } pyth_float8;
 int pyth_float8_parse(PyObject *spec, pyth_float8 *out, const char *who);
 void pyth_float8_clear(pyth_float8 *f);
 /* th_transform_float8 of tr with f's options; -1 with an exception (the filter's own, or the core's). */
 int pyth_float8_apply(pyth_float8 *f, const th_trace *tr, th_trace **out);
+/* Float8 regions: linears recorded while tracing that run as float8 whatever the jit's own float8 option
+ * says — the F.linear of each torchao Float8Linear module (thunder_c/_torchao.py) and the linears of a
+ * float8-jitted function inlined into another trace (jit.c). Marks the eligible top-level linears that
+ * tr recorded from bsym index `start` on, with formats in/w and `filter` (may be NULL; a new reference
+ * is kept). strict: exactly one eligible linear must be there, else NotImplementedError naming `who`.
+ * -1 with an exception. */
+int pyth_float8_mark_region(pyth_tracer *tr, int start, th_dtype in, th_dtype w, PyObject *filter, const char *who,
+                            bool strict);
+/* Converts tr's marked linears in trace `in` (one th_transform_float8 pass per distinct formats and
+ * filter; param_names as pyth_float8's, may be NULL): *out is the result, or NULL when nothing is
+ * marked. -1 with an exception. */
+int pyth_float8_apply_marks(pyth_tracer *tr, const th_trace *in, PyObject *param_names, th_trace **out);
 
 /* ---- jit.c ------------------------------------------------------------------------------------- */
 extern PyTypeObject pyth_jit_type;

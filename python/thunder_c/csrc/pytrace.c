@@ -87,6 +87,23 @@ static PyObject *trace_provenance(PyObject *o, void *c) {
   return r;
 }
 
+/* Thunder's trace._provenance: an object whose .pss is the provenance text (a
+ * types.SimpleNamespace), None if unset, so code written for Thunder reads it unchanged. */
+static PyObject *trace_provenance_obj(PyObject *o, void *c) {
+  PyObject *pss = trace_provenance(o, c);
+  if (!pss || pss == Py_None) return pss;
+  PyObject *types = PyImport_ImportModule("types");
+  PyObject *ns = types ? PyObject_GetAttrString(types, "SimpleNamespace") : NULL;
+  PyObject *kw = ns ? Py_BuildValue("{sO}", "pss", pss) : NULL, *noargs = kw ? PyTuple_New(0) : NULL;
+  PyObject *r = noargs ? PyObject_Call(ns, noargs, kw) : NULL;
+  Py_XDECREF(noargs);
+  Py_XDECREF(kw);
+  Py_XDECREF(ns);
+  Py_XDECREF(types);
+  Py_DECREF(pss);
+  return r;
+}
+
 static PyObject *wrap_bsym(const th_bsym *b, PyObject *owner) {
   pyth_bsym_obj *x = PyObject_New(pyth_bsym_obj, &pyth_bsym_type);
   if (!x) return NULL;
@@ -136,6 +153,7 @@ static PyMethodDef trace_methods[] = {
 
 static PyGetSetDef trace_getset[] = {
     {"provenance", trace_provenance, NULL, "what made this trace (\"Dead Code Elimination (took 0 milliseconds)\")", NULL},
+    {"_provenance", trace_provenance_obj, NULL, "Thunder's spelling: an object whose .pss is the provenance text, or None", NULL},
     {"bound_symbols", trace_bsyms, NULL, "the top-level bound symbols, in order", NULL},
     {"input_names", trace_inputs, NULL, "the names of the trace's inputs, in order", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -5,7 +5,8 @@
  * wraps a function: when it runs under thunder_c.jit, its ops are recorded inside a cpu and a cuda
  * autocast region of `dtype` (th_trace_autocast_push), which gives the same trace as the function
  * transform and as `torch.autocast` around the call. The other transforms (dce, cse, del_last_used)
- * take a Trace and return a new one. */
+ * take a Trace and return a new one. float8 is the core's float8 transform with a Python filter, and
+ * the float8 regions that convert chosen linears of a trace being recorded. */
 #include <string.h>
 
 #include "pyth.h"
@@ -137,6 +138,7 @@ static PyObject *m_dlu(PyObject *self, PyObject *arg) {
 void pyth_float8_clear(pyth_float8 *f) {
   Py_CLEAR(f->filter);
   Py_CLEAR(f->param_names);
+  Py_CLEAR(f->only);
   f->enabled = false;
 }
 
@@ -166,7 +168,8 @@ static int fp8_dtype_arg(PyObject *o, const char *who, const char *what, th_dtyp
 int pyth_float8_parse(PyObject *spec, pyth_float8 *out, const char *who) {
   out->enabled = false;
   out->opts = th_float8_options_default();
-  out->filter = out->param_names = NULL;
+  out->filter = out->param_names = out->only = NULL;
+  out->only_index = 0;
   if (!spec || spec == Py_None || spec == Py_False) return 0;
   out->enabled = true;
   if (spec == Py_True) return 0;
@@ -227,11 +230,22 @@ static int info_set(PyObject *d, const char *k, PyObject *v) {
   return rc;
 }
 
-/* The core's filter callback: builds the info dict and calls the Python filter. A Python exception
- * stays set (the caller re-raises it) and aborts the transform. */
+/* The core's filter callback: a linear outside f->only is left alone; else builds the info dict and
+ * calls the Python filter (when there is one). A Python exception stays set (the caller re-raises it)
+ * and aborts the transform. */
 static th_status py_filter(const th_bsym *b, int index, void *ctx, bool *convert) {
   pyth_float8 *f = ctx;
   th_arg x = th_bsym_arg(b, 0), w = th_bsym_arg(b, 1), bias = th_bsym_arg(b, 2);
+  if (f->only) {
+    th_arg y = th_bsym_output(b);
+    PyObject *key = y.kind == TH_ARG_VALUE ? PyLong_FromVoidPtr(y.u.value) : NULL;
+    int in = key ? PySet_Contains(f->only, key) : -1;
+    Py_XDECREF(key);
+    if (in < 0) return th_set_error(TH_ERR_RUNTIME, "float8: a marked linear could not be looked up");
+    if (!in) return *convert = false, TH_OK;
+    index = f->only_index++;
+    if (!f->filter) return *convert = true, TH_OK;
+  }
   PyObject *d = PyDict_New();
   int rc = d ? 0 : -1;
   if (rc == 0) rc = info_set(d, "index", PyLong_FromLong(index));
@@ -267,7 +281,8 @@ static th_status py_filter(const th_bsym *b, int index, void *ctx, bool *convert
 
 int pyth_float8_apply(pyth_float8 *f, const th_trace *tr, th_trace **out) {
   th_float8_options o = f->opts;
-  if (f->filter) {
+  f->only_index = 0;
+  if (f->filter || f->only) {
     o.filter = py_filter;
     o.filter_ctx = f;
   }
@@ -276,6 +291,125 @@ int pyth_float8_apply(pyth_float8 *f, const th_trace *tr, th_trace **out) {
   if (st == TH_OK) return 0;
   if (!PyErr_Occurred()) pyth_raise(st);
   return -1;
+}
+
+/* ---- float8 regions (pyth.h): marks kept on the tracer as (output value address, input_dtype,
+ * weight_dtype, filter or None) tuples ---------------------------------------------------------------- */
+
+/* A top-level linear th_transform_float8 converts (float8.c's rule): ltorch.linear / prims.linear with
+ * a non-empty input [..., K] and weight [N, K] of one dtype float32, bfloat16 or float16. *linear tells
+ * whether b is a linear at all. */
+static bool float8_eligible(const th_bsym *b, bool *linear) {
+  const char *q = th_bsym_qualname(b);
+  *linear = !strcmp(q, "ltorch.linear") || !strcmp(q, "prims.linear");
+  if (!*linear || th_bsym_num_args(b) < 3 || th_bsym_output(b).kind != TH_ARG_VALUE) return false;
+  th_arg x = th_bsym_arg(b, 0), w = th_bsym_arg(b, 1);
+  if (x.kind != TH_ARG_VALUE || w.kind != TH_ARG_VALUE || !th_value_is_tensor(x.u.value) ||
+      !th_value_is_tensor(w.u.value))
+    return false;
+  th_dtype dt = th_value_dtype(x.u.value);
+  return th_value_ndim(x.u.value) >= 1 && th_value_ndim(w.u.value) == 2 && dt == th_value_dtype(w.u.value) &&
+         (dt == TH_F32 || dt == TH_BF16 || dt == TH_F16) && th_value_numel(x.u.value) > 0 &&
+         th_value_numel(w.u.value) > 0;
+}
+
+int pyth_float8_mark_region(pyth_tracer *tr, int start, th_dtype in, th_dtype w, PyObject *filter, const char *who,
+                            bool strict) {
+  if (!tr->float8_marks && !(tr->float8_marks = PyList_New(0))) return -1;
+  int n = th_trace_num_bsyms(tr->trace), found = 0, other = 0;
+  for (int i = start < 0 ? 0 : start; i < n; i++) {
+    const th_bsym *b = th_trace_bsym(tr->trace, i);
+    bool linear;
+    if (!float8_eligible(b, &linear)) {
+      other += linear;
+      continue;
+    }
+    found++;
+    PyObject *m = Py_BuildValue("(NiiO)", PyLong_FromVoidPtr(th_bsym_output(b).u.value), (int)in, (int)w,
+                                filter ? filter : Py_None);
+    if (!m || PyList_Append(tr->float8_marks, m) < 0) return Py_XDECREF(m), -1;
+    Py_DECREF(m);
+  }
+  if (strict && (found != 1 || other)) {
+    PyErr_Format(PyExc_NotImplementedError,
+                 "thunder_c: %s: float8 needs one linear whose input and weight are float32, bfloat16 or float16 "
+                 "tensors of one dtype and not empty, but its forward recorded %d such linears and %d others",
+                 who, found, other);
+    return -1;
+  }
+  return 0;
+}
+
+int pyth_float8_apply_marks(pyth_tracer *tr, const th_trace *in, PyObject *param_names, th_trace **out) {
+  *out = NULL;
+  PyObject *marks = tr->float8_marks;
+  if (!marks || PyList_GET_SIZE(marks) == 0) return 0;
+  Py_ssize_t n = PyList_GET_SIZE(marks);
+  char *done = PyMem_Calloc((size_t)n, 1);
+  if (!done) return PyErr_NoMemory(), -1;
+  const th_trace *cur = in;
+  th_trace *mine = NULL; /* cur when this function made it */
+  int rc = 0;
+  for (Py_ssize_t g = 0; rc == 0 && g < n; g++) { /* one pass per group: the first undone mark's options */
+    if (done[g]) continue;
+    PyObject *mg = PyList_GET_ITEM(marks, g);
+    long gi = PyLong_AsLong(PyTuple_GET_ITEM(mg, 1)), gw = PyLong_AsLong(PyTuple_GET_ITEM(mg, 2));
+    PyObject *gf = PyTuple_GET_ITEM(mg, 3);
+    pyth_float8 f = {.enabled = true, .opts = th_float8_options_default()};
+    f.opts.input_dtype = (th_dtype)gi;
+    f.opts.weight_dtype = (th_dtype)gw;
+    f.filter = gf == Py_None ? NULL : Py_NewRef(gf);
+    f.param_names = Py_XNewRef(param_names);
+    f.only = PySet_New(NULL);
+    if (!f.only) rc = -1;
+    for (Py_ssize_t k = g; rc == 0 && k < n; k++) {
+      PyObject *mk = PyList_GET_ITEM(marks, k);
+      if (done[k] || PyLong_AsLong(PyTuple_GET_ITEM(mk, 1)) != gi || PyLong_AsLong(PyTuple_GET_ITEM(mk, 2)) != gw ||
+          PyTuple_GET_ITEM(mk, 3) != gf)
+        continue;
+      done[k] = 1;
+      if (PySet_Add(f.only, PyTuple_GET_ITEM(mk, 0)) < 0) rc = -1;
+    }
+    th_trace *next = NULL;
+    if (rc == 0) rc = pyth_float8_apply(&f, cur, &next);
+    pyth_float8_clear(&f);
+    if (rc == 0) {
+      th_trace_free(mine);
+      cur = mine = next;
+    }
+  }
+  PyMem_Free(done);
+  if (rc < 0) {
+    th_trace_free(mine);
+    return -1;
+  }
+  *out = mine;
+  return 0;
+}
+
+/* _float8_region_begin() -> int: where the region starts in the trace being recorded (its number of
+ * top-level bsyms). */
+static PyObject *m_float8_region_begin(PyObject *self, PyObject *unused) {
+  (void)self, (void)unused;
+  if (!pyth_active) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: a float8 region needs a trace being recorded"), NULL;
+  return PyLong_FromLong(th_trace_num_bsyms(pyth_active->trace));
+}
+
+/* _float8_region_end(start, input_dtype, weight_dtype, who): marks the one linear recorded since start
+ * (NotImplementedError naming `who` unless there is exactly one eligible linear). */
+static PyObject *m_float8_region_end(PyObject *self, PyObject *args) {
+  (void)self;
+  int start;
+  PyObject *idt, *wdt;
+  const char *who;
+  if (!PyArg_ParseTuple(args, "iOOs:_float8_region_end", &start, &idt, &wdt, &who)) return NULL;
+  if (!pyth_active) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: a float8 region needs a trace being recorded"), NULL;
+  th_dtype in = TH_F8E4M3FN, w = TH_F8E4M3FN;
+  if (fp8_dtype_arg(idt, "_float8_region_end", "input_dtype", &in) < 0 ||
+      fp8_dtype_arg(wdt, "_float8_region_end", "weight_dtype", &w) < 0)
+    return NULL;
+  if (pyth_float8_mark_region(pyth_active, start, in, w, NULL, who, true) < 0) return NULL;
+  Py_RETURN_NONE;
 }
 
 static PyObject *m_float8(PyObject *self, PyObject *args, PyObject *kw) {
@@ -350,6 +484,9 @@ static PyObject *m_grad(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyMethodDef transform_functions[] = {
+    {"_float8_region_begin", m_float8_region_begin, METH_NOARGS, "internal: start of a float8 region (thunder_c/_torchao.py)."},
+    {"_float8_region_end", m_float8_region_end, METH_VARARGS,
+     "internal: _float8_region_end(start, input_dtype, weight_dtype, who) marks the region's linear for float8."},
     {"float8", (PyCFunction)(void (*)(void))m_float8, METH_VARARGS | METH_KEYWORDS,
      "float8(trace, filter=None, input_dtype=None, weight_dtype=None) -> Trace: the float8 training transform "
      "(every linear becomes dynamic per-tensor scaled fp8 math with _scaled_mm; see thunder_c.transforms.float8)."},

@@ -20,8 +20,7 @@
  * x and w are quantized again in the backward, as torchao does, rather than their fp8 codes being
  * saved: tensor-wise scaling of the same values gives the same codes and scales (the ops are exact or
  * correctly rounded, with no FMA contraction in any executor), the weight is a parameter that is kept
- * anyway (saving its codes would add N*K bytes), and fp8 tensors cannot cross PyTorch 1.13's autograd
- * (no fp8 dtype: thunder_c hands fp8 out as uint8 codes). The scales are constants and the casts
+ * anyway (saving its codes would add N*K bytes). The scales are constants and the casts
  * straight-through, as in torchao: mm gets no gradient, so no cotangent reaches the forward's
  * amax/scale ops or ltorch._scaled_mm (whose derivative is refused, scaled_mm.c). _scaled_mm refuses
  * two e5m2 operands, so for a GEMM whose other operand is e5m2 (float8 option input_dtype or
