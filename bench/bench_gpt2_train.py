@@ -57,6 +57,8 @@ import time  # noqa: E402
 
 import torch  # noqa: E402
 
+from bench_host import cpu_flags  # noqa: E402
+
 import thunder_c  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
@@ -71,17 +73,6 @@ def gemm_flops_fwd(B, T, C):
     M = B * T
     return {"qkv": 2 * M * C * 3 * C, "q@k^T": 2 * B * T * T * C, "att@v": 2 * B * T * T * C,
             "proj": 2 * M * C * C, "fc": 2 * M * C * 4 * C, "fc_proj": 2 * M * 4 * C * C}
-
-
-def cpu_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def cpu_name():

@@ -145,6 +145,8 @@ import traceback  # noqa: E402
 import warnings  # noqa: E402
 
 import torch  # noqa: E402
+
+from bench_host import cpu_flags  # noqa: E402
 import torch._dynamo  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -210,17 +212,6 @@ def cpu_model():
     except (OSError, subprocess.SubprocessError):
         pass
     return platform.processor() or platform.machine()
-
-
-def cpu_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def pkg_version(name):
