@@ -1,4 +1,4 @@
-"""Writes docs/ops.md: PyTorch 1.13's op database (op_db) against thunder_c — the OpInfos thunder_c covers,
+"""Writes docs/ops.md: the installed torch's op database (op_db) against thunder_c — the OpInfos thunder_c covers,
 with the outcome of their samples (the same checks as test_opinfo.py), and the OpInfos not supported yet.
 
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build

@@ -1,4 +1,4 @@
-"""Autograd through thunder_c.jit against PyTorch 1.13 eager as the reference.
+"""Autograd through thunder_c.jit against PyTorch eager (the installed torch) as the reference.
 
 When grad is enabled and a tensor input or module parameter requires grad, a jitted call runs the
 forward program of thunder-c's grad transform and attaches its outputs to PyTorch's autograd graph;

@@ -1,4 +1,4 @@
-"""The eager executor's prim kernels against PyTorch 1.13 itself: each case is a short prim-level trace run
+"""The eager executor's prim kernels against PyTorch itself (the installed torch): each case is a short prim-level trace run
 through the `thunder` CLI with `--executors eager` (so no BLAS, no fusion), on inputs made here, and
 compared with the same computation in PyTorch. The cases aim at the semantics a C kernel easily gets
 wrong: integer wrap-around in narrow dtypes, truncating integer division and Python-style remainder,

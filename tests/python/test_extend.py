@@ -1,4 +1,4 @@
-"""thunder_c.extend: operators and executors written in Python, against PyTorch 1.13 eager as the reference.
+"""thunder_c.extend: operators and executors written in Python, against PyTorch eager (the installed torch) as the reference.
 
 Covers ops registered with like= and with meta= (schemas from signatures), an executor taking over a
 built-in op (ltorch.gelu) with a Python kernel and a checker that refuses some calls (the next executor

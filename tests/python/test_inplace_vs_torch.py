@@ -1,6 +1,6 @@
 """In-place torch-level ops (ltorch.add_, ltorch.exp_, ltorch.fill_, ltorch.copy_, ...) against PyTorch
 eager: each case is a one-statement trace program run through the `thunder` CLI (traceprog.run) on inputs
-made here, compared with the same in-place call in PyTorch 1.13 applied to clones of the inputs. The
+made here, compared with the same in-place call in PyTorch applied to clones of the inputs. The
 program's output is the new version of the modified tensor, so it must have that tensor's dtype and
 shape and PyTorch's values: the out-of-place result cast to the tensor's dtype (bf16 += f32 computes in
 f32 and rounds once), with only the other operands broadcast. Errors PyTorch raises (a float result

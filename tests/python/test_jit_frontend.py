@@ -1,4 +1,4 @@
-"""The Python frontend (thunder_c.jit) against PyTorch 1.13 eager as the reference.
+"""The Python frontend (thunder_c.jit) against PyTorch eager (the installed torch) as the reference.
 
 Each test jits a small Python function or nn.Module, calls it on CPU tensors and compares with the same
 code run eagerly: plain functions (elementwise chains, reductions, matmul/linear, keyword and nested

@@ -1,4 +1,4 @@
-"""PyTorch's OpInfo conformance of thunder_c: every OpInfo of PyTorch 1.13's op database (op_db) whose
+"""PyTorch's OpInfo conformance of thunder_c: every OpInfo of the installed torch's op database (op_db) whose
 op thunder_c maps is run on all its CPU samples for float32, float64, bfloat16, int64 and bool, through
 thunder_c.jit and in eager PyTorch, and the results compared (values and dtypes). One test per OpInfo
 (name.variant); see opinfo_util.py for what is run and how outcomes are judged.

@@ -2,7 +2,7 @@
 
 The float64 Welford rescue of fused row var/var_mean (src/executors/fuser/codegen.c emit_welford):
 torch.var_mean / var / std / std_mean of `x * 1.0` (the multiply puts the reduction in a fusion region)
-through thunder_c.jit, fused and with executors=["eager"], against PyTorch 1.13 on the same inputs: rows
+through thunder_c.jit, fused and with executors=["eager"], against PyTorch on the same inputs: rows
 holding inf, -inf or NaN at the first, a middle or the last position, all-inf rows, float64 rows near
 1.7e308 (whose float64 sum or squares overflow), size-0 and size-1 rows, corrections 0, 1 and 2, reduced
 dims -1, (1, 2) and all, transposed / sliced / expanded inputs, a normalization consuming the mean and
