@@ -44,7 +44,8 @@ typedef struct th_compile_options {
    * {TH_CPU, 0}); has_device_override false = use the trace's devices, which must exist. */
   bool has_device_override;
   th_device device_override;
-  /* Seed of the random stream (dropout in training mode, uniform). */
+  /* The seed the program's generator starts with (dropout in training mode, uniform); its offset
+   * starts at 0. th_program_set_rng_state replaces both. */
   uint64_t seed;
   /* When not NULL or empty, the fuser writes each program's generated C source (all its fusion regions,
    * after a comment listing each region's slots P[k] with the trace's names, dtypes and shapes) to
@@ -85,6 +86,19 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
                          th_tensor ***outputs);
 
 void th_program_free(th_program *p); /* NULL is fine */
+
+/* The program's random-number generator: a Philox-4x32-10 stream whose state is (seed, offset), the
+ * offset counting 128-bit blocks. Random ops draw at the offset and advance it, so successive runs draw
+ * fresh numbers and a run is reproduced by setting the state it started from. In a trace the state is
+ * explicit: `(seed, offset) = prims.get_and_update_rng_state(blocks, device=...)` reads it and advances
+ * the offset, and prims.uniform_philox(..., seed=seed, offset=offset) samples from it (what
+ * ltorch.uniform_like and ltorch.dropout record), so two random ops never share numbers and CSE never
+ * merges them. get/set: p, seed or offset NULL are TH_ERR_VALUE; setting it while the program runs is
+ * TH_ERR_RUNTIME. th_program_num_random_ops counts the program's steps tagged random (0: nothing it
+ * runs reads the generator; 0 for NULL). */
+th_status th_program_get_rng_state(const th_program *p, uint64_t *seed, uint64_t *offset);
+th_status th_program_set_rng_state(th_program *p, uint64_t seed, uint64_t offset);
+int th_program_num_random_ops(const th_program *p);
 
 /* Threads. th_program_compile and th_program_run run their kernels (fused kernels, the eager
  * executor's, oneDNN's GEMMs) on OpenMP teams of th_get_num_threads() threads: the count is set on the

@@ -37,9 +37,14 @@ th_tensor *th_rt_alloc_output(th_rt_env *env, const th_value *v);
  * recorded for cuda:0 run with --device cpu): sets *dev and returns true; false without an override.
  * Kernels that name a device (device_put) treat the recorded device as this one. */
 bool th_rt_device_override(th_rt_env *env, th_device *dev);
-/* The generator used by random prims (a counter-based Philox-4x32-10 stream seeded per run). Returns
- * 4 uniformly distributed 32-bit words per call, advancing the stream. */
+/* The program's generator (runtime/execute.c): a counter-based Philox-4x32-10 stream. th_rt_random4
+ * returns the 4 uniformly distributed 32-bit words of the block at the generator's offset and advances
+ * the offset by one block (prims.uniform). th_rt_rng_state returns the state (seed, offset) and
+ * advances the offset by `blocks` (get_and_update_rng_state); th_rt_philox_block is the block `block`
+ * of the stream keyed by `seed` (uniform_philox reads blocks offset, offset + 1, ...). */
 void th_rt_random4(th_rt_env *env, uint32_t out[4]);
+void th_rt_rng_state(th_rt_env *env, uint64_t blocks, uint64_t *seed, uint64_t *offset);
+void th_rt_philox_block(uint64_t seed, uint64_t block, uint32_t out[4]);
 
 /* ---- executors ---------------------------------------------------------------------------------------
  * An operator executor claims bsyms of the symbols it implements; `checker` (optional, the public

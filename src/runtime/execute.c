@@ -14,9 +14,14 @@
  * the outputs, release everything else. On a kernel error all slots are released and the error comes
  * back with the op's name in front ("prims.matmul: ..."). Nothing is looked up by name at run time.
  *
- * Random numbers: th_rt_random4 is Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy
- * as 1, 2, 3", SC'11) keyed by the compile options' seed; the 128-bit counter is (draw index within the
- * run, run index), so every run of a program draws a fresh, reproducible stream. */
+ * Random numbers: every random draw is Philox-4x32-10 (Salmon et al., "Parallel random numbers: as
+ * easy as 1, 2, 3", SC'11), keyed by a 64-bit seed, with a 64-bit block counter in the low words of the
+ * 128-bit counter. A program's generator state is (seed, offset): the seed starts as the compile
+ * options' seed and the offset at 0; get_and_update_rng_state hands the state to uniform_philox and
+ * advances the offset by the blocks it will draw, prims.uniform draws blocks at the offset itself. The
+ * offset carries over from run to run, so every run draws a fresh, reproducible stream; a host that
+ * owns the randomness (the Python frontend, from torch's default generator) sets the state before each
+ * run (th_program_set_rng_state). */
 #include <errno.h>
 #include <omp.h>
 #include <stdatomic.h>
@@ -78,16 +83,14 @@ struct th_program {
   th_out *outs;
   bool has_device_override;
   th_device device_override;
-  uint64_t seed;
-  uint64_t runs;        /* Philox counter, high half */
+  uint64_t rng_seed;    /* the generator state (seed, offset) */
+  uint64_t rng_offset;
   atomic_bool running;  /* a run is in progress (th_program_run refuses a second one) */
 };
 
 struct th_rt_env {
   th_program *p;
   th_tensor **slots;
-  uint64_t run;   /* counter words 2-3 */
-  uint64_t draws; /* counter words 0-1 */
   th_kernel_fn user; /* the running step's user kernel, if any */
   const void *data;  /* the running step's private data */
   void *user_data;   /* the running step's user pointer (th_kernel_user) */
@@ -301,13 +304,43 @@ void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t 
   out[3] = c3;
 }
 
-void th_rt_random4(th_rt_env *env, uint32_t out[4]) {
-  const uint64_t seed = env->p->seed;
+void th_rt_philox_block(uint64_t seed, uint64_t block, uint32_t out[4]) {
   const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-  const uint32_t ctr[4] = {(uint32_t)env->draws, (uint32_t)(env->draws >> 32), (uint32_t)env->run,
-                           (uint32_t)(env->run >> 32)};
+  const uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), 0, 0};
   th_rt_philox4x32_10(ctr, key, out);
-  env->draws++;
+}
+
+void th_rt_random4(th_rt_env *env, uint32_t out[4]) {
+  th_rt_philox_block(env->p->rng_seed, env->p->rng_offset++, out);
+}
+
+void th_rt_rng_state(th_rt_env *env, uint64_t blocks, uint64_t *seed, uint64_t *offset) {
+  *seed = env->p->rng_seed;
+  *offset = env->p->rng_offset;
+  env->p->rng_offset += blocks;
+}
+
+th_status th_program_get_rng_state(const th_program *p, uint64_t *seed, uint64_t *offset) {
+  if (!p || !seed || !offset)
+    return th_error(TH_ERR_VALUE, "th_program_get_rng_state: %s is NULL", !p ? "the program" : !seed ? "seed" : "offset");
+  *seed = p->rng_seed;
+  *offset = p->rng_offset;
+  return TH_OK;
+}
+
+th_status th_program_set_rng_state(th_program *p, uint64_t seed, uint64_t offset) {
+  if (!p) return th_error(TH_ERR_VALUE, "th_program_set_rng_state: the program is NULL");
+  if (atomic_load(&p->running))
+    return th_error(TH_ERR_RUNTIME, "th_program_set_rng_state: %s() is running", p->trace->fn_name);
+  p->rng_seed = seed;
+  p->rng_offset = offset;
+  return TH_OK;
+}
+
+int th_program_num_random_ops(const th_program *p) {
+  int n = 0;
+  for (int i = 0; p && i < p->nsteps; i++) n += (p->steps[i].b->sym->tags & TH_TAG_RANDOM) != 0;
+  return n;
 }
 
 /* ---- compile: executors and devices ------------------------------------------------------------ */
@@ -657,7 +690,7 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
   if (!p) return th_error(TH_ERR_NOMEM, "out of memory compiling a program");
   p->has_device_override = o->has_device_override;
   p->device_override = o->device_override;
-  p->seed = o->seed;
+  p->rng_seed = o->seed;
   th_status st = TH_ERR_NOMEM;
   if (!(p->arena = th_arena_new())) goto fail;
   {
@@ -805,7 +838,7 @@ static th_status program_run(th_program *p, int ninputs, th_tensor *const *input
       th_tensor_retain(inputs[i]);
       p->slots[p->input_slot[i]] = inputs[i];
     }
-  th_rt_env env = {p, p->slots, p->runs++, 0, NULL, NULL, NULL};
+  th_rt_env env = {p, p->slots, NULL, NULL, NULL};
   th_status st = TH_OK;
   for (int i = 0; i < p->nsteps; i++) {
     const th_step *s = &p->steps[i];

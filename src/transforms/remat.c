@@ -8,7 +8,8 @@
  *
  *   1. recomputable values: tensor outputs of a forward bsym that is cheap — a prim among elementwise
  *      ops (convert_element_type included), broadcast_in_dim, reshape, transpose, squeeze, slice_prim,
- *      stride_order, clone, full, iota; or a torch-level op whose decomposition is only such prims
+ *      stride_order, clone, full, iota, uniform_philox (a pure function of the generator state it is
+ *      given, so the backward draws the forward's numbers again); or a torch-level op whose decomposition is only such prims
  *      (recursively) — and that touches no value an in-place op writes (the destination of copy_,
  *      update_aliases or an IN_PLACE op, and every value related to one by a view op): such a value
  *      would read its mutated buffer when recomputed. Never: matmul, linear, reductions (sum, amax,
@@ -235,7 +236,8 @@ static bool cheap_prim(const th_bsym *b) {
     case TH_OP_prims_stride_order:
     case TH_OP_prims_clone:
     case TH_OP_prims_full:
-    case TH_OP_prims_iota: return true;
+    case TH_OP_prims_iota:
+    case TH_OP_prims_uniform_philox: return true;
     default: return (s->tags & TH_TAG_ELEMENTWISE) != 0;
   }
 }

@@ -25,6 +25,7 @@
 #include "executors/kernel.h"
 #include "runtime/runtime.h"
 #include "thunder/jit.h"
+#include "thunder/transform.h"
 #include "runtime/program.h"
 #include "transforms/transforms.h"
 
@@ -1000,6 +1001,140 @@ static th_trace *uniform_trace(void) {
   return tr;
 }
 
+/* Two dropout-like draws in one trace, as ltorch.uniform_like records them: the generator's state,
+ * then a uniform read from it. */
+static const char rng_trace_text[] =
+    "def computation():\n"
+    "  (s0, o0) = prims.get_and_update_rng_state(16, device=devices.Device(\"cpu\"))\n"
+    "  u0 = prims.uniform_philox((64,), 0.0, 1.0, device=devices.Device(\"cpu\"), dtype=dtypes.float32, seed=s0, "
+    "offset=o0)\n"
+    "  (s1, o1) = prims.get_and_update_rng_state(16, device=devices.Device(\"cpu\"))\n"
+    "  u1 = prims.uniform_philox((64,), 0.0, 1.0, device=devices.Device(\"cpu\"), dtype=dtypes.float32, seed=s1, "
+    "offset=o1)\n"
+    "  return (u0, u1, s0, o0, o1)\n";
+
+static int count_equal(const th_tensor *a, const th_tensor *b, int n) {
+  int same = 0;
+  for (int i = 0; i < n; i++) same += th_tensor_get_f64(a, i) == th_tensor_get_f64(b, i);
+  return same;
+}
+
+static void test_rng_state_values(void **state) {
+  (void)state;
+  th_trace *tr = NULL;
+  if (th_trace_parse(rng_trace_text, "rng.py", &tr) != TH_OK) fail_msg("%s", th_last_error());
+  th_program *p = NULL;
+  th_compile_options o = {.seed = 7};
+  assert_int_equal(th_program_compile(tr, &o, &p), TH_OK);
+  assert_int_equal(th_program_num_random_ops(p), 2);
+  uint64_t seed, offset;
+  assert_int_equal(th_program_get_rng_state(p, &seed, &offset), TH_OK);
+  assert_true(seed == 7 && offset == 0);
+  th_tensor **a = run(p, 0, NULL, 5);
+  /* the state each draw saw: the compile seed; offsets 0 and 16; the generator advanced by 32 */
+  assert_true(th_tensor_get_f64(a[2], 0) == 7.0);
+  assert_true(th_tensor_get_f64(a[3], 0) == 0.0 && th_tensor_get_f64(a[4], 0) == 16.0);
+  assert_int_equal(th_program_get_rng_state(p, &seed, &offset), TH_OK);
+  assert_true(seed == 7 && offset == 32);
+  for (int i = 0; i < 64; i++) {
+    double v = th_tensor_get_f64(a[0], i);
+    assert_true(v >= 0.0 && v < 1.0);
+  }
+  assert_true(count_equal(a[0], a[1], 64) < 4); /* two draws of one run never share numbers */
+  th_tensor **b = run(p, 0, NULL, 5);
+  assert_true(count_equal(a[0], b[0], 64) < 4); /* the next run draws fresh numbers */
+  assert_true(th_tensor_get_f64(b[3], 0) == 32.0);
+  /* setting the state a run started from reproduces it */
+  assert_int_equal(th_program_set_rng_state(p, 7, 0), TH_OK);
+  th_tensor **c = run(p, 0, NULL, 5);
+  assert_int_equal(count_equal(a[0], c[0], 64), 64);
+  assert_int_equal(count_equal(a[1], c[1], 64), 64);
+  /* another seed, another stream */
+  assert_int_equal(th_program_set_rng_state(p, 8, 0), TH_OK);
+  th_tensor **d = run(p, 0, NULL, 5);
+  assert_true(count_equal(a[0], d[0], 64) < 4);
+  /* uniform_philox is a function of its arguments: constant seed and offset give the same numbers as
+   * the state that held them, in another program */
+  th_trace *t2 = NULL;
+  const char *text2 = "def computation():\n"
+                      "  u = prims.uniform_philox((64,), 0.0, 1.0, device=devices.Device(\"cpu\"), "
+                      "dtype=dtypes.float32, seed=7, offset=16)\n"
+                      "  return u\n";
+  if (th_trace_parse(text2, "rng2.py", &t2) != TH_OK) fail_msg("%s", th_last_error());
+  th_program *p2 = NULL;
+  assert_int_equal(th_program_compile(t2, NULL, &p2), TH_OK);
+  assert_int_equal(th_program_num_random_ops(p2), 0);
+  th_tensor **e = run(p2, 0, NULL, 1);
+  assert_int_equal(count_equal(a[1], e[0], 64), 64);
+  free_outputs(5, a);
+  free_outputs(5, b);
+  free_outputs(5, c);
+  free_outputs(5, d);
+  free_outputs(1, e);
+  th_program_free(p2);
+  th_program_free(p);
+  th_trace_free(t2);
+  th_trace_free(tr);
+}
+
+/* CSE merges two uniform_philox reading one state (the same numbers) but never two state reads. */
+static void test_rng_state_cse(void **state) {
+  (void)state;
+  const char *text = "def computation():\n"
+                     "  (s0, o0) = prims.get_and_update_rng_state(1, device=devices.Device(\"cpu\"))\n"
+                     "  (s1, o1) = prims.get_and_update_rng_state(1, device=devices.Device(\"cpu\"))\n"
+                     "  u0 = prims.uniform_philox((4,), 0.0, 1.0, device=devices.Device(\"cpu\"), "
+                     "dtype=dtypes.float32, seed=s0, offset=o0)\n"
+                     "  u1 = prims.uniform_philox((4,), 0.0, 1.0, device=devices.Device(\"cpu\"), "
+                     "dtype=dtypes.float32, seed=s0, offset=o0)\n"
+                     "  u2 = prims.uniform_philox((4,), 0.0, 1.0, device=devices.Device(\"cpu\"), "
+                     "dtype=dtypes.float32, seed=s1, offset=o1)\n"
+                     "  return (u0, u1, u2)\n";
+  th_trace *tr = NULL, *c = NULL;
+  if (th_trace_parse(text, "rng_cse.py", &tr) != TH_OK) fail_msg("%s", th_last_error());
+  assert_int_equal(th_transform_cse(tr, &c), TH_OK);
+  int states = 0, uniforms = 0;
+  for (int i = 0; i < th_trace_num_bsyms(c); i++) {
+    th_op_id id = th_trace_bsym(c, i)->sym->id;
+    states += id == TH_OP_prims_get_and_update_rng_state;
+    uniforms += id == TH_OP_prims_uniform_philox;
+  }
+  assert_int_equal(states, 2);
+  assert_int_equal(uniforms, 2);
+  th_trace_free(c);
+  th_trace_free(tr);
+}
+
+/* Bad generator arguments and calls: a clear error, nothing changed. */
+static void test_rng_state_errors(void **state) {
+  (void)state;
+  const char *bad_seed = "def computation(x):\n"
+                         "  # x: \"cpu f32[]\"\n"
+                         "  u = prims.uniform_philox((4,), 0.0, 1.0, device=devices.Device(\"cpu\"), "
+                         "dtype=dtypes.float32, seed=x, offset=0)\n"
+                         "  return u\n";
+  th_trace *tr = NULL;
+  assert_int_equal(th_trace_parse(bad_seed, "bad.py", &tr), TH_ERR_TYPE);
+  assert_non_null(strstr(th_last_error(), "prims.uniform_philox: seed: expected an int or a 0-dim integer tensor, "
+                                          "but got a float32 tensor of shape []"));
+  const char *bad_blocks = "def computation():\n"
+                           "  (s0, o0) = prims.get_and_update_rng_state(-1, device=devices.Device(\"cpu\"))\n"
+                           "  return s0\n";
+  assert_int_equal(th_trace_parse(bad_blocks, "bad.py", &tr), TH_ERR_VALUE);
+  assert_non_null(strstr(th_last_error(), "blocks: expected a count >= 0, but got -1"));
+  uint64_t s, o;
+  assert_int_equal(th_program_get_rng_state(NULL, &s, &o), TH_ERR_VALUE);
+  assert_int_equal(th_program_set_rng_state(NULL, 1, 2), TH_ERR_VALUE);
+  assert_int_equal(th_program_num_random_ops(NULL), 0);
+  th_trace *u = uniform_trace();
+  th_program *p = NULL;
+  assert_int_equal(th_program_compile(u, NULL, &p), TH_OK);
+  assert_int_equal(th_program_get_rng_state(p, NULL, &o), TH_ERR_VALUE);
+  assert_int_equal(th_program_num_random_ops(p), 1);
+  th_program_free(p);
+  th_trace_free(u);
+}
+
 static void test_random_streams(void **state) {
   (void)state;
   th_trace *tr = uniform_trace();
@@ -1108,6 +1243,9 @@ int main(void) {
       cmocka_unit_test(test_torch_ops_decomposed),
       cmocka_unit_test(test_philox_known_answers),
       cmocka_unit_test(test_random_streams),
+      cmocka_unit_test(test_rng_state_values),
+      cmocka_unit_test(test_rng_state_cse),
+      cmocka_unit_test(test_rng_state_errors),
       cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

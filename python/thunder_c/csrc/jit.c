@@ -351,6 +351,7 @@ typedef struct {
   int *param_input;    /* per parameter slot: its input index (shared parameters share one) */
   int nparams_in;      /* distinct parameter inputs */
   pyth_grad *grad;     /* owned: the backward of a call under autograd (autograd.c), or NULL */
+  int64_t rng_draws;   /* the words torch's generator advances by per call (rng.c); 0: no dropout */
 } pyth_entry;
 
 static void entry_dealloc(PyObject *o) {
@@ -787,6 +788,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   e->ntraces = 0;
   e->prog = NULL;
   e->grad = NULL;
+  e->rng_draws = 0;
   e->lifted = PyList_New(0);
   e->pinned = PyList_New(0);
   e->param_input = NULL;
@@ -813,6 +815,7 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
       pyth_raise(st);
       goto fail;
     }
+    e->rng_draws = th_program_num_random_ops(e->prog) > 0 ? pyth_rng_eager_draws(given) : 0;
     e->nargs_tensors = tl->n;
     return e;
   }
@@ -1093,15 +1096,6 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
   o.executors = j->executors;
   o.nexecutors = j->nexecutors;
   o.dump_dir = j->dump_dir ? PyUnicode_AsUTF8(j->dump_dir) : NULL;
-  { /* the random stream (dropout) is seeded from torch's default generator: torch.manual_seed before
-     * the first call reproduces it, and two programs do not share one stream */
-    PyObject *r = PyObject_CallMethod(pyth_T.torch, "randint", "i(i)", 1 << 30, 1);
-    PyObject *item = r ? PyObject_CallMethod(r, "item", NULL) : NULL;
-    if (item) o.seed = (uint64_t)PyLong_AsLongLong(item) * 2654435761u + 1;
-    Py_XDECREF(item);
-    Py_XDECREF(r);
-    PyErr_Clear();
-  }
   { /* autograd: grad enabled and an input requires grad -> the grad transform's forward and backward */
     int nin = th_trace_num_inputs(cse);
     bool *rg = PyMem_Calloc((size_t)(nin ? nin : 1), sizeof(bool));
@@ -1120,6 +1114,8 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
       pyth_raise(st);
       goto trace_fail;
     }
+    /* the random stream of every call comes from torch's default generator (rng.c) */
+    e->rng_draws = th_program_num_random_ops(e->prog) > 0 ? pyth_rng_eager_draws(cse) : 0;
   }
   goto trace_done;
 
@@ -1383,6 +1379,7 @@ static PyObject *run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
     PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: made %d of %d inputs", made, nin);
     goto done;
   }
+  if (e->rng_draws > 0 && pyth_rng_begin(e->prog, e->rng_draws) < 0) goto done;
   if (e->grad) { /* under autograd: the forward program behind thunder_c's autograd.Function */
     res = run_grad(j, e, tl, in, nin);
     goto done;

@@ -225,6 +225,14 @@ int pyth_extend_pin(const th_program *p, PyObject *pinned);
  * core's last error is that message, re-raises the very exception (true). Else it drops what was kept. */
 bool pyth_extend_restore_error(void);
 
+/* ---- rng.c (random ops follow torch's default CPU generator) ---------------------------------------- */
+/* The 32-bit words eager PyTorch draws from its CPU generator for the random ops of tr (the jitted
+ * function's computation trace). */
+int64_t pyth_rng_eager_draws(const th_trace *tr);
+/* Before a call of program p: sets p's generator state from torch.default_generator (its next two words
+ * as the key) and advances torch's generator by `draws` words. -1 with an exception. */
+int pyth_rng_begin(th_program *p, int64_t draws);
+
 /* ---- autograd.c (jitted calls inside PyTorch autograd: th_transform_grad's forward and backward) ---- */
 typedef struct pyth_grad pyth_grad;
 int pyth_autograd_ready(PyObject *module);

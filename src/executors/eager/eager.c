@@ -81,6 +81,8 @@ static const th_operator_impl eager_impls[] = {
     {TH_OP_prims_full, th_eg_full_ref, NULL},
     {TH_OP_prims_iota, th_eg_iota_ref, NULL},
     {TH_OP_prims_uniform, th_eg_uniform_ref, NULL},
+    {TH_OP_prims_uniform_philox, th_eg_uniform_philox_ref, NULL},
+    {TH_OP_prims_get_and_update_rng_state, th_eg_get_and_update_rng_state_ref, NULL},
     /* shape and layout */
     {TH_OP_prims_broadcast_in_dim, th_eg_broadcast_in_dim_ref, NULL},
     {TH_OP_prims_reshape, th_eg_reshape_ref, NULL},

@@ -16,7 +16,7 @@
  *   reduction.c    sum, prod, amax, amin, var, var_mean, argmax, argmin
  *   shape.c        broadcast_in_dim, reshape, transpose, slice_prim, squeeze, flip, cat, take, clone,
  *                  shallow_copy, copy_, device_put
- *   creation.c     full, iota, uniform
+ *   creation.c     full, iota, uniform, uniform_philox, get_and_update_rng_state
  *   linalg.c       matmul, linear
  *   scaled_mm.c    scaled_mm (the fp8 GEMM: decode tables, ISA-selected micro-kernels) */
 #ifndef TH_EAGER_INTERNAL_H
@@ -165,6 +165,8 @@ th_status th_eg_device_put_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_full_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_iota_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_uniform_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_uniform_philox_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_get_and_update_rng_state_ref(th_rt_env *env, const th_bsym *b);
 /* linalg.c */
 th_status th_eg_matmul_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_linear_ref(th_rt_env *env, const th_bsym *b);

@@ -1,4 +1,5 @@
-/* creation.c — metas of the prims that make a tensor from nothing: full, iota and uniform.
+/* creation.c — metas of the prims that make a tensor from nothing: full, iota, uniform, and the random
+ * stream's state (get_and_update_rng_state) with the uniform that reads it (uniform_philox).
  *
  * Each takes its shape (or length), device and dtype explicitly (keyword-only in the schema); the
  * output never requires grad. Thunder's rules (§3.3): full's fill value must be safely castable to the
@@ -55,9 +56,10 @@ th_status prims_iota_meta(th_trace *tr, const th_symbol *sym, const th_arg *args
 /* ---- uniform(shape, minval, maxval, *, device, dtype) ------------------------------------------------
  * Samples from [minval, maxval): the dtype must be floating (f16, bf16, f32, f64; fp8 cannot be
  * sampled directly — sample in f32 and convert); known bounds must be finite with minval <= maxval
- * (PyTorch's uniform_ check). */
+ * (PyTorch's uniform_ check). uniform_philox checks the same and takes its stream's seed and offset as
+ * arguments: each an int or a 0-dim integer tensor (get_and_update_rng_state's outputs). */
 
-th_status prims_uniform_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+static th_status uniform_common(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   int64_t shape[TH_MAX_DIMS];
   int ndim;
@@ -81,10 +83,56 @@ th_status prims_uniform_meta(th_trace *tr, const th_symbol *sym, const th_arg *a
   return th_meta_new_tensor(tr, dt, dev, ndim, shape, false, out);
 }
 
+th_status prims_uniform_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return uniform_common(tr, sym, args, out);
+}
+
+static th_status rng_word_arg(const char *op, const char *name, const th_arg *a) {
+  if (a->kind == TH_ARG_INT) return TH_OK;
+  if (a->kind == TH_ARG_VALUE && !a->u.value->is_tensor && a->u.value->dtype == TH_I64) return TH_OK;
+  const th_value *v = th_meta_tensor(a);
+  if (v && v->ndim == 0 && th_meta_dtype_is_exact(v->dtype) && v->dtype != TH_BOOL) return TH_OK;
+  if (v) {
+    char b[TH_META_SHAPE_BUF];
+    return th_error(TH_ERR_TYPE, "%s: %s: expected an int or a 0-dim integer tensor, but got a %s tensor of shape %s",
+                    op, name, th_dtype_name(v->dtype), th_meta_shape_str(v->shape, v->ndim, b, sizeof b));
+  }
+  return th_error(TH_ERR_TYPE, "%s: %s: expected an int or a 0-dim integer tensor, but got %s", op, name,
+                  th_arg_kind_name(a));
+}
+
+th_status prims_uniform_philox_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  TH_TRY(rng_word_arg(sym->qualname, "seed", &args[5]));
+  TH_TRY(rng_word_arg(sym->qualname, "offset", &args[6]));
+  return uniform_common(tr, sym, args, out);
+}
+
+/* ---- get_and_update_rng_state(blocks, *, device) -> (seed, offset) -------------------------------------
+ * blocks >= 0; the outputs are 0-dim int64 tensors on the CPU (the generator's words live on the host
+ * whatever device the samples go to). */
+
+th_status prims_get_and_update_rng_state_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  int64_t blocks;
+  th_device dev;
+  TH_TRY(th_meta_int(op, "blocks", &args[0], &blocks));
+  if (blocks < 0) return th_error(TH_ERR_VALUE, "%s: blocks: expected a count >= 0, but got %lld", op, (long long)blocks);
+  TH_TRY(th_meta_device(op, &args[1], &dev));
+  th_arg *items = th_arena_alloc(tr->arena, 2 * sizeof(th_arg));
+  if (!items) return TH_ERR_NOMEM;
+  const th_device cpu = {TH_CPU, 0};
+  TH_TRY(th_meta_new_tensor(tr, TH_I64, cpu, 0, NULL, false, &items[0]));
+  TH_TRY(th_meta_new_tensor(tr, TH_I64, cpu, 0, NULL, false, &items[1]));
+  *out = th_arg_tuple(2, items);
+  return TH_OK;
+}
+
 /* ---- vjp (ops/vjp.h): no tensor inputs, no gradient ------------------------------------------------- */
 const th_vjp_entry th_vjp_table_prims_creation[] = {
     {TH_OP_prims_full, TH_VJP_NONDIFF, NULL},
     {TH_OP_prims_iota, TH_VJP_NONDIFF, NULL},
     {TH_OP_prims_uniform, TH_VJP_NONDIFF, NULL},
+    {TH_OP_prims_uniform_philox, TH_VJP_NONDIFF, NULL},
+    {TH_OP_prims_get_and_update_rng_state, TH_VJP_NONDIFF, NULL},
 };
 const int th_vjp_table_prims_creation_n = (int)(sizeof th_vjp_table_prims_creation / sizeof th_vjp_table_prims_creation[0]);

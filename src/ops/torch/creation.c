@@ -172,6 +172,10 @@ th_status ltorch_arange_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
 
 /* ---- random ------------------------------------------------------------------------------------- */
 
+/* uniform_like(a) = uniform_philox over a's shape from the generator state that
+ * get_and_update_rng_state hands out, advanced by the Philox blocks the samples take (four elements a
+ * block, two for float64): each call of a program draws fresh numbers, and a recomputation of the same
+ * uniform_philox (rematerialization in the backward) gives the same ones. */
 th_status ltorch_uniform_like_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = args[0].u.value;
@@ -181,11 +185,16 @@ th_status ltorch_uniform_like_decomp(th_trace *tr, const th_symbol *sym, const t
   TH_TRY(dev_dtype(op, &args[3], &args[4], v->device, v->dtype, &dev, &dt));
   TH_TRY(th_tu_float(op, "minval", &args[1], &lo));
   TH_TRY(th_tu_float(op, "maxval", &args[2], &hi));
+  int64_t per = dt == TH_F64 ? 2 : 4, blocks = (th_value_numel(v) + per - 1) / per;
+  th_arg state;
+  static const char *const dkw[1] = {"device"};
+  th_arg dkwargs[1] = {th_tu_device(dev)}, bargs[1] = {th_arg_int(blocks)};
+  TH_TRY(th_tu_call_kw(tr, TH_OP_prims_get_and_update_rng_state, 1, bargs, 1, dkw, dkwargs, &state));
   th_arg items[TH_MAX_DIMS];
   th_arg pargs[3] = {th_tu_ints(items, v->ndim, v->shape), th_arg_float(lo), th_arg_float(hi)};
-  static const char *const kw[2] = {"device", "dtype"};
-  th_arg kwargs[2] = {th_tu_device(dev), th_arg_dtype(dt)};
-  return th_tu_call_kw(tr, TH_OP_prims_uniform, 3, pargs, 2, kw, kwargs, out);
+  static const char *const kw[4] = {"device", "dtype", "seed", "offset"};
+  th_arg kwargs[4] = {th_tu_device(dev), th_arg_dtype(dt), state.u.seq.items[0], state.u.seq.items[1]};
+  return th_tu_call_kw(tr, TH_OP_prims_uniform_philox, 3, pargs, 4, kw, kwargs, out);
 }
 
 /* ---- tril / triu ---------------------------------------------------------------------------------- */
