@@ -154,3 +154,51 @@ def test_module_dropout_follows_manual_seed_in_training():
     assert torch.equal(ra, re)
     m.eval()
     torch.testing.assert_close(jm(x), m(x))
+
+
+def test_seeding_inside_the_jitted_function_is_refused():
+    """torch.manual_seed inside the function would run once, while traced: refused, saying so."""
+    def f(x):
+        torch.manual_seed(0)
+        return F.dropout(x, 0.5)
+
+    with pytest.raises(NotImplementedError, match="changed torch's default generator while it was traced"):
+        thunder_c.jit(f)(torch.ones(8))
+
+
+def test_dropout_p1_is_input_times_zero():
+    """p == 1: input * 0 as eager (NaN and inf give NaN) and the gradient, zeros, reaches the input."""
+    def f(x):
+        return F.dropout(x, 1.0) * 3
+
+    x = torch.tensor([float("nan"), 1.0, float("inf"), -2.0], requires_grad=True)
+    y = thunder_c.jit(f)(x)
+    torch.testing.assert_close(y, f(x), equal_nan=True)
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.zeros(4))
+
+
+def test_sampling_prims_follow_manual_seed():
+    """The prims themselves (a jitted execution trace, or thunder_c.prims called directly) take their
+    state from torch's generator on every call too."""
+    cpu = torch.device("cpu")
+    P = thunder_c.prims
+
+    def g(x):
+        s, o = P.get_and_update_rng_state(2, device=cpu)
+        return x + P.uniform_philox((8,), 0.0, 1.0, device=cpu, dtype=torch.float32, seed=s, offset=o)
+
+    x = torch.zeros(8)
+    jg = thunder_c.jit(g)
+    a, _ = after(jg, x)
+    b, _ = after(jg, x)
+    c, _ = after(jg, x, seed=2)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+    jd = thunder_c.jit(drop)
+    jd(torch.ones(100))
+    jt = thunder_c.jit(thunder_c.trace_from_text(str(thunder_c.last_traces(jd)[-1])))
+    a, _ = after(jt, torch.ones(100))
+    b, _ = after(jt, torch.ones(100))
+    c, _ = after(jt, torch.ones(100), seed=2)
+    assert torch.equal(a, b) and not torch.equal(a, c)

@@ -1122,7 +1122,24 @@ static void test_rng_state_errors(void **state) {
                            "  return s0\n";
   assert_int_equal(th_trace_parse(bad_blocks, "bad.py", &tr), TH_ERR_VALUE);
   assert_non_null(strstr(th_last_error(), "blocks: expected a count >= 0, but got -1"));
+  /* an offset past the end of the stream: an error, not a wrapped (shared) stream */
+  th_trace *wrap = NULL;
+  const char *wrap_text = "def computation():\n"
+                          "  (s0, o0) = prims.get_and_update_rng_state(4611686018427387904, device=devices.Device(\"cpu\"))\n"
+                          "  return s0\n";
+  if (th_trace_parse(wrap_text, "wrap.py", &wrap) != TH_OK) fail_msg("%s", th_last_error());
+  th_program *wp = NULL;
+  assert_int_equal(th_program_compile(wrap, NULL, &wp), TH_OK);
+  assert_int_equal(th_program_set_rng_state(wp, 1, (uint64_t)-4), TH_OK);
+  int wn = 0;
+  th_tensor **wo = NULL;
+  assert_int_equal(th_program_run(wp, 0, NULL, &wn, &wo), TH_ERR_RUNTIME);
+  assert_non_null(strstr(th_last_error(), "passes the end of the stream"));
   uint64_t s, o;
+  assert_int_equal(th_program_get_rng_state(wp, &s, &o), TH_OK);
+  assert_true(s == 1 && o == (uint64_t)-4); /* unchanged */
+  th_program_free(wp);
+  th_trace_free(wrap);
   assert_int_equal(th_program_get_rng_state(NULL, &s, &o), TH_ERR_VALUE);
   assert_int_equal(th_program_set_rng_state(NULL, 1, 2), TH_ERR_VALUE);
   assert_int_equal(th_program_num_random_ops(NULL), 0);

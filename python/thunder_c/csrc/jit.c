@@ -981,10 +981,12 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     Py_DECREF(r);
     entered = true;
   }
+  /* torch's default generator, which the trace must leave as it found it (rng.c) */
+  PyObject *rng_before = pyth_rng_snapshot();
   { /* trace-time stand-ins for submodules thunder_c records itself (torchao's Float8Linear) */
     const bool hooked = j->is_module && module_hook;
     PyObject *undo = hooked ? PyObject_CallOneArg(module_hook, j->submodules) : NULL;
-    if (!hooked || undo) result = PyObject_Call(j->fn, pargs, pkwargs);
+    if (rng_before && (!hooked || undo)) result = PyObject_Call(j->fn, pargs, pkwargs);
     if (undo && undo != Py_None) {
       PyObject *et, *ev, *tb;
       PyErr_Fetch(&et, &ev, &tb);
@@ -1004,6 +1006,8 @@ static pyth_entry *compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, 
     else if (!r) Py_CLEAR(result);
     entered = false;
   }
+  if (result && pyth_rng_unchanged(rng_before) < 0) Py_CLEAR(result);
+  Py_XDECREF(rng_before);
   if (!result) goto trace_fail;
   if (snapshots && restore_module_attributes(snapshots, true) < 0) goto trace_fail;
 

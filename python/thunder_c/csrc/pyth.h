@@ -232,6 +232,11 @@ int64_t pyth_rng_eager_draws(const th_trace *tr);
 /* Before a call of program p: sets p's generator state from torch.default_generator (its next two words
  * as the key) and advances torch's generator by `draws` words. -1 with an exception. */
 int pyth_rng_begin(th_program *p, int64_t draws);
+/* torch.default_generator's state (a new reference), or NULL with an exception. */
+PyObject *pyth_rng_snapshot(void);
+/* 0 when torch's default generator is in state `before` (pyth_rng_snapshot; NULL: an exception is
+ * already set), else -1 with NotImplementedError: the function seeded or drew from it while traced. */
+int pyth_rng_unchanged(PyObject *before);
 
 /* ---- autograd.c (jitted calls inside PyTorch autograd: th_transform_grad's forward and backward) ---- */
 typedef struct pyth_grad pyth_grad;

@@ -78,9 +78,15 @@ static uint64_t splitmix64(uint64_t x) {
 }
 
 /* The words eager draws for b and its subsymbols: dropout draws when it samples (training, 0 < p < 1:
- * its decomposition then holds a uniform_like), two words (one 64-bit draw) per element of its input. */
+ * its decomposition then holds a uniform_like), two words (one 64-bit draw) per element of its input.
+ * A sampling prim recorded on its own (a jitted execution trace, thunder_c.prims called directly)
+ * counts as eager's draw for its elements would. */
 static int64_t eager_draws(const th_bsym *b) {
   const char *q = th_bsym_qualname(b);
+  if (!strcmp(q, "prims.uniform_philox") || !strcmp(q, "prims.uniform")) {
+    th_arg o = th_bsym_output(b);
+    return o.kind == TH_ARG_VALUE ? 2 * th_value_numel(o.u.value) : 0;
+  }
   bool dropout = !strcmp(q, "ltorch.dropout"), uniform = !strcmp(q, "ltorch.uniform_like");
   if (dropout || uniform) {
     bool samples = uniform;
@@ -153,4 +159,30 @@ done:
   Py_XDECREF(state);
   Py_XDECREF(gen);
   return rc;
+}
+
+PyObject *pyth_rng_snapshot(void) {
+  PyObject *gen = PyObject_GetAttrString(pyth_T.torch, "default_generator");
+  PyObject *state = gen ? PyObject_CallMethod(gen, "get_state", NULL) : NULL;
+  Py_XDECREF(gen);
+  return state;
+}
+
+int pyth_rng_unchanged(PyObject *before) {
+  if (!before) return -1;
+  PyObject *now = pyth_rng_snapshot();
+  PyObject *same = now ? PyObject_CallMethod(pyth_T.torch, "equal", "OO", before, now) : NULL;
+  Py_XDECREF(now);
+  if (!same) return -1;
+  int eq = PyObject_IsTrue(same);
+  Py_DECREF(same);
+  if (eq < 0) return -1;
+  if (!eq) {
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "thunder_c: the jitted function changed torch's default generator while it was traced "
+                    "(torch.manual_seed, torch.set_rng_state, or a draw outside the supported ops): seed the "
+                    "generator outside the jitted function");
+    return -1;
+  }
+  return 0;
 }

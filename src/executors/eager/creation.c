@@ -115,6 +115,10 @@ th_status th_eg_uniform_philox_ref(th_rt_env *env, const th_bsym *b) {
   TH_TRY(rng_word(env, b, 6, &offset));
   th_tensor *out = th_eg_alloc_out(env, b, 0);
   if (!out) return th_last_status();
+  uint64_t per = out->dtype == TH_F64 ? 2 : 4, blocks = ((uint64_t)th_tensor_numel(out) + per - 1) / per;
+  if (offset + blocks < offset)
+    return th_error(TH_ERR_RUNTIME, "%s: offset: %llu + %llu blocks passes the end of the stream (2^64 blocks)",
+                    th_eg_name(b), (unsigned long long)offset, (unsigned long long)blocks);
   uniform_fill(th_eg_data(out), out->dtype, th_tensor_numel(out), lo, hi, seed, offset, NULL);
   return TH_OK;
 }
@@ -127,6 +131,12 @@ th_status th_eg_get_and_update_rng_state_ref(th_rt_env *env, const th_bsym *b) {
   th_tensor *offset = th_eg_alloc_out(env, b, 1);
   if (!offset) return th_last_status();
   uint64_t s, o;
+  th_rt_rng_state(env, 0, &s, &o);
+  if (o + (uint64_t)blocks < o)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: blocks: the generator's offset %llu + %lld blocks passes the end of the stream (2^64 "
+                    "blocks)",
+                    th_eg_name(b), (unsigned long long)o, (long long)blocks);
   th_rt_rng_state(env, (uint64_t)blocks, &s, &o);
   int64_t si = (int64_t)s, oi = (int64_t)o;
   memcpy(th_eg_data(seed), &si, sizeof si);

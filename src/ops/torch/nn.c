@@ -871,7 +871,7 @@ th_status ltorch_mse_loss_decomp(th_trace *tr, const th_symbol *sym, const th_ar
 
 /* ---- dropout ------------------------------------------------------------------------------------------ */
 
-/* dropout(a, p, training): identity when not training or p == 0; zeros when p == 1; else
+/* dropout(a, p, training): identity when not training or p == 0; a * 0 when p == 1; else
  * a * (uniform_like(a) < 1 - p) * (1 / (1 - p)). The uniform draw is float32 for low-precision inputs
  * so the keep probability is not quantized to bf16/f16. */
 th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -888,7 +888,8 @@ th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg
     *out = args[0];
     return TH_OK;
   }
-  if (p == 1.0) return th_tu_call1(tr, TH_OP_ltorch_zeros_like, args[0], out);
+  if (p == 1.0) /* input * 0, as eager: NaN and inf give NaN, and the gradient (zeros) reaches the input */
+    return th_tu_call2(tr, TH_OP_ltorch_mul, args[0], th_arg_float(0.0), out);
   const th_value *v = args[0].u.value;
   th_arg r, mask, y;
   th_arg uargs[3] = {args[0], th_arg_float(0.0), th_arg_float(1.0)};
