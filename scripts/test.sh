@@ -4,8 +4,17 @@
 # PyTorch's OpInfo samples), then the C tests and the Python frontend's tests again in an
 # AddressSanitizer + UndefinedBehaviorSanitizer build. Warnings are errors. scripts/install-deps.sh
 # installs the Debian packages and makes .venv/ first.
+#
+# --full adds the long sweeps afterwards (scripts/sweeps.sh: the full edge sweep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=0
+for arg in "$@"; do
+  case "$arg" in
+    --full) full=1 ;;
+    *) echo "usage: scripts/test.sh [--full]" >&2; exit 2 ;;
+  esac
+done
 ./scripts/install-deps.sh
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTHUNDER_WERROR=ON > /dev/null
@@ -15,3 +24,4 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTHUNDER_WERROR=ON -
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
 ctest --test-dir build-asan --output-on-failure -L asan
+if [ "$full" = 1 ]; then ./scripts/sweeps.sh; fi

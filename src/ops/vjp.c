@@ -23,6 +23,8 @@ static void build(void) {
   add(th_vjp_table_prims_reduction, th_vjp_table_prims_reduction_n);
   add(th_vjp_table_prims_linalg, th_vjp_table_prims_linalg_n);
   add(th_vjp_table_prims_memory, th_vjp_table_prims_memory_n);
+  add(th_vjp_table_torch_elementwise, th_vjp_table_torch_elementwise_n);
+  add(th_vjp_table_torch_reduction, th_vjp_table_torch_reduction_n);
   add(th_vjp_table_torch_nn, th_vjp_table_torch_nn_n);
   add(th_vjp_table_torch_shape, th_vjp_table_torch_shape_n);
   add(th_vjp_table_torch_scaled_mm, th_vjp_table_torch_scaled_mm_n);
@@ -57,11 +59,16 @@ th_status th_vjp_sum_to(th_trace *tr, th_arg g, const th_arg *like, th_arg *out)
     *out = g;
     return TH_OK;
   }
-  /* a CPU 0-dim operand broadcast by the prim itself: its gradient is the sum of all of g */
+  /* the dims `like` was broadcast along: g's leading extra dims and those where like has extent 1 */
+  int lead = gv->ndim - l->ndim;
+  TH_ASSERT(lead >= 0);
   int64_t dims[TH_MAX_DIMS];
-  th_arg items[TH_MAX_DIMS];
-  for (int i = 0; i < gv->ndim; i++) dims[i] = i;
-  return th_tu_call2(tr, TH_OP_prims_sum, g, th_tu_ints(items, gv->ndim, dims), out);
+  int nd = 0;
+  for (int i = 0; i < gv->ndim; i++)
+    if (i < lead || (l->shape[i - lead] == 1 && gv->shape[i] != 1)) dims[nd++] = i;
+  th_arg items[TH_MAX_DIMS], r = g;
+  if (nd > 0) TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, g, th_tu_ints(items, nd, dims), &r));
+  return th_tu_reshape(tr, r, l->ndim, l->shape, out);
 }
 
 th_status th_vjp_zeros_like(th_trace *tr, const th_value *v, th_arg *out) {

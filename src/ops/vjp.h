@@ -49,6 +49,8 @@ TH_VJP_TABLE(prims_shape)
 TH_VJP_TABLE(prims_reduction)
 TH_VJP_TABLE(prims_linalg)
 TH_VJP_TABLE(prims_memory)
+TH_VJP_TABLE(torch_elementwise)
+TH_VJP_TABLE(torch_reduction)
 TH_VJP_TABLE(torch_nn)
 TH_VJP_TABLE(torch_shape)
 TH_VJP_TABLE(torch_scaled_mm)
@@ -60,9 +62,10 @@ const th_vjp_entry *th_vjp_get(th_op_id id);
 
 /* ---- helpers for rules ------------------------------------------------------------------------------ */
 
-/* g reduced to the shape of `like` (a tensor argument of an elementwise prim): g itself when the
- * shapes agree, else (a CPU 0-dim tensor operand, which the prims exempt from the shape rule) the sum
- * of g over all its dims. *out is NONE when `like` is not a tensor. */
+/* g reduced to the shape of `like`, a tensor operand that was broadcast to g's shape: g itself when
+ * the shapes agree, else the sum of g over the dims `like` was broadcast along (all of them for a CPU
+ * 0-dim tensor operand, which the prims exempt from the shape rule), reshaped to like's shape. *out is
+ * NONE when `like` is not a tensor. */
 th_status th_vjp_sum_to(th_trace *tr, th_arg g, const th_arg *like, th_arg *out);
 /* zeros like tensor v (dtype, shape, device): ltorch.zeros_like. */
 th_status th_vjp_zeros_like(th_trace *tr, const th_value *v, th_arg *out);

@@ -154,8 +154,11 @@ static th_value *remap_fn(th_value *v, void *p) {
 }
 
 /* b has no subsymbols (a trace parsed at print depth 1): its decomposition is recorded again on its own
- * arguments, its results renamed to b's outputs, and walked in b's place. */
-static th_status redecompose(gctx *c, const th_bsym *b, int depth) {
+ * arguments, its results renamed to b's outputs, and walked in b's place; or, with `whole` (an op with a
+ * vjp rule), b recorded again with its decomposition as subsymbols, returned in *whole for the caller to
+ * append, so the forward shows what it is made of (rematerialization recomputes a torch-level op whose
+ * subsymbols are all cheap prims). */
+static th_status redecompose(gctx *c, const th_bsym *b, int depth, th_bsym **whole) {
   const th_symbol *sym = b->sym;
   int np = sym->schema.nparams, npos = 0, nkw = 0;
   if (b->nargs != np || np > 64)
@@ -184,7 +187,8 @@ static th_status redecompose(gctx *c, const th_bsym *b, int depth) {
   if (st == TH_OK && r.from.n != to.n)
     st = th_error(TH_ERR_RUNTIME, "grad: decomposing %s again gave %d outputs, not %d", sym->qualname, r.from.n, to.n);
   r.to = to.v;
-  for (int i = 0; st == TH_OK && i < nb->nsubs; i++) {
+  if (whole && st == TH_OK) st = th_bsym_clone(c->fwd, nb, remap_fn, &r, whole);
+  for (int i = 0; !whole && st == TH_OK && i < nb->nsubs; i++) {
     th_bsym *sub;
     st = th_bsym_clone(c->fwd, nb->subs[i], remap_fn, &r, &sub);
     if (st == TH_OK) st = fwd_bsym(c, sub, depth + 1);
@@ -226,7 +230,12 @@ static th_status fwd_bsym(gctx *c, const th_bsym *b, int depth) {
   if (e && e->kind == TH_VJP_NONDIFF) return fwd_copy(c, b, NULL);
   if (e && e->kind == TH_VJP_RULE) {
     th_bsym *copy;
-    TH_TRY(fwd_copy(c, b, &copy));
+    if (b->nsubs == 0 && !sym->is_prim) {
+      TH_TRY(redecompose(c, b, depth, &copy));
+      TH_TRY(th_vec_push(c->fwd->arena, &c->fwd->bsyms, copy));
+    } else {
+      TH_TRY(fwd_copy(c, b, &copy));
+    }
     TH_TRY(th_vec_push(c->fwd->arena, &c->tape, copy));
     mark_ctx m = {c, TH_OK};
     th_arg_foreach_value(&b->out, mark_cb, &m);
@@ -237,7 +246,7 @@ static th_status fwd_bsym(gctx *c, const th_bsym *b, int depth) {
     for (int i = 0; i < b->nsubs; i++) TH_TRY(fwd_bsym(c, b->subs[i], depth + 1));
     return TH_OK;
   }
-  if (!sym->is_prim && (int)sym->id < TH_OP_COUNT) return redecompose(c, b, depth);
+  if (!sym->is_prim && (int)sym->id < TH_OP_COUNT) return redecompose(c, b, depth, NULL);
   return th_error(TH_ERR_NOT_IMPLEMENTED, "grad: no vjp rule for %s (differentiating `%s`)", sym->qualname,
                   sym->qualname);
 }

@@ -577,12 +577,16 @@ th_status prims_device_put_meta(th_trace *tr, const th_symbol *sym, const th_arg
 #define VJ1(op, a, o) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_##op, a, o))
 #define VJ2(op, a, b, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, b, o))
 
-/* digamma(x), lgamma's derivative, from ops (there is no digamma prim): the reflection
- * psi(x) = psi(1 - x) - pi / tan(pi x) below 1/2, the recurrence psi(z) = psi(z + 6) - sum_k<6 1/(z + k),
- * and the asymptotic series of psi(w), w = z + 6 >= 6.5, to the w^-10 term (truncation error < 4e-12). */
+/* digamma(x), lgamma's derivative, from ops (there is no digamma prim), as PyTorch's calc_digamma: the
+ * reflection psi(x) = psi(1 - x) - pi / tan(pi r) below 1/2, with r = x - trunc(x) moved into
+ * [-1/2, 1/2) (tan has period pi, and pi r keeps the precision that pi x loses: in float32 pi x carries
+ * an absolute error of ~|x| 1e-7, large next to tan's argument near a pole) or r = x itself at an
+ * integer (psi(+-0) = -+inf); NaN at the negative integers (the poles); the
+ * recurrence psi(z) = psi(z + 6) - sum_k<6 1/(z + k), and the asymptotic series of psi(w),
+ * w = z + 6 >= 6.5, to the w^-10 term (truncation error < 4e-12). */
 static th_status digamma_ops(th_trace *tr, th_arg x, th_arg *out) {
   const double pi = 3.141592653589793;
-  th_arg refl, z, s, t, w, inv, inv2, p, psi;
+  th_arg refl, z, s, t, w, inv, inv2, p, psi, frac, shifted, isint, pole;
   VJ2(lt, x, th_arg_float(0.5), &refl);
   VJ2(sub, th_arg_float(1.0), x, &t);
   TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, refl, t, x, &z));
@@ -606,11 +610,21 @@ static th_status digamma_ops(th_trace *tr, th_arg x, th_arg *out) {
   VJ2(sub, psi, t, &psi);
   VJ2(sub, psi, p, &psi);
   VJ2(sub, psi, s, &psi); /* psi(z) */
-  VJ2(mul, x, th_arg_float(pi), &t);
+  VJ1(trunc, x, &t);
+  VJ2(sub, x, t, &frac);
+  VJ2(eq, frac, th_arg_float(0.0), &isint);
+  VJ2(lt, frac, th_arg_float(-0.5), &t); /* into [-1/2, 1/2): pi r stays exact near the poles */
+  VJ2(add, frac, th_arg_float(1.0), &shifted);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, t, shifted, frac, &frac));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, isint, x, frac, &t));
+  VJ2(mul, t, th_arg_float(pi), &t);
   VJ1(tan, t, &t);
   VJ2(true_divide, th_arg_float(pi), t, &t);
   VJ2(sub, psi, t, &t); /* the reflected value, used where x < 1/2 */
-  return th_tu_call3(tr, TH_OP_ltorch_where, refl, t, psi, out);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, refl, t, psi, &psi));
+  VJ2(lt, x, th_arg_float(0.0), &pole);
+  VJ2(logical_and, pole, isint, &pole);
+  return th_tu_call3(tr, TH_OP_ltorch_where, pole, th_arg_float(NAN), psi, out);
 }
 
 /* d/da of the unary ops, times g. */
@@ -686,25 +700,36 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
       if (dc) { VJ2(true_divide, a, c, &t); VJ2(true_divide, t, c, &t); VJ1(neg, t, &t); VJ2(mul, g, t, &gc); }
       break;
     case TH_OP_prims_pow:
-      if (da) { /* where(c == 0, 0, g * c * a^(c - 1)) */
-        VJ2(sub, c, th_arg_float(1.0), &t); VJ2(pow, a, t, &t); VJ2(mul, c, t, &t); VJ2(mul, g, t, &t);
+      if (da) { /* where(c == 0, 0, g * c * a^(c - 1)); a^(c - 1) for a number c - 1 = 0.5 or -0.5 as
+                 * PyTorch's pow kernel computes it, sqrt or rsqrt (sqrt(-0) = -0, rsqrt(-0) = -inf, both
+                 * nan at -inf, where pow gives +0, +inf, +inf and 0) */
+        double cv = 0;
+        bool cnum = !th_meta_is_tensor(&c) && th_meta_number_value(&c, &cv, NULL);
+        if (cnum && cv == 1.5) VJ1(sqrt, a, &t);
+        else if (cnum && cv == 0.5) VJ1(rsqrt, a, &t);
+        else { VJ2(sub, c, th_arg_float(1.0), &t); VJ2(pow, a, t, &t); }
+        VJ2(mul, c, t, &t); VJ2(mul, g, t, &t);
         if (th_meta_is_tensor(&c)) {
           VJ2(eq, c, th_arg_float(0.0), &z);
           TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &ga));
+        } else if (cnum && cv == 0) {
+          TH_TRY(th_vjp_zeros_like(tr, a.u.value, &ga));
         } else {
-          double cv = 1;
-          if (th_meta_number_value(&c, &cv, NULL) && cv == 0) TH_TRY(th_vjp_zeros_like(tr, a.u.value, &ga));
-          else ga = t;
+          ga = t;
         }
       }
       if (dc) { /* g * where(a == 0 & c >= 0, 0, y * log(a)) */
-        VJ1(log, a, &t); VJ2(mul, y, t, &t);
         if (th_meta_is_tensor(&a)) {
+          VJ1(log, a, &t); VJ2(mul, y, t, &t);
           VJ2(eq, a, th_arg_float(0.0), &z); VJ2(ge, c, th_arg_float(0.0), &u); VJ2(logical_and, z, u, &z);
           TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
-        } else {
+        } else { /* a number base: its log is a constant */
           double av = 1;
-          if (th_meta_number_value(&a, &av, NULL) && av == 0) {
+          if (!th_meta_number_value(&a, &av, NULL))
+            return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the gradient of the exponent with a number base known only "
+                            "at run time is not supported", b->sym->qualname);
+          VJ2(mul, y, th_arg_float(log(av)), &t);
+          if (av == 0) {
             VJ2(ge, c, th_arg_float(0.0), &u);
             TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &t));
           }
@@ -723,8 +748,11 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
         VJ2(mul, g, t, &gc);
       }
       break;
-    case TH_OP_prims_atan2: /* a: g * c / (a^2 + c^2); c: g * -a / (a^2 + c^2) */
-      VJ2(mul, a, a, &t); VJ2(mul, c, c, &u); VJ2(add, t, u, &t); VJ1(reciprocal, t, &t);
+    case TH_OP_prims_atan2: /* a: g * c / (a^2 + c^2); c: g * -a / (a^2 + c^2); both 0 where a^2 + c^2 is 0
+                             * (at the origin, or underflowed), as PyTorch's atan2_backward */
+      VJ2(mul, a, a, &t); VJ2(mul, c, c, &u); VJ2(add, t, u, &t);
+      VJ2(eq, t, th_arg_float(0.0), &z); VJ1(reciprocal, t, &t);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
       if (da) { VJ2(mul, g, c, &u); VJ2(mul, u, t, &ga); }
       if (dc) { VJ1(neg, a, &u); VJ2(mul, g, u, &u); VJ2(mul, u, t, &gc); }
       break;

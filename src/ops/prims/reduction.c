@@ -7,6 +7,7 @@
  * fp8 inputs are rejected (convert first). amax/amin/argmax/argmin also reject reducing an empty
  * extent, which has no identity (PyTorch: "Expected reduction dim 0 to have non-zero size."). */
 #include <inttypes.h>
+#include <math.h>
 
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
@@ -132,10 +133,10 @@ th_status prims_argminmax_meta(th_trace *tr, const th_symbol *sym, const th_arg 
 }
 
 /* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
- * PyTorch's: sum broadcasts g back; prod divides the product by each element, handling zeros as
- * prod_backward does (one zero: that element gets the product of the others; two or more: all zero);
+ * PyTorch's: sum broadcasts g back; prod gives g times the product of the other elements (below);
  * amax/amin split g evenly among the elements equal to the result; var gives g * 2 (a - mean) /
- * (N - correction); var_mean adds the mean's g / N. argmax/argmin have integer results. */
+ * max(N - correction, 0), the divisor clamped at 0 as the forward's (inf or nan where N <= correction);
+ * var_mean adds the mean's g / N. argmax/argmin have integer results. */
 
 /* The reduced dims of b (args[1]) as a mask over a's dims, and N = the number of elements reduced. */
 static th_status reduced_dims(const th_bsym *b, const th_value *a, bool *mask, int64_t *count) {
@@ -178,6 +179,12 @@ static th_status sum_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_a
   return restore(tr, cts[0], a->u.value, mask, &grads[0]);
 }
 
+/* prod: g times the product of the other elements, as IEEE arithmetic gives it (PyTorch's exclusive
+ * cumulative products): NaN if a NaN is among the others, or a zero and an infinity; +-0 if a zero;
+ * +-inf (with the infinities' signs) if an infinity; else the product of the finite nonzero elements
+ * divided by the element itself (itself excluded when it is 0, inf or NaN). Counting the zeros,
+ * infinities and NaNs keeps the division from forming 0 / 0 or inf / inf; the finite product is taken
+ * in float64 for a float32 input, so that it overflows only where the product of the others does. */
 static th_status prod_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   const th_arg *a = &b->args[0];
   if (!th_vjp_is_float_tensor(a)) return TH_OK;
@@ -185,24 +192,43 @@ static th_status prod_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_
   bool mask[TH_MAX_DIMS];
   int64_t n;
   TH_TRY(reduced_dims(b, av, mask, &n));
-  th_arg z, zf, nz, a1, p1, g, t, u;
-  VJ2(eq, *a, th_arg_float(0.0), &z);
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_convert_element_type, z, th_arg_dtype(av->dtype), &zf));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, zf, b->args[1], &nz)); /* zeros per product */
-  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(1.0), *a, &a1));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_prod, a1, b->args[1], &p1)); /* product of the nonzero elements */
-  TH_TRY(restore(tr, nz, av, mask, &nz));
-  TH_TRY(restore(tr, p1, av, mask, &p1));
+  th_dtype cd = av->dtype == TH_F32 ? TH_F64 : av->dtype;
+  th_arg x = *a, z, inf, nan, special, rest, sgn, p, s, cnt[3], own[3], g, t, r;
+  TH_TRY(th_tu_convert(tr, &x, cd));
+  VJ2(eq, x, th_arg_float(0.0), &z);
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_abs, x, &t));
+  VJ2(eq, t, th_arg_float(INFINITY), &inf);
+  VJ2(ne, x, x, &nan);
+  VJ2(logical_or, z, inf, &special);
+  VJ2(logical_or, special, nan, &special);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, special, th_arg_float(1.0), x, &rest)); /* 1 at 0, inf, NaN */
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_sign, x, &t));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, inf, t, th_arg_float(1.0), &sgn)); /* the infinities' signs */
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_prod, rest, b->args[1], &p));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_prod, sgn, b->args[1], &s));
+  TH_TRY(restore(tr, p, av, mask, &p));
+  TH_TRY(restore(tr, s, av, mask, &s));
+  const th_arg flags[3] = {z, inf, nan};
+  for (int k = 0; k < 3; k++) { /* the zeros, infinities and NaNs among the others */
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_convert_element_type, flags[k], th_arg_dtype(cd), &own[k]));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, own[k], b->args[1], &cnt[k]));
+    TH_TRY(restore(tr, cnt[k], av, mask, &cnt[k]));
+    VJ2(sub, cnt[k], own[k], &cnt[k]);
+    VJ2(gt, cnt[k], th_arg_float(0.0), &cnt[k]);
+  }
+  VJ2(true_divide, p, rest, &r); /* the finite nonzero others */
+  VJ2(true_divide, s, sgn, &s);
+  VJ2(mul, r, s, &t);
+  VJ2(mul, t, th_arg_float(INFINITY), &t);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, cnt[1], t, r, &r));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, cnt[1], th_arg_float(NAN), th_arg_float(0.0), &t));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, cnt[0], t, r, &r));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, cnt[2], th_arg_float(NAN), r, &r));
   TH_TRY(restore(tr, cts[0], av, mask, &g));
-  /* where(nz == 0, p1 / a, where(nz == 1 & z, p1, 0)) */
-  VJ2(eq, nz, th_arg_float(1.0), &u);
-  VJ2(logical_and, u, z, &u);
-  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, p1, th_arg_float(0.0), &u));
-  VJ2(true_divide, p1, *a, &t);
-  th_arg none;
-  VJ2(eq, nz, th_arg_float(0.0), &none);
-  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, none, t, u, &t));
-  VJ2(mul, g, t, &grads[0]);
+  TH_TRY(th_tu_convert(tr, &g, cd));
+  VJ2(mul, g, r, &r);
+  TH_TRY(th_tu_convert(tr, &r, av->dtype));
+  grads[0] = r;
   return TH_OK;
 }
 
@@ -248,7 +274,8 @@ static th_status var_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_a
     VJ2(sub, *a, mean, &t);
     TH_TRY(restore(tr, gv, av, mask, &gv));
     VJ2(mul, gv, t, &t);
-    VJ2(mul, t, th_arg_float(2.0 / ((double)n - corr)), &acc);
+    double dof = (double)n - corr; /* clamped at 0 as the forward's divisor */
+    VJ2(mul, t, th_arg_float(dof > 0 ? 2.0 / dof : INFINITY), &acc);
   }
   if (gm.kind == TH_ARG_VALUE) {
     VJ2(true_divide, gm, th_arg_float((double)n), &t);

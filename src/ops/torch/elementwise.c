@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
+#include "ops/vjp.h"
 
 static th_dtype arg_dtype(const th_arg *a) { return th_meta_is_tensor(a) ? a->u.value->dtype : th_meta_number_type(a); }
 
@@ -415,7 +416,12 @@ th_status ltorch_remainder_decomp(th_trace *tr, const th_symbol *sym, const th_a
 th_status ltorch_fmod_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return th_tu_binary(tr, sym->qualname, TH_OP_prims_fmod, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
 }
+/* pow(a, b). A tensor to the constant power 0.5 or -0.5 is ltorch.sqrt or ltorch.rsqrt, as PyTorch's
+ * pow_tensor_scalar computes it: C's pow differs at -inf (pow(-inf, 0.5) = inf where sqrt gives NaN)
+ * and at -0.0 (pow(-0.0, -0.5) = inf where rsqrt gives -inf). */
 th_status ltorch_pow_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (th_meta_is_tensor(&args[0]) && args[1].kind == TH_ARG_FLOAT && (args[1].u.f == 0.5 || args[1].u.f == -0.5))
+    return th_tu_call1(tr, args[1].u.f > 0 ? TH_OP_ltorch_sqrt : TH_OP_ltorch_rsqrt, args[0], out);
   return th_tu_binary(tr, sym->qualname, TH_OP_prims_pow, args[0], args[1], TH_TU_PROMO_BOOL_TO_LONG, out);
 }
 th_status ltorch_atan2_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -584,3 +590,178 @@ th_status ltorch_lerp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   }
   return th_tu_convert_type(tr, out, res);
 }
+
+/* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
+ * Ops here otherwise get their gradient through their decomposition. These have direct rules, computed
+ * in the computation dtype with one conversion of each gradient to its argument's dtype:
+ *   sigmoid  gx = g * (1 - y) * y from the output y (PyTorch's sigmoid_backward): through
+ *            1 / (1 + exp(-x)) the chain rule forms inf * 0 where exp(-x) overflows (x < -88 in float32);
+ *   pow      PyTorch's pow_backward / pow_backward_self / pow_backward_exponent:
+ *              a: g * (c * a^(c - 1)), 0 where c == 0, with a^(c - 1) for a number c - 1 of +-0.5 as
+ *                 sqrt or rsqrt, as PyTorch's pow kernel computes it (sqrt(-0) = -0, rsqrt(-0) = -inf,
+ *                 both NaN at -inf, where C's pow gives +0, +inf, +inf and 0);
+ *              c: g * (y * log(a)), 0 where a == 0 and c >= 0;
+ *            each summed back over the dims its argument was broadcast along. The decomposition records
+ *            pow(a, +-0.5) as sqrt / rsqrt, whose rules differ from pow's at -0 and -inf (rsqrt's
+ *            -0.5 * g * y^3 is +inf at -0, where pow's -0.5 * a^-1.5 is -inf);
+ *   clamp    as PyTorch 2.14's autograd gives it. Number bounds: x gets g where min < x < max, strictly
+ *            (0 at a NaN, where the decomposition's where chain passes g on, and 0 at the bounds).
+ *            Tensor bounds: x gets g halved at each bound it equals, 0 below min or above max (g at a
+ *            NaN); min gets g where x < min and g / 2 where x == min, with a max only where min < max;
+ *            max gets g where x > max and g / 2 where x == max, with a min all of g where max < min;
+ *            a bound alone follows maximum's / minimum's rule (g to both sides of a NaN). */
+
+static th_status sigmoid_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  th_arg y = th_vjp_out(b), g = cts[0], t, r;
+  th_dtype cd = th_tu_computation_dtype(y.u.value->dtype);
+  TH_TRY(th_tu_convert(tr, &y, cd));
+  TH_TRY(th_tu_convert(tr, &g, cd));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, th_arg_float(1.0), y, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, t, &r));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, r, y, &r));
+  TH_TRY(th_tu_convert(tr, &r, a->u.value->dtype));
+  grads[0] = r;
+  return TH_OK;
+}
+
+static th_status pow_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const char *op = b->sym->qualname;
+  const th_arg *a0 = &b->args[0], *c0 = &b->args[1];
+  bool da = th_vjp_is_float_tensor(a0), dc = th_vjp_is_float_tensor(c0);
+  if (!da && !dc) return TH_OK;
+  th_tu_type comp, res;
+  TH_TRY(th_tu_promote(op, 2, b->args, TH_TU_PROMO_BOOL_TO_LONG, &comp, &res));
+  th_dtype cd = th_tu_computation_dtype(th_tu_tensor_dtype(comp));
+  th_arg a = *a0, c = *c0, y = th_vjp_out(b), g = cts[0], t, u, z;
+  bool a_num = !th_meta_is_tensor(&a), c_num = !th_meta_is_tensor(&c);
+  if (!a_num) TH_TRY(th_tu_convert(tr, &a, cd));
+  if (!c_num) TH_TRY(th_tu_convert(tr, &c, cd));
+  TH_TRY(th_tu_convert(tr, &y, cd));
+  TH_TRY(th_tu_convert(tr, &g, cd));
+  if (da) {
+    double cv = 0;
+    bool c_known = c_num && th_meta_number_value(&c, &cv, NULL); /* not a number proxy */
+    if (c_known && cv == 0) {
+      TH_TRY(th_vjp_zeros_like(tr, a0->u.value, &grads[0]));
+    } else {
+      if (c_known && (cv == 1.5 || cv == 0.5)) { /* a^0.5, a^-0.5 */
+        TH_TRY(th_tu_call1(tr, cv == 1.5 ? TH_OP_ltorch_sqrt : TH_OP_ltorch_rsqrt, a, &t));
+      } else if (c_known) {
+        TH_TRY(th_tu_call2(tr, TH_OP_ltorch_pow, a, th_arg_float(cv - 1.0), &t));
+      } else {
+        TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, c, th_arg_float(1.0), &t));
+        TH_TRY(th_tu_call2(tr, TH_OP_ltorch_pow, a, t, &t));
+      }
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, c, t, &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, t, &t));
+      if (!c_num) {
+        TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, c, th_arg_float(0.0), &z));
+        TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
+      }
+      TH_TRY(th_vjp_sum_to(tr, t, a0, &t));
+      TH_TRY(th_tu_convert(tr, &t, a0->u.value->dtype));
+      grads[0] = t;
+    }
+  }
+  if (dc) {
+    double av = 1;
+    if (a_num) {
+      if (!th_meta_number_value(&a, &av, NULL))
+        return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the gradient of the exponent with a number base known only at run "
+                        "time is not supported", op);
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, y, th_arg_float(log(av)), &t));
+    } else {
+      TH_TRY(th_tu_call1(tr, TH_OP_ltorch_log, a, &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, y, t, &t));
+    }
+    if (!a_num || av == 0) { /* where(a == 0 & c >= 0, 0, y * log(a)) */
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_ge, c, th_arg_float(0.0), &z));
+      if (!a_num) {
+        TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, a, th_arg_float(0.0), &u));
+        TH_TRY(th_tu_call2(tr, TH_OP_ltorch_logical_and, u, z, &z));
+      }
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
+    }
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, t, &t));
+    TH_TRY(th_vjp_sum_to(tr, t, c0, &t));
+    TH_TRY(th_tu_convert(tr, &t, c0->u.value->dtype));
+    grads[1] = t;
+  }
+  return TH_OK;
+}
+
+/* t summed back to the shape of `like` (an operand broadcast to t's shape), in like's dtype. */
+static th_status grad_of(th_trace *tr, th_arg t, const th_arg *like, th_arg *out) {
+  TH_TRY(th_vjp_sum_to(tr, t, like, out));
+  return th_tu_convert(tr, out, like->u.value->dtype);
+}
+
+static th_status clamp_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *x = &b->args[0], *lo = &b->args[1], *hi = &b->args[2];
+  bool has_lo = lo->kind != TH_ARG_NONE, has_hi = hi->kind != TH_ARG_NONE;
+  bool tensor_bounds = (has_lo && th_meta_is_tensor(lo)) || (has_hi && th_meta_is_tensor(hi));
+  th_arg g = cts[0], half, p, q, t;
+  TH_TRY(th_tu_convert(tr, &g, th_tu_computation_dtype(g.u.value->dtype)));
+  if (!tensor_bounds) { /* g where min < x < max, strictly */
+    if (!th_vjp_is_float_tensor(x)) return TH_OK;
+    if (has_lo) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_gt, *x, *lo, &p));
+    if (has_hi) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_lt, *x, *hi, &q));
+    if (has_lo && has_hi) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_logical_and, p, q, &p));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, has_lo ? p : q, g, th_arg_float(0.0), &t));
+    return grad_of(tr, t, x, &grads[0]);
+  }
+  th_arg eq_lo, eq_hi, below, above, nan_x; /* x == min, x == max, x < min, x > max, x is NaN */
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, th_arg_float(0.5), &half));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_ne, *x, *x, &nan_x));
+  if (has_lo) {
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, *x, *lo, &eq_lo));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_lt, *x, *lo, &below));
+  }
+  if (has_hi) {
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, *x, *hi, &eq_hi));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_gt, *x, *hi, &above));
+  }
+  if (th_vjp_is_float_tensor(x)) { /* g, halved at each bound x ties, 0 below min or above max */
+    t = g;
+    if (has_lo) TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, eq_lo, half, t, &t));
+    if (has_hi) {
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, t, th_arg_float(0.5), &p));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, eq_hi, p, t, &t));
+    }
+    p = has_lo ? below : above;
+    if (has_lo && has_hi) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_logical_or, below, above, &p));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, p, th_arg_float(0.0), t, &t));
+    TH_TRY(grad_of(tr, t, x, &grads[0]));
+  }
+  for (int k = 1; k <= 2; k++) { /* min (k = 1), max (k = 2) */
+    const th_arg *bound = k == 1 ? lo : hi;
+    if (!th_vjp_is_float_tensor(bound)) continue;
+    bool other = k == 1 ? has_hi : has_lo;
+    /* g / 2 at a tie, g where x is beyond the bound */
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, k == 1 ? below : above, g, th_arg_float(0.0), &t));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, k == 1 ? eq_lo : eq_hi, half, t, &t));
+    if (other && k == 1) { /* with a max: only where min < max */
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_lt, *lo, *hi, &p));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, p, t, th_arg_float(0.0), &t));
+    } else if (other) { /* with a min: all of g where max < min */
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_lt, *hi, *lo, &p));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, p, g, t, &t));
+    } else { /* alone, maximum's / minimum's rule: a NaN passes g on */
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_ne, *bound, *bound, &p));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_logical_or, nan_x, p, &p));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, p, g, t, &t));
+    }
+    TH_TRY(grad_of(tr, t, bound, &grads[k]));
+  }
+  return TH_OK;
+}
+
+const th_vjp_entry th_vjp_table_torch_elementwise[] = {
+    {TH_OP_ltorch_sigmoid, TH_VJP_RULE, sigmoid_vjp},
+    {TH_OP_ltorch_pow, TH_VJP_RULE, pow_vjp},
+    {TH_OP_ltorch_clamp, TH_VJP_RULE, clamp_vjp},
+};
+const int th_vjp_table_torch_elementwise_n =
+    (int)(sizeof th_vjp_table_torch_elementwise / sizeof th_vjp_table_torch_elementwise[0]);

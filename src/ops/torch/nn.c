@@ -4,10 +4,12 @@
  *
  * Numerics are designed to match PyTorch's kernels: activations and normalizations run every step in
  * the computation dtype (float32 for f16/bf16) and round once at the end, with PyTorch's formulas and
- * operation order (gelu: x * 0.5 * (1 + erf(x * M_SQRT1_2)); layer_norm: biased var_mean in f32,
- * (x - mean) * rsqrt(var + eps); softmax: exp(x - max) / sum). Composite ops that PyTorch itself
- * builds from other ops (scaled_dot_product_attention's math path, logsumexp, mse_loss) are recorded
- * as nested ltorch calls, as Thunder does. */
+ * operation order (gelu: x * 0.5 * (1 + erf(x * M_SQRT1_2)); layer_norm: biased var_mean,
+ * (x - mean) * rsqrt(var + eps); softmax: exp(x - max) / sum; log_softmax: (x - max) - log(sum)). The
+ * row statistics of layer_norm and rms_norm are float64 for a float32 computation, where float32
+ * would overflow for values beyond ~1.8e19 (PyTorch's give NaN or 0 there). Composite ops that
+ * PyTorch itself builds from other ops (scaled_dot_product_attention's math path, logsumexp, mse_loss)
+ * are recorded as nested ltorch calls, as Thunder does. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -115,23 +117,25 @@ th_status th_tu_softmax(th_trace *tr, const char *op, th_arg a, int64_t dim, boo
                     d == v->ndim - 1 || v->ndim == 0 ? (log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl")
                                                      : (log ? "log_softmax_kernel_impl" : "softmax_kernel_impl"),
                     th_tu_scalar_type_name(rdt));
-  th_arg x = a, dim_arg = th_arg_int(d), r;
+  /* Both shift by the row maximum m = amax(x) first, as PyTorch's kernels: z = x - m is exact where x
+   * is close to m and exp(z) cannot overflow. softmax = exp(z) / sum(exp(z)); log_softmax = z -
+   * log(sum(exp(z))), which keeps the shift: x - logsumexp(x) subtracts two numbers of x's magnitude,
+   * whose rounding error (an ulp of 1e8 is 8 in float32) swamps a result of order 1. An infinite or
+   * NaN maximum makes its row NaN, as in PyTorch. An empty tensor has no maximum (and needs none). */
+  th_arg x = a, dim_arg = th_arg_int(d), z, e, s, r;
   TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(rdt)));
+  z = x;
+  if (th_value_numel(v) > 0) {
+    th_arg m;
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_amax, x, dim_arg, th_arg_bool(true), &m));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, x, m, &z));
+  }
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, z, &e));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, e, dim_arg, th_arg_bool(true), &s));
   if (log) {
-    th_arg lse;
-    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_logsumexp, x, dim_arg, th_arg_bool(true), &lse));
-    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, x, lse, &r));
+    TH_TRY(th_tu_call1(tr, TH_OP_ltorch_log, s, &s));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, z, s, &r));
   } else {
-    th_arg e, s;
-    if (th_value_numel(v) == 0) {
-      TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, x, &e));
-    } else {
-      th_arg m;
-      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_amax, x, dim_arg, th_arg_bool(true), &m));
-      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, x, m, &e));
-      TH_TRY(th_tu_call1(tr, TH_OP_ltorch_exp, e, &e));
-    }
-    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, e, dim_arg, th_arg_bool(true), &s));
     TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, e, s, &r));
   }
   *out = r;
@@ -235,8 +239,11 @@ static th_status unreduce(th_trace *tr, th_arg r, const th_value *v, int n, th_a
                      th_tu_ints(bi, v->ndim - n, kept), out);
 }
 
-/* layer_norm: var_mean(x, correction=0) in the computation dtype; out = (x - mean) * rsqrt(var + eps);
- * out * weight + bias (still in the computation dtype); one conversion back to a's dtype. */
+/* layer_norm: var_mean(x, correction=0); out = (x - mean) * rsqrt(var + eps); out * weight + bias in
+ * the computation dtype; one conversion back to a's dtype. The statistics and rstd are float64 for a
+ * float32 computation (converted back once per row): var_mean accumulates in float64 anyway, and the
+ * variance of float32 values spread beyond ~1.8e19 overflows float32 where rstd does not (rsqrt(inf)
+ * would make every output 0). */
 th_status ltorch_layer_norm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = args[0].u.value;
@@ -247,14 +254,19 @@ th_status ltorch_layer_norm_decomp(th_trace *tr, const th_symbol *sym, const th_
   TH_TRY(check_normalized_shape(op, v, nshape, n, &args[2], &args[3]));
   TH_TRY(th_tu_float(op, "eps", &args[4], &eps));
   for (int i = 0; i < n; i++) dims[i] = v->ndim - n + i;
-  th_arg x = args[0], items[TH_MAX_DIMS], vm, var, mean, y;
-  TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(v->dtype)));
-  th_arg pargs[2] = {x, th_tu_ints(items, n, dims)};
+  th_dtype comp = th_tu_computation_dtype(v->dtype);
+  th_arg x = args[0], xs, items[TH_MAX_DIMS], vm, var, mean, y;
+  TH_TRY(th_tu_convert(tr, &x, comp));
+  xs = x;
+  TH_TRY(th_tu_convert(tr, &xs, comp == TH_F32 ? TH_F64 : comp));
+  th_arg pargs[2] = {xs, th_tu_ints(items, n, dims)};
   TH_TRY(kw_call1(tr, TH_OP_prims_var_mean, 2, pargs, "correction", th_arg_float(0.0), &vm));
   var = vm.u.seq.items[0];
   mean = vm.u.seq.items[1];
   TH_TRY(th_tu_call2(tr, TH_OP_prims_add, var, th_arg_float(eps), &var));
   TH_TRY(th_tu_call1(tr, TH_OP_prims_rsqrt, var, &var)); /* rstd */
+  TH_TRY(th_tu_convert(tr, &var, comp));
+  TH_TRY(th_tu_convert(tr, &mean, comp));
   TH_TRY(unreduce(tr, mean, v, n, &mean));
   TH_TRY(unreduce(tr, var, v, n, &var));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, x, mean, &y));
@@ -267,7 +279,9 @@ th_status ltorch_layer_norm_decomp(th_trace *tr, const th_symbol *sym, const th_
 
 /* rms_norm, PyTorch's composite: x = a upcast; y = x * rsqrt(mean(x * x, dims, keepdim) + eps);
  * y converted to a's dtype; then y * weight (with the usual promotion). eps defaults to the epsilon of
- * the computation dtype and, as PyTorch stores it in a's scalar type, is rounded to a's dtype. */
+ * the computation dtype and, as PyTorch stores it in a's scalar type, is rounded to a's dtype. For a
+ * float32 computation the mean of squares and its rsqrt are float64 (converted back once per row):
+ * the squares of float32 values beyond ~1.8e19 overflow float32 where the result does not. */
 th_status ltorch_rms_norm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = args[0].u.value;
@@ -290,13 +304,16 @@ th_status ltorch_rms_norm_decomp(th_trace *tr, const th_symbol *sym, const th_ar
   for (int i = 0; i < n; i++) dims[i] = v->ndim - n + i;
   if (!th_meta_numel(v->shape + v->ndim - n, n, &count)) /* bounded by th_value_new_tensor; a guard */
     return th_error(TH_ERR_RUNTIME, "%s: the number of normalized elements overflows int64", op);
-  th_arg x = args[0], items[TH_MAX_DIMS], t;
+  th_arg x = args[0], xs, items[TH_MAX_DIMS], t;
   TH_TRY(th_tu_convert(tr, &x, comp));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, x, &t));
+  xs = x;
+  TH_TRY(th_tu_convert(tr, &xs, comp == TH_F32 ? TH_F64 : comp));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, xs, xs, &t));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, t, th_tu_ints(items, n, dims), &t));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_div, t, th_arg_float((double)count), &t));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_add, t, th_arg_float(eps), &t));
   TH_TRY(th_tu_call1(tr, TH_OP_prims_rsqrt, t, &t));
+  TH_TRY(th_tu_convert(tr, &t, comp));
   TH_TRY(unreduce(tr, t, v, n, &t));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, t, &t));
   TH_TRY(th_tu_convert(tr, &t, v->dtype));
@@ -725,10 +742,19 @@ static th_status check_class_target(const char *op, const th_value *a, const th_
   return TH_OK;
 }
 
-/* Empty input: none -> zeros of the loss shape, mean -> nan, sum -> 0 (PyTorch). */
-static th_status empty_loss(th_trace *tr, const th_value *a, const th_value *t, int reduction, th_arg *out) {
-  if (reduction == RED_NONE) return th_tu_full(tr, t->ndim, t->shape, th_arg_float(0.0), a->device, a->dtype, out);
-  return th_tu_full(tr, 0, NULL, th_arg_float(reduction == RED_MEAN ? NAN : 0.0), a->device, a->dtype, out);
+/* Empty input: none -> zeros of the loss shape (the input's without the class dim), mean -> nan
+ * (0 / 0), sum -> 0, as PyTorch. Computed from the input (its sum over the class dim, times 0) so that
+ * the loss depends on it and its gradient is the (empty) zeros PyTorch gives. */
+static th_status empty_loss(th_trace *tr, th_arg input, int reduction, th_arg *out) {
+  const th_value *a = input.u.value;
+  th_arg s = input;
+  TH_TRY(th_tu_convert(tr, &s, th_tu_computation_dtype(a->dtype)));
+  TH_TRY(sum_dim(tr, s, a->ndim >= 2 ? 1 : 0, &s));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, s, th_arg_float(0.0), &s));
+  if (reduction != RED_NONE) TH_TRY(sum_all(tr, s, &s));
+  if (reduction == RED_MEAN) TH_TRY(th_tu_call2(tr, TH_OP_prims_div, s, th_arg_float(0.0), &s));
+  *out = s;
+  return th_tu_convert(tr, out, a->dtype);
 }
 
 th_status ltorch_nll_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -739,7 +765,7 @@ th_status ltorch_nll_loss_decomp(th_trace *tr, const th_symbol *sym, const th_ar
   TH_TRY(read_reduction(op, &args[3], &args[5], &args[6], &reduction));
   TH_TRY(th_meta_int(op, "ignore_index", &args[4], &ignore_index));
   TH_TRY(check_class_target(op, a, t, &args[2]));
-  if (th_value_numel(a) == 0) return empty_loss(tr, a, t, reduction, out);
+  if (th_value_numel(a) == 0) return empty_loss(tr, args[0], reduction, out);
   th_arg x = args[0], valid, denom;
   TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(a->dtype)));
   TH_TRY(nll_core(tr, op, x, args[1], &args[2], ignore_index, reduction, &valid, &denom, out));
@@ -783,14 +809,7 @@ th_status ltorch_cross_entropy_decomp(th_trace *tr, const th_symbol *sym, const 
   } else {
     TH_TRY(check_class_target(op, a, t, weight));
   }
-  if (th_value_numel(a) == 0) {
-    if (!prob || reduction != RED_NONE) return empty_loss(tr, a, t, reduction, out);
-    int64_t shape[TH_MAX_DIMS];
-    int n = 0;
-    for (int i = 0; i < a->ndim; i++)
-      if (i != cdim) shape[n++] = a->shape[i];
-    return th_tu_full(tr, n, shape, th_arg_float(0.0), a->device, a->dtype, out);
-  }
+  if (th_value_numel(a) == 0) return empty_loss(tr, args[0], reduction, out);
   th_dtype comp = th_tu_computation_dtype(a->dtype);
   th_arg logp, x;
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_log_softmax, args[0], th_arg_int(cdim), &logp));
@@ -911,7 +930,25 @@ th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg
  *   embedding    the weight's gradient as one matmul of the (n, K) one-hot of the indices with g as
  *                (K, d), the padding_idx row zeroed and, with scale_grad_by_freq, each row divided by
  *                its index's count (PyTorch's embedding_backward; the decomposition's prims.take rule
- *                would ignore padding_idx). */
+ *                would ignore padding_idx);
+ *   silu         gx = g * s * (1 + x * (1 - s)), s = sigmoid(x) (PyTorch's silu_backward): the chain rule
+ *                through x / (1 + exp(-x)) forms inf / inf where exp(-x) overflows (x < -88 in float32);
+ *   gelu         PyTorch's GeluBackward, 'none': gx = g * (cdf + x * pdf), cdf = 0.5 * (1 + erf(x / sqrt(2))),
+ *                pdf = exp(-x^2 / 2) / sqrt(2 pi); 'tanh': with inner = kBeta * (x + kKappa * x^3) and
+ *                t = tanh(inner), gx = g * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) * kBeta * (1 + 3 kKappa x^2));
+ *   logsumexp    gx = g * exp(x - y), g and y with the reduced dims kept (PyTorch's logsumexp_backward;
+ *                the decomposition would also differentiate its max shift);
+ *   layer_norm   gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)), gxhat = g * weight,
+ *                gweight = sum(g * xhat), gbias = sum(g) (PyTorch's native_layer_norm_backward);
+ *   rms_norm     gx = rrms * (gxhat - xhat * mean(gxhat * xhat)), gweight = sum(g * xhat) (the gradient
+ *                of PyTorch's composite): the means over the normalized dims, the sums over the others,
+ *                xhat and rstd (rrms) recomputed from the input, which is all the forward saves for them.
+ *                Through the decompositions the chain rule subtracted a mean rounded to float32 (an
+ *                error rstd scales up at large offsets) and formed sum(g * x), which overflows float32
+ *                for values near its maximum.
+ * The elementwise rules compute in the computation dtype (float32 for bf16/f16) from the input and
+ * convert the gradient to its dtype once, as PyTorch's kernels do; so do the normalizations, their row
+ * statistics in float64 for a float32 computation as in the forward. */
 
 static th_status softmax_vjp_common(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads, bool log) {
   const th_arg *x = &b->args[0];
@@ -985,9 +1022,260 @@ static th_status embedding_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts
   return TH_OK;
 }
 
+#define VJ1(op, a, o) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_##op, a, o))
+#define VJ2(op, a, c, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, c, o))
+
+/* b's input (args[0], a floating tensor) and the cotangent g in the input's computation dtype. */
+static th_status to_computation_dtype(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *x, th_arg *g) {
+  th_dtype cd = th_tu_computation_dtype(b->args[0].u.value->dtype);
+  *x = b->args[0];
+  *g = cts[0];
+  TH_TRY(th_tu_convert(tr, x, cd));
+  return th_tu_convert(tr, g, cd);
+}
+
+static th_status silu_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
+  th_arg x, g, s, t, r;
+  TH_TRY(to_computation_dtype(tr, b, cts, &x, &g));
+  VJ1(sigmoid, x, &s); /* 1 / (1 + exp(-x)): 0 where exp(-x) overflows */
+  VJ2(sub, th_arg_float(1.0), s, &t);
+  VJ2(mul, x, t, &t);
+  VJ2(add, th_arg_float(1.0), t, &t); /* 1 + x * (1 - s) */
+  VJ2(mul, g, s, &r);
+  VJ2(mul, r, t, &r);
+  TH_TRY(th_tu_convert(tr, &r, b->args[0].u.value->dtype));
+  grads[0] = r;
+  return TH_OK;
+}
+
+static th_status gelu_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
+  const double k_pdf = 0.39894228040143267794, k_kappa = 0.044715; /* 1 / sqrt(2 pi); PyTorch's kKappa */
+  th_arg x, g, t, u, r;
+  TH_TRY(to_computation_dtype(tr, b, cts, &x, &g));
+  if (strcmp(b->args[1].u.s, "tanh")) {
+    th_arg cdf, pdf;
+    VJ2(mul, x, th_arg_float(k_sqrt1_2), &t);
+    VJ1(erf, t, &t);
+    VJ2(add, th_arg_float(1.0), t, &t);
+    VJ2(mul, th_arg_float(0.5), t, &cdf); /* 0.5 * (1 + erf(x / sqrt(2))) */
+    VJ2(mul, x, x, &u);
+    VJ2(mul, u, th_arg_float(-0.5), &u);
+    VJ1(exp, u, &u);
+    VJ2(mul, th_arg_float(k_pdf), u, &pdf); /* exp(-x^2 / 2) / sqrt(2 pi) */
+    VJ2(mul, x, pdf, &u);
+    VJ2(add, cdf, u, &t);
+  } else {
+    th_arg x_sq, th, left, dleft, dtanh, dinner;
+    VJ2(mul, x, x, &x_sq);
+    VJ2(mul, x_sq, x, &t);
+    VJ2(mul, th_arg_float(k_kappa), t, &t);
+    VJ2(add, x, t, &t);
+    VJ2(mul, th_arg_float(k_beta), t, &t);
+    VJ1(tanh, t, &th); /* tanh(inner) */
+    VJ2(mul, th_arg_float(0.5), x, &left);
+    VJ2(add, th_arg_float(1.0), th, &t);
+    VJ2(mul, th_arg_float(0.5), t, &dleft); /* 0.5 * (1 + tanh(inner)) */
+    VJ2(mul, th, th, &t);
+    VJ2(sub, th_arg_float(1.0), t, &dtanh); /* 1 - tanh(inner)^2 */
+    VJ2(mul, th_arg_float(3.0 * k_kappa), x_sq, &t);
+    VJ2(add, th_arg_float(1.0), t, &t);
+    VJ2(mul, th_arg_float(k_beta), t, &dinner); /* kBeta * (1 + 3 kKappa x^2) */
+    VJ2(mul, left, dtanh, &t);
+    VJ2(mul, t, dinner, &t);
+    VJ2(add, dleft, t, &t);
+  }
+  VJ2(mul, g, t, &r);
+  TH_TRY(th_tu_convert(tr, &r, b->args[0].u.value->dtype));
+  grads[0] = r;
+  return TH_OK;
+}
+
+static th_status logsumexp_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const char *op = b->sym->qualname;
+  const th_value *v = a->u.value;
+  if (th_value_numel(v) == 0) return th_vjp_zeros_like(tr, v, &grads[0]);
+  int64_t dims[TH_MAX_DIMS];
+  int nd;
+  bool keepdim;
+  TH_TRY(th_tu_reduction_dims(op, &b->args[1], v->ndim, dims, &nd));
+  TH_TRY(th_tu_bool(op, "keepdim", &b->args[2], &keepdim));
+  th_arg x, g, y = th_vjp_out(b), t, r;
+  TH_TRY(to_computation_dtype(tr, b, cts, &x, &g));
+  TH_TRY(th_tu_convert(tr, &y, x.u.value->dtype));
+  if (!keepdim && v->ndim > 0) {
+    TH_TRY(th_tu_keepdim(tr, y, v->ndim, v->shape, nd, dims, &y));
+    TH_TRY(th_tu_keepdim(tr, g, v->ndim, v->shape, nd, dims, &g));
+  }
+  VJ2(sub, x, y, &t);
+  VJ1(exp, t, &t);
+  VJ2(mul, g, t, &r);
+  TH_TRY(th_tu_convert(tr, &r, v->dtype));
+  grads[0] = r;
+  return TH_OK;
+}
+
+/* layer_norm and rms_norm: the normalized dims of b's input (its last n, n = len(normalized_shape),
+ * which the forward has checked), the input's computation dtype and the dtype of the row statistics:
+ * float64 for a float32 computation, as in the forward decompositions. */
+static th_status norm_setup(const th_bsym *b, int64_t dims[TH_MAX_DIMS], int *n, th_dtype *comp, th_dtype *stats) {
+  const th_value *v = b->args[0].u.value;
+  int64_t nshape[TH_MAX_DIMS];
+  TH_TRY(th_meta_int_list(b->sym->qualname, "normalized_shape", &b->args[1], nshape, n));
+  for (int i = 0; i < *n; i++) dims[i] = v->ndim - *n + i;
+  *comp = th_tu_computation_dtype(v->dtype);
+  *stats = *comp == TH_F32 ? TH_F64 : *comp;
+  return TH_OK;
+}
+
+/* The gradients of a normalization y = xhat * weight (+ bias) from xhat and rstd (rrms for rms_norm),
+ * both in the computation dtype, rstd broadcast to x's shape, with gxhat = g * weight (or g):
+ *   gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))   (layer_norm: `centered`)
+ *   gx = rstd * (gxhat - xhat * mean(gxhat * xhat))                 (rms_norm)
+ * the means over the normalized dims, and gweight = sum(g * xhat), gbias = sum(g) over the others, each
+ * converted to its argument's dtype: the gradients of PyTorch's native_layer_norm_backward, in xhat
+ * rather than as its kernel's rstd * w * g + b * x + c (whose terms of x's size cancel at a large
+ * offset), and of its rms_norm composite. `bias` is NULL for rms_norm. */
+static th_status norm_grads(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg xhat, th_arg rstd, int n,
+                            const int64_t *dims, bool centered, const th_arg *bias, th_arg *grads) {
+  const th_value *v = b->args[0].u.value;
+  const th_arg *w = &b->args[2];
+  int nb = v->ndim - n;
+  int64_t bdims[TH_MAX_DIMS];
+  for (int i = 0; i < nb; i++) bdims[i] = i;
+  th_arg g = cts[0], gxh, items[TH_MAX_DIMS], m, t, r;
+  TH_TRY(th_tu_convert(tr, &g, th_tu_computation_dtype(g.u.value->dtype)));
+  gxh = g;
+  if (w->kind != TH_ARG_NONE) VJ2(mul, g, *w, &gxh);
+  VJ2(mul, gxh, xhat, &t);
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_mean, t, th_tu_ints(items, n, dims), th_arg_bool(true), &m));
+  VJ2(mul, xhat, m, &t);
+  VJ2(sub, gxh, t, &r);
+  if (centered) {
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_mean, gxh, th_tu_ints(items, n, dims), th_arg_bool(true), &m));
+    VJ2(sub, r, m, &r);
+  }
+  VJ2(mul, rstd, r, &r);
+  TH_TRY(th_tu_convert(tr, &r, v->dtype));
+  grads[0] = r;
+  const th_arg *params[2] = {w, bias};
+  for (int k = 0; k < 2; k++) {
+    if (!params[k] || !th_vjp_is_float_tensor(params[k])) continue;
+    if (k == 0) VJ2(mul, g, xhat, &t);
+    else t = g;
+    if (nb > 0) TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, t, th_tu_ints(items, nb, bdims), th_arg_bool(false), &t));
+    TH_TRY(th_tu_convert(tr, &t, params[k]->u.value->dtype));
+    grads[k + 2] = t;
+  }
+  return TH_OK;
+}
+
+/* Zeros for every floating tensor argument of an empty normalization (the sums over the other dims of
+ * an empty batch are 0; the weight of an empty normalized shape is empty). */
+static th_status norm_zeros(th_trace *tr, const th_bsym *b, int nparams, th_arg *grads) {
+  const int idx[3] = {0, 2, 3};
+  for (int k = 0; k < nparams; k++) {
+    const th_arg *a = &b->args[idx[k]];
+    if (th_vjp_is_float_tensor(a)) TH_TRY(th_vjp_zeros_like(tr, a->u.value, &grads[idx[k]]));
+  }
+  return TH_OK;
+}
+
+/* layer_norm(x, normalized_shape, weight, bias, eps): xhat = (x - mean) * rstd, rstd = rsqrt(var + eps)
+ * (biased var), recomputed from x. The differences x - mean are what the gradient's accuracy rests on:
+ * subtracting a mean rounded to x's dtype leaves an error of up to half an ulp of the offset, which rstd
+ * scales up where a row's spread is small against its offset (an ulp of 1e4 is 1e-3 in float32). So they
+ * are taken in the statistics' dtype: float64 for a float32 computation (as the forward's statistics),
+ * far below float32's rounding. Where that is the computation dtype itself (float64), a second var_mean
+ * of the differences gives their own mean, subtracted, and the variance (shift-invariant; from the
+ * differences, not x, it is free of the rounded mean's error too). */
+static th_status layer_norm_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const th_value *v = a->u.value;
+  int64_t dims[TH_MAX_DIMS];
+  int n;
+  th_dtype comp, sd;
+  double eps;
+  TH_TRY(norm_setup(b, dims, &n, &comp, &sd));
+  TH_TRY(th_tu_float(b->sym->qualname, "eps", &b->args[4], &eps));
+  if (th_value_numel(v) == 0) return norm_zeros(tr, b, 3, grads);
+  th_arg xs = *a, items[TH_MAX_DIMS], vm, var, mean, d;
+  TH_TRY(th_tu_convert(tr, &xs, comp));
+  TH_TRY(th_tu_convert(tr, &xs, sd));
+  th_arg pargs[2] = {xs, th_tu_ints(items, n, dims)};
+  TH_TRY(kw_call1(tr, TH_OP_prims_var_mean, 2, pargs, "correction", th_arg_float(0.0), &vm));
+  var = vm.u.seq.items[0];
+  mean = vm.u.seq.items[1];
+  TH_TRY(unreduce(tr, mean, v, n, &mean));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, xs, mean, &d));
+  if (sd == comp) {
+    pargs[0] = d;
+    TH_TRY(kw_call1(tr, TH_OP_prims_var_mean, 2, pargs, "correction", th_arg_float(0.0), &vm));
+    var = vm.u.seq.items[0];
+    TH_TRY(unreduce(tr, vm.u.seq.items[1], v, n, &mean));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, d, mean, &d));
+  }
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, var, th_arg_float(eps), &var));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_rsqrt, var, &var)); /* rstd */
+  TH_TRY(th_tu_convert(tr, &var, comp));
+  TH_TRY(unreduce(tr, var, v, n, &var));
+  TH_TRY(th_tu_convert(tr, &d, comp));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, d, var, &d)); /* xhat */
+  return norm_grads(tr, b, cts, d, var, n, dims, true, &b->args[3], grads);
+}
+
+/* rms_norm(x, normalized_shape, weight, eps): xhat = x * rrms, rrms = rsqrt(mean(x^2) + eps), recomputed
+ * from x as the forward computes them (eps: the epsilon of the computation dtype when None, rounded to
+ * x's dtype, as ltorch_rms_norm_decomp reads it). */
+static th_status rms_norm_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const th_value *v = a->u.value;
+  int64_t dims[TH_MAX_DIMS], count;
+  int n;
+  th_dtype comp, sd;
+  TH_TRY(norm_setup(b, dims, &n, &comp, &sd));
+  double eps = comp == TH_F64 ? DBL_EPSILON : FLT_EPSILON;
+  if (b->args[3].kind != TH_ARG_NONE) TH_TRY(th_tu_float(b->sym->qualname, "eps", &b->args[3], &eps));
+  if (v->dtype == TH_F32)
+    eps = (float)eps;
+  else if (v->dtype == TH_BF16)
+    eps = th_bf16_to_f32(th_f32_to_bf16((float)eps));
+  else if (v->dtype == TH_F16)
+    eps = th_f16_to_f32(th_f32_to_f16((float)eps));
+  if (th_value_numel(v) == 0) return norm_zeros(tr, b, 2, grads);
+  if (!th_meta_numel(v->shape + v->ndim - n, n, &count)) /* bounded by th_value_new_tensor; a guard */
+    return th_error(TH_ERR_RUNTIME, "%s: the number of normalized elements overflows int64", b->sym->qualname);
+  th_arg x = *a, xs, items[TH_MAX_DIMS], t, xhat;
+  TH_TRY(th_tu_convert(tr, &x, comp));
+  xs = x;
+  TH_TRY(th_tu_convert(tr, &xs, sd));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, xs, xs, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, t, th_tu_ints(items, n, dims), &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_div, t, th_arg_float((double)count), &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_add, t, th_arg_float(eps), &t));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_rsqrt, t, &t)); /* rrms */
+  TH_TRY(th_tu_convert(tr, &t, comp));
+  TH_TRY(unreduce(tr, t, v, n, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, t, &xhat));
+  return norm_grads(tr, b, cts, xhat, t, n, dims, false, NULL, grads);
+}
+
+#undef VJ1
+#undef VJ2
+
 const th_vjp_entry th_vjp_table_torch_nn[] = {
     {TH_OP_ltorch_softmax, TH_VJP_RULE, softmax_vjp},
     {TH_OP_ltorch_log_softmax, TH_VJP_RULE, log_softmax_vjp},
+    {TH_OP_ltorch_logsumexp, TH_VJP_RULE, logsumexp_vjp},
     {TH_OP_ltorch_embedding, TH_VJP_RULE, embedding_vjp},
+    {TH_OP_ltorch_silu, TH_VJP_RULE, silu_vjp},
+    {TH_OP_ltorch_gelu, TH_VJP_RULE, gelu_vjp},
+    {TH_OP_ltorch_layer_norm, TH_VJP_RULE, layer_norm_vjp},
+    {TH_OP_ltorch_rms_norm, TH_VJP_RULE, rms_norm_vjp},
 };
 const int th_vjp_table_torch_nn_n = (int)(sizeof th_vjp_table_torch_nn / sizeof th_vjp_table_torch_nn[0]);

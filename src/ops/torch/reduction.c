@@ -6,9 +6,11 @@
  * broadcast_in_dim, and the result is converted to the result dtype. sum/prod of bool or integer
  * tensors accumulate and return int64 (PyTorch); mean divides the float sum by the element count before
  * the single conversion back (PyTorch's CPU path for f16/bf16: float sum -> div -> cast). */
+#include <math.h>
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
+#include "ops/vjp.h"
 
 static th_status reduce_prim(th_trace *tr, th_op_id prim, th_arg x, int nd, const int64_t *dims, th_arg *out) {
   th_arg items[TH_MAX_DIMS];
@@ -108,15 +110,13 @@ th_status ltorch_amin_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 
 enum { VAR, STD, VAR_MEAN, STD_MEAN };
 
-/* var/std/var_mean/std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None): the
- * correction defaults to 1; unbiased=True/False means 1/0; giving both is an error. A bool in dim's
- * place is PyTorch's other overload, var(input, unbiased): all dims, that unbiased, nothing else. */
-static th_status var_family(th_trace *tr, const th_symbol *sym, const th_arg *args, int kind, th_arg *out) {
-  const char *op = sym->qualname;
+/* The arguments of var/std/var_mean/std_mean(a, dim=None, unbiased=None, keepdim=False, *,
+ * correction=None): the reduced dims, keepdim, the correction (default 1; unbiased=True/False means
+ * 1/0; giving both is an error) and whether dim is None. A bool in dim's place is PyTorch's other
+ * overload, var(input, unbiased): all dims (dim None), that unbiased, nothing else. */
+static th_status var_args(const char *op, const th_arg *args, int64_t dims[TH_MAX_DIMS], int *nd, bool *keepdim,
+                          double *correction, bool *dim_none) {
   const th_value *v = args[0].u.value;
-  int64_t dims[TH_MAX_DIMS];
-  int nd;
-  bool keepdim;
   const th_arg *dim_arg = &args[1], *unbiased_arg = &args[2];
   th_arg none = th_arg_none();
   if (args[1].kind == TH_ARG_BOOL) {
@@ -125,22 +125,39 @@ static th_status var_family(th_trace *tr, const th_symbol *sym, const th_arg *ar
     dim_arg = &none;
     unbiased_arg = &args[1];
   }
-  TH_TRY(th_tu_reduction_dims(op, dim_arg, v->ndim, dims, &nd));
-  TH_TRY(th_tu_bool(op, "keepdim", &args[3], &keepdim));
-  double correction = 1.0;
+  *dim_none = dim_arg->kind == TH_ARG_NONE;
+  TH_TRY(th_tu_reduction_dims(op, dim_arg, v->ndim, dims, nd));
+  TH_TRY(th_tu_bool(op, "keepdim", &args[3], keepdim));
+  *correction = 1.0;
   if (unbiased_arg->kind != TH_ARG_NONE && args[4].kind != TH_ARG_NONE)
     return th_error(TH_ERR_RUNTIME, "%s: cannot specify both unbiased and correction", op);
   if (unbiased_arg->kind != TH_ARG_NONE) {
     bool unbiased;
     TH_TRY(th_tu_bool(op, "unbiased", unbiased_arg, &unbiased));
-    correction = unbiased ? 1.0 : 0.0;
+    *correction = unbiased ? 1.0 : 0.0;
   } else if (args[4].kind != TH_ARG_NONE) {
-    TH_TRY(th_tu_float(op, "correction", &args[4], &correction));
+    TH_TRY(th_tu_float(op, "correction", &args[4], correction));
   }
+  return TH_OK;
+}
+
+static th_status var_family(th_trace *tr, const th_symbol *sym, const th_arg *args, int kind, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = args[0].u.value;
+  int64_t dims[TH_MAX_DIMS];
+  int nd;
+  bool keepdim, dim_none;
+  double correction;
+  TH_TRY(var_args(op, args, dims, &nd, &keepdim, &correction, &dim_none));
   if (th_meta_dtype_is_exact(v->dtype))
     return th_error(TH_ERR_RUNTIME, "%s: std and var only support floating point and complex dtypes", op);
+  /* std's variance is float64 for narrower inputs, as PyTorch's kernel takes the root of its float64
+   * accumulation: the variance of float32 values beyond ~1.8e19 apart overflows float32, their
+   * standard deviation does not. */
+  th_dtype comp = th_tu_computation_dtype(v->dtype);
+  if ((kind == STD || kind == STD_MEAN) && comp == TH_F32) comp = TH_F64;
   th_arg x = args[0], items[TH_MAX_DIMS], res[2];
-  TH_TRY(th_tu_convert(tr, &x, th_tu_computation_dtype(v->dtype)));
+  TH_TRY(th_tu_convert(tr, &x, comp));
   th_arg pargs[2] = {x, th_tu_ints(items, nd, dims)};
   static const char *const kw[1] = {"correction"};
   th_arg kwargs[1] = {th_arg_float(correction)};
@@ -259,3 +276,169 @@ th_status ltorch_max_decomp(th_trace *tr, const th_symbol *sym, const th_arg *ar
 th_status ltorch_min_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return max_min(tr, sym, args, false, out);
 }
+
+/* ---- vjp rules (ops/vjp.h) ----------------------------------------------------------------------------
+ * var, std, var_mean, std_mean: PyTorch's var_backward, std_backward and their _mean variants, in the
+ * computation dtype with one conversion of the gradient to the input's dtype. With N the number of
+ * elements reduced and g the variance's cotangent (reduced dims kept):
+ *   gx = (2 / (N - correction)) * g * (x - mean(x, dims))
+ * except with dim=None (or a 0-dim input) and N - correction <= 0, where the forward divides by 0 (its
+ * divisor is clamped at 0): gx = g * where(x == mean(x), nan, inf). std's cotangent reaches the
+ * variance as g / (2 * std), 0 where std == 0 (through prims.sqrt it would be inf there, and inf * 0
+ * in the variance's rule). The mean's cotangent of var_mean/std_mean adds g_mean / N.
+ * max and min, PyTorch's backward of each overload (through prims.amax / amin a tie would split g and
+ * a NaN result would make every gradient NaN):
+ *   max(a, dim, keepdim) -> (values, indices): g goes to the index returned
+ *                           (value_selecting_reduction_backward);
+ *   max(a):                 g split evenly among the elements equal to the result, or among the NaNs
+ *                           when it is NaN (evenly_distribute_backward);
+ *   max(a, other):          maximum's rule (below). */
+
+static th_status var_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const char *op = b->sym->qualname;
+  const th_value *v = a->u.value;
+  th_op_id id = b->sym->id;
+  bool is_std = id == TH_OP_ltorch_std || id == TH_OP_ltorch_std_mean;
+  bool with_mean = id == TH_OP_ltorch_var_mean || id == TH_OP_ltorch_std_mean;
+  if (th_value_numel(v) == 0) return th_vjp_zeros_like(tr, v, &grads[0]);
+  int64_t dims[TH_MAX_DIMS];
+  int nd = 0;
+  bool keepdim = false, dim_none = false;
+  double correction = 1.0;
+  TH_TRY(var_args(op, b->args, dims, &nd, &keepdim, &correction, &dim_none));
+  double n = 1.0;
+  for (int i = 0; i < nd; i++) n *= (double)v->shape[dims[i]];
+  th_dtype cd = th_tu_computation_dtype(v->dtype);
+  th_arg x = *a, gv = cts[0], gm = with_mean ? cts[1] : th_arg_none(), acc = th_arg_none(), t, u, items[TH_MAX_DIMS];
+  bool unreduce = !keepdim && v->ndim > 0; /* the cotangents get the reduced dims back as size 1 */
+  TH_TRY(th_tu_convert(tr, &x, cd));
+  if (gv.kind == TH_ARG_VALUE) {
+    TH_TRY(th_tu_convert(tr, &gv, cd));
+    if (is_std) { /* g / (2 * std), 0 where std == 0 */
+      th_arg y = th_vjp_out(b), z;
+      TH_TRY(th_tu_convert(tr, &y, cd));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, y, th_arg_float(2.0), &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, gv, t, &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, y, th_arg_float(0.0), &z));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &gv));
+    }
+    if (unreduce) TH_TRY(th_tu_keepdim(tr, gv, v->ndim, v->shape, nd, dims, &gv));
+    th_arg mean;
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_mean, x, th_tu_ints(items, nd, dims), th_arg_bool(true), &mean));
+    double dof = n - correction;
+    if ((dim_none || v->ndim == 0) && dof <= 0) { /* where(x == mean, nan, g * inf) */
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, x, mean, &u));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, gv, th_arg_float(INFINITY), &t));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(NAN), t, &acc));
+    } else {
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, x, mean, &u));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, gv, th_arg_float(dof == 0 ? INFINITY : 2.0 / dof), &t));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, t, u, &acc));
+    }
+  }
+  if (gm.kind == TH_ARG_VALUE) {
+    TH_TRY(th_tu_convert(tr, &gm, cd));
+    if (unreduce) TH_TRY(th_tu_keepdim(tr, gm, v->ndim, v->shape, nd, dims, &gm));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, gm, th_arg_float(n), &t));
+    if (acc.kind == TH_ARG_VALUE) {
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, acc, t, &acc));
+    } else {
+      TH_TRY(th_tu_expand(tr, op, &t, v->ndim, v->shape));
+      acc = t;
+    }
+  }
+  TH_TRY(th_tu_convert(tr, &acc, v->dtype));
+  grads[0] = acc;
+  return TH_OK;
+}
+
+/* max(a, other) / min(a, other): maximum's rule, a: where(a == other, g / 2, g), 0 where a < other
+ * (min: a > other); other likewise with the comparison reversed; each summed back to its shape. */
+static th_status extreme_pair_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads, bool is_max) {
+  const char *op = b->sym->qualname;
+  const th_arg *a0 = &b->args[0], *c0 = &b->args[1];
+  bool da = th_vjp_is_float_tensor(a0), dc = th_vjp_is_float_tensor(c0);
+  if (!da && !dc) return TH_OK;
+  th_tu_type comp, res;
+  TH_TRY(th_tu_promote(op, 2, b->args, TH_TU_PROMO_DEFAULT, &comp, &res));
+  th_dtype cd = th_tu_computation_dtype(th_tu_tensor_dtype(comp));
+  th_arg a = *a0, c = *c0, g = cts[0], t, eq, lose, r;
+  TH_TRY(th_tu_convert(tr, &a, cd));
+  TH_TRY(th_tu_convert(tr, &c, cd));
+  TH_TRY(th_tu_convert(tr, &g, cd));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, a, c, &eq));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, th_arg_float(0.5), &t));
+  TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, eq, t, g, &t));
+  for (int k = 0; k < 2; k++) {
+    if (!(k == 0 ? da : dc)) continue;
+    TH_TRY(th_tu_call2(tr, (k == 0) == is_max ? TH_OP_ltorch_lt : TH_OP_ltorch_gt, a, c, &lose));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, lose, th_arg_float(0.0), t, &r));
+    TH_TRY(th_vjp_sum_to(tr, r, &b->args[k], &r));
+    TH_TRY(th_tu_convert(tr, &r, b->args[k].u.value->dtype));
+    grads[k] = r;
+  }
+  return TH_OK;
+}
+
+static th_status max_min_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const char *op = b->sym->qualname;
+  bool is_max = b->sym->id == TH_OP_ltorch_max;
+  const th_arg *a = &b->args[0], *dim = &b->args[1];
+  if (th_meta_is_tensor(dim)) return extreme_pair_vjp(tr, b, cts, grads, is_max);
+  if (!th_vjp_is_float_tensor(a) || cts[0].kind != TH_ARG_VALUE) return TH_OK;
+  const th_value *v = a->u.value;
+  th_dtype cd = th_tu_computation_dtype(v->dtype);
+  th_arg x = *a, g = cts[0], r, m, t;
+  TH_TRY(th_tu_convert(tr, &x, cd));
+  TH_TRY(th_tu_convert(tr, &g, cd));
+  if (dim->kind == TH_ARG_NONE) { /* evenly among the elements equal to y, or among the NaNs */
+    th_arg y = th_vjp_out(b), ynan, xnan, cnt, items[TH_MAX_DIMS];
+    int64_t all[TH_MAX_DIMS];
+    for (int i = 0; i < v->ndim; i++) all[i] = i;
+    TH_TRY(th_tu_convert(tr, &y, cd));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_ne, y, y, &ynan));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_ne, x, x, &xnan));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, x, y, &m));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, ynan, xnan, m, &m));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_convert_element_type, m, th_arg_dtype(cd), &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, t, th_tu_ints(items, v->ndim, all), &cnt));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, g, cnt, &t));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, m, t, th_arg_float(0.0), &r));
+  } else if (v->ndim == 0) {
+    r = g;
+  } else { /* to the index returned */
+    int64_t raw;
+    int d;
+    bool keepdim;
+    TH_TRY(th_meta_int(op, "dim", dim, &raw));
+    TH_TRY(th_meta_canonical_dim(op, raw, v->ndim, &d));
+    TH_TRY(th_tu_bool(op, "keepdim", &b->args[2], &keepdim));
+    th_arg idx = b->out.u.seq.items[1], io, si[TH_MAX_DIMS], bi[1];
+    if (!keepdim) {
+      TH_TRY(th_tu_unsqueeze(tr, idx, d, &idx));
+      TH_TRY(th_tu_unsqueeze(tr, g, d, &g));
+    }
+    int64_t dd = d;
+    TH_TRY(th_tu_iota(tr, v->shape[d], 0, 1, v->device, TH_I64, &io));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, io, th_tu_ints(si, v->ndim, v->shape), th_tu_ints(bi, 1, &dd),
+                       &io));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, io, idx, &m));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, m, g, th_arg_float(0.0), &r));
+  }
+  TH_TRY(th_tu_convert(tr, &r, v->dtype));
+  grads[0] = r;
+  return TH_OK;
+}
+
+const th_vjp_entry th_vjp_table_torch_reduction[] = {
+    {TH_OP_ltorch_max, TH_VJP_RULE, max_min_vjp},
+    {TH_OP_ltorch_min, TH_VJP_RULE, max_min_vjp},
+    {TH_OP_ltorch_var, TH_VJP_RULE, var_vjp},
+    {TH_OP_ltorch_std, TH_VJP_RULE, var_vjp},
+    {TH_OP_ltorch_var_mean, TH_VJP_RULE, var_vjp},
+    {TH_OP_ltorch_std_mean, TH_VJP_RULE, var_vjp},
+};
+const int th_vjp_table_torch_reduction_n =
+    (int)(sizeof th_vjp_table_torch_reduction / sizeof th_vjp_table_torch_reduction[0]);
