@@ -278,6 +278,23 @@ th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst);
 void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx);
 
 
+/* ---- bound-symbol helpers (core/bsym.c) ----------------------------------------------------------- */
+
+/* True if bsym b must survive DCE whatever its outputs: it or any subsymbol (recursively) is tagged
+ * TH_TAG_DONT_DCE (return, copy_, uniform), TH_TAG_RANDOM or TH_TAG_IN_PLACE. */
+bool th_bsym_has_effect(const th_bsym *b);
+
+/* Deep-copies bsym src (arguments, outputs, subsymbols, a dynamic symbol, the executor name) into
+ * dst's arena; values are shared, not copied, except that `map` (may be NULL) substitutes each value
+ * met on the way (map returns its argument to keep it). */
+typedef th_value *(*th_value_map_fn)(th_value *v, void *ctx);
+th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx,
+                        th_bsym **out);
+
+/* A monotonic clock in milliseconds, for the "(took N milliseconds)" of provenance strings:
+ * N = (long)(th_pass_clock_ms() - start), floored as Thunder does. */
+double th_pass_clock_ms(void);
+
 /* ---- autocast (transforms/autocast.c) ---------------------------------------------------------------
  * The rule recording applies to `sym` (see th_autocast_fn): sym->autocast, else the built-in rule when
  * sym has a TH_TAG_AC_* tag, else NULL. The built-in rules, PyTorch AMP's policies:

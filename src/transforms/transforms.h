@@ -20,20 +20,6 @@ th_status th_dce(const th_trace *tr, th_trace **out);
  * used by passes that build a trace and then clean it. */
 th_status th_dce_in_place(th_trace *tr);
 
-/* True if bsym b must survive DCE whatever its outputs (see above). */
-bool th_bsym_has_effect(const th_bsym *b);
-
-/* Deep-copies bsym src (arguments, outputs, subsymbols, a dynamic symbol, the executor name) into
- * dst's arena; values are shared, not copied, except that `map` (may be NULL) substitutes each value
- * met on the way (map returns its argument to keep it). */
-typedef th_value *(*th_value_map_fn)(th_value *v, void *ctx);
-th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx,
-                        th_bsym **out);
-
-/* A monotonic clock in milliseconds (dce.c), for the "(took N milliseconds)" of provenance strings:
- * N = (long)(th_pass_clock_ms() - start), floored as Thunder does. */
-double th_pass_clock_ms(void);
-
 /* ---- autocast.c ----------------------------------------------------------------------------------
  * Autocast as a function transform (thunder/transform.h th_transform_autocast): a new trace into which
  * every top-level bsym is recorded again under a CPU and a CUDA autocast region of `dtype` (f16/bf16,

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "executors/fuser/fuser.h"
-#include "transforms/transforms.h"
+#include "core/ir.h"
 
 typedef struct {
   int *m;    /* member indices, program order */
