@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "core/core.h"
+#include "thunder/executor.h"
 
 static _Thread_local char last_msg[1024];
 static _Thread_local th_status last_status = TH_OK;
@@ -18,6 +19,15 @@ th_status th_error(th_status code, const char *fmt, ...) {
   th_verror(code, fmt, ap);
   va_end(ap);
   return code;
+}
+
+/* The public spelling of th_error for user callbacks (thunder/executor.h). */
+th_status th_set_error(th_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  th_verror(st, fmt, ap);
+  va_end(ap);
+  return st;
 }
 
 const char *th_last_error(void) { return last_msg; }

@@ -78,14 +78,6 @@ static void reg_unlock(void) { mtx_unlock(&reg.mtx); }
 
 /* ---- errors from callbacks ------------------------------------------------------------------------ */
 
-th_status th_set_error(th_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  th_status r = th_verror(st, fmt, ap);
-  va_end(ap);
-  return r;
-}
-
 /* A callback of op `qualname` failed with st: its message with the op's name in front (once), or
  * "<op>: <what> failed (<Status>)" when it set none. */
 static th_status callback_error(const char *qualname, th_status st, const char *what) {
