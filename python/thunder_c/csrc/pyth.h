@@ -230,7 +230,8 @@ bool pyth_extend_restore_error(void);
  * function's computation trace). */
 int64_t pyth_rng_eager_draws(const th_trace *tr);
 /* Before a call of program p: sets p's generator state from torch.default_generator (its next two words
- * as the key) and advances torch's generator by `draws` words. -1 with an exception. */
+ * as the key) and advances torch's generator by `draws` words (>= 2, pyth_rng_eager_draws's count for a
+ * program that samples). -1 with an exception. */
 int pyth_rng_begin(th_program *p, int64_t draws);
 /* torch.default_generator's state (a new reference), or NULL with an exception. */
 PyObject *pyth_rng_snapshot(void);

@@ -135,8 +135,8 @@ int pyth_rng_begin(th_program *p, int64_t draws) {
     memcpy(&w, bytes + ST_WORDS + 8 * i, sizeof w);
     m.s[i] = (uint32_t)w;
   }
-  uint32_t w0 = draws > 0 ? mt_draw(&m) : 0, w1 = draws > 1 ? mt_draw(&m) : 0;
-  mt_skip(&m, draws - (draws > 1 ? 2 : draws));
+  uint32_t w0 = mt_draw(&m), w1 = mt_draw(&m); /* draws >= 2: two words per sampled element */
+  mt_skip(&m, draws - 2);
   uint64_t key = splitmix64(((uint64_t)w1 << 32) | w0);
   for (int i = 0; i < MT_N; i++) {
     uint64_t w = m.s[i];
