@@ -1,5 +1,5 @@
 /* bench_fp8.c — the fp8 linear of the float8 transform against float32 and bfloat16 linears, on the
- * GPT-2 MLP shapes (issue 6):
+ * GPT-2 MLP shapes:
  *
  *   fc   x [2048, 768]  @ W [3072, 768]^T  + b [3072]
  *   proj x [2048, 3072] @ W [768, 3072]^T  + b [768]

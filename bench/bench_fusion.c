@@ -1,4 +1,4 @@
-/* bench_fusion.c — the fusion executor on issue 5's memory-bound workloads, next to the unfused
+/* bench_fusion.c — the fusion executor on memory-bound workloads, next to the unfused
  * executors and the machine's bandwidth floor, measured side by side in one run.
  *
  * Workloads (each written as trace text with ltorch-level ops, in f32 and bf16):
@@ -11,9 +11,9 @@
  * Rows per workload and dtype, interleaved (one of each per round, after one warm-up round):
  *   floor (copy)    an OpenMP copy of x into a buffer of the same size with ordinary stores (read once,
  *                   write once: the bytes any kernel of the workload must move, at the rate a STREAM copy
- *                   measures; the issue's floor), buffers allocated and touched beforehand
+ *                   measures; the floor the fusion targets use), buffers allocated and touched beforehand
  *   floor (stream)  the same copy with non-temporal stores (no read for ownership of the written lines:
- *                   the machine's physical floor; on this VM about half the copy floor)
+ *                   the machine's physical floor, below the copy floor)
  *   fused    th_program_run with executors --fused (default fuser,blas,eager)
  *   unfused  th_program_run with executors --unfused (default blas,eager: the eager executor's kernels)
  *   (either LIST may be "default": the library's default executors)

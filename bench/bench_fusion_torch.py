@@ -1,4 +1,4 @@
-"""PyTorch eager baseline for bench_fusion: the same memory-bound workloads (issue 5), f32 and bf16,
+"""PyTorch eager baseline for bench_fusion: the same memory-bound workloads, f32 and bf16,
 min / median / max ms over interleaved rounds, next to torch's own read-once/write-once floor
 (`out.copy_(x)` into a preallocated tensor of x's size, measured in the same rounds).
 

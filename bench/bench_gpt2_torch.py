@@ -2,7 +2,7 @@
 forward, min/median/max over N runs. Run with the project's .venv/bin/python and the same thread count:
   OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 .venv/bin/python bench/bench_gpt2_torch.py [iters] [--bf16-iters N]
     [--dtypes f32,bf16]
-(PyTorch 1.13's bf16 CPU kernels take ~20 s per forward on AVX2-only CPUs, hence the separate bf16 count.)
+(PyTorch 1.13's bf16 CPU kernels are very slow on AVX2-only CPUs, hence the separate bf16 count.)
 Each result is also printed as an "@gpt2 <dtype> torch min median max" line for bench/run_fusion.sh."""
 import argparse
 import math

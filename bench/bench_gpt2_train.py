@@ -1,4 +1,4 @@
-"""Issue 7's training benchmark: one GPT-2 block (examples/python/gpt2_module.py: nanoGPT's Block,
+"""The training benchmark: one GPT-2 block (examples/python/gpt2_module.py: nanoGPT's Block,
 B=8 T=256 n_embd=768 12 heads by default) forward + backward, thunder_c.jit(block) vs PyTorch
 eager, next to the GEMM floor measured in the same run.
 
@@ -20,7 +20,7 @@ this run. Forward GEMM FLOPs, M = B*T: qkv 2*M*C*3C, attention q@k^T 2*B*T*T*C, 
 (input and weight gradients), so forward + backward = 3x the forward's. The rate: torch.matmul on the
 MLP's first GEMM ([M, C] @ [C, 4C]), best of the rounds; for bf16 whichever of a bf16 and an f32
 torch.matmul is faster on this CPU (probed once at start: without AVX-512 BF16 / AMX, oneDNN 2.6 has
-no native bf16 matmul and PyTorch 1.13's bf16 CPU GEMM is ~15x slower than f32, so the f32 GEMM is the
+no native bf16 matmul and PyTorch 1.13's bf16 CPU GEMM is much slower than f32, so the f32 GEMM is the
 floor of the widening path thunder-c takes there).
 
 Run (never a timed test):
@@ -104,7 +104,7 @@ class Gemm:
 
 def pick_gemm(dname, M, C):
     """The GEMM the floor is measured with: f32 for f32; for bf16 the faster of bf16 and f32 torch.matmul,
-    probed on a small shape (the bf16 GEMM can be ~15x slower here, so never on the full one first)."""
+    probed on a small shape (the bf16 GEMM can be far slower here, so never on the full one first)."""
     f32 = Gemm(M, C, 4 * C, torch.float32)
     if dname == "f32":
         return f32, "torch.matmul f32"

@@ -44,7 +44,7 @@ order rotated every round (so drift hits every peer alike); min / median / max. 
 the ratio of minimums in parentheses: peer / floor, and peer / thunder-c (> 1: thunder-c is faster).
 
 Lightning Thunder 0.2.6 does not import beside torch 2.14 unmodified. Before `import thunder` this
-script sets the named-tensor methods torch removed and Thunder only lists in its op tables
+script sets the named-tensor methods torch 2.14 lacks and Thunder only lists in its op tables
 (torch.Tensor.align_as, align_to, has_names, refine_names, rename) to stand-ins that raise, and while
 thunder imports it makes torch.autograd.Function.apply a Python classmethod (Thunder's jit_ext reads
 `Function.apply.__func__`, which torch 2.14's C classmethod lacks); the original is restored right

@@ -54,7 +54,7 @@ def overhead(rounds, calls):
         jfn = thunder_c.jit(fn)
         torch.testing.assert_close(jfn(x, y), fn(x, y))
         jitted.append(jfn)
-    # warm up everything first (the first ~50k calls of a process run slower: allocator arenas, caches)
+    # warm up everything first (a process's first calls run slower: allocator arenas, caches)
     t_end = time.perf_counter() + 1.0
     while time.perf_counter() < t_end:
         for (name, fn), jfn in zip(cases, jitted):

@@ -1,5 +1,5 @@
 """Combines the "@" lines of bench_fusion, bench_fusion_torch.py, bench_gpt2 and bench_gpt2_torch.py
-(files given on the command line, in any order) into the markdown tables of issue 5's benchmark, with
+(files given on the command line, in any order) into the markdown tables of the fusion benchmark, with
 the targets checked. Used by bench/run_fusion.sh; standard library only.
 
   @row <workload> <dtype> <floor|floor_stream|fused|unfused|torch|torch_copy> <min> <median> <max> <bytes> <regions>
@@ -9,7 +9,7 @@ the targets checked. Used by bench/run_fusion.sh; standard library only.
 Ratios are of medians unless marked "(of mins)"."""
 import sys
 
-# issue 5's targets: fused / bandwidth floor, and PyTorch eager / fused where one is given
+# the fusion benchmark's targets: fused / bandwidth floor, and PyTorch eager / fused where one is given
 FLOOR_TARGET = {"gelu_tanh": 1.3, "bias_gelu": 1.5, "softmax": 1.5, "layer_norm": 1.5, "rms_norm": 1.5}
 TORCH_TARGET = {"gelu_tanh": 20.0}
 GPT2_FLOOR_TARGET, GPT2_TORCH_TARGET = 1.2, 1.5

@@ -19,6 +19,7 @@ done
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTHUNDER_WERROR=ON > /dev/null
 cmake --build build
+python3 scripts/check_layers.py --objects build
 ctest --test-dir build --output-on-failure -j "$jobs"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTHUNDER_WERROR=ON -DTHUNDER_SANITIZE=ON > /dev/null
 cmake --build build-asan

@@ -41,3 +41,26 @@ if(TARGET train_gpt)
   add_test(NAME example_train_gpt COMMAND train_gpt --steps 30 --batch 8 --check ${TH_TRAIN_TEXT})
   set_tests_properties(example_train_gpt PROPERTIES LABELS unit TIMEOUT 300)
 endif()
+
+# The static library, used through core's API only (tests/static/static_core_api.c: th_trace_call of
+# ltorch.neg, print, parse, verify): passes only if linking libthunder.a still pulls in the op table
+# (thunder_static's --undefined=th_ops_install, CMakeLists.txt). static_core_api links the CMake target;
+# static_core_api_pkgconfig installs the build into a scratch prefix and links with the installed
+# thunder.pc (`pkg-config --static`).
+add_executable(static_core_api ${CMAKE_CURRENT_SOURCE_DIR}/static/static_core_api.c)
+target_compile_options(static_core_api PRIVATE ${TH_WARN})
+target_link_libraries(static_core_api PRIVATE thunder_static)
+add_test(NAME static_core_api COMMAND static_core_api)
+set_tests_properties(static_core_api PROPERTIES LABELS unit TIMEOUT 60)
+if(PKG_CONFIG_EXECUTABLE)
+  set(TH_STATIC_PC_FLAGS "")
+  if(THUNDER_SANITIZE)
+    set(TH_STATIC_PC_FLAGS "-fsanitize=address,undefined")
+  endif()
+  add_test(NAME static_core_api_pkgconfig
+    COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR}
+      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/static_pkgconfig -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/static/static_core_api.c
+      -DCC=${CMAKE_C_COMPILER} -DPKG_CONFIG=${PKG_CONFIG_EXECUTABLE} "-DEXTRA_FLAGS=${TH_STATIC_PC_FLAGS}"
+      -P ${CMAKE_CURRENT_SOURCE_DIR}/static/pkgconfig_link.cmake)
+  set_tests_properties(static_core_api_pkgconfig PROPERTIES LABELS unit TIMEOUT 300)
+endif()

@@ -1,20 +1,25 @@
 /* thunder.c — the `thunder` command-line tool: check and run programs written in Thunder's trace format.
  *
  *   thunder run PROGRAM [--input NAME=FILE | --input FILE.safetensors]... [--random-inputs SEED]
- *               [--device cpu] [--executors fuser,blas,eager] [--output FILE] [--print-trace] [--quiet]
+ *               [--device cpu] [--executors fuser,blas,eager] [--output FILE] [--print-trace]
+ *               [--print-traces] [--quiet]
  *               [--autocast bf16|f16] [--float8]
  *               [--grad [--cotangents FILE]]
  *   thunder check PROGRAM [--autocast bf16|f16] [--float8] [--grad]
  *   thunder --help
  *
  * `run` parses and verifies the trace, binds each input (from a .npy file, a tensor of a .safetensors
- * file, or deterministic random values), compiles it for the CPU, runs it, prints summary statistics of
+ * file, or deterministic random values), compiles it for the CPU (th_program_compile: verify, DCE, CSE,
+ * the execution pass, the fuser, Delete Last Used; --print-traces prints each stage's trace after a
+ * `# stage: <name>` line, as thunder_c.last_traces lists them), runs it, prints summary statistics of
  * every output and optionally writes them (.npy: one output; .safetensors: all, named output0...).
  * --autocast applies the autocast transform (th_transform_autocast) to the parsed trace first; --float8
  * then the float8 training transform (th_transform_float8: every linear as dynamic per-tensor scaled
  * fp8 math with _scaled_mm, e4m3fn for inputs and weights).
  * --grad (last) differentiates: check prints the forward and backward traces of th_transform_grad; run
- * runs both, the backward with cotangents of ones (or --cotangents FILE), and prints the gradients.
+ * cleans the trace first (th_compile_prepare: verify, DCE, CSE), splits it with the grad transform,
+ * compiles both from the execution pass on, runs them, the backward with cotangents of ones (or
+ * --cotangents FILE), and prints the gradients.
  * Input dtypes and shapes come from the trace's argument comments and are checked against the files.
  * Exit status: 0 success, 1 user error (one line on stderr naming file, line, op and argument),
  * 2 bad usage. Output files are written atomically: a failure never leaves a partial file. */
@@ -54,6 +59,8 @@ static const char *usage_text =
     "  --output FILE          write the outputs: FILE.npy (a single output) or FILE.safetensors\n"
     "  --print-trace          also print the execution trace (torch-level ops decomposed into\n"
     "                         the prims the executors run) before running\n"
+    "  --print-traces         also print the trace of every compile stage (dce, cse, execution,\n"
+    "                         fuser, del_last_used), each after a `# stage: <name>` line\n"
     "  --quiet                do not print the input trace and output statistics\n"
     "  --grad                 also differentiate: run the forward and backward traces of the grad\n"
     "                         transform and print (with --output: write, as grad_<input>) the\n"
@@ -497,16 +504,36 @@ static bool load_cotangents(const char *prog, const th_trace *fwd, const char *p
   return ok;
 }
 
+/* --print-traces: one stage's trace after its `# stage: <prefix><name>` line. */
+static void print_stage(const char *prefix, const char *name, const th_trace *t) {
+  char *s = th_trace_print(t, -1);
+  if (s) printf("# stage: %s%s\n%s", prefix, name, s);
+  free(s);
+}
+
+/* --print-traces: the stages a program recorded. */
+static void print_program_stages(const char *prefix, const th_program *p) {
+  for (int i = 0; i < th_program_num_traces(p); i++) {
+    const char *name = NULL;
+    const th_trace *t = th_program_stage_trace(p, i, &name);
+    print_stage(prefix, name, t);
+  }
+}
+
 /* run --grad: forward, then backward with the cotangents; prints (and writes) outputs and gradients. */
 static int run_grad(const char *prog, const th_trace *tr, th_tensor **inputs, const th_compile_options *opts,
-                    const char *cot_path, const char *output, bool quiet, bool print_trace) {
+                    const char *cot_path, const char *output, bool quiet, bool print_trace, bool print_traces) {
   int rc = 1, nf = 0, nb = 0, nin = th_trace_num_inputs(tr), ns = 0, ncot = 0;
-  th_trace *fwd = NULL, *bwd = NULL;
+  th_trace *dce = NULL, *cse = NULL, *fwd = NULL, *bwd = NULL;
   th_program *pf = NULL, *pb = NULL;
   th_tensor **fo = NULL, **go = NULL, **bin = NULL;
   th_grad_layout L;
-  if (th_transform_grad(tr, NULL, &fwd, &bwd) != TH_OK || th_grad_forward_layout(fwd, &L) != TH_OK ||
-      th_program_compile(fwd, opts, &pf) != TH_OK || th_program_compile(bwd, opts, &pb) != TH_OK) {
+  /* verify, DCE and CSE before the split; each half from the execution pass on */
+  th_compile_options split = *opts;
+  split.skip_stages |= TH_COMPILE_SKIP_DCE | TH_COMPILE_SKIP_CSE;
+  if (th_compile_prepare(tr, opts, &dce, &cse) != TH_OK || th_transform_grad(cse, NULL, &fwd, &bwd) != TH_OK ||
+      th_grad_forward_layout(fwd, &L) != TH_OK || th_program_compile(fwd, &split, &pf) != TH_OK ||
+      th_program_compile(bwd, &split, &pb) != TH_OK) {
     fail(prog);
     goto done;
   }
@@ -521,6 +548,15 @@ static int run_grad(const char *prog, const th_trace *tr, th_tensor **inputs, co
     if (f && b) printf("%s# the execution traces: what the executors run\n%s\n%s", quiet ? "" : "\n", f, b);
     free(f);
     free(b);
+  }
+  if (print_traces) {
+    if (!quiet || print_trace) printf("\n");
+    print_stage("", "dce", dce);
+    print_stage("", "cse", cse);
+    print_stage("", "grad_forward", fwd);
+    print_program_stages("forward ", pf);
+    print_stage("", "grad_backward", bwd);
+    print_program_stages("backward ", pb);
   }
   if (th_program_run(pf, nin, inputs, &nf, &fo) != TH_OK) {
     fail(prog);
@@ -572,6 +608,8 @@ done:
   th_program_free(pb);
   th_trace_free(fwd);
   th_trace_free(bwd);
+  th_trace_free(dce);
+  th_trace_free(cse);
   return rc;
 }
 
@@ -644,7 +682,8 @@ static int cmd_check(int argc, char **argv) {
 static int cmd_run(int argc, char **argv) {
   const char *prog = NULL, *output = NULL, *executors = NULL, *cotangents = NULL;
   bool grad = false;
-  bool has_seed = false, print_trace = false, quiet = false, device_cpu = false, autocast = false, float8 = false;
+  bool has_seed = false, print_trace = false, print_traces = false, quiet = false, device_cpu = false;
+  bool autocast = false, float8 = false;
   th_dtype ac_dtype = TH_BF16;
   uint64_t seed = 0;
   binding binds[MAX_BINDINGS];
@@ -710,6 +749,8 @@ static int cmd_run(int argc, char **argv) {
         return usage_error("--cotangents must end in .npy or .safetensors, got '%s'", cotangents);
     } else if (!strcmp(a, "--print-trace")) {
       print_trace = true;
+    } else if (!strcmp(a, "--print-traces")) {
+      print_traces = true;
     } else if (!strcmp(a, "--quiet")) {
       quiet = true;
     } else if (a[0] == '-') {
@@ -782,7 +823,7 @@ static int cmd_run(int argc, char **argv) {
     opts.nexecutors = nexec;
   }
   if (grad) {
-    rc = run_grad(prog, tr, inputs, &opts, cotangents, output, quiet, print_trace);
+    rc = run_grad(prog, tr, inputs, &opts, cotangents, output, quiet, print_trace, print_traces);
     goto done;
   }
   if (th_program_compile(tr, &opts, &p) != TH_OK) {
@@ -798,6 +839,10 @@ static int cmd_run(int argc, char **argv) {
     char *s = th_trace_print(th_program_trace(p), -1);
     if (s) printf("%s# the execution trace: what the executors run\n%s", quiet ? "" : "\n", s);
     free(s);
+  }
+  if (print_traces) {
+    if (!quiet || print_trace) printf("\n");
+    print_program_stages("", p);
   }
   if (th_program_run(p, nin, inputs, &nout, &outs) != TH_OK) {
     fail(prog);

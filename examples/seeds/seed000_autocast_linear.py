@@ -1,5 +1,5 @@
-# Seed 000 (Lightning Thunder issue: torch.autocast broke for prims.linear): the final trace Thunder
-# printed before the regression, with both inputs converted to bf16 in a fusion region and a bf16
+# Seed 000 (Lightning Thunder: torch.autocast around prims.linear): the final trace Thunder prints
+# when autocast handles prims.linear, with both inputs converted to bf16 in a fusion region and a bf16
 # linear. Recorded for cuda:0; run on the CPU with:
 #   thunder run examples/seeds/seed000_autocast_linear.py --random-inputs 0 --device cpu
 

@@ -1,5 +1,6 @@
-# Seed 001 (Lightning Thunder #283: thunder.jit(autocast(h, bf16)) with h(a, b, c) = (a @ b) + c):
-# the first computation trace from the report, before the faulty proxy rename. Recorded for cuda:0:
+# Seed 001 (Lightning Thunder: thunder.jit(autocast(h, bf16)) with h(a, b, c) = (a @ b) + c): the
+# first computation trace Thunder records, ahead of its proxy rename that leaves the add reading a
+# stale float32 operand. Recorded for cuda:0:
 #   thunder run examples/seeds/seed001_autocast_matmul.py --random-inputs 0 --device cpu
 import thunder
 import thunder.core.dtypes as dtypes

@@ -12,7 +12,7 @@
  * optional checker) for one operator, registered or built-in (prims.mul, ltorch.gelu, ...). Name it in
  * th_compile_options.executors (with "blas" and "eager"); each top-level bsym goes to the first
  * executor in the list that implements its symbol and whose checker accepts the call. A torch-level op
- * nobody claims is replaced by its decomposition as before; a registered op has none, so if nobody
+ * nobody claims is replaced by its decomposition; a registered op has none, so if nobody
  * claims it compilation fails (TH_ERR_NOT_IMPLEMENTED, "Failed to find an executor for bound symbol
  * t0 = myex.f (executors: ...)").
  *

@@ -1,12 +1,18 @@
 /* thunder/jit.h — compiling a trace into an executable program and running it.
  *
- * th_program_compile runs the execution passes on a trace: each bound symbol is claimed by the first
- * executor in the list that implements it (BLAS for matmul/linear, then the eager executor, which
- * implements every prim); a torch-level op no executor claims is replaced by its decomposition and
- * tried again (Thunder's "Transform for execution"). The result is a flat program plus the execution
- * trace it came from, which prints like any trace. Running a program binds input tensors to the
- * trace's inputs in order, executes the steps and returns the outputs of the trace's return value
- * (flattened, in order). */
+ * th_program_compile runs the compile pipeline on a trace, one stage after the other:
+ *   verify -> Dead Code Elimination -> Common Subexpression Elimination -> Transform for execution
+ *   -> fuser (when listed) -> Delete Last Used
+ * Verification checks the trace; DCE and CSE clean it (th_transform_dce, th_transform_cse); the
+ * execution pass has each bound symbol claimed by the first executor in the list that implements it
+ * (BLAS for matmul/linear, then the eager executor, which implements every prim), a torch-level op no
+ * executor claims replaced by its decomposition and tried again (Thunder's "Transform for execution");
+ * the fuser groups fusible claimed bsyms into compiled fusion regions; Delete Last Used adds the `del`
+ * lines. The result is a flat program plus every stage's trace, which print like any trace. The
+ * Python frontend (thunder_c.jit) and the CLI (`thunder run`) compile through the same pipeline, so
+ * their stage traces are the same. Running a program binds input tensors to the trace's inputs in
+ * order, executes the steps and returns the outputs of the trace's return value (flattened, in
+ * order). */
 #ifndef THUNDER_JIT_H
 #define THUNDER_JIT_H
 
@@ -30,14 +36,15 @@ typedef struct th_compile_options {
    * — into fusion regions (`[t0, t1] = fusion0(a, b)` in th_program_trace): loop nests whose
    * intermediates never touch memory (softmax, layer_norm, rms_norm are one region each). All regions of
    * a program are one C translation unit, compiled with $CC (else cc) -O2 into one shared object and
-   * cached on disk in $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c); a cached program loads in
-   * well under a millisecond. On a cache miss the regions are compiled in parallel parts, one compiler
-   * process per CPU this process may use (THUNDER_FUSER_JOBS=1..8 overrides; another value fails the
-   * compile with TH_ERR_VALUE), then linked. The cache is bounded to THUNDER_CACHE_MAX_MB MiB (default
-   * 1024, 0: no bound; least recently used kernels go first; another value is TH_ERR_VALUE). Exact ops match the eager executor bit for bit; reductions and transcendental functions
-   * agree to a tolerance (docs/design.md, "Fuser"). Without a compiler, compiling a program that has a
-   * region fails with TH_ERR_NOT_IMPLEMENTED naming $CC (use {"blas", "eager"}, which runs everything).
-   * THUNDER_FUSER_STRATEGY=consecutive disables reordering. */
+   * cached on disk in $XDG_CACHE_HOME/thunder-c (else ~/.cache/thunder-c); a cached program loads
+   * without running the compiler. On a cache miss the regions are compiled in parallel parts, one
+   * compiler process per CPU this process may use (THUNDER_FUSER_JOBS=1..8 overrides; another value
+   * fails the compile with TH_ERR_VALUE), then linked. The cache is bounded to THUNDER_CACHE_MAX_MB
+   * MiB (default 1024, 0: no bound; least recently used kernels go first; another value is
+   * TH_ERR_VALUE). Exact ops match the eager executor bit for bit; reductions and transcendental
+   * functions agree to a tolerance (docs/design.md, "Fuser"). Without a compiler, compiling a program
+   * that has a region fails with TH_ERR_NOT_IMPLEMENTED naming $CC (use {"blas", "eager"}, which runs
+   * everything). THUNDER_FUSER_STRATEGY=consecutive disables reordering. */
   const char *const *executors;
   int nexecutors;
   /* Run on this device instead of the trace's (traces recorded for cuda:0 run on the CPU with
@@ -54,20 +61,45 @@ typedef struct th_compile_options {
    * compile with TH_ERR_IO ("fuser: dump_dir: cannot write 'd/f-0123456789ab.c': No such file or
    * directory"); for $THUNDER_DUMP_FUSIONS the compile goes on after one warning on stderr. */
   const char *dump_dir;
+  /* Stages of the pipeline to leave out: TH_COMPILE_SKIP_DCE and/or TH_COMPILE_SKIP_CSE (another bit is
+   * TH_ERR_VALUE); 0 = every stage. For traces already cleaned by th_compile_prepare and transformed
+   * since (the grad transform's forward and backward). */
+  unsigned skip_stages;
 } th_compile_options;
 
-/* Verifies `tr`, then builds the program. The trace is not modified and may be freed afterwards.
- * opts may be NULL (defaults). Errors: tr or out NULL (TH_ERR_VALUE); a value whose shape is not
+#define TH_COMPILE_SKIP_DCE 0x1u
+#define TH_COMPILE_SKIP_CSE 0x2u
+
+/* Runs the pipeline on `tr` (verify, DCE, CSE, execution pass, fuser, Delete Last Used; DCE and CSE
+ * unless opts->skip_stages leaves them out), then builds the program. The trace is not modified and may
+ * be freed afterwards. opts may be NULL (defaults). Errors: tr or out NULL (TH_ERR_VALUE); a value whose shape is not
  * bounded as th_trace_add_tensor_input requires (TH_ERR_VALUE: a parsed type comment such as
  * "cpu f32[99999999999, 99999999999]"); verifier errors (TH_ERR_VERIFY), a device that does not exist
  * (TH_ERR_DEVICE: "trace recorded for cuda:0, but this machine has no CUDA device; run with --device
  * cpu"), an op no executor can run (TH_ERR_NOT_IMPLEMENTED). */
 th_status th_program_compile(const th_trace *tr, const th_compile_options *opts, th_program **out);
 
+/* The stages of th_program_compile before the execution pass, for a frontend that transforms the
+ * cleaned trace before compiling it (the grad transform splits it into forward and backward, each then
+ * compiled with skip_stages = TH_COMPILE_SKIP_DCE | TH_COMPILE_SKIP_CSE): verifies tr as
+ * th_program_compile does (opts may be NULL: its device override is read), then *dce is its Dead Code
+ * Elimination trace and *cse that trace's Common Subexpression Elimination, both owned by the caller
+ * (th_trace_free); tr is unchanged. Errors: tr, dce or cse NULL (TH_ERR_VALUE), those of
+ * th_program_compile's verification, TH_ERR_NOMEM; *dce and *cse are NULL on error. */
+th_status th_compile_prepare(const th_trace *tr, const th_compile_options *opts, th_trace **dce, th_trace **cse);
+
 /* The execution trace: the "Transform for execution" trace (claimed bsyms) after Delete Last Used
  * (th_transform_del_last_used: `del` lines after last uses; provenance "Delete Last Used"), as
  * Thunder's final trace. Owned by the program (NULL for a NULL program). */
 const th_trace *th_program_trace(const th_program *p);
+
+/* The trace each stage of the pipeline made, in order: th_program_num_traces counts them (0 for NULL);
+ * th_program_stage_trace(p, i, &name) is the i-th (owned by the program; NULL, with *name NULL, when i
+ * is out of range) and sets *name (when stage_name is not NULL) to its stage's name: "dce", "cse",
+ * "execution", "fuser", "del_last_used", those of the stages that ran (no "fuser" without the fuser,
+ * no "dce"/"cse" when skip_stages leaves them out). The last is th_program_trace. */
+int th_program_num_traces(const th_program *p);
+const th_trace *th_program_stage_trace(const th_program *p, int i, const char **stage_name);
 
 /* The number of tensors th_program_run takes: one per trace input, except that a collection input (a
  * backward trace's saved_for_backward and cotangents, th_transform_grad) takes one per leaf: its items

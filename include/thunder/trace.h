@@ -135,10 +135,9 @@ th_status th_trace_set_return(th_trace *tr, th_arg ret);
 
 /* Like th_trace_set_return, and the return also carries `updated`: the final versions of the inputs
  * the trace updates in place (the outputs of their last prims.copy_ / prims.update_aliases), so that
- * every pass, sort and fusion keeps those updates before the return by data dependence (DESIGN.md,
- * "Effects and ordering"). They are not printed (`return t2`) and not outputs of the program. Each
- * must be a tensor value of this compilation (TH_ERR_VALUE otherwise; nupdated < 0, or updated NULL
- * with nupdated > 0, too). */
+ * every pass, sort and fusion keeps those updates before the return by data dependence. They are not
+ * printed (`return t2`) and not outputs of the program. Each must be a tensor value of this
+ * compilation (TH_ERR_VALUE otherwise; nupdated < 0, or updated NULL with nupdated > 0, too). */
 th_status th_trace_set_return_updated(th_trace *tr, th_arg ret, int nupdated, th_value *const *updated);
 
 /* Prints the trace in Thunder's format. print_depth -1 prints every subsymbol level (str(trace)),

@@ -95,7 +95,7 @@ th_float8_options th_float8_options_default(void);
  * the same dtype and shape. float64 linears and linears inside decompositions are left alone.
  * th_transform_grad differentiates the result as torchao's Float8Linear: the cotangent quantized to
  * float8_e5m2 (e4m3fn against an e5m2 operand), grad_input and grad_weight by _scaled_mm, scales
- * constant, casts straight-through (docs/design.md, "fp8"). opts NULL = th_float8_options_default(). Provenance "Float8 (took N
+ * constant, casts straight-through (docs/fp8.md). opts NULL = th_float8_options_default(). Provenance "Float8 (took N
  * milliseconds)". The caller owns *out (th_trace_free) and tr, which is unchanged. Errors: tr or out
  * NULL (TH_ERR_VALUE); a dtype that is not fp8, or both e5m2 (TH_ERR_VALUE: "float8: input_dtype and
  * weight_dtype cannot both be float8_e5m2 ..."); the filter's error; TH_ERR_NOMEM. *out is set only
@@ -151,7 +151,7 @@ typedef struct th_grad_options {
 th_status th_transform_grad(const th_trace *tr, const th_grad_options *opts, th_trace **fwd, th_trace **bwd);
 
 /* th_transform_grad with rematerialization chosen: rematerialize true is th_transform_grad; false saves
- * every forward value the backward reads and recomputes nothing (the traces as before
+ * every forward value the backward reads and recomputes nothing (the traces without
  * rematerialization: for measuring what it saves, th_grad_layout.saved_bytes, and for tests). A flag
  * in th_grad_options would make the positional initializers `{rg, n}` of existing callers trip
  * -Wmissing-field-initializers, hence a separate entry point. Errors: those of th_transform_grad. */

@@ -1,6 +1,7 @@
-/* bsym.c — IR helpers every layer above shares: a deep copy of a bound symbol into another trace's
- * arena, whether a bound symbol has an effect (what DCE, CSE and the fuser never drop, merge or move),
- * and the clock of provenance strings. Declared in core/ir.h. */
+/* bsym.c — IR helpers every layer above shares: the walkers over the values a bound symbol and a
+ * trace reference, a deep copy of a bound symbol into another trace's arena, whether a bound symbol
+ * has an effect (what DCE, CSE and the fuser never drop, merge or move), and the clock of provenance
+ * strings. Declared in core/ir.h. */
 #include <string.h>
 #include <time.h>
 
@@ -10,6 +11,33 @@ double th_pass_clock_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- walkers ---------------------------------------------------------------------------------- */
+
+void th_bsym_foreach_value(const th_bsym *b, unsigned what, void (*fn)(th_value *v, void *ctx), void *ctx) {
+  if (what & TH_BSYM_ARGS)
+    for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], fn, ctx);
+  if (what & TH_BSYM_KWARGS)
+    for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], fn, ctx);
+  if (what & TH_BSYM_OUT) th_arg_foreach_value(&b->out, fn, ctx);
+}
+
+static void id_bound_cb(th_value *v, void *ctx) {
+  uint32_t *m = ctx;
+  if (v && v->id + 1 > *m) *m = v->id + 1;
+}
+
+static void bsym_id_bound(const th_bsym *b, uint32_t *m) {
+  th_bsym_foreach_value(b, TH_BSYM_ALL, id_bound_cb, m);
+  for (int i = 0; i < b->nsubs; i++) bsym_id_bound(b->subs[i], m);
+}
+
+uint32_t th_trace_id_bound(const th_trace *tr) {
+  uint32_t m = 0;
+  for (int i = 0; i < tr->inputs.n; i++) id_bound_cb(tr->inputs.items[i], &m);
+  for (int i = 0; i < tr->bsyms.n; i++) bsym_id_bound(tr->bsyms.items[i], &m);
+  return m;
 }
 
 /* ---- deep copy of a bsym ---------------------------------------------------------------------- */

@@ -93,17 +93,14 @@ typedef struct th_schema {
   int nret; /* TUPLE: number of tensors */
 } th_schema;
 
-/* ---- symbols --------------------------------------------------------------------------------------- */
-typedef enum th_op_id {
-#define TH_PRIM(name, schema, tags, meta, cexpr) TH_OP_prims_##name,
-#define TH_TORCH(name, schema, tags, decomp, aliases) TH_OP_ltorch_##name,
-#include "ops/ops.def"
-#undef TH_PRIM
-#undef TH_TORCH
-  TH_OP_COUNT,
-  TH_OP_DYNAMIC = 100000, /* fusion regions and ops this build does not know (parsed executor ops) */
+/* ---- symbols ---------------------------------------------------------------------------------------
+ * A symbol's id: the ops layer numbers the rows of its built-in table 0, 1, ... (ops/ops.h generates
+ * TH_OP_prims_add, TH_OP_ltorch_add, ... from ops.def); the ids from TH_OP_DYNAMIC up are core's. */
+typedef int th_op_id;
+enum {
+  TH_OP_DYNAMIC = 100000,   /* fusion regions and ops this build does not know (parsed executor ops) */
   TH_OP_REGISTERED = 200000 /* ops registered at run time (th_op_register): TH_OP_REGISTERED + k */
-} th_op_id;
+};
 
 typedef struct th_symbol th_symbol;
 
@@ -112,18 +109,19 @@ typedef struct th_symbol th_symbol;
  * th_value_new_tensor; a decomposition calls other ops with th_call and returns their outputs. */
 typedef th_status (*th_impl_fn)(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out);
 
-/* An autocast rule (transforms/autocast.c; reference §5). While an autocast region is active
- * (th_trace_autocast_push), recording a symbol that has a rule at the trace's top level first calls
- * the rule with the symbol's bound arguments (one per schema parameter, defaults filled in; writable),
- * the region's dtype and its device type (only tensors on that device type are to be touched). The
- * rule records what it needs at the top level (typically prims.convert_element_type of some tensor
- * arguments, th_autocast_cast) and replaces those arguments with the results; the symbol is then
- * recorded with the rewritten arguments. Autocast is suspended while the rule runs (its own calls are
+/* An autocast rule. While an autocast region is active (th_trace_autocast_push),
+ * recording a symbol that has a rule at the trace's top level first calls the rule with the symbol's
+ * bound arguments (one per schema parameter, defaults filled in; writable), the region's dtype and its
+ * device type (only tensors on that device type are to be touched). The rule records what it needs at
+ * the top level (typically prims.convert_element_type of some tensor arguments, th_autocast_cast of
+ * ops/ops.h) and replaces those arguments with the results; the symbol is then recorded with the
+ * rewritten arguments. Autocast is suspended while the rule runs (its own calls are
  * not cast again) and inside every decomposition (the outer op's inputs are cast already). If the rule
  * or the op fails, everything the rule recorded is dropped (nothing is recorded on error).
- * A symbol's rule is its `autocast` field when set, else the built-in rule of its TH_TAG_AC_* tag
- * (th_autocast_rule): an op registered later (a user-defined executor's symbol) carries its own rule
- * by setting `autocast`, and may reuse th_autocast_rule_lower / _fp32 / _promote. */
+ * A symbol's rule is its `autocast` field when set, else the rule of its TH_TAG_AC_* tag that the ops
+ * layer installs with its table (th_autocast_rule): an op registered later (a user-defined executor's
+ * symbol) carries its own rule by setting `autocast`, and may reuse the ops layer's
+ * th_autocast_rule_lower / _fp32 / _promote. */
 typedef th_status (*th_autocast_fn)(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
                                     th_device_type device_type);
 
@@ -143,6 +141,38 @@ struct th_symbol {
   th_autocast_fn autocast; /* its own autocast rule, or NULL: the rule of its TH_TAG_AC_* tag, if any */
 };
 
+/* ---- the symbol table (core/symtab.c) ----------------------------------------------------------------
+ * Core defines no op. The ops layer installs its built-in table when the library is loaded
+ * (th_symtab_install) and adds the ops registered at run time (th_symtab_register); th_symbol_get and
+ * th_symbol_lookup read both. The few symbols core itself makes or reads (the statements the printer
+ * and parser spell as Python: return, del, comments, sequence unpacking; the shallow copy recording
+ * inserts) it finds by role, resolved by qualified name when the table is installed. */
+typedef enum th_sym_role {
+  TH_SYM_RETURN,          /* prims.python_return: `return x` */
+  TH_SYM_DEL,             /* prims.python_del: `del a, b` */
+  TH_SYM_COMMENT,         /* prims.comment: `# text` */
+  TH_SYM_UNPACK_SEQUENCE, /* prims.unpack_sequence: `C0, C1, = saved_for_backward` */
+  TH_SYM_SHALLOW_COPY,    /* prims.shallow_copy: what a decomposition returning its own input records */
+  TH_SYM_ROLE_COUNT
+} th_sym_role;
+
+/* What the ops layer installs: its table (syms[i].id == i), a function run once before the first
+ * lookup of a built-in symbol (it parses the schemas; may be NULL), and the autocast rule of symbols
+ * that carry a TH_TAG_AC_* tag and no rule of their own (may be NULL). The table lives for the
+ * process. The last installation wins; every role must name a symbol of the table. */
+typedef struct th_symtab_builtins {
+  const th_symbol *syms;
+  int n;
+  void (*prepare)(void);
+  th_autocast_fn tag_rule;
+} th_symtab_builtins;
+void th_symtab_install(const th_symtab_builtins *b);
+
+/* Adds a symbol made at run time (th_op_register); it lives for the process. Sets s->id to
+ * TH_OP_REGISTERED + k. TH_ERR_VALUE if a symbol of that qualified name is registered already,
+ * TH_ERR_NOMEM. Thread-safe. */
+th_status th_symtab_register(th_symbol *s);
+
 /* The descriptor of a built-in op (schema parsed), or of a registered op (id TH_OP_REGISTERED + k).
  * NULL for any other id. */
 const th_symbol *th_symbol_get(th_op_id id);
@@ -150,20 +180,16 @@ const th_symbol *th_symbol_get(th_op_id id);
  * bare name ("add" = ltorch.add if it exists, else prims.add), or the qualified name of an op
  * registered with th_op_register ("myex.fused_gelu_linear"). NULL if unknown. */
 const th_symbol *th_symbol_lookup(const char *name);
+/* The symbol of a role (schema parsed), or NULL while no table is installed. */
+const th_symbol *th_symbol_by_role(th_sym_role role);
+/* True if sym is (a copy of) the symbol of `role`; compares ids. */
+bool th_symbol_has_role(const th_symbol *sym, th_sym_role role);
+/* The same for a bound symbol (false without a symbol). */
+bool th_bsym_has_role(const th_bsym *b, th_sym_role role);
+/* The autocast rule recording applies to sym (see th_autocast_fn): sym->autocast, else the installed
+ * rule of the TH_TAG_AC_* tags when sym has one, else NULL. */
+th_autocast_fn th_autocast_rule(const th_symbol *sym);
 
-/* Parses a PyTorch-style schema "name(T a, T b=..., /, *, T c=...) -> Ret" into *out (parameters and
- * defaults allocated in `arena`). The rows of ops.def and registered ops share it. strict (registered
- * ops): the op and parameter names must be Python identifiers, parameter names unique, a positional
- * parameter without default may not follow one with a default, a None default needs an optional type,
- * and the return must be Tensor, Tensor[], (Tensor, ...) or None. Errors: TH_ERR_VALUE "invalid schema
- * '<text>': <what>". *name / *name_len (may be NULL) receive the op name before '('. */
-th_status th_schema_parse(const char *text, th_arena *arena, bool strict, th_schema *out, const char **name,
-                          size_t *name_len);
-
-/* The registry of ops added at run time (executors/registry.c): by qualified name, or by id
- * (TH_OP_REGISTERED + k). NULL if none. Thread-safe; a registered op lives for the process. */
-const th_symbol *th_registry_lookup(const char *qualname);
-const th_symbol *th_registry_symbol(th_op_id id);
 /* A symbol made at run time (fusion regions "fusion0", unknown executor ops from parsed text); it
  * takes any arguments and has no schema. Allocated in tr's arena. */
 th_symbol *th_symbol_new_dynamic(th_trace *tr, const char *name);
@@ -291,29 +317,34 @@ typedef th_value *(*th_value_map_fn)(th_value *v, void *ctx);
 th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx,
                         th_bsym **out);
 
+/* Which parts of a bound symbol th_bsym_foreach_value visits (a bit set). */
+enum {
+  TH_BSYM_ARGS = 1u << 0,   /* the arguments (schema symbols: one per parameter) */
+  TH_BSYM_KWARGS = 1u << 1, /* the keyword arguments (dynamic symbols) */
+  TH_BSYM_OUT = 1u << 2,    /* the outputs */
+  TH_BSYM_INPUTS = TH_BSYM_ARGS | TH_BSYM_KWARGS,
+  TH_BSYM_ALL = TH_BSYM_ARGS | TH_BSYM_KWARGS | TH_BSYM_OUT,
+};
+/* Calls fn on every value b references in the parts `what` names, in the order arguments, keyword
+ * arguments, outputs, each through nested sequences as th_arg_foreach_value; subsymbols are not
+ * visited. */
+void th_bsym_foreach_value(const th_bsym *b, unsigned what, void (*fn)(th_value *v, void *ctx), void *ctx);
+
+/* 1 + the largest value id among tr's inputs and every value its bsyms reference at any depth
+ * (arguments, keyword arguments, outputs, subsymbols included); 0 for an empty trace. Sizes the
+ * per-value arrays of passes indexed by value id. */
+uint32_t th_trace_id_bound(const th_trace *tr);
+
+/* Dead Code Elimination applied in place to tr's top-level bsym list (no new trace, no provenance;
+ * core/dce.c): a backward walk from the return keeps a bsym when one of its outputs is needed later or
+ * when it has an effect (th_bsym_has_effect); comments are kept, a del keeps only the values still
+ * defined (dropped when none is). Subsymbols are not touched. The pass that makes a new trace is the
+ * transforms layer's th_dce. */
+th_status th_dce_in_place(th_trace *tr);
+
 /* A monotonic clock in milliseconds, for the "(took N milliseconds)" of provenance strings:
  * N = (long)(th_pass_clock_ms() - start), floored as Thunder does. */
 double th_pass_clock_ms(void);
-
-/* ---- autocast (transforms/autocast.c) ---------------------------------------------------------------
- * The rule recording applies to `sym` (see th_autocast_fn): sym->autocast, else the built-in rule when
- * sym has a TH_TAG_AC_* tag, else NULL. The built-in rules, PyTorch AMP's policies:
- *   lower:   float16 / bfloat16 / float32 tensors -> the autocast dtype (TH_TAG_AC_LOWER);
- *   fp32:    float16 / bfloat16 tensors -> float32, unless an explicit `dtype` argument is given
- *            (TH_TAG_AC_FP32; TH_TAG_AC_FP32_CUDA in CUDA regions only);
- *   promote: float16 / bfloat16 / float32 tensors -> the widest of their dtypes (TH_TAG_AC_PROMOTE).
- * float64, integer, bool and fp8 tensors, numbers and tensors on another device type are left alone. */
-th_autocast_fn th_autocast_rule(const th_symbol *sym);
-th_status th_autocast_rule_lower(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
-                                 th_device_type device_type);
-th_status th_autocast_rule_fp32(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
-                                th_device_type device_type);
-th_status th_autocast_rule_promote(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
-                                   th_device_type device_type);
-/* Replaces every tensor in *a (a value, or a tuple/list of them, copied) that is on device_type and
- * whose dtype is in `from` (a bit set of 1u << th_dtype) and differs from `to` by a top-level
- * prims.convert_element_type(t, to). */
-th_status th_autocast_cast(th_trace *tr, th_arg *a, th_device_type device_type, unsigned from, th_dtype to);
 
 /* "cpu f32[2, 2]" / "int 4" / "float 3.0" / "bool True" — Thunder's type string. */
 void th_value_type_string(const th_value *v, char *buf, size_t n);

@@ -1,8 +1,8 @@
 /* parser.c — th_trace_parse: Thunder's printed trace format back into a trace.
  *
- * The input is the Python subset the printer writes (thunder-reference.md §2) and that Lightning
- * Thunder itself prints. It is read in two layers, as a tokenizer and a recursive-descent parser
- * whose functions are named after the grammar rules (chibicc style):
+ * The input is the Python subset the printer writes and that Lightning Thunder itself prints. It is
+ * read in two layers, as a tokenizer (lexer.c: lines and tokens) and a recursive-descent parser (this
+ * file) whose functions are named after the grammar rules (chibicc style):
  *
  *   trace      := header* "def" NAME "(" params ")" ":" body
  *   header     := blank | "# ..." | "import ..." | "from ... import ..." | "@..."
@@ -17,7 +17,7 @@
  *               | dtypes.X | torch.X | NAME (a value, or an object such as _torch_memory_format_0)
  *
  * Lines end at "\n", "\r\n" or a lone "\r" (Python's universal newlines); a UTF-8 byte order mark at
- * the start of the text is skipped. Lines that carry no IR are skipped: the provenance line, imports,
+ * the start of the text is skipped (lexer.h). Lines that carry no IR are skipped: the provenance line, imports,
  * decorators, blank lines and source-location comments ("# /path/file.py:1966: \t<source>").
  *
  * The input section is the run of comment lines right under the signature. There, a comment that
@@ -39,44 +39,18 @@
  * semantic errors (unknown op, arguments that do not bind) "file:line: message" with the line and caret.
  * Nothing here may crash on any input: every loop is bounded by the text, nesting is capped, and all
  * memory lives in the trace's arena or the parse's own arena. Time and memory are linear in the text:
- * names are looked up by hashing (the name map holds the parameters too), a string literal takes its
- * own length, token buffers are reused from line to line, and a line nested deeper than the nesting
- * limit is rejected while it is tokenized. */
+ * names are looked up by hashing (the name map holds the parameters too), and the lexer's costs are
+ * linear too (lexer.h). */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "core/ir.h"
+#include "core/lexer.h"
 #include "core/printer.h"
 
-#define MAX_NEST 64  /* expression nesting and subsymbol depth */
+#define MAX_NEST TH_LEX_MAX_NEST /* expression nesting and subsymbol depth */
 #define MAX_ITEMS 100000
-
-/* ---- lines ------------------------------------------------------------------------------------------ */
-
-typedef struct line {
-  const char *p; /* start of the line */
-  int len;       /* without the newline (and a trailing \r) */
-  int lineno;    /* 1-based */
-  int indent;    /* leading spaces */
-  bool blank;
-  bool comment; /* first non-space character is '#' */
-} line;
-
-/* ---- tokens ----------------------------------------------------------------------------------------- */
-
-typedef enum tk_kind { TK_NAME, TK_INT, TK_FLOAT, TK_STR, TK_PUNCT, TK_COMMENT, TK_EOF } tk_kind;
-
-typedef struct token {
-  tk_kind kind;
-  const char *p; /* text in the line */
-  int len;
-  int col; /* 1-based column in the line */
-  int64_t ival;
-  bool int_2p63; /* INT: the literal 9223372036854775808 (ival INT64_MIN), valid only negated */
-  double fval;
-  const char *sval; /* STR: decoded text (parse arena); COMMENT: text after '#' */
-} token;
 
 /* ---- the name map ----------------------------------------------------------------------------------- */
 
@@ -103,7 +77,7 @@ typedef struct vtype {
 } vtype;
 
 typedef struct parser {
-  const char *filename;
+  th_lexer lx;       /* the file name, the token buffers */
   th_arena *pa;      /* parse-local memory (tokens, map) */
   th_trace *tr;      /* the result */
   th_trace *scratch; /* names values in tr's session (see new_named_value) */
@@ -116,10 +90,8 @@ typedef struct parser {
   token *toks;
   int ntoks, pos;
   int depth;
-  /* token buffers, reused line after line: one per subsymbol depth (a statement's tokens outlive the
-   * parsing of its subsymbols) and one for trailing type comments; tlevel picks the one tokenize fills */
-  token *tokbuf[MAX_NEST + 2];
-  int tokcap[MAX_NEST + 2];
+  /* the lexer's token buffer tokenize fills: one per subsymbol depth (a statement's tokens outlive
+   * the parsing of its subsymbols) and TYPE_COMMENT_LEVEL for trailing type comments */
   int tlevel;
   /* the values of the last `a, b, = coll` line still waiting for their "# a: \"<type>\"" lines */
   th_value **pending;
@@ -130,51 +102,11 @@ typedef struct parser {
 
 /* ---- errors ----------------------------------------------------------------------------------------- */
 
-/* Appends the source line (a window of it when long) and a caret under col (1-based; 0 = none). */
-static void put_source(th_strbuf *sb, const line *ln, int col) {
-  if (!ln) return;
-  int start = 0, end = ln->len;
-  int c = col > 0 ? col - 1 : 0;
-  if (c > ln->len) c = ln->len;
-  if (end > 150) {
-    start = c > 60 ? c - 60 : 0;
-    end = start + 150 < ln->len ? start + 150 : ln->len;
-  }
-  th_sb_putc(sb, '\n');
-  if (start > 0) th_sb_puts(sb, "...");
-  for (int i = start; i < end; i++) {
-    unsigned char ch = (unsigned char)ln->p[i];
-    th_sb_putc(sb, ch == '\t' ? ' ' : (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch);
-  }
-  if (end < ln->len) th_sb_puts(sb, "...");
-  if (col <= 0) return;
-  th_sb_putc(sb, '\n');
-  for (int i = start > 0 ? start - 3 : 0; i < c; i++) th_sb_putc(sb, ' ');
-  th_sb_putc(sb, '^');
-}
-
-static th_status verror_at(parser *ps, const line *ln, int col, bool with_col, th_status code,
-                           const char *fmt, va_list ap) {
-  char msg[600];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  th_strbuf sb;
-  th_sb_init(&sb);
-  if (ln && with_col) th_sb_printf(&sb, "%s:%d:%d: %s", ps->filename, ln->lineno, col, msg);
-  else if (ln) th_sb_printf(&sb, "%s:%d: %s", ps->filename, ln->lineno, msg);
-  else th_sb_printf(&sb, "%s: %s", ps->filename, msg);
-  put_source(&sb, ln, col);
-  char *s = th_sb_take(&sb);
-  if (!s) return th_error(TH_ERR_NOMEM, "out of memory reporting a parse error");
-  th_error(code, "%s", s);
-  free(s);
-  return code;
-}
-
 /* A syntax error at (line, col): "file:line:col: msg", the line, a caret. */
 static th_status syntax_error(parser *ps, const line *ln, int col, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  th_status st = verror_at(ps, ln, col, true, TH_ERR_SYNTAX, fmt, ap);
+  th_status st = th_lex_verror(&ps->lx, ln, col, true, TH_ERR_SYNTAX, fmt, ap);
   va_end(ap);
   return st;
 }
@@ -183,7 +115,7 @@ static th_status syntax_error(parser *ps, const line *ln, int col, const char *f
 static th_status line_error(parser *ps, const line *ln, int col, th_status code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  th_status st = verror_at(ps, ln, col, false, code, fmt, ap);
+  th_status st = th_lex_verror(&ps->lx, ln, col, false, code, fmt, ap);
   va_end(ap);
   return st;
 }
@@ -191,209 +123,21 @@ static th_status line_error(parser *ps, const line *ln, int col, th_status code,
 static th_status error_tok(parser *ps, const token *t, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  th_status st = verror_at(ps, ps->ln, t->col, true, TH_ERR_SYNTAX, fmt, ap);
+  th_status st = th_lex_verror(&ps->lx, ps->ln, t->col, true, TH_ERR_SYNTAX, fmt, ap);
   va_end(ap);
   return st;
 }
 
-/* ---- tokenizer ---------------------------------------------------------------------------------------- */
+/* ---- tokens ----------------------------------------------------------------------------------------- */
 
-static bool is_ident_start(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static bool is_ident(int c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
-static bool is_digit(int c) { return c >= '0' && c <= '9'; }
-
-static th_status push_tok(parser *ps, token t) {
-  int lv = ps->tlevel;
-  if (ps->ntoks == ps->tokcap[lv]) {
-    int ncap = ps->tokcap[lv] ? ps->tokcap[lv] * 2 : 32;
-    token *nt = th_arena_alloc(ps->pa, sizeof(token) * (size_t)ncap);
-    if (!nt) return TH_ERR_NOMEM;
-    if (ps->ntoks) memcpy(nt, ps->toks, sizeof(token) * (size_t)ps->ntoks);
-    ps->tokbuf[lv] = ps->toks = nt;
-    ps->tokcap[lv] = ncap;
-  }
-  ps->toks[ps->ntoks++] = t;
-  return TH_OK;
-}
-
-static int hexval(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/* A Python string literal starting at s[i] (a quote). Decodes the common escapes. The closing quote
- * is found first, so the decoded text takes the literal's own length (not the rest of the line: a
- * line of many short strings must cost memory linear in its length). */
-static th_status read_string(parser *ps, const char *s, int n, int i, token *t) {
-  char q = s[i];
-  int end = i + 1;
-  while (end < n && s[end] != q) end += s[end] == '\\' ? 2 : 1;
-  if (end >= n) return syntax_error(ps, ps->ln, i + 1, "unterminated string literal");
-  /* decoded length <= raw length (end - i - 1) */
-  char *out = th_arena_alloc(ps->pa, (size_t)(end - i));
-  if (!out) return TH_ERR_NOMEM;
-  int j = i + 1;
-  int k = 0;
-  for (;;) {
-    char c = s[j];
-    if (c == q) break;
-    if (c != '\\') {
-      out[k++] = c;
-      j++;
-      continue;
-    }
-    char e = s[j + 1];
-    j += 2;
-    switch (e) {
-      case 'n': out[k++] = '\n'; break;
-      case 't': out[k++] = '\t'; break;
-      case 'r': out[k++] = '\r'; break;
-      case 'a': out[k++] = '\a'; break;
-      case 'b': out[k++] = '\b'; break;
-      case 'f': out[k++] = '\f'; break;
-      case 'v': out[k++] = '\v'; break;
-      case '\\': out[k++] = '\\'; break;
-      case '\'': out[k++] = '\''; break;
-      case '"': out[k++] = '"'; break;
-      case 'x': {
-        int h1 = j < n ? hexval((unsigned char)s[j]) : -1;
-        int h2 = j + 1 < n ? hexval((unsigned char)s[j + 1]) : -1;
-        if (h1 < 0 || h2 < 0) return syntax_error(ps, ps->ln, j - 1, "invalid \\x escape in string literal");
-        int v = h1 * 16 + h2;
-        if (v == 0) return syntax_error(ps, ps->ln, j - 1, "a NUL character in a string is not supported");
-        out[k++] = (char)v;
-        j += 2;
-        break;
-      }
-      default: /* Python keeps unknown escapes as written */
-        out[k++] = '\\';
-        out[k++] = e;
-    }
-  }
-  out[k] = 0;
-  t->kind = TK_STR;
-  t->sval = out;
-  t->len = j + 1 - i;
-  return TH_OK;
-}
-
-/* A number: digits [. digits] [e [+-] digits], or . digits ... */
-static th_status read_number(parser *ps, const char *s, int n, int i, token *t) {
-  int j = i;
-  bool is_float = false;
-  while (j < n && is_digit((unsigned char)s[j])) j++;
-  if (j < n && s[j] == '.') {
-    is_float = true;
-    j++;
-    while (j < n && is_digit((unsigned char)s[j])) j++;
-  }
-  if (j < n && (s[j] == 'e' || s[j] == 'E')) {
-    int k = j + 1;
-    if (k < n && (s[k] == '+' || s[k] == '-')) k++;
-    if (k < n && is_digit((unsigned char)s[k])) {
-      is_float = true;
-      j = k;
-      while (j < n && is_digit((unsigned char)s[j])) j++;
-    }
-  }
-  if (j < n && is_ident(s[j])) return syntax_error(ps, ps->ln, i + 1, "invalid number literal");
-  char buf[400];
-  if (j - i >= (int)sizeof buf) return syntax_error(ps, ps->ln, i + 1, "number literal too long");
-  memcpy(buf, s + i, (size_t)(j - i));
-  buf[j - i] = 0;
-  t->len = j - i;
-  errno = 0;
-  if (is_float) {
-    t->kind = TK_FLOAT;
-    t->fval = strtod(buf, NULL);
-  } else {
-    t->kind = TK_INT;
-    t->int_2p63 = false;
-    long long v = strtoll(buf, NULL, 10);
-    if (errno == ERANGE && !strcmp(buf, "9223372036854775808")) { /* -2**63 is printed as its negation */
-      t->int_2p63 = true;
-      v = INT64_MIN;
-    } else if (errno == ERANGE) {
-      return syntax_error(ps, ps->ln, i + 1, "integer literal %s does not fit in 64 bits", buf);
-    }
-    t->ival = v;
-  }
-  return TH_OK;
-}
-
-/* Tokenizes ps->ln from byte offset `from` to the end of the line into ps->toks (the token buffer of
- * level ps->tlevel, overwriting that level's previous line). */
+/* Tokenizes ps->ln from byte offset `from` to the end of the line into ps->toks (the lexer's token
+ * buffer of level ps->tlevel, overwriting that level's previous line). */
 static th_status tokenize(parser *ps, int from) {
-  const char *s = ps->ln->p;
-  int n = ps->ln->len;
-  ps->toks = ps->tokbuf[ps->tlevel];
-  ps->ntoks = 0;
   ps->pos = 0;
-  int i = from;
-  int brackets = 0;
-  while (i < n) {
-    char c = s[i];
-    if (c == ' ' || c == '\t') {
-      i++;
-      continue;
-    }
-    token t;
-    memset(&t, 0, sizeof t);
-    t.p = s + i;
-    t.col = i + 1;
-    if (c == '#') {
-      t.kind = TK_COMMENT;
-      t.sval = s + i + 1;
-      t.len = n - i;
-      TH_TRY(push_tok(ps, t));
-      i = n;
-      break;
-    }
-    if (is_ident_start((unsigned char)c)) {
-      int j = i;
-      while (j < n && is_ident((unsigned char)s[j])) j++;
-      t.kind = TK_NAME;
-      t.len = j - i;
-    } else if (is_digit((unsigned char)c) || (c == '.' && i + 1 < n && is_digit((unsigned char)s[i + 1]))) {
-      TH_TRY(read_number(ps, s, n, i, &t));
-    } else if (c == '\'' || c == '"') {
-      TH_TRY(read_string(ps, s, n, i, &t));
-    } else if (c == '.' && i + 2 < n && s[i + 1] == '.' && s[i + 2] == '.') {
-      t.kind = TK_PUNCT;
-      t.len = 3;
-    } else if (c == '*' && i + 1 < n && s[i + 1] == '*') {
-      t.kind = TK_PUNCT;
-      t.len = 2;
-    } else if (strchr("()[]{},:=.-+*@", c)) {
-      t.kind = TK_PUNCT;
-      t.len = 1;
-      /* Every bracket is one level of the recursive descent (a call's parentheses add one), so a line
-       * nested deeper than MAX_NEST + 1 brackets can only end in "nested too deeply": stop here, before
-       * the rest of the line is tokenized and parsed level by level. */
-      if (c == '(' || c == '[' || c == '{') {
-        if (++brackets > MAX_NEST + 1) return syntax_error(ps, ps->ln, i + 1, "expression nested too deeply");
-      } else if ((c == ')' || c == ']' || c == '}') && brackets > 0) {
-        brackets--;
-      }
-    } else {
-      unsigned char uc = (unsigned char)c;
-      if (uc >= 0x20 && uc < 0x7f) return syntax_error(ps, ps->ln, i + 1, "unexpected character '%c'", c);
-      return syntax_error(ps, ps->ln, i + 1, "unexpected character (byte 0x%02x)", uc);
-    }
-    TH_TRY(push_tok(ps, t));
-    i += t.len;
-  }
-  token eof;
-  memset(&eof, 0, sizeof eof);
-  eof.kind = TK_EOF;
-  eof.p = s + n;
-  eof.col = n + 1;
-  return push_tok(ps, eof);
+  return th_lex_line(&ps->lx, ps->ln, from, ps->tlevel, &ps->toks, &ps->ntoks);
 }
 
-/* ---- token helpers ------------------------------------------------------------------------------------- */
+static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 
 static token *peek(parser *ps) { return &ps->toks[ps->pos]; }
 static token *peek_at(parser *ps, int k) {
@@ -898,7 +642,7 @@ static th_status name_expr(parser *ps, th_arg *out) {
       buf[n - 1] = 0;
       if (th_dtype_parse(buf, &dt)) return (*out = th_arg_dtype(dt)), TH_OK;
     }
-    /* older Thunder printed "dtypes.thunder.dtypes.bfloat16" (#709): a module path of thunder / core /
+    /* some Thunder versions print "dtypes.thunder.dtypes.bfloat16": a module path of thunder / core /
      * dtypes / torch words before a dtype name */
     const char *last = strrchr(name, '.') + 1;
     bool module_words = true;
@@ -1287,7 +1031,7 @@ static th_status del_stmt(parser *ps, th_bsym **out) {
   th_arg *args;
   TH_TRY(alloc_items(ps, 1, &args));
   TH_TRY(seq_from(ps, TH_ARG_TUPLE, &l, &args[0]));
-  return make_bsym(ps, th_symbol_get(TH_OP_prims_python_del), 1, args, th_arg_none(), out);
+  return make_bsym(ps, th_symbol_by_role(TH_SYM_DEL), 1, args, th_arg_none(), out);
 }
 
 /* return [expr ("," expr)*] — several values become one tuple. */
@@ -1310,7 +1054,7 @@ static th_status return_stmt(parser *ps, th_bsym **out) {
     if (l.n == 1 && !comma) args[0] = l.items[0];
     else TH_TRY(seq_from(ps, TH_ARG_TUPLE, &l, &args[0]));
   }
-  return make_bsym(ps, th_symbol_get(TH_OP_prims_python_return), 2, args, th_arg_none(), out);
+  return make_bsym(ps, th_symbol_by_role(TH_SYM_RETURN), 2, args, th_arg_none(), out);
 }
 
 /* Binds a call to a schema symbol. Returns the status of th_schema_bind (message set). */
@@ -1419,7 +1163,7 @@ static th_status parse_stmt(parser *ps, int li, int content, block sub, int dept
     const char *text = th_arena_strndup(ps->tr->arena, ln->p + c, (size_t)(ln->len - c));
     if (!text) return TH_ERR_NOMEM;
     args[0] = th_arg_str(text);
-    return make_bsym(ps, th_symbol_get(TH_OP_prims_comment), 1, args, th_arg_none(), out);
+    return make_bsym(ps, th_symbol_by_role(TH_SYM_COMMENT), 1, args, th_arg_none(), out);
   }
   TH_TRY(tokenize(ps, content));
   token *first = peek(ps);
@@ -1716,39 +1460,8 @@ static th_status input_type(parser *ps, const line *ln, bool *typed, bool *match
   return TH_OK;
 }
 
-/* Splits the text into lines at "\n", "\r\n" and a lone "\r" (Python's universal newlines, so a file
- * with old Mac line endings is not one long line). */
-static th_status split_lines(parser *ps, const char *text) {
-  int n = 1;
-  for (const char *p = text; *p; p++) n += *p == '\n' || (*p == '\r' && p[1] != '\n');
-  ps->lines = th_arena_alloc(ps->pa, sizeof(line) * (size_t)n);
-  if (!ps->lines) return TH_ERR_NOMEM;
-  const char *p = text;
-  for (int k = 0; k < n; k++) {
-    line *ln = &ps->lines[k];
-    const char *e = p + strcspn(p, "\r\n");
-    ln->p = p;
-    ln->len = (int)(e - p);
-    ln->lineno = k + 1;
-    int i = 0;
-    while (i < ln->len && ln->p[i] == ' ') i++;
-    ln->indent = i;
-    int j = i;
-    while (j < ln->len && (ln->p[j] == ' ' || ln->p[j] == '\t' || ln->p[j] == '\f')) j++;
-    ln->blank = j == ln->len;
-    ln->comment = !ln->blank && ln->p[i] == '#';
-    if (!ln->blank && i < ln->len && ln->p[i] == '\t') {
-      ps->nlines = k + 1;
-      return syntax_error(ps, ln, i + 1, "tabs are not allowed in indentation");
-    }
-    p = e[0] == '\r' && e[1] == '\n' ? e + 2 : *e ? e + 1 : e;
-  }
-  ps->nlines = n;
-  return TH_OK;
-}
-
 static th_status parse_trace(parser *ps, const char *text) {
-  TH_TRY(split_lines(ps, text));
+  TH_TRY(th_lex_lines(&ps->lx, text, &ps->lines, &ps->nlines));
   /* header: provenance, imports, decorators */
   int i = 0;
   const char *provenance = NULL;
@@ -1856,7 +1569,7 @@ static th_status parse_trace(parser *ps, const char *text) {
     TH_TRY(parse_stmt(ps, i, ln->indent, (block){i + 1, last}, 0, &b));
     if (b) {
       TH_TRY(th_vec_push(ps->tr->arena, &ps->tr->bsyms, b));
-      if (b->sym->id == TH_OP_prims_python_return) ps->tr->has_return = true;
+      if (th_bsym_has_role(b, TH_SYM_RETURN)) ps->tr->has_return = true;
     }
     i = j;
   }
@@ -1892,11 +1605,9 @@ th_status th_trace_parse(const char *text, const char *filename, th_trace **out)
   if (!text || !out) return th_error(TH_ERR_VALUE, "th_trace_parse: text and out must not be NULL");
   parser ps;
   memset(&ps, 0, sizeof ps);
-  ps.filename = filename ? filename : "<trace>";
-  ps.pa = th_arena_new();
+  ps.lx.filename = filename ? filename : "<trace>";
+  ps.pa = ps.lx.pa = th_arena_new();
   if (!ps.pa) return TH_ERR_NOMEM;
-  /* a UTF-8 byte order mark (editors on Windows write one) is not part of the text */
-  if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3;
   th_status st = parse_trace(&ps, text);
   if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM) th_error(TH_ERR_NOMEM, "out of memory parsing a trace");
   th_trace_free(ps.scratch);

@@ -1,4 +1,4 @@
-/* printer.c — a trace as Lightning Thunder prints it (thunder-reference.md §2).
+/* printer.c — a trace as Lightning Thunder prints it (Thunder's trace printer: trace.python()).
  *
  * th_trace_print writes, in order: the provenance line ("# Constructed by ..."), the imports gathered
  * from the top-level bound symbols (sorted by module name, as Thunder does; `import torch` always),
@@ -11,7 +11,7 @@
  * where the arguments follow the symbol's schema (positional-or-keyword parameters positionally,
  * keyword-only ones as name=value), dynamic symbols (fusion regions, executor ops) print their bare
  * name, and the type comment appears only for a single proxy output. Constants print as Python's
- * str()/repr() would (§2.3): 1e-05, 448.0, float('inf'), 'none', dtypes.bfloat16,
+ * str()/repr() would: 1e-05, 448.0, float('inf'), 'none', dtypes.bfloat16,
  * devices.Device("cuda:0"), slice(1,None,2).
  *
  * Besides th_trace_print this file exports three helpers the parser, verifier and tests share,
@@ -210,8 +210,6 @@ void th_print_value_type(const th_value *v, char *buf, size_t n) {
 
 /* ---- one bound symbol ------------------------------------------------------------------------------ */
 
-static bool is_sym(const th_bsym *b, th_op_id id) { return b->sym && b->sym->id == id; }
-
 /* The values of a del: its argument(s), flattening one tuple/list level. */
 static void put_del(th_strbuf *sb, const th_bsym *b) {
   th_sb_puts(sb, "del ");
@@ -238,17 +236,17 @@ void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment) {
     th_sb_puts(sb, "<bsym without symbol>");
     return;
   }
-  if (is_sym(b, TH_OP_prims_python_return)) { /* the value; the updated inputs (args[1]) are not printed */
+  if (th_bsym_has_role(b, TH_SYM_RETURN)) { /* the value; the updated inputs (args[1]) are not printed */
     th_sb_puts(sb, "return ");
     if (b->nargs == 0) th_sb_puts(sb, "None");
     else put_arg(sb, &b->args[0]);
     return;
   }
-  if (is_sym(b, TH_OP_prims_python_del)) {
+  if (th_bsym_has_role(b, TH_SYM_DEL)) {
     put_del(sb, b);
     return;
   }
-  if (is_sym(b, TH_OP_prims_unpack_sequence)) { /* "C0, C1, = saved_for_backward" (Thunder's unpack_sequence) */
+  if (th_bsym_has_role(b, TH_SYM_UNPACK_SEQUENCE)) { /* "C0, C1, = saved_for_backward" (Thunder's unpack_sequence) */
     const th_arg *src = b->nargs > 0 ? &b->args[0] : NULL;
     if (b->out.kind == TH_ARG_TUPLE && b->out.u.seq.n == 0) {
       th_sb_puts(sb, "# ");
@@ -265,7 +263,7 @@ void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment) {
     if (src) put_arg(sb, src);
     return;
   }
-  if (is_sym(b, TH_OP_prims_comment)) {
+  if (th_bsym_has_role(b, TH_SYM_COMMENT)) {
     th_sb_puts(sb, "# ");
     if (b->nargs > 0 && b->args[0].kind == TH_ARG_STR && b->args[0].u.s) th_sb_puts(sb, b->args[0].u.s);
     return;
@@ -305,7 +303,7 @@ static void put_bsym(th_strbuf *sb, const th_bsym *b, int level, int print_depth
   if (level > 0) th_sb_puts(sb, "# ");
   th_print_bsym_line(sb, b, true);
   th_sb_putc(sb, '\n');
-  if (level == 0 && is_sym(b, TH_OP_prims_unpack_sequence) && b->out.kind == TH_ARG_TUPLE) {
+  if (level == 0 && th_bsym_has_role(b, TH_SYM_UNPACK_SEQUENCE) && b->out.kind == TH_ARG_TUPLE) {
     /* one type comment per unpacked value, as Thunder prints them ("# C0: \"Collection\"") */
     for (int i = 0; i < b->out.u.seq.n; i++) {
       const th_arg *o = &b->out.u.seq.items[i];

@@ -1,10 +1,9 @@
 /* printer.h — the printer's helpers shared with the parser, the verifier and the tests, and the IR
  * shapes the printer relies on (th_trace_print itself is public: include/thunder/trace.h).
  *
- * IR conventions. The printer writes what Lightning Thunder prints (thunder-reference.md §2) only when
- * bound symbols have the shapes below; the parser produces exactly these shapes, and transforms,
- * executors and passes that build bsyms by hand must produce them too, or their traces print (and so
- * round-trip) differently:
+ * IR conventions. The printer writes what Lightning Thunder prints only when bound symbols have the
+ * shapes below; the parser produces exactly these shapes, and transforms, executors and passes that
+ * build bsyms by hand must produce them too, or their traces print (and so round-trip) differently:
  *
  *   prims.python_del     nargs == 1, args[0] a TUPLE of VALUE args, one per deleted value, in order;
  *                        out NONE, no subsymbols. Prints "del a, b". (The printer also flattens one

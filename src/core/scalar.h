@@ -27,7 +27,7 @@
  *   int -> narrower int  the low bits (two's complement wrap);
  *   to f16/bf16/fp8      through float32 (double -> float -> format, as c10 does; int64 -> float first);
  *                        the fp8 stores are the plain casts (PyTorch's: e4m3fn saturates, e5m2 does not).
- * These were checked against torch 1.13 on x86-64 (tests/unit/test_dtype.c holds the spot values).
+ * These match torch 1.13 on x86-64 (tests/unit/test_dtype.c holds the spot values).
  * The subnormal branches of the encoders round with one float addition, as c10 does: they assume the
  * default rounding mode (nearest); FTZ/DAZ cannot change a result (every float32 subnormal rounds to 0). */
 #ifndef TH_SCALAR_H

@@ -352,7 +352,7 @@ th_bsym *th_unpack_sequence_new(th_trace *tr, th_value *c) {
   args[0] = th_arg_value(c);
   args[1] = th_arg_int(c->coll_n);
   for (int i = 0; i < c->coll_n; i++) items[i] = c->coll_items[i] ? th_arg_value(c->coll_items[i]) : th_arg_none();
-  return th_bsym_new(tr, th_symbol_get(TH_OP_prims_unpack_sequence), 2, args, th_arg_tuple(c->coll_n, items));
+  return th_bsym_new(tr, th_symbol_by_role(TH_SYM_UNPACK_SEQUENCE), 2, args, th_arg_tuple(c->coll_n, items));
 }
 
 th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
@@ -848,7 +848,7 @@ static th_status call_bound(th_trace *tr, const th_symbol *sym, th_arg *bound, t
     if (st == TH_OK && result.kind == TH_ARG_VALUE) {
       bool is_input = false;
       for (int i = 0; i < sym->schema.nparams; i++) is_input |= arg_mentions(&bound[i], result.u.value);
-      const th_symbol *sc = is_input ? th_symbol_lookup("prims.shallow_copy") : NULL;
+      const th_symbol *sc = is_input ? th_symbol_by_role(TH_SYM_SHALLOW_COPY) : NULL;
       if (is_input && sc) {
         th_arg in = result;
         st = th_call(tr, sc->id, 1, &in, &result);
@@ -893,7 +893,7 @@ th_status th_trace_add_comment(th_trace *tr, const char *text) {
   th_arg a = th_arg_str(text), out;
   th_vec *saved = tr->scope;
   tr->scope = &tr->bsyms;
-  th_status st = th_call_kw(tr, th_symbol_get(TH_OP_prims_comment), 1, &a, 0, NULL, NULL, &out);
+  th_status st = th_call_kw(tr, th_symbol_by_role(TH_SYM_COMMENT), 1, &a, 0, NULL, NULL, &out);
   tr->scope = saved;
   return st;
 }
@@ -958,7 +958,7 @@ th_status th_trace_set_return_updated(th_trace *tr, th_arg ret, int nupdated, th
   if (!args) return TH_ERR_NOMEM;
   args[0] = a;
   args[1] = u;
-  th_bsym *b = th_bsym_new(tr, th_symbol_get(TH_OP_prims_python_return), 2, args, th_arg_none());
+  th_bsym *b = th_bsym_new(tr, th_symbol_by_role(TH_SYM_RETURN), 2, args, th_arg_none());
   if (!b) return TH_ERR_NOMEM;
   TH_TRY(th_vec_push(tr->arena, &tr->bsyms, b));
   tr->has_return = true;
@@ -975,7 +975,7 @@ th_value *th_trace_input(const th_trace *tr, int i) {
 th_arg th_trace_output(const th_trace *tr) {
   for (int i = tr ? tr->bsyms.n - 1 : -1; i >= 0; i--) {
     const th_bsym *b = tr->bsyms.items[i];
-    if (b->sym->id == TH_OP_prims_python_return) return b->args[0];
+    if (th_bsym_has_role(b, TH_SYM_RETURN)) return b->args[0];
   }
   return th_arg_none();
 }

@@ -1,5 +1,5 @@
 /* verify.c — th_trace_verify: checks that a trace is a well-formed program whose recorded metadata
- * is what its ops' metas compute (DESIGN.md "verifier"; the check Thunder's check_trace lacked, #283).
+ * is what its ops' metas compute (Thunder's check_trace recomputes no metadata).
  *
  * Two passes over the top-level bound symbols and, recursively, their subsymbols:
  *   1. structure: RETURN present and last (top level); every value argument defined before use
@@ -280,8 +280,7 @@ static th_status check_subs_and_outputs(sctx *c, const th_bsym *b, int depth) {
   memset(&sub, 0, sizeof sub);
   sub.up = c->sc;
   sub.owner = b;
-  for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], define_arg, &sub);
-  for (int k = 0; k < b->nkwargs; k++) th_arg_foreach_value(&b->kwargs[k], define_arg, &sub);
+  th_bsym_foreach_value(b, TH_BSYM_INPUTS, define_arg, &sub);
   scope *saved = c->sc;
   c->sc = &sub;
   th_status st = sub.defs.oom ? th_error(TH_ERR_NOMEM, "out of memory verifying a trace")
@@ -307,14 +306,13 @@ static th_status check_scope(sctx *c, th_bsym *const *bsyms, int n, int depth) {
     const th_bsym *b = bsyms[i];
     if (!b || !b->sym) return fail(NULL, "a bound symbol without a symbol (at position %d)", i);
     c->b = b;
-    for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], check_use, c);
-    for (int k = 0; k < b->nkwargs; k++) th_arg_foreach_value(&b->kwargs[k], check_use, c);
+    th_bsym_foreach_value(b, TH_BSYM_INPUTS, check_use, c);
     TH_TRY(c->st);
-    if (b->sym->id == TH_OP_prims_python_del) {
-      for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], mark_deleted, c);
+    if (th_bsym_has_role(b, TH_SYM_DEL)) {
+      th_bsym_foreach_value(b, TH_BSYM_ARGS, mark_deleted, c);
       continue;
     }
-    if (b->sym->id == TH_OP_prims_unpack_sequence) TH_TRY(check_unpack(b));
+    if (th_bsym_has_role(b, TH_SYM_UNPACK_SEQUENCE)) TH_TRY(check_unpack(b));
     if (b->nsubs) {
       if (!b->subs) return fail(b, "has %d subsymbols but no subsymbol list", b->nsubs);
       TH_TRY(check_subs_and_outputs(c, b, depth));
@@ -332,7 +330,7 @@ static th_status check_structure(const th_trace *tr) {
   th_bsym *const *bs = (th_bsym *const *)tr->bsyms.items;
   int ret = -1;
   for (int i = 0; i < n; i++)
-    if (bs[i] && bs[i]->sym && bs[i]->sym->id == TH_OP_prims_python_return) {
+    if (bs[i] && th_bsym_has_role(bs[i], TH_SYM_RETURN)) {
       ret = i;
       break;
     }

@@ -495,7 +495,7 @@ static th_status matmul_batched(th_tensor *x, th_tensor *y, th_tensor *out) {
   operand w = {y, false, V_MAT, {{0}, {0}}};
   int64_t b, bs, n0 = out->ndim ? out->shape[0] : 1;
   /* Worth it only for a few large calls: oneDNN costs a few microseconds per call, so [20000, 2, 4, 4]
-   * is faster as one copy and one call. 2^20 multiply-adds per call: ~20 us at this CPU's GEMM rate. */
+   * is faster as one copy and one call; 2^20 multiply-adds per call outweigh that cost many times. */
   int64_t macs = n0 ? th_tensor_numel(out) / n0 * x->shape[x->ndim - 1] : 0;
   bool split = x->ndim >= 4 && x->ndim == y->ndim && x->ndim == out->ndim && (x->dtype != TH_BF16 || bf16_native) &&
                (!collapse(x, 0, x->ndim - 2, &b, &bs) || !collapse(y, 0, y->ndim - 2, &b, &bs)) && n0 <= 256 &&

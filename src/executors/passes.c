@@ -23,7 +23,6 @@
 #include "executors/fuser/fuser.h"
 #include "executors/passes.h"
 #include "ops/torch/torch_util.h"
-#include "transforms/transforms.h"
 
 typedef struct {
   th_trace *out;

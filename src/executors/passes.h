@@ -1,10 +1,11 @@
-/* passes.h — the execution passes: claiming bound symbols for executors (Thunder's "Transform for
- * execution"). Later: fusion. */
+/* passes.h — the execution pass: claiming bound symbols for executors (Thunder's "Transform for
+ * execution"). Fusion runs after it, as its own pass (th_fuser_pass, executors/fuser/fuser.h). */
 #ifndef TH_PASSES_H
 #define TH_PASSES_H
 
 #include "core/ir.h"
 #include "executors/kernel.h"
+#include "ops/ops.h"
 
 /* Transform for execution (Thunder's _transform_for_operator_executor_execution + dce): walks tr's
  * top-level bsyms in order; the first executor of `execs` (priority order) whose impl table has the

@@ -9,6 +9,7 @@
 #define TH_META_UTIL_H
 
 #include "core/ir.h"
+#include "ops/ops.h"
 
 /* ---- argument kinds ------------------------------------------------------------------------------- */
 

@@ -1,14 +1,16 @@
-/* ops.c — the op table: the descriptors generated from ops.def, schema parsing and symbol lookup.
+/* ops.c — the op table: the descriptors generated from ops.def, schema parsing, and the public view of
+ * the table (thunder/trace.h th_op_*).
  *
- * The table is built once (thread-safe, call_once): each row's schema string is parsed into a
- * th_schema so the binder, printer and parser all read one definition. Aliases map the names that
- * Thunder's printed traces use ("torch.nn.functional.linear", "Tensor.to") to our symbols. */
+ * The table is installed into core's symbol table when the library is loaded (th_ops_install), which is
+ * where lookup by id, qualified name, alias ("torch.nn.functional.linear", "Tensor.to") and bare name
+ * happens. Its schemas are parsed once, before the first lookup (core runs build_table under
+ * call_once): each row's schema string becomes a th_schema so the binder, printer and parser all read
+ * one definition. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 
 #include "ops/ops_internal.h"
 
@@ -22,7 +24,6 @@ static th_symbol table[TH_OP_COUNT + 1] = {
 #undef TH_TORCH
 };
 
-static once_flag table_once = ONCE_FLAG_INIT;
 static th_arena *schema_arena; /* lives for the process */
 
 /* ---- schema parsing ------------------------------------------------------------------------------
@@ -251,49 +252,9 @@ static void build_table(void) {
   for (int i = 0; i < TH_OP_COUNT; i++) parse_schema(&table[i]);
 }
 
-const th_symbol *th_symbol_get(th_op_id id) {
-  if ((int)id >= TH_OP_REGISTERED) return th_registry_symbol(id);
-  if ((int)id < 0 || id >= TH_OP_COUNT) return NULL;
-  call_once(&table_once, build_table);
-  return &table[id];
-}
-
-static bool alias_matches(const char *aliases, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = aliases; p && *p;) {
-    const char *bar = strchr(p, '|');
-    size_t len = bar ? (size_t)(bar - p) : strlen(p);
-    if (len == n && !strncmp(p, name, n)) return true;
-    p = bar ? bar + 1 : NULL;
-  }
-  return false;
-}
-
-const th_symbol *th_symbol_lookup(const char *name) {
-  call_once(&table_once, build_table);
-  const th_symbol *bare_prim = NULL;
-  for (int i = 0; i < TH_OP_COUNT; i++) {
-    const th_symbol *s = &table[i];
-    if (!strcmp(s->qualname, name)) return s;
-    if (!strcmp(s->name, name)) {
-      if (!s->is_prim) return s;
-      bare_prim = s;
-    }
-  }
-  for (int i = 0; i < TH_OP_COUNT; i++)
-    if (table[i].aliases && alias_matches(table[i].aliases, name)) return &table[i];
-  if (bare_prim) return bare_prim;
-  return strchr(name, '.') ? th_registry_lookup(name) : NULL; /* registered ops: qualified names only */
-}
-
-th_symbol *th_symbol_new_dynamic(th_trace *tr, const char *name) {
-  th_symbol *s = th_arena_alloc(tr->arena, sizeof *s);
-  if (!s) return NULL;
-  s->id = TH_OP_DYNAMIC;
-  s->name = s->qualname = th_arena_strdup(tr->arena, name);
-  s->schema_text = "";
-  s->schema.ret = TH_RT_ANY;
-  return s->name ? s : NULL;
+__attribute__((constructor)) void th_ops_install(void) {
+  static const th_symtab_builtins builtins = {table, TH_OP_COUNT, build_table, th_autocast_tag_rule};
+  th_symtab_install(&builtins);
 }
 
 /* ---- the public op table (thunder/trace.h) ------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #define TH_OPS_INTERNAL_H
 
 #include "core/ir.h"
+#include "ops/ops.h"
 
 #define TH_PRIM(name, schema, tags, meta, cexpr) \
   th_status meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out);

@@ -1,13 +1,13 @@
-/* execute.c — compiling a trace into a program and running it (thunder/jit.h), and the run-time
- * environment kernels see (executors/kernel.h).
+/* execute.c — programs (thunder/jit.h): building one from a claimed execution trace, and running it, with
+ * the run-time environment kernels see (runtime/kernel.h). The compile pipeline that makes the
+ * execution trace is the compile layer's (src/compile/pipeline.c).
  *
- * Compile: verify the trace, check its devices, run the execution transform (every bsym claimed by an
- * executor) and Delete Last Used (the execution trace gets Thunder's `del` lines; they are utility
- * bsyms, not steps), then lay the execution trace out flat:
+ * Build (th_program_build) lays the execution trace out flat:
  *   - every value met at the top level gets a slot; slot_of[value id] -> slot index (ids are dense
  *     within a compilation, so this is one array);
- *   - one step per claimed bsym: its kernel, the bsym, the output slots the kernel must fill, and the
- *     slots whose last use is this step (released right after it);
+ *   - one step per claimed bsym (the `del` lines of Delete Last Used are utility bsyms, not steps): its
+ *     kernel, the bsym, the output slots the kernel must fill, and the slots whose last use is this step
+ *     (released right after it);
  *   - the output plan: the return value flattened in order (tuple/list/dict items), each entry a slot,
  *     a constant number (becomes a 0-dim tensor) or None (a NULL entry).
  * Run: check and bind the inputs, run the steps, release intermediates after their last use, collect
@@ -29,18 +29,12 @@
 #include <string.h>
 #include <threads.h>
 
-#include "executors/kernel.h"
-#include "thunder/jit.h"
-#include "executors/passes.h"
-#include "executors/fuser/fuser.h"
+#include "runtime/kernel.h"
 #include "runtime/program.h"
-#include "transforms/transforms.h"
+#include "thunder/jit.h"
 
 /* Exported for the unit test (known-answer vectors); the generator behind th_rt_random4. */
 void th_rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-
-static int threads_enter(void);
-static void threads_restore(int had);
 
 typedef struct th_step {
   th_rt_kernel_fn kernel;
@@ -64,9 +58,15 @@ typedef struct th_out {
   int64_t i;
 } th_out;
 
+#define MAX_STAGES 8
+
 struct th_program {
-  th_trace *trace;      /* the execution trace (owned) */
-  th_fuser_set *fusions; /* the fuser's compiled regions (owned), or NULL */
+  const th_trace *trace; /* the execution trace: the last of traces */
+  int ntraces;           /* the compile stages' traces (owned), in order, and their names */
+  th_trace *traces[MAX_STAGES];
+  const char *stage_names[MAX_STAGES];
+  void *resources;       /* what the steps' data point into (owned: the fuser's compiled regions), or NULL */
+  void (*resources_free)(void *resources);
   th_arena *arena;      /* everything below */
   int nsteps;
   th_step *steps;
@@ -343,104 +343,7 @@ int th_program_num_random_ops(const th_program *p) {
   return n;
 }
 
-/* ---- compile: executors and devices ------------------------------------------------------------ */
-
-static const char *const default_executors[] = {"fuser", "blas", "eager"};
-
-static const th_executor_desc *builtin_executor(const char *name) {
-  if (!strcmp(name, th_blas_executor.name)) return &th_blas_executor;
-  if (!strcmp(name, th_eager_executor.name)) return &th_eager_executor;
-  if (!strcmp(name, th_fuser_executor.name)) return &th_fuser_executor;
-  return NULL;
-}
-
-typedef struct {
-  th_device dev;
-  bool found;
-} dev_ctx;
-
-static void dev_cb(th_value *v, void *p) {
-  dev_ctx *c = p;
-  if (!c->found && v->is_tensor && v->device.type != TH_CPU) {
-    c->dev = v->device;
-    c->found = true;
-  }
-}
-
-static void arg_devices(const th_arg *a, dev_ctx *c) {
-  if (a->kind == TH_ARG_DEVICE && a->u.device.type != TH_CPU && !c->found) {
-    c->dev = a->u.device;
-    c->found = true;
-  } else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT) {
-    for (int i = 0; i < a->u.seq.n; i++) arg_devices(&a->u.seq.items[i], c);
-  } else {
-    th_arg_foreach_value(a, dev_cb, c);
-  }
-}
-
-/* Only the CPU exists in this build: a trace recorded for another device runs only with an override
- * to the CPU. */
-static th_status check_devices(const th_trace *tr, const th_compile_options *o) {
-  char buf[32];
-  if (o->has_device_override) {
-    if (o->device_override.type == TH_CPU) return TH_OK;
-    th_device_str(o->device_override, buf, sizeof buf);
-    if (o->device_override.type == TH_CUDA)
-      return th_error(TH_ERR_DEVICE, "device %s requested, but this machine has no CUDA device; run it "
-                      "on the CPU with --device cpu", buf);
-    return th_error(TH_ERR_DEVICE, "cannot run on device %s; run it on the CPU with --device cpu", buf);
-  }
-  dev_ctx c = {{TH_CPU, 0}, false};
-  for (int i = 0; i < tr->inputs.n; i++) dev_cb(tr->inputs.items[i], &c);
-  for (int i = 0; i < tr->bsyms.n && !c.found; i++) {
-    const th_bsym *b = tr->bsyms.items[i];
-    for (int j = 0; j < b->nargs; j++) arg_devices(&b->args[j], &c);
-    for (int j = 0; j < b->nkwargs; j++) arg_devices(&b->kwargs[j], &c);
-    arg_devices(&b->out, &c);
-  }
-  if (!c.found) return TH_OK;
-  th_device_str(c.dev, buf, sizeof buf);
-  if (c.dev.type == TH_CUDA)
-    return th_error(TH_ERR_DEVICE, "trace recorded for %s, but this machine has no CUDA device; run it "
-                    "on the CPU with --device cpu (CLI) or th_compile_options.device_override (C); from "
-                    "Python, keep the tensors on the CPU (no .to(\"cuda\") or device=\"cuda\" in the function)",
-                    buf);
-  return th_error(TH_ERR_DEVICE, "trace recorded for %s, which cannot run; run it on the CPU with "
-                  "--device cpu (CLI) or th_compile_options.device_override (C); from Python, keep the "
-                  "tensors on the CPU", buf);
-}
-
-/* Every value of the trace satisfies th_value_check (a parsed trace's type comments are written into its
- * values without it), so no kernel sees a shape whose sizes overflow int64. */
-typedef struct {
-  th_status st;
-} vcheck_ctx;
-
-static void vcheck_cb(th_value *v, void *p) {
-  vcheck_ctx *c = p;
-  if (c->st != TH_OK) return;
-  char who[96];
-  snprintf(who, sizeof who, "value %s", v && v->name ? v->name : "?");
-  c->st = th_value_check(v, who);
-}
-
-static th_status check_bsym_values(const th_bsym *b, vcheck_ctx *c, int depth) {
-  if (depth > 64) return TH_OK; /* the parser and the verifier bound the nesting far below this */
-  for (int j = 0; j < b->nargs && c->st == TH_OK; j++) th_arg_foreach_value(&b->args[j], vcheck_cb, c);
-  for (int j = 0; j < b->nkwargs && c->st == TH_OK; j++) th_arg_foreach_value(&b->kwargs[j], vcheck_cb, c);
-  if (c->st == TH_OK) th_arg_foreach_value(&b->out, vcheck_cb, c);
-  for (int k = 0; k < b->nsubs && c->st == TH_OK; k++) check_bsym_values(b->subs[k], c, depth + 1);
-  return c->st;
-}
-
-static th_status check_values(const th_trace *tr) {
-  vcheck_ctx c = {TH_OK};
-  for (int i = 0; i < tr->inputs.n && c.st == TH_OK; i++) vcheck_cb(tr->inputs.items[i], &c);
-  for (int i = 0; i < tr->bsyms.n && c.st == TH_OK; i++) check_bsym_values(tr->bsyms.items[i], &c, 0);
-  return c.st;
-}
-
-/* ---- compile: the flat program ---------------------------------------------------------------- */
+/* ---- build: the flat program -------------------------------------------------------------------- */
 
 typedef struct {
   th_program *p;
@@ -456,11 +359,6 @@ static void assign_cb(th_value *v, void *p) {
     pr->slot_value[pr->nslots] = v;
     pr->slot_of[v->id] = pr->nslots++;
   }
-}
-
-static void max_id_cb(th_value *v, void *p) {
-  uint32_t *m = p;
-  if (v->id + 1 > *m) *m = v->id + 1;
 }
 
 static void count_cb(th_value *v, void *p) {
@@ -487,13 +385,13 @@ static void out_cb(th_value *v, void *p) {
   c->is_out[c->p->slot_of[v->id]] = true;
 }
 
-static void bsym_foreach(const th_bsym *b, bool outs, void (*fn)(th_value *, void *), void *ctx) {
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], fn, ctx);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], fn, ctx);
-  if (outs) th_arg_foreach_value(&b->out, fn, ctx);
-}
-
 static bool is_step(const th_bsym *b) { return !(b->sym->tags & TH_TAG_UTILITY); }
+
+/* A bsym whose values get slots: everything but `del` and comments (they define nothing and their
+ * values, if any, have slots already). */
+static bool has_slots(const th_bsym *b) {
+  return !th_bsym_has_role(b, TH_SYM_DEL) && !th_bsym_has_role(b, TH_SYM_COMMENT);
+}
 
 /* Counts (outs == NULL) or fills the output plan for return value a. */
 static void plan_outputs(th_program *p, const th_arg *a, th_out *outs, int *n) {
@@ -526,12 +424,6 @@ static void plan_outputs(th_program *p, const th_arg *a, th_out *outs, int *n) {
   ++*n;
 }
 
-static const th_operator_impl *find_impl(const th_executor_desc *e, th_op_id id) {
-  for (int i = 0; i < e->nimpls; i++)
-    if (e->impls[i].op == id) return &e->impls[i];
-  return NULL;
-}
-
 #define ALLOC(p, n, T) ((T *)th_arena_alloc((p)->arena, sizeof(T) * (size_t)((n) ? (n) : 1)))
 
 /* The run-time inputs of trace input v: v itself (a tensor or number), or the leaves of a collection
@@ -548,7 +440,7 @@ static th_status input_leaves(const th_value *v, const th_value **out, int *n, i
   return TH_OK;
 }
 
-static th_status build(th_program *p, const th_executor_desc *const *execs, int nexecs) {
+static th_status build(th_program *p, const th_rt_claim *claims, int nclaims) {
   const th_trace *et = p->trace;
   th_bsym *const *bs = (th_bsym *const *)et->bsyms.items;
   int nb = et->bsyms.n;
@@ -562,17 +454,12 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
   for (int i = 0; i < et->inputs.n; i++) TH_TRY(input_leaves(et->inputs.items[i], p->input_value, &p->ninputs, 0));
 
   /* slots */
-  uint32_t nids = 0;
-  int nvals = 0;
-  for (int i = 0; i < et->inputs.n; i++) max_id_cb(et->inputs.items[i], &nids);
+  uint32_t nids = th_trace_id_bound(et); /* the leaves of collection inputs may be referenced nowhere else */
   for (int i = 0; i < p->ninputs; i++)
-    if (p->input_value[i]) max_id_cb((th_value *)p->input_value[i], &nids);
-  nvals += et->inputs.n + p->ninputs;
-  for (int i = 0; i < nb; i++) {
-    if (bs[i]->sym->id == TH_OP_prims_python_del || bs[i]->sym->id == TH_OP_prims_comment) continue;
-    bsym_foreach(bs[i], true, max_id_cb, &nids);
-    bsym_foreach(bs[i], true, count_cb, &nvals);
-  }
+    if (p->input_value[i] && p->input_value[i]->id + 1 > nids) nids = p->input_value[i]->id + 1;
+  int nvals = et->inputs.n + p->ninputs;
+  for (int i = 0; i < nb; i++)
+    if (has_slots(bs[i])) th_bsym_foreach_value(bs[i], TH_BSYM_ALL, count_cb, &nvals);
   p->nids = nids;
   p->slot_of = ALLOC(p, nids, int32_t);
   p->slot_value = ALLOC(p, nvals, const th_value *);
@@ -583,36 +470,27 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
   for (int i = 0; i < et->inputs.n; i++) assign_cb(et->inputs.items[i], p);
   for (int i = 0; i < p->ninputs; i++) p->input_slot[i] = p->input_value[i] ? p->slot_of[p->input_value[i]->id] : -1;
   for (int i = 0; i < nb; i++)
-    if (bs[i]->sym->id != TH_OP_prims_python_del && bs[i]->sym->id != TH_OP_prims_comment)
-      bsym_foreach(bs[i], true, assign_cb, p);
+    if (has_slots(bs[i])) th_bsym_foreach_value(bs[i], TH_BSYM_ALL, assign_cb, p);
   p->slots = ALLOC(p, p->nslots, th_tensor *);
   if (!p->slots) return TH_ERR_NOMEM;
 
-  /* steps and kernels */
+  /* steps: one per claim */
   int nsteps = 0;
   for (int i = 0; i < nb; i++) nsteps += is_step(bs[i]);
+  if (nsteps != nclaims)
+    return th_error(TH_ERR_VALUE, "th_program_build: %s() has %d steps, but %d claims were given", et->fn_name,
+                    nsteps, nclaims);
   p->steps = ALLOC(p, nsteps, th_step);
   if (!p->steps) return TH_ERR_NOMEM;
   for (int i = 0; i < nb; i++) {
-    const th_bsym *b = bs[i];
-    if (!is_step(b)) continue;
-    if (!b->executor)
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no executor claimed it", b->sym->qualname);
-    const th_operator_impl *impl = NULL;
-    const th_executor_desc *owner = NULL;
-    for (int e = 0; e < nexecs && !impl; e++)
-      if (!strcmp(execs[e]->name, b->executor)) impl = find_impl(owner = execs[e], b->sym->id);
-    if (!impl || !impl->kernel)
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: claimed by executor '%s', which has no kernel for it",
-                      b->sym->qualname, b->executor);
+    if (!is_step(bs[i])) continue;
+    const th_rt_claim *cl = &claims[p->nsteps];
     th_step *s = &p->steps[p->nsteps++];
-    s->kernel = impl->kernel;
-    s->user = th_registry_user_kernel(owner, impl); /* copied: the executor may be freed later */
-    s->user_data = th_registry_user_data(owner, impl);
-    s->b = b;
-    s->data = owner == &th_fuser_executor ? th_fuser_set_find(p->fusions, b->sym->name) : NULL;
-    if (owner == &th_fuser_executor && !s->data)
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: claimed by the fuser, which did not compile it", b->sym->qualname);
+    s->kernel = cl->kernel;
+    s->user = cl->user;
+    s->user_data = cl->user_data;
+    s->b = bs[i];
+    s->data = cl->data;
   }
 
   /* producers, last uses and the return */
@@ -622,7 +500,7 @@ static th_status build(th_program *p, const th_executor_desc *const *execs, int 
   for (int s = 0; s < p->nslots; s++) c.last_use[s] = c.def[s] = -1;
   for (c.step = 0; c.step < p->nsteps; c.step++) {
     th_step *st = &p->steps[c.step];
-    bsym_foreach(st->b, false, use_cb, &c);
+    th_bsym_foreach_value(st->b, TH_BSYM_INPUTS, use_cb, &c);
     int n = 0;
     th_arg_foreach_value(&st->b->out, count_cb, &n);
     if (!(st->outs = ALLOC(p, n, int32_t))) return TH_ERR_NOMEM;
@@ -663,110 +541,69 @@ void th_program_free(th_program *p) {
   if (!p) return;
   if (p->slots)
     for (int s = 0; s < p->nslots; s++) th_tensor_release(p->slots[s]);
-  th_trace_free(p->trace);
-  th_fuser_set_free(p->fusions);
+  for (int i = 0; i < p->ntraces; i++) th_trace_free(p->traces[i]);
+  if (p->resources_free) p->resources_free(p->resources);
   th_arena_free(p->arena);
   th_free(p);
 }
 
-const th_trace *th_program_trace(const th_program *p) { return p ? p->trace : NULL; }
-
-int th_program_num_inputs(const th_program *p) { return p ? p->ninputs : 0; }
-
-th_status th_program_compile_with(const th_trace *tr, const th_compile_options *opts,
-                                  const th_executor_desc *const *execs, int nexecs, th_program **out) {
-  static const th_compile_options defaults = {0};
-  const th_compile_options *o = opts ? opts : &defaults;
-  if (!out) return th_error(TH_ERR_VALUE, "th_program_compile: out is NULL");
+th_status th_program_build(const th_rt_program_spec *spec, th_program **out) {
+  if (!out) return th_error(TH_ERR_VALUE, "th_program_build: out is NULL");
   *out = NULL;
-  if (!tr) return th_error(TH_ERR_VALUE, "th_program_compile: the trace is NULL");
-  if (nexecs < 0 || (nexecs > 0 && !execs))
-    return th_error(TH_ERR_VALUE, "th_program_compile: expected a list of executors, got %d (list %s)", nexecs,
-                    execs ? "given" : "NULL");
-  TH_TRY(check_values(tr));
-  TH_TRY(th_trace_verify(tr));
-  TH_TRY(check_devices(tr, o));
   th_program *p = th_calloc(1, sizeof *p);
-  if (!p) return th_error(TH_ERR_NOMEM, "out of memory compiling a program");
-  p->has_device_override = o->has_device_override;
-  p->device_override = o->device_override;
-  p->rng_seed = o->seed;
   th_status st = TH_ERR_NOMEM;
-  if (!(p->arena = th_arena_new())) goto fail;
-  {
-    /* the execution trace, then Delete Last Used (as Thunder's pipeline ends): the program runs the
-     * del trace, whose dels are utility bsyms (no steps); releases come from the slot analysis */
-    th_trace *et = NULL;
-    st = th_transform_for_execution(tr, execs, nexecs, &et);
-    for (int i = 0; i < nexecs && st == TH_OK; i++) /* fusion regions, when the fuser is listed */
-      if (execs[i] == &th_fuser_executor) {
-        th_trace *ft = NULL;
-        st = th_fuser_pass(et, execs, nexecs, i, o->dump_dir, &ft, &p->fusions);
-        if (st == TH_OK) {
-          th_trace_free(et);
-          et = ft;
-        }
-        break;
-      }
-    if (st == TH_OK) st = th_del_last_used(et, &p->trace);
-    th_trace_free(et);
-    if (st != TH_OK) goto fail;
+  if (p) {
+    p->resources = spec->resources;
+    p->resources_free = spec->resources_free;
+  } else if (spec->resources_free) {
+    spec->resources_free(spec->resources);
   }
-#ifndef NDEBUG
-  if ((st = th_trace_verify(p->trace)) != TH_OK) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", th_last_error());
-    th_error(st, "the execution trace does not verify: %s", msg);
+  for (int i = 0; i < spec->ntraces; i++) {
+    if (p && i < MAX_STAGES) {
+      p->traces[p->ntraces] = spec->traces[i];
+      p->stage_names[p->ntraces++] = spec->names[i];
+    } else {
+      th_trace_free(spec->traces[i]);
+    }
+  }
+  if (!p) return th_error(TH_ERR_NOMEM, "out of memory building a program");
+  if (spec->ntraces < 1 || spec->ntraces > MAX_STAGES) {
+    st = th_error(TH_ERR_VALUE, "th_program_build: expected between 1 and %d traces, got %d", MAX_STAGES,
+                  spec->ntraces);
     goto fail;
   }
-#endif
-  if ((st = build(p, execs, nexecs)) != TH_OK) goto fail;
+  if (spec->nclaims < 0 || (spec->nclaims > 0 && !spec->claims)) {
+    st = th_error(TH_ERR_VALUE, "th_program_build: expected a list of claims, got %d (list %s)", spec->nclaims,
+                  spec->claims ? "given" : "NULL");
+    goto fail;
+  }
+  p->trace = p->traces[p->ntraces - 1];
+  p->has_device_override = spec->has_device_override;
+  p->device_override = spec->device_override;
+  p->rng_seed = spec->seed;
+  if (!(p->arena = th_arena_new())) goto fail;
+  if ((st = build(p, spec->claims, spec->nclaims)) != TH_OK) goto fail;
   *out = p;
   return TH_OK;
 fail:
   if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM)
-    th_error(TH_ERR_NOMEM, "out of memory compiling a program");
+    th_error(TH_ERR_NOMEM, "out of memory building a program");
   th_program_free(p);
   return st;
 }
 
-th_status th_program_compile(const th_trace *tr, const th_compile_options *opts, th_program **out) {
-  if (!out) return th_error(TH_ERR_VALUE, "th_program_compile: out is NULL");
-  *out = NULL;
-  if (!tr) return th_error(TH_ERR_VALUE, "th_program_compile: the trace is NULL");
-  const char *const *names = default_executors;
-  int n = (int)(sizeof default_executors / sizeof *default_executors);
-  if (opts && opts->executors) {
-    names = opts->executors;
-    n = opts->nexecutors;
-  }
-  if (n < 0 || n > 16) return th_error(TH_ERR_VALUE, "expected between 0 and 16 executors, got %d", n);
-  const th_executor_desc *execs[16];
-  th_executor_desc *snaps[16]; /* user executors (th_executor_new), copied for this compilation */
-  int nsnaps = 0;
-  th_status st = TH_OK;
-  for (int i = 0; i < n && st == TH_OK; i++) {
-    if (names[i] && (execs[i] = builtin_executor(names[i]))) continue;
-    th_executor_desc *snap = NULL;
-    if (names[i] && (st = th_registry_snapshot(names[i], &snap)) != TH_OK) break;
-    if (snap) {
-      execs[i] = snaps[nsnaps++] = snap;
-      continue;
-    }
-    char known[512];
-    th_registry_executor_names(known, sizeof known);
-    st = th_error(TH_ERR_VALUE,
-                  "Expected an Executor or the name of a registered Executor, but got '%.200s' (known: blas, "
-                  "eager, fuser%s%s)", names[i] ? names[i] : "NULL", known[0] ? ", " : "", known);
-  }
-  if (st == TH_OK) {
-    int had = threads_enter();
-    st = th_program_compile_with(tr, opts, execs, n, out);
-    threads_restore(had);
-  }
-  for (int i = 0; i < nsnaps; i++) th_registry_snapshot_free(snaps[i]);
-  return st;
+const th_trace *th_program_trace(const th_program *p) { return p ? p->trace : NULL; }
+
+int th_program_num_traces(const th_program *p) { return p ? p->ntraces : 0; }
+
+const th_trace *th_program_stage_trace(const th_program *p, int i, const char **stage_name) {
+  if (stage_name) *stage_name = NULL;
+  if (!p || i < 0 || i >= p->ntraces) return NULL;
+  if (stage_name) *stage_name = p->stage_names[i];
+  return p->traces[i];
 }
+
+int th_program_num_inputs(const th_program *p) { return p ? p->ninputs : 0; }
 
 /* ---- run ---------------------------------------------------------------------------------------- */
 
@@ -931,15 +768,15 @@ int th_get_num_threads(void) {
 }
 
 /* Sets the calling thread's OpenMP team size to thunder-c's for one call; returns the previous one
- * (0 when nothing was changed) for threads_restore. */
-static int threads_enter(void) {
+ * (0 when nothing was changed) for th_rt_threads_restore. */
+int th_rt_threads_enter(void) {
   int want = th_get_num_threads(), had = omp_get_max_threads();
   if (want == had) return 0;
   omp_set_num_threads(want);
   return had;
 }
 
-static void threads_restore(int had) {
+void th_rt_threads_restore(int had) {
   if (had > 0) omp_set_num_threads(had);
 }
 
@@ -955,9 +792,9 @@ th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, i
     return th_error(TH_ERR_RUNTIME, "%s(): this program is already running (a kernel called it again, or another "
                     "thread runs it); one program is not re-entrant", p->trace->fn_name);
   }
-  int had = threads_enter();
+  int had = th_rt_threads_enter();
   th_status st = program_run(p, ninputs, inputs, noutputs, outputs);
-  threads_restore(had);
+  th_rt_threads_restore(had);
   atomic_store(&p->running, false);
   return st;
 }

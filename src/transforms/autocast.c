@@ -1,105 +1,18 @@
-/* autocast.c — autocast: the rules (PyTorch AMP's policies) that recording applies inside an autocast
- * region, and the function transform that replays a trace under one (Thunder's `autocast(fn, dtype)`).
+/* autocast.c — the function transform that replays a trace under an autocast region (Thunder's
+ * `autocast(fn, dtype)`).
  *
- * Region path (core/trace.c): th_trace_autocast_push opens a region on a trace; th_call_kw, recording
- * an op at the top level, asks th_autocast_rule for the op's rule and runs it on the bound arguments
- * before recording the op (see th_autocast_fn in core/ir.h). The rules here only convert arguments:
- * every convert is a top-level prims.convert_element_type, as Thunder's maybe_downcast_to records.
+ * The rules recording applies inside a region are the ops layer's (ops/autocast.c): th_trace_autocast_push
+ * opens a region on a trace, and th_call_kw, recording an op at the top level, runs the op's rule on its
+ * bound arguments first (see th_autocast_fn in core/ir.h).
  *
- * Function path (th_autocast): a new trace of the same compilation, with a CPU and a CUDA region of
+ * The transform (th_autocast): a new trace of the same compilation, with a CPU and a CUDA region of
  * the dtype open, into which every top-level bsym of the old trace is recorded again (th_call_kw on its
  * bound arguments, with each value replaced by what it became). Re-recording, not patching, is what
- * keeps every proxy's dtype right (Thunder #283: the add after an autocast matmul must see a bfloat16
- * operand and convert it back to float32). */
+ * keeps every proxy's dtype right (the add after an autocast matmul sees a bfloat16 operand and
+ * converts it back to float32). */
 #include <string.h>
 
 #include "transforms/transforms.h"
-
-#define F16_BF16 ((1u << TH_F16) | (1u << TH_BF16))
-#define F16_BF16_F32 ((1u << TH_F16) | (1u << TH_BF16) | (1u << TH_F32))
-
-/* ---- converting arguments --------------------------------------------------------------------------- */
-
-th_status th_autocast_cast(th_trace *tr, th_arg *a, th_device_type device_type, unsigned from, th_dtype to) {
-  if (a->kind == TH_ARG_VALUE) {
-    th_value *v = a->u.value;
-    if (!v->is_tensor || v->device.type != device_type || v->dtype == to || !(from & (1u << v->dtype)))
-      return TH_OK;
-    th_arg cargs[2] = {*a, th_arg_dtype(to)}, res;
-    TH_TRY(th_call(tr, TH_OP_prims_convert_element_type, 2, cargs, &res));
-    *a = res;
-    return TH_OK;
-  }
-  if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST) return TH_OK;
-  int n = a->u.seq.n;
-  if (n == 0) return TH_OK;
-  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n);
-  if (!items) return TH_ERR_NOMEM;
-  memcpy(items, a->u.seq.items, sizeof(th_arg) * (size_t)n);
-  for (int i = 0; i < n; i++) TH_TRY(th_autocast_cast(tr, &items[i], device_type, from, to));
-  a->u.seq.items = items;
-  return TH_OK;
-}
-
-/* ---- the built-in rules ------------------------------------------------------------------------------ */
-
-th_status th_autocast_rule_lower(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
-                                 th_device_type device_type) {
-  for (int i = 0; i < sym->schema.nparams; i++)
-    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16_F32, dtype));
-  return TH_OK;
-}
-
-th_status th_autocast_rule_fp32(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
-                                th_device_type device_type) {
-  (void)dtype;
-  /* PyTorch: "Ops called with an explicit dtype=... argument are not eligible" */
-  for (int i = 0; i < sym->schema.nparams; i++)
-    if (!strcmp(sym->schema.params[i].name, "dtype") && args[i].kind != TH_ARG_NONE) return TH_OK;
-  for (int i = 0; i < sym->schema.nparams; i++)
-    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16, TH_F32));
-  return TH_OK;
-}
-
-typedef struct {
-  th_device_type dev;
-  unsigned seen; /* bit set of the eligible dtypes met */
-} promote_ctx;
-
-static void note_eligible(th_value *v, void *p) {
-  promote_ctx *c = p;
-  if (v->is_tensor && v->device.type == c->dev && (F16_BF16_F32 & (1u << v->dtype))) c->seen |= 1u << v->dtype;
-}
-
-th_status th_autocast_rule_promote(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
-                                   th_device_type device_type) {
-  (void)dtype;
-  promote_ctx c = {device_type, 0};
-  for (int i = 0; i < sym->schema.nparams; i++) th_arg_foreach_value(&args[i], note_eligible, &c);
-  if (!c.seen) return TH_OK;
-  /* the widest: float32 if any operand is float32 (or float16 meets bfloat16), else the one low dtype */
-  th_dtype to = (c.seen & (1u << TH_F32)) || c.seen == F16_BF16 ? TH_F32 : c.seen == (1u << TH_F16) ? TH_F16 : TH_BF16;
-  for (int i = 0; i < sym->schema.nparams; i++)
-    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16_F32, to));
-  return TH_OK;
-}
-
-/* The rule of a symbol with TH_TAG_AC_* tags: the policy for the region's device type. */
-static th_status builtin_rule(th_trace *tr, const th_symbol *sym, th_arg *args, th_dtype dtype,
-                              th_device_type device_type) {
-  unsigned t = sym->tags;
-  if (t & TH_TAG_AC_LOWER) return th_autocast_rule_lower(tr, sym, args, dtype, device_type);
-  if ((t & TH_TAG_AC_FP32) || ((t & TH_TAG_AC_FP32_CUDA) && device_type == TH_CUDA))
-    return th_autocast_rule_fp32(tr, sym, args, dtype, device_type);
-  if (t & TH_TAG_AC_PROMOTE) return th_autocast_rule_promote(tr, sym, args, dtype, device_type);
-  return TH_OK;
-}
-
-th_autocast_fn th_autocast_rule(const th_symbol *sym) {
-  if (sym->autocast) return sym->autocast;
-  if (sym->tags & (TH_TAG_AC_LOWER | TH_TAG_AC_FP32 | TH_TAG_AC_PROMOTE | TH_TAG_AC_FP32_CUDA)) return builtin_rule;
-  return NULL;
-}
 
 /* ---- the function transform ------------------------------------------------------------------------- */
 
@@ -164,13 +77,15 @@ static void subst(th_arg *a, const value_map *m) {
   }
 }
 
-/* True if a value in a (recursively) was replaced. */
-static bool any_mapped(const th_arg *a, const value_map *m) {
-  if (a->kind == TH_ARG_VALUE) return map_get(a->u.value, (void *)m) != a->u.value;
-  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
-    for (int i = 0; i < a->u.seq.n; i++)
-      if (any_mapped(&a->u.seq.items[i], m)) return true;
-  return false;
+typedef struct {
+  const value_map *m;
+  bool hit;
+} mapped_ctx;
+
+/* Notes a value that was replaced. */
+static void mapped_cb(th_value *v, void *p) {
+  mapped_ctx *c = p;
+  if (map_get(v, (void *)c->m) != v) c->hit = true;
 }
 
 /* Records in m what each output value of the old bsym became. */
@@ -192,9 +107,9 @@ static th_status map_outputs(value_map *m, const th_arg *old, const th_arg *neu,
 /* Re-records one top-level bsym of the old trace into nt. */
 static th_status replay(th_trace *nt, const th_bsym *b, value_map *m) {
   const th_symbol *sym = b->sym;
-  if (sym->id == TH_OP_prims_python_del) return TH_OK;
-  if (sym->id == TH_OP_prims_comment) return th_trace_add_comment(nt, b->args[0].u.s);
-  if (sym->id == TH_OP_prims_python_return) {
+  if (th_symbol_has_role(sym, TH_SYM_DEL)) return TH_OK;
+  if (th_symbol_has_role(sym, TH_SYM_COMMENT)) return th_trace_add_comment(nt, b->args[0].u.s);
+  if (th_symbol_has_role(sym, TH_SYM_RETURN)) {
     th_arg ret, upd = th_arg_tuple(0, NULL);
     TH_TRY(th_arg_copy(nt, &b->args[0], &ret));
     subst(&ret, m);
@@ -213,10 +128,9 @@ static th_status replay(th_trace *nt, const th_bsym *b, value_map *m) {
   }
   if (sym->id == TH_OP_DYNAMIC || b->nargs != sym->schema.nparams) {
     /* a fusion region or an executor op of a parsed trace: nothing to re-record; copied as it is */
-    bool changed = false;
-    for (int i = 0; i < b->nargs; i++) changed |= any_mapped(&b->args[i], m);
-    for (int i = 0; i < b->nkwargs; i++) changed |= any_mapped(&b->kwargs[i], m);
-    if (changed)
+    mapped_ctx mc = {m, false};
+    th_bsym_foreach_value(b, TH_BSYM_INPUTS, mapped_cb, &mc);
+    if (mc.hit)
       return th_error(TH_ERR_NOT_IMPLEMENTED,
                       "autocast: cannot replay %s: it is not an op of this build, and an input of it was converted",
                       sym->qualname);

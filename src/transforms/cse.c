@@ -21,9 +21,10 @@
  * comment), Thunder's other non-functional op (scaled_dot_product_attention, which may draw dropout),
  * and dynamic symbols (fusion regions and opaque executor ops, whose bodies the key does not see).
  *
- * A `del` keeps only values that neither were made redundant nor became the target of a merge (the
- * target may now be used after the del). Finally dead code is eliminated (th_dce_in_place), as
- * Thunder's cse is followed by dce: the result has no dead duplicates and no other dead code. */
+ * A `del` keeps only values that neither were made redundant nor became the target of a merge (a
+ * merge target takes over its duplicate's later uses, which may follow the del). Finally dead code
+ * is eliminated (th_dce_in_place), as Thunder's cse is followed by dce: the result has no dead
+ * duplicates and no other dead code. */
 #include <string.h>
 
 #include "transforms/transforms.h"
@@ -156,11 +157,6 @@ static th_value *map_value(th_value *v, void *p) {
   return v && v->id < c->nids && c->redundant[v->id] ? c->redundant[v->id] : v;
 }
 
-static void max_id_cb(th_value *v, void *ctx) {
-  uint32_t *m = ctx;
-  if (v && v->id + 1 > *m) *m = v->id + 1;
-}
-
 /* Flattened values of an output, for pairing the outputs of two bsyms of one key. */
 typedef struct {
   th_value **v;
@@ -276,12 +272,7 @@ th_status th_cse(const th_trace *tr, th_trace **out) {
   cse_ctx c = {0};
   th_status st = TH_OK;
 
-  uint32_t nids = 0;
-  for (int i = 0; i < tr->inputs.n; i++) max_id_cb(tr->inputs.items[i], &nids);
-  for (int i = 0; i < tr->bsyms.n; i++) {
-    const th_bsym *b = tr->bsyms.items[i];
-    th_arg_foreach_value(&b->out, max_id_cb, &nids);
-  }
+  uint32_t nids = th_trace_id_bound(tr);
   c.nids = nids;
   c.redundant = th_calloc(nids ? nids : 1, sizeof *c.redundant);
   c.target = th_calloc(nids ? nids : 1, sizeof *c.target);
@@ -293,7 +284,7 @@ th_status th_cse(const th_trace *tr, th_trace **out) {
   th_vec dels = {0}; /* the copied dels, filtered once every merge is known */
   for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) {
     const th_bsym *src = tr->bsyms.items[i];
-    bool is_del = src->sym->id == TH_OP_prims_python_del;
+    bool is_del = th_bsym_has_role(src, TH_SYM_DEL);
     th_bsym *b;
     /* a del is copied as it is: its values are filtered at the end */
     if ((st = th_bsym_clone(nt, src, is_del ? NULL : map_value, &c, &b)) != TH_OK) break;

@@ -25,17 +25,6 @@ typedef struct {
   bool oom;
 } dlu_ctx;
 
-static void max_id_cb(th_value *v, void *ctx) {
-  uint32_t *m = ctx;
-  if (v && v->id + 1 > *m) *m = v->id + 1;
-}
-
-static void max_id_bsym(const th_bsym *b, uint32_t *m) {
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], max_id_cb, m);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], max_id_cb, m);
-  th_arg_foreach_value(&b->out, max_id_cb, m);
-}
-
 static void handle_cb(th_value *v, void *p) {
   dlu_ctx *c = p;
   if (v && v->id < c->nids) c->handled[v->id] = true;
@@ -72,7 +61,7 @@ static th_bsym *make_del(th_trace *tr, dlu_ctx *c) {
   memcpy(items, c->items, sizeof(th_arg) * (size_t)c->n);
   args[0] = th_arg_tuple(c->n, items);
   c->n = 0;
-  return th_bsym_new(tr, th_symbol_get(TH_OP_prims_python_del), 1, args, th_arg_none());
+  return th_bsym_new(tr, th_symbol_by_role(TH_SYM_DEL), 1, args, th_arg_none());
 }
 
 /* Appends the del of the values collected in c (if any) to rev. */
@@ -97,9 +86,7 @@ th_status th_del_last_used(const th_trace *tr, th_trace **out) {
   th_bsym **rev = NULL;
   int nrev = 0;
 
-  uint32_t nids = 0;
-  for (int i = 0; i < tr->inputs.n; i++) max_id_cb(tr->inputs.items[i], &nids);
-  for (int i = 0; i < n; i++) max_id_bsym(bs[i], &nids);
+  uint32_t nids = th_trace_id_bound(tr);
   c.nids = nids;
   c.handled = th_calloc(nids ? nids : 1, 1);
   c.defined = th_calloc(nids ? nids : 1, 1);
@@ -112,25 +99,20 @@ th_status th_del_last_used(const th_trace *tr, th_trace **out) {
   for (int i = 0; i < tr->inputs.n; i++) define_cb(tr->inputs.items[i], &c);
   int ret = n; /* the first return: nothing at or after it gets a del */
   for (int i = 0; i < n; i++) {
-    if (bs[i]->sym->id == TH_OP_prims_python_return && ret == n) ret = i;
-    if (i >= ret) { /* the return's values, and anything after it, are never deleted */
-      for (int k = 0; k < bs[i]->nargs; k++) th_arg_foreach_value(&bs[i]->args[k], handle_cb, &c);
-      for (int k = 0; k < bs[i]->nkwargs; k++) th_arg_foreach_value(&bs[i]->kwargs[k], handle_cb, &c);
-      th_arg_foreach_value(&bs[i]->out, handle_cb, &c);
-    }
-    if (bs[i]->sym->id != TH_OP_prims_python_del) th_arg_foreach_value(&bs[i]->out, define_cb, &c);
+    if (th_bsym_has_role(bs[i], TH_SYM_RETURN) && ret == n) ret = i;
+    if (i >= ret) /* the return's values, and anything after it, are never deleted */
+      th_bsym_foreach_value(bs[i], TH_BSYM_ALL, handle_cb, &c);
+    if (!th_bsym_has_role(bs[i], TH_SYM_DEL)) th_bsym_foreach_value(bs[i], TH_BSYM_OUT, define_cb, &c);
   }
 
   for (int i = n - 1; i >= 0; i--) {
     const th_bsym *b = bs[i];
-    th_op_id id = b->sym->id;
-    if (id == TH_OP_prims_python_del) continue; /* old dels are dropped */
+    if (th_bsym_has_role(b, TH_SYM_DEL)) continue; /* old dels are dropped */
     th_bsym *copy;
     if ((st = th_bsym_clone(nt, b, NULL, NULL, &copy)) != TH_OK) goto done;
-    if (i < ret && id != TH_OP_prims_comment && id != TH_OP_prims_python_return) {
-      th_arg_foreach_value(&b->out, last_use_cb, &c);
-      for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], last_use_cb, &c);
-      for (int k = 0; k < b->nkwargs; k++) th_arg_foreach_value(&b->kwargs[k], last_use_cb, &c);
+    if (i < ret && !th_bsym_has_role(b, TH_SYM_COMMENT) && !th_bsym_has_role(b, TH_SYM_RETURN)) {
+      th_bsym_foreach_value(b, TH_BSYM_OUT, last_use_cb, &c);
+      th_bsym_foreach_value(b, TH_BSYM_INPUTS, last_use_cb, &c);
       if ((st = flush_del(nt, &c, rev, &nrev)) != TH_OK) goto done;
     }
     rev[nrev++] = copy;

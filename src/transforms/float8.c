@@ -1,5 +1,5 @@
 /* float8.c — the float8 training-recipe transform (torchao's convert_to_float8_training, dynamic
- * per-tensor scaling; reference §8.2): every linear becomes fp8 math that the trace shows.
+ * per-tensor scaling): every linear becomes fp8 math that the trace shows.
  *
  * For a top-level ltorch.linear or prims.linear y = x @ w.T + bias (x [..., K] and w [N, K] of one
  * float16 / bfloat16 / float32 dtype D — so also the bfloat16 prims.linear autocast records), with

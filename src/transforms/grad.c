@@ -1,6 +1,6 @@
 /* grad.c — the grad transform (thunder/transform.h th_transform_grad): reverse-mode autodiff of a
  * trace into an augmented forward trace and a backward trace, as Thunder's grad_transform_on_trace and
- * split_into_forward_and_backward print them (thunder-reference.md §9, §2.4).
+ * split_into_forward_and_backward print them.
  *
  * The pipeline:
  *   1. forward walk over tr's top-level bsyms, tracking which values depend differentiably on the
@@ -111,8 +111,7 @@ static void any_tracked_cb(th_value *v, void *p) {
 
 static bool args_tracked(const gctx *c, const th_bsym *b) {
   any_ctx a = {c, false};
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], any_tracked_cb, &a);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], any_tracked_cb, &a);
+  th_bsym_foreach_value(b, TH_BSYM_INPUTS, any_tracked_cb, &a);
   return a.hit;
 }
 
@@ -333,29 +332,19 @@ static void def_cb(th_value *v, void *p) {
  * forward order. finish() calls it twice when rematerializing: the first set is what the rules read,
  * th_grad_remat (remat.c) then copies cheap producers into the backward, and the second set is the
  * minimum cut it chose. */
-static void max_id_cb(th_value *v, void *p) {
-  uint32_t *m = p;
-  if (v->id + 1 > *m) *m = v->id + 1;
-}
-
 static th_status choose_saved(gctx *c, const vlist *cots, vlist *saved) {
-  uint32_t n = c->cap;
-  for (int i = 0; i < cots->n; i++) max_id_cb(cots->v[i], &n);
-  for (int i = 0; i < c->bwd->bsyms.n; i++) {
-    const th_bsym *b = c->bwd->bsyms.items[i];
-    for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], max_id_cb, &n);
-    for (int k = 0; k < b->nkwargs; k++) th_arg_foreach_value(&b->kwargs[k], max_id_cb, &n);
-    th_arg_foreach_value(&b->out, max_id_cb, &n);
-  }
+  uint32_t n = th_trace_id_bound(c->bwd);
+  if (n < c->cap) n = c->cap;
+  for (int i = 0; i < cots->n; i++)
+    if (cots->v[i]->id + 1 > n) n = cots->v[i]->id + 1;
   saved_ctx s = {c, th_calloc(n ? n : 1, 1), n, th_calloc(n ? n : 1, 1), {0}};
   th_status st = TH_OK;
   if (!s.defined || !s.seen) st = th_error(TH_ERR_NOMEM, "grad: out of memory");
   for (int i = 0; st == TH_OK && i < cots->n; i++) def_cb(cots->v[i], &s);
   for (int i = 0; st == TH_OK && i < c->bwd->bsyms.n; i++) {
     const th_bsym *b = c->bwd->bsyms.items[i];
-    for (int k = 0; k < b->nargs; k++) th_arg_foreach_value(&b->args[k], saved_cb, &s);
-    for (int k = 0; k < b->nkwargs; k++) th_arg_foreach_value(&b->kwargs[k], saved_cb, &s);
-    th_arg_foreach_value(&b->out, def_cb, &s);
+    th_bsym_foreach_value(b, TH_BSYM_INPUTS, saved_cb, &s);
+    th_bsym_foreach_value(b, TH_BSYM_OUT, def_cb, &s);
   }
   if (s.list.oom) st = th_error(TH_ERR_NOMEM, "grad: out of memory");
   for (int i = 0; st == TH_OK && i < s.list.n; i++)

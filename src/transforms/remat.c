@@ -164,20 +164,9 @@ typedef struct rctx {
   th_status st;
 } rctx;
 
-static void max_id_cb(th_value *v, void *p) {
-  uint32_t *m = p;
-  if (v->id + 1 > *m) *m = v->id + 1;
-}
-
-static void bsym_foreach(const th_bsym *b, void (*fn)(th_value *, void *), void *ctx, bool outs) {
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], fn, ctx);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], fn, ctx);
-  if (outs) th_arg_foreach_value(&b->out, fn, ctx);
-}
-
 /* What a bsym reads, its subsymbols' reads included. */
 static void bsym_reads(const th_bsym *b, void (*fn)(th_value *, void *), void *ctx) {
-  bsym_foreach(b, fn, ctx, false);
+  th_bsym_foreach_value(b, TH_BSYM_INPUTS, fn, ctx);
   for (int i = 0; i < b->nsubs; i++) bsym_reads(b->subs[i], fn, ctx);
 }
 
@@ -201,14 +190,14 @@ static void test_flag_cb(th_value *v, void *p) {
 
 static bool any_flag(rctx *r, const th_bsym *b, uint8_t test, bool outs) {
   flag_ctx f = {r, 0, test, false};
-  bsym_foreach(b, test_flag_cb, &f, outs);
+  th_bsym_foreach_value(b, outs ? TH_BSYM_ALL : TH_BSYM_INPUTS, test_flag_cb, &f);
   return f.hit;
 }
 
 /* True if a flag was newly set. */
 static bool set_flags(rctx *r, const th_bsym *b, uint8_t set, bool outs) {
   flag_ctx f = {r, set, 0, false};
-  bsym_foreach(b, set_flag_cb, &f, outs);
+  th_bsym_foreach_value(b, outs ? TH_BSYM_ALL : TH_BSYM_INPUTS, set_flag_cb, &f);
   return f.hit;
 }
 
@@ -484,7 +473,7 @@ static th_status remat(rctx *r, int nneeded, th_value *const *needed, int *nreco
   if (!r->cl) return th_error(TH_ERR_NOMEM, "grad: out of memory");
   for (int i = 0; i < nneeded; i++) closure_add_cb(needed[i], r);
   for (int i = 0; i < r->ncl; i++)
-    if (recomputable(r, r->cl[i])) bsym_foreach(producer(r, r->cl[i]), closure_add_cb, r, false);
+    if (recomputable(r, r->cl[i])) th_bsym_foreach_value(producer(r, r->cl[i]), TH_BSYM_INPUTS, closure_add_cb, r);
   int m = r->ncl, S = 2 * m, T = 2 * m + 1;
   flow f = {0};
   f.n = 2 * m + 2;
@@ -506,7 +495,7 @@ static th_status remat(rctx *r, int nneeded, th_value *const *needed, int *nreco
       flow_edge(&f, 2 * k, 2 * k + 1, th_grad_value_bytes(v));
       if (recomputable(r, v)) {
         edge_ctx e = {r, &f, 2 * k};
-        bsym_foreach(producer(r, v), edge_cb, &e, false);
+        th_bsym_foreach_value(producer(r, v), TH_BSYM_INPUTS, edge_cb, &e);
       } else {
         flow_edge(&f, S, 2 * k, CAP_INF);
       }
@@ -539,7 +528,7 @@ static th_status remat(rctx *r, int nneeded, th_value *const *needed, int *nreco
     while (w.n > 0 && !w.bad) {
       th_value *v = w.stack[--w.n];
       rec[r->prod[v->id]] = true;
-      bsym_foreach(producer(r, v), walk_cb, &w, false);
+      th_bsym_foreach_value(producer(r, v), TH_BSYM_INPUTS, walk_cb, &w);
     }
     if (w.bad) st = th_error(TH_ERR_RUNTIME, "grad: rematerialization: the cut leaves a value neither saved nor recomputable");
   }
@@ -552,19 +541,13 @@ static th_status remat(rctx *r, int nneeded, th_value *const *needed, int *nreco
   return st;
 }
 
-static void bsym_max_id(const th_bsym *b, uint32_t *m) {
-  bsym_foreach(b, max_id_cb, m, true);
-  for (int i = 0; i < b->nsubs; i++) bsym_max_id(b->subs[i], m);
-}
-
 th_status th_grad_remat(const th_trace *fwd, th_trace *bwd, int nneeded, th_value *const *needed, int *nrecomputed) {
   if (nrecomputed) *nrecomputed = 0;
   if (nneeded == 0) return TH_OK;
-  uint32_t nid = 0;
-  for (int i = 0; i < fwd->inputs.n; i++) max_id_cb(fwd->inputs.items[i], &nid);
-  for (int i = 0; i < fwd->bsyms.n; i++) bsym_max_id(fwd->bsyms.items[i], &nid);
-  for (int i = 0; i < bwd->bsyms.n; i++) bsym_max_id(bwd->bsyms.items[i], &nid);
-  for (int i = 0; i < nneeded; i++) max_id_cb(needed[i], &nid);
+  uint32_t nid = th_trace_id_bound(fwd), nb = th_trace_id_bound(bwd);
+  if (nb > nid) nid = nb;
+  for (int i = 0; i < nneeded; i++)
+    if (needed[i]->id + 1 > nid) nid = needed[i]->id + 1;
   rctx r;
   memset(&r, 0, sizeof r);
   r.fwd = fwd;

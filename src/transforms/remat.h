@@ -1,8 +1,8 @@
 /* remat.h — rematerialization for the grad transform (internal; src/transforms/remat.c): which
  * forward values the backward recomputes instead of reading them from saved_for_backward.
  *
- * The model is Thunder's rematerialization (thunder/core/rematerialization.py, thunder-reference.md
- * §7.5, §9): among the forward values the backward reads, those computable by cheap, fusible ops
+ * The model is Thunder's rematerialization (thunder/core/rematerialization.py): among the forward
+ * values the backward reads, those computable by cheap, fusible ops
  * (elementwise, convert_element_type, broadcast_in_dim / reshape / transpose / squeeze / slice /
  * stride_order, clone, full, iota — never matmul, linear, reductions, random, in-place or data-moving
  * ops) from other forward values are recomputed in the backward, and the set that is saved is a

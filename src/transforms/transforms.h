@@ -7,6 +7,7 @@
 #define TH_TRANSFORMS_H
 
 #include "core/ir.h"
+#include "ops/ops.h"
 
 /* ---- dce.c ---------------------------------------------------------------------------------------
  * Dead Code Elimination (Thunder's dce): a backward walk from the return keeps a top-level bsym when
@@ -15,16 +16,14 @@
  * a python_del keeps only the values that are still defined (dropped when none is). Subsymbols are
  * not touched. *out: provenance "Dead Code Elimination (took N milliseconds)". */
 th_status th_dce(const th_trace *tr, th_trace **out);
-
-/* The same elimination applied in place to tr's top-level bsym list (no new trace, no provenance);
- * used by passes that build a trace and then clean it. */
-th_status th_dce_in_place(th_trace *tr);
+/* The same elimination applied in place (no new trace, no provenance), for passes that build a trace
+ * and then clean it, is core's th_dce_in_place (core/ir.h). */
 
 /* ---- autocast.c ----------------------------------------------------------------------------------
  * Autocast as a function transform (thunder/transform.h th_transform_autocast): a new trace into which
  * every top-level bsym is recorded again under a CPU and a CUDA autocast region of `dtype` (f16/bf16,
- * else TH_ERR_VALUE); the rules themselves are declared in core/ir.h (th_autocast_rule). *out:
- * provenance "Autocast (took N milliseconds)". */
+ * else TH_ERR_VALUE); the rules recording applies are the ops layer's (ops/ops.h; th_autocast_rule in
+ * core/ir.h finds a symbol's). *out: provenance "Autocast (took N milliseconds)". */
 th_status th_autocast(const th_trace *tr, th_dtype dtype, th_trace **out);
 
 /* ---- float8.c ------------------------------------------------------------------------------------

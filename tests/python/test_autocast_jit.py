@@ -1,7 +1,7 @@
 """Autocast through thunder_c.jit, against eager torch.autocast on the CPU: regions around the call and
 inside the function (nested, enabled=False, another device type), the function path
-thunder_c.autocast(fn, dtype), the cache key, and the dtype of every proxy after every pass
-(thunder-reference.md §11 scenarios 8-15; CUDA scenarios as their CPU equivalents)."""
+thunder_c.autocast(fn, dtype), the cache key, and the dtype of every proxy after every pass (the cases
+of Thunder's autocast tests; CUDA ones as their CPU equivalents)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,10 +16,10 @@ TOL = dict(rtol=1e-2, atol=1e-2)
 
 def verify_all(jf):
     for t in thunder_c.last_traces(jf):
-        t.verify()  # every proxy's shape, dtype and device re-derived by the metas (scenario 15)
+        t.verify()  # every proxy's shape, dtype and device re-derived by the metas
 
 
-def test_scenario8_prims_linear_mixed_inputs_under_autocast():
+def test_prims_linear_mixed_inputs_under_autocast():
     def foo(x, w):
         return thunder_c.prims.linear(x, w, None)
     x, w = torch.randn(16, 16).bfloat16(), torch.randn(16, 16)
@@ -33,7 +33,7 @@ def test_scenario8_prims_linear_mixed_inputs_under_autocast():
     verify_all(jf)
 
 
-def test_scenario9_linear_with_bias_matches_eager_and_f64_is_left_alone():
+def test_linear_with_bias_matches_eager_and_f64_is_left_alone():
     x, w, b = torch.randn(8, 16), torch.randn(4, 16), torch.randn(4)
     f = lambda x, w, b: F.linear(x, w, b)  # noqa: E731
     jf = thunder_c.jit(f)
@@ -49,7 +49,7 @@ def test_scenario9_linear_with_bias_matches_eager_and_f64_is_left_alone():
             jf(x.double(), w, b)
 
 
-def test_scenario10_other_device_type_region_does_not_touch_cpu_tensors():
+def test_other_device_type_region_does_not_touch_cpu_tensors():
     a, b = torch.randn(3, 3), torch.randn(3, 3)
     jf = thunder_c.jit(lambda a, b: a @ b)
     with torch.autocast("cuda", torch.bfloat16, enabled=True) if torch.cuda.is_available() else _cuda_autocast_state():
@@ -69,7 +69,7 @@ class _cuda_autocast_state:
         torch.set_autocast_enabled(self.prev)
 
 
-def test_scenario11_regions_inside_the_function():
+def test_regions_inside_the_function():
     def f(a, b):
         with torch.autocast("cpu", torch.bfloat16):
             o1 = a @ b
@@ -90,7 +90,7 @@ def test_scenario11_regions_inside_the_function():
     assert not torch.is_autocast_enabled("cpu")  # the regions ended with the trace
 
 
-def test_scenario12_matmul_3d_by_2d():
+def test_matmul_3d_by_2d():
     a = torch.randn(3, 1, 2)
     for b in (torch.randn(2, 3), torch.randn(2, 3).bfloat16()):
         jf = thunder_c.jit(lambda a, b: torch.matmul(a, b))
@@ -100,7 +100,7 @@ def test_scenario12_matmul_3d_by_2d():
         torch.testing.assert_close(got.float(), want.float(), **TOL)
 
 
-def test_scenario13_function_path_seed001():
+def test_function_path_seed001():
     def h(a, b, c):
         return (a @ b) + c
     x, y, z = (torch.randn(2, 2) for _ in range(3))
@@ -137,7 +137,7 @@ def test_region_and_function_paths_give_the_same_trace():
     assert strip(thunder_c.last_traces(jf)[-1]) == strip(thunder_c.last_traces(jr)[-1])
 
 
-def test_scenario14_only_thunder_float16_or_bfloat16():
+def test_only_thunder_float16_or_bfloat16():
     f = lambda a: a  # noqa: E731
     with pytest.raises(ValueError, match="float16 or .*bfloat16"):
         autocast(f, dtype=thunder_c.float32)

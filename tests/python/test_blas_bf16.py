@@ -89,8 +89,8 @@ def test_matmul_with_a_transposed_and_a_sliced_operand(execs):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_overlapping_batch_view(dtype, execs):
     """A batch stride smaller than the matrix (an as_strided view whose batches overlap): oneDNN refuses
-    the layout, so the executor multiplies contiguous copies. The bf16 path used to keep the overlapping
-    layout when it widened the operand and then failed ("primitive creation failed")."""
+    the layout, so the executor multiplies contiguous copies, also on the bf16 path, which widens the
+    operand (keeping the overlapping layout there fails with "primitive creation failed")."""
     st = torch.randn(64, generator=torch.Generator().manual_seed(13)).to(dtype)
     b = st.as_strided((6, 5, 4), (1, 1, 5))
     a = R(6, 3, 5, seed=14).to(dtype)

@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-import st
+import safetensors_ref as st
 
 HEADER = "def computation(a, b):\n  # a: \"cpu f32[2, 3]\"\n  # b: \"cpu f32[4, 5]\"\n"
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import st
+import safetensors_ref as st
 import traceprog
 
 CPU = 'devices.Device("cpu")'

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-import st
+import safetensors_ref as st
 from conftest import BUILD_DIR, SOURCE_DIR
 
 EX = SOURCE_DIR / "examples"

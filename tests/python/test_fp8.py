@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import st
+import safetensors_ref as st
 from conftest import import_thunder_c
 
 thunder_c = import_thunder_c()

@@ -1,7 +1,7 @@
 """In-place updates through thunder_c.jit, against PyTorch eager: functionalization (the op plus
 prims.copy_, whose output is the new version; prims.update_aliases for every tensor that may share
 memory with the updated one), views and their bases, setitem, inputs passed twice, and an Adam step
-written with in-place ops (thunder-reference.md §11 scenarios 16-22 on the CPU). Each case runs the same
+written with in-place ops (Thunder's in-place scenarios, on the CPU). Each case runs the same
 function eagerly on clones of the inputs and compares the outputs AND the inputs afterwards."""
 import math
 
@@ -61,7 +61,7 @@ def test_seed004_iadd_updates_the_callers_tensor_and_returns_none():
             assert copies and copies[-1].output_names[0] in ret.arg_names
 
 
-def test_scenario17_add_then_return_other():
+def test_add_then_return_other():
     def f(a, b):
         a += b
         return b
@@ -72,7 +72,7 @@ def test_scenario17_add_then_return_other():
     torch.testing.assert_close(a, a0 + b)
 
 
-def test_scenario18_two_inputs_updated_and_combined():
+def test_two_inputs_updated_and_combined():
     def f(x, y):
         x += 1
         y *= 2
@@ -80,7 +80,7 @@ def test_scenario18_two_inputs_updated_and_combined():
     got, ja = same_as_eager(f, torch.randn(3), torch.randn(3))
 
 
-def test_scenario20_views_see_the_update_of_their_base():
+def test_views_see_the_update_of_their_base():
     def j(x):
         a = x.view(-1)
         b = x.view(-1)
@@ -132,7 +132,7 @@ def test_setitem_with_basic_indexing():
     same_as_eager(f, torch.randn(3, 4), torch.randn(3))
 
 
-def test_scenario21_aliased_arguments():
+def test_aliased_arguments():
     def f(a, b):
         return a.exp_() + b.tanh_(), a
     jf = thunder_c.jit(f)
@@ -159,7 +159,7 @@ def test_scenario21_aliased_arguments():
     assert torch.count_nonzero(a) == 0 and torch.count_nonzero(out) == 0
 
 
-def test_scenario22_inplace_on_a_leaf_that_requires_grad_raises():
+def test_inplace_on_a_leaf_that_requires_grad_raises():
     x = torch.randn(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         thunder_c.jit(lambda x: x.copy_(x))(x)
@@ -414,8 +414,8 @@ def test_adversarial_regressions():
         torch.set_default_dtype(prev)
 
 
-def test_scenario19_two_copies_into_one_destination():
-    """Thunder #1109 on the CPU: two copy_ into one input; outputs are distinct buffers equal to eager."""
+def test_two_copies_into_one_destination():
+    """Two copy_ into one input; outputs are distinct buffers equal to eager."""
     def f(t0):
         t1 = torch.sin(t0)
         t0.copy_(t1)

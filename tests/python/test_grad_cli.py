@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import st
+import safetensors_ref as st
 from conftest import SOURCE_DIR, BUILD_DIR
 
 PROG = """def computation(x, g, b, w1, b1, w2):

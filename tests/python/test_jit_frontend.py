@@ -3,7 +3,7 @@
 Each test jits a small Python function or nn.Module, calls it on CPU tensors and compares with the same
 code run eagerly: plain functions (elementwise chains, reductions, matmul/linear, keyword and nested
 arguments, Python scalars, control flow on shapes, closures, factory functions), the cache (what is a
-hit and what is a miss: thunder-reference §11 scenario 7, aliasing, strides), nn.Modules (an MLP and a
+hit and what is a miss: dtypes, shapes, aliasing, strides), nn.Modules (an MLP and a
 GPT-2 block; parameters updated or replaced between calls; train/eval), in-place updates of inputs
 (seed 004), zero-copy outputs (views of inputs, outputs outliving everything else), errors (the C
 core's message as a Python exception), reference counts and memory over many calls, and the traces
@@ -187,7 +187,7 @@ def test_python_scalars_and_constants():
 def test_number_in_a_slot_that_also_takes_a_tensor(name):
     """A proxy is an instance of torch.Tensor (its __class__), so torch's C argument parser, trying an
     overload with a Scalar where the proxy stands (pow(Scalar, Tensor) for torch.pow(x, 2.0)), reads it
-    as a tensor: this used to crash the process (a segfault inside torch). Every form runs and matches
+    as a tensor; that must not crash the process (a segfault inside torch). Every form runs and matches
     eager."""
     f = {
         "pow(x, 2.0)": lambda x: torch.pow(x, 2.0),
@@ -312,7 +312,7 @@ def test_max_with_dim_returns_named_tuple():
     check_vs_eager(lambda x: (x.max(dim=1).values, torch.min(x, 0).indices), a34)
 
 
-# ---- cache (thunder-reference §11 scenario 7) ----------------------------------------------------
+# ---- cache (hits and misses) -----------------------------------------------------------------------
 
 def test_cache_same_metadata_hits():
     jf = thunder_c.jit(lambda x: x * 2)

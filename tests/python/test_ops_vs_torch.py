@@ -1,7 +1,7 @@
 """Torch-level ops against PyTorch itself: each case is a one-op trace run through the `thunder` CLI on
 inputs made here, compared with the same call in PyTorch eager (values within
 torch.testing.assert_close's dtype tolerances, and the exact output dtype). Inputs and outputs travel as
-.safetensors files written and read by the test's own reader (tests/python/st.py)."""
+.safetensors files written and read by the test's own reader (tests/python/safetensors_ref.py)."""
 import math
 
 import numpy as np

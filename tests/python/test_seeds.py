@@ -15,7 +15,7 @@ of thunder_c's executor lists.
   torch.testing.make_tensor (same signature).
 * 004 — `a += 1` on an argument (return None / return a): the RETURN must stay after the copy_.
 
-The autocast parts (issue 4) compare with eager PyTorch under torch.autocast("cpu", torch.bfloat16)."""
+The autocast parts compare with eager PyTorch under torch.autocast("cpu", torch.bfloat16)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -83,7 +83,7 @@ def test_seed000_outside_autocast_is_f32_linear():
 
 
 def test_seed000_mixed_dtypes_outside_autocast_raise():
-    # thunder-reference §11 scenario 4: strict prims, the message of Thunder's check
+    # strict prims: mixed dtypes outside autocast raise with the message of Thunder's check
     def foo(x, w):
         return thunder.prims.linear(x, w, None)
 
@@ -146,7 +146,7 @@ def test_seed001_autocast_transform():
     assert dce.count("prims.convert_element_type") >= 3, dce
     assert "bf16[2, 2]" in dce
     for tr in thunder.last_traces(jfunc):
-        tr.verify()  # scenario 15: every recorded dtype is what the metas compute (the #283 rename bug)
+        tr.verify()  # every recorded dtype is what the metas compute (also after renaming)
 
 
 @pytest.mark.parametrize("fn,dtype", [(f_bf16, torch.bfloat16), (g_f32, torch.float32)], ids=["a@(b+c)", "a+b-c"])

@@ -1,9 +1,9 @@
 """Runs a small program written in Thunder's trace format through the `thunder` CLI on torch tensors made
-by a test, and reads the output back with the test's own .safetensors reader (st.py)."""
+by a test, and reads the output back with the test's own .safetensors reader (safetensors_ref.py)."""
 import numpy as np
 import torch
 
-import st
+import safetensors_ref as st
 
 SHORT = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "f16",
          torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",

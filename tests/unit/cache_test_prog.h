@@ -1,5 +1,5 @@
-/* cache_test_prog.h — the program the kernel-cache tests compile (test_cache_bound_edges.c,
- * test_cache_private_build.c): one fusion region per constant k, with exact results to check, so that
+/* cache_test_prog.h — the program the kernel-cache tests compile (test_fuser_cache_bound.c,
+ * test_fuser_cache_private.c): one fusion region per constant k, with exact results to check, so that
  * each k is its own cache entry. Include after <cmocka.h>, <string.h>, <stdlib.h> and "thunder/thunder.h". */
 #ifndef TH_TEST_CACHE_TEST_PROG_H
 #define TH_TEST_CACHE_TEST_PROG_H

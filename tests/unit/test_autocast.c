@@ -3,8 +3,8 @@
  *
  * References are independent of the implementation: the trace structure Thunder records (seed 000:
  * `prims.linear(x, w, None)` in a bfloat16 region gives top-level converts and a bfloat16 prims.linear;
- * seed 001 / scenario 13: `(a @ b) + c` gives convert a, convert b, a bfloat16 matmul, a convert back to
- * float32 inside the add; scenario 10: CPU tensors in a cuda region are untouched), PyTorch AMP's
+ * seed 001: `(a @ b) + c` gives convert a, convert b, a bfloat16 matmul, a convert back to float32
+ * inside the add; CPU tensors in a cuda region are untouched), PyTorch AMP's
  * policies for the CPU (lower precision, float32, promote; float64 never cast), and numbers computed by
  * hand in bfloat16 (round to nearest even on 8 significant bits). */
 #include <math.h>
@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "core/ir.h"
+#include "ops/ops.h"
 #include "thunder/thunder.h"
 
 static const th_device cpu = {TH_CPU, 0};
@@ -103,7 +104,7 @@ static void finish_and_verify(th_trace *tr, th_arg ret) {
   if (th_trace_verify(tr) != TH_OK) fail_msg("verify: %s", th_last_error());
 }
 
-/* ---- region path: seed 000 and scenario 8 ---------------------------------------------------------- */
+/* ---- region path: seed 000, the policies per op ------------------------------------------------------ */
 
 static void test_seed000_prims_linear_in_region(void **state) {
   (void)state;
@@ -125,7 +126,7 @@ static void test_seed000_prims_linear_in_region(void **state) {
   th_trace_free(tr);
 }
 
-static void test_scenario8_mixed_dtypes_on_prims(void **state) {
+static void test_mixed_dtypes_on_prims(void **state) {
   (void)state;
   /* x bf16, w f32: without autocast prims.linear rejects the mix; in a region only w is converted */
   th_trace *tr = new_trace();
@@ -197,9 +198,9 @@ static void test_two_linears_convert_each_time(void **state) {
   th_trace_free(tr);
 }
 
-/* ---- region path: devices (scenario 10), nesting, disabled regions --------------------------------- */
+/* ---- region path: devices (a cuda region leaves CPU tensors alone), nesting, disabled regions ------- */
 
-static void test_scenario10_cpu_tensors_in_cuda_region(void **state) {
+static void test_cpu_tensors_in_cuda_region(void **state) {
   (void)state;
   th_trace *tr = new_trace();
   th_arg a = input(tr, "a", TH_F32, cpu, 4, 4), b = input(tr, "b", TH_F32, cpu, 4, 4);
@@ -240,7 +241,7 @@ static void test_nested_and_disabled_regions(void **state) {
   th_dtype got[6];
   push(tr, TH_CPU, TH_BF16, true);
   got[0] = dtype_of(call2(tr, "ltorch.matmul", a, b)); /* bf16 */
-  push(tr, TH_CPU, TH_BF16, false);                    /* scenario 11's inner enabled=False region */
+  push(tr, TH_CPU, TH_BF16, false);                    /* an inner enabled=False region */
   got[1] = dtype_of(call2(tr, "ltorch.matmul", a, b)); /* f32 */
   push(tr, TH_CPU, TH_F16, true);
   got[2] = dtype_of(call2(tr, "ltorch.matmul", a, b)); /* f16 */
@@ -276,8 +277,8 @@ static void test_f64_integer_and_bool_left_alone(void **state) {
   th_arg y = call2(tr, "ltorch.matmul", d, e);
   assert_int_equal(dtype_of(y), TH_F64);
   assert_int_equal(count_converts(tr), 0);
-  /* f64 @ f32: the f32 operand is converted, the f64 is not, and the matmul rejects the mix (scenario
-   * 9); nothing of the failed call stays in the trace */
+  /* f64 @ f32: the f32 operand is converted, the f64 is not, and the matmul rejects the mix; nothing
+   * of the failed call stays in the trace */
   int n = th_trace_num_bsyms(tr);
   th_arg args[2] = {d, f}, out;
   assert_int_not_equal(th_trace_call(tr, "ltorch.matmul", 2, args, 0, NULL, NULL, &out), TH_OK);
@@ -494,7 +495,7 @@ static void test_region_push_oom(void **state) {
   fail_msg("never succeeded");
 }
 
-/* ---- the function path (seed 001, scenario 13) ----------------------------------------------------- */
+/* ---- the function path (seed 001) -------------------------------------------------------------------- */
 
 /* h(a, b, c) = (a @ b) + c on f32 [2, 2], recorded without autocast. */
 static th_trace *seed001_trace(void) {
@@ -546,7 +547,7 @@ static void test_function_path_seed001(void **state) {
   char *after = th_trace_print(tr, -1);
   assert_string_equal(before, after);
   assert_int_equal(th_trace_verify(tr), TH_OK);
-  /* the printed result parses back and verifies (every proxy's dtype right: #283) */
+  /* the printed result parses back and verifies (every proxy's dtype right) */
   th_trace *parsed = NULL;
   assert_int_equal(th_trace_parse(text, "ac.py", &parsed), TH_OK);
   assert_int_equal(th_trace_verify(parsed), TH_OK);
@@ -581,7 +582,7 @@ static void test_function_path_equals_region_path(void **state) {
 
 static void test_function_path_f_and_g(void **state) {
   (void)state;
-  /* scenario 13's harness: f = a @ (b + c) -> bf16; g = a + b - c -> f32 with no converts */
+  /* f = a @ (b + c) -> bf16; g = a + b - c -> f32 with no converts */
   th_trace *f = new_trace();
   th_arg a = input(f, "a", TH_F32, cpu, 2, 2), b = input(f, "b", TH_F32, cpu, 2, 2);
   th_arg c = input(f, "c", TH_F32, cpu, 2, 2);
@@ -816,10 +817,10 @@ static void test_execution_hand_computed_bf16(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_seed000_prims_linear_in_region),
-      cmocka_unit_test(test_scenario8_mixed_dtypes_on_prims),
+      cmocka_unit_test(test_mixed_dtypes_on_prims),
       cmocka_unit_test(test_ltorch_linear_bias_and_no_cast_inside_decomposition),
       cmocka_unit_test(test_two_linears_convert_each_time),
-      cmocka_unit_test(test_scenario10_cpu_tensors_in_cuda_region),
+      cmocka_unit_test(test_cpu_tensors_in_cuda_region),
       cmocka_unit_test(test_nested_and_disabled_regions),
       cmocka_unit_test(test_f64_integer_and_bool_left_alone),
       cmocka_unit_test(test_fp32_policy_cpu_and_cuda),

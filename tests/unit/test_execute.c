@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "compile/pipeline.h"
 #include "core/ir.h"
 #include "executors/kernel.h"
 #include "runtime/runtime.h"

@@ -963,7 +963,7 @@ static char *read_file(const char *path) {
 
 static void test_seed003_runs(void **state) {
   (void)state;
-  char *text = read_file(TH_SOURCE_DIR "/tests/golden/seed003_extrace_this_pr.py");
+  char *text = read_file(TH_SOURCE_DIR "/tests/golden/seed003_extrace_casts_in_fusion.py");
   /* the Float8Tensor wrapper (a torchao subclass) stands in as a plain convert; torch._scaled_mm stays */
   char *cut = malloc(strlen(text) + 200);
   cut[0] = 0;

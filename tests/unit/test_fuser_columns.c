@@ -12,9 +12,14 @@
  *     a transposed input, a bias broadcast over the reduced dim in the prologue, a per-column input in
  *     the epilogue, a FULL output stored by the same walk, NaN and infinities, empty reductions (sum 0),
  *     1 to 3 threads (each thread's range of rows and the merge in thread order) and sizes above the
- *     parallel threshold. */
+ *     parallel threshold;
+ *   - a fused column amax/prod/sum when OpenMP gives the kernel fewer threads than the launcher sized its
+ *     scratch for (omp_set_dynamic with a large thread count, as OMP_DYNAMIC=true or OMP_THREAD_LIMIT
+ *     do): the merge reads only accumulator rows some thread initialized;
+ *   - a fused column sum over an empty reduced dim is 0; amax over it is refused (prims.amax's meta). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <omp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -390,10 +395,97 @@ static void test_column_values(void **state) {
   print_message("column nests: %d cases checked against references\n", runs);
 }
 
+static const char *const FUSED[] = {"fuser", "eager"};
+
+static double at(const th_tensor *t, int64_t i) {
+  th_dtype d = th_tensor_dtype(t);
+  return th_load_f64((const char *)th_tensor_data(t) + i * (int64_t)th_dtype_size(d), d);
+}
+static void put(th_tensor *t, int64_t i, double v) {
+  th_dtype d = th_tensor_dtype(t);
+  th_store_f64((char *)th_tensor_data(t) + i * (int64_t)th_dtype_size(d), d, v);
+}
+
+static void test_fused_columns_fewer_threads(void **state) {
+  (void)state;
+  /* 4096 rows of 64 columns, every element in [-2, -1.5]: column amax < -1, prod of 4096 factors
+   * near 1 is far from 0, sum exact (multiples of 2^-6 with small sums) */
+  enum { R = 4096, K = 64 };
+  th_trace *tr = parse("def computation(x):\n  # x: \"cpu f32[4096, 64]\"\n"
+                       "  t0 = prims.mul(x, 1.0)\n  t1 = prims.amax(t0, (0,))\n"
+                       "  t2 = prims.sum(t0, (0,))\n  return (t1, t2)\n");
+  th_trace *tp = parse("def computation(x):\n  # x: \"cpu f64[4096, 64]\"\n"
+                       "  t0 = prims.add(x, 0.0)\n  t1 = prims.prod(t0, (0,))\n  return t1\n");
+  int64_t shape[2] = {R, K};
+  th_tensor *x = th_tensor_new(TH_F32, 2, shape), *xp = th_tensor_new(TH_F64, 2, shape);
+  double want_max[K], want_sum[K], want_prod[K];
+  for (int k = 0; k < K; k++) want_max[k] = -INFINITY, want_sum[k] = 0, want_prod[k] = 1;
+  for (int64_t r = 0; r < R; r++)
+    for (int k = 0; k < K; k++) {
+      double v = -2.0 + (double)((r * 7 + k * 13) % 33) / 64.0; /* [-2, -1.5] */
+      put(x, r * K + k, v);
+      double f = 1.0 + (v + 1.75) / 4096.0; /* near 1 */
+      put(xp, r * K + k, f);
+      if (v > want_max[k]) want_max[k] = v;
+      want_sum[k] += v;
+      want_prod[k] *= f;
+    }
+  /* the launcher sizes the scratch for omp_get_max_threads() threads; with dynamic adjustment the
+   * kernel's team is at most the processors' count */
+  int procs = omp_get_num_procs();
+  int dyn = omp_get_dynamic();
+  omp_set_dynamic(1);
+  assert_int_equal(th_set_num_threads(procs * 4 + 4), TH_OK);
+  int nout = 0, noutp = 0;
+  th_tensor **out = run_execs(tr, FUSED, 2, &x, 1, &nout);
+  th_tensor **outp = run_execs(tp, FUSED, 2, &xp, 1, &noutp);
+  assert_int_equal(th_set_num_threads(0), TH_OK);
+  omp_set_dynamic(dyn);
+  if (!out || !outp) fail_msg("run: %s", th_last_error());
+  for (int k = 0; k < K; k++) {
+    if (at(out[0], k) != want_max[k])
+      fail_msg("fused column amax with fewer threads than requested: column %d got %.9g want %.9g", k, at(out[0], k),
+               want_max[k]);
+    if (at(out[1], k) != want_sum[k])
+      fail_msg("fused column sum with fewer threads than requested: column %d got %.9g want %.9g", k, at(out[1], k),
+               want_sum[k]);
+    if (!(fabs(at(outp[0], k) - want_prod[k]) <= 1e-12 * fabs(want_prod[k])))
+      fail_msg("fused column prod with fewer threads than requested: column %d got %.17g want %.17g", k,
+               at(outp[0], k), want_prod[k]);
+  }
+  release_all(out, nout);
+  release_all(outp, noutp);
+  th_tensor_release(x);
+  th_tensor_release(xp);
+  th_trace_free(tr);
+  th_trace_free(tp);
+}
+
+static void test_fused_columns_empty(void **state) {
+  (void)state;
+  int64_t shape[2] = {0, 9};
+  th_tensor *x = th_tensor_new(TH_F32, 2, shape);
+  th_trace *ts = parse("def computation(x):\n  # x: \"cpu f32[0, 9]\"\n  t0 = prims.mul(x, 2.0)\n  t1 = prims.sum(t0, (0,))\n"
+                       "  t2 = prims.add(t1, 1.0)\n  return t2\n");
+  int nout = 0;
+  th_tensor **out = run_fused(ts, &x, 1, &nout, true); /* must fuse */
+  for (int k = 0; k < 9; k++) assert_true(at(out[0], k) == 1.0);
+  release_all(out, nout);
+  th_trace_free(ts);
+  /* amax over the empty dim: refused already by prims.amax's meta, with PyTorch's message */
+  th_trace *ta = NULL;
+  assert_int_not_equal(th_trace_parse("def computation(x):\n  # x: \"cpu f32[0, 9]\"\n  t0 = prims.mul(x, 2.0)\n"
+                                      "  t1 = prims.amax(t0, (0,))\n  return t1\n", "<test>", &ta), TH_OK);
+  if (!strstr(th_last_error(), "non-zero size")) fail_msg("amax over an empty dim: unexpected error: %s", th_last_error());
+  th_tensor_release(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_column_plan),
       cmocka_unit_test(test_column_values),
+      cmocka_unit_test(test_fused_columns_fewer_threads),
+      cmocka_unit_test(test_fused_columns_empty),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

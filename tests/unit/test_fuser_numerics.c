@@ -34,7 +34,7 @@
 static int setup_cache(void **state) {
   (void)state;
   static char root[256];
-  snprintf(root, sizeof root, "%s/fuser-test-cache", TH_BINARY_DIR); /* shared with test_fuser */
+  snprintf(root, sizeof root, "%s/fuser-test-cache", TH_BINARY_DIR); /* shared with the other fuser tests */
   mkdir(root, 0700);
   setenv("XDG_CACHE_HOME", root, 1);
   return 0;

@@ -2,7 +2,7 @@
  *
  * (1) Traces built through the C API (th_trace_call) and by hand (bsyms assembled directly, for
  *     fusion regions, executor ops and every constant kind) print exactly as the golden files in
- *     tests/golden/, which were written by hand from thunder-reference.md §2, not pasted from our
+ *     tests/golden/, which were written by hand from Thunder's printed format, not pasted from our
  *     printer.
  * (2) print(parse(text)) == text for those traces at print depth -1 and 1.
  * (3) Lightning Thunder's own printed traces from the four seed reports (tests/golden/seed*.py, copied
@@ -25,6 +25,7 @@
 
 #include "core/ir.h"
 #include "core/printer.h"
+#include "ops/ops.h"
 #include "thunder/trace.h"
 
 static const th_device CPU = {TH_CPU, 0};
@@ -480,11 +481,11 @@ static void test_seed003(void **state) {
     const char *file;
     const char *prefix;
   } cases[] = {
-      {"seed003_extrace_pr1415.py",
-       "seed003_extrace_pr1415.py:78: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
+      {"seed003_extrace_casts_outside_fusion.py",
+       "seed003_extrace_casts_outside_fusion.py:78: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
        "decomposition is printed under it\n  input_fp8 = Float8Tensor(t197, "},
-      {"seed003_extrace_this_pr.py",
-       "seed003_extrace_this_pr.py:66: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
+      {"seed003_extrace_casts_in_fusion.py",
+       "seed003_extrace_casts_in_fusion.py:66: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
        "decomposition is printed under it\n  input_fp8 = Float8Tensor(t197, "},
   };
   for (size_t i = 0; i < 2; i++) {
@@ -506,7 +507,7 @@ static void test_seed003(void **state) {
   /* Without its Float8Tensor and _scaled_mm lines, the first extrace parses: nvFusion0 with its 42
    * subsymbols, Tensor.to / Tensor.view / torch.transpose / torch.clone as their ltorch ops (or as
    * executor regions where the printed ltorch call does not bind), source-location comments skipped. */
-  char *text = read_golden("seed003_extrace_pr1415.py");
+  char *text = read_golden("seed003_extrace_casts_outside_fusion.py");
   char *cut = malloc(strlen(text) + 200);
   cut[0] = 0;
   for (char *ln = text; *ln;) {
@@ -704,10 +705,9 @@ static void test_text_forms(void **state) {
   assert_contains(th_last_error(), "bom.py:3:3: unexpected character (byte 0xef)");
 }
 
-/* Memory is linear in the line length: a string literal costs its own length (it used to cost the
- * rest of its line: 20k short strings on one line took over 1 GB), and deep nesting stops at the
- * nesting limit before the rest of the line is read (100k levels of dict used to take 21 GB). Both
- * are measured as the number of allocations (each arena chunk is one; a chunk is >= 64 KiB). */
+/* Memory is linear in the line length: a string literal costs its own length, not the rest of its line
+ * (20k short strings on one line), and deep nesting stops at the nesting limit before the rest of the
+ * line is read (100k levels of dict). Both are counted as the number of allocations (each arena chunk is one; a chunk is >= 64 KiB). */
 static void test_long_lines_memory(void **state) {
   (void)state;
   th_trace *tr = NULL;

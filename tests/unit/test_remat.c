@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "core/ir.h"
+#include "ops/ops.h"
 #include "thunder/jit.h"
 #include "thunder/transform.h"
 

@@ -2,9 +2,8 @@
  *
  * Each test records calls into a fresh trace and checks the output metadata (dtype, shape) and, where
  * the decomposition is the point, the subsymbols (qualified names and their output dtypes): Thunder's
- * type promotion (reference §4.2 and scenario 3: bf16 + bf16 = convert, convert, prims.add, convert;
- * bf16 * 2.0 -> bf16; i64 + 2.5 -> f32; f32[4] + f64[] -> f32; bf16 + f16 -> f32), scenario 1's printed
- * `ltorch.mul(2, x)`, broadcasting, the matmul shape paths, reshape's -1, indexing, reductions, the
+ * type promotion (bf16 + bf16 = convert, convert, prims.add, convert; bf16 * 2.0 -> bf16;
+ * i64 + 2.5 -> f32; f32[4] + f64[] -> f32; bf16 + f16 -> f32), the printed `ltorch.mul(2, x)`, broadcasting, the matmul shape paths, reshape's -1, indexing, reductions, the
  * nn ops of a GPT-2 and a LLaMA block, and the error messages. Every trace that records successfully is
  * also passed through th_trace_verify, which re-runs each bsym's meta/decomposition. Numerical
  * agreement with PyTorch is tested separately, against the eager executor. */
@@ -230,8 +229,8 @@ static void test_promote_scalars(void **state) {
   finish(tr, c);
 }
 
-/* Scenario 1: result = 2 * x prints `ltorch.mul(2, x)` with x's type. */
-static void test_scenario1_mul_print(void **state) {
+/* result = 2 * x records and prints `ltorch.mul(2, x)`: a number operand stays a number, the result has x's type. */
+static void test_mul_number_printed_trace(void **state) {
   (void)state;
   th_trace *tr = new_trace();
   th_arg x = tensor(tr, "x", TH_F32, 2, (int64_t)2, (int64_t)2);
@@ -328,13 +327,31 @@ static void test_elementwise_ops(void **state) {
   th_arg y = tensor(tr, "y", TH_F32, 1, (int64_t)4);
   th_arg n = tensor(tr, "n", TH_I32, 2, (int64_t)3, (int64_t)4);
   th_arg m = tensor(tr, "m", TH_BOOL, 2, (int64_t)3, (int64_t)4);
-  static const char *const unary_float[] = {"exp",   "log",     "sqrt",  "rsqrt",      "sin", "cos",
-                                            "tanh",  "sigmoid", "erf",   "reciprocal", "neg", "abs",
-                                            "floor", "ceil",    "round", "trunc",      "sign"};
-  for (size_t i = 0; i < sizeof unary_float / sizeof unary_float[0]; i++) {
+  /* every unary op of the table (the rows of ops/unary.def) on a bfloat16 input: a prim of kind MATH or
+   * FLOAT computes in float32 and gives bfloat16 back, PRED gives bool, EXACT refuses a float input; a
+   * composite gives bfloat16 or bool */
+  static const struct {
+    const char *name, *kind; /* kind NULL: a composite */
+  } unary[] = {
+#define TH_UNARY(name, kind, ...) {#name, #kind},
+#define TH_UNARY_TORCH(name, ...) {#name, NULL},
+#include "ops/unary.def"
+#undef TH_UNARY
+#undef TH_UNARY_TORCH
+  };
+  for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++) {
     char name[64];
-    snprintf(name, sizeof name, "ltorch.%s", unary_float[i]);
-    check_tensor(call1(tr, name, x), TH_BF16, 2, (int64_t)3, (int64_t)4);
+    snprintf(name, sizeof name, "ltorch.%s", unary[i].name);
+    const char *kind = unary[i].kind;
+    if (kind && !strcmp(kind, "EXACT")) {
+      th_arg out;
+      if (th_trace_call(tr, name, 1, &x, 0, NULL, NULL, &out) == TH_OK) fail_msg("%s: accepts a bfloat16 tensor", name);
+      continue;
+    }
+    th_arg r = call1(tr, name, x);
+    th_dtype want = kind && !strcmp(kind, "PRED") ? TH_BOOL : TH_BF16;
+    if (!kind && val(r)->dtype == TH_BOOL) want = TH_BOOL;
+    check_tensor(r, want, 2, (int64_t)3, (int64_t)4);
   }
   /* integer inputs of transcendental ops become float32; floor of an integer is the identity */
   check_tensor(call1(tr, "ltorch.exp", n), TH_F32, 2, (int64_t)3, (int64_t)4);
@@ -413,7 +430,7 @@ static void test_to(void **state) {
   (void)state;
   th_trace *tr = new_trace();
   th_arg x = tensor(tr, "x", TH_F32, 1, (int64_t)3);
-  /* scenario 2: x.to(torch.float16) */
+  /* x.to(torch.float16): a dtype as the positional argument */
   th_arg h = call2(tr, "ltorch.to", x, th_arg_dtype(TH_F16));
   check_tensor(h, TH_F16, 1, (int64_t)3);
   check_subs(last_bsym(tr), "prims.convert_element_type", NULL);
@@ -729,7 +746,7 @@ static void test_matmul(void **state) {
   th_arg b3 = tensor(tr, "b3", TH_F32, 3, (int64_t)5, (int64_t)3, (int64_t)4);
   check_tensor(call2(tr, "ltorch.matmul", a2, b2), TH_F32, 2, (int64_t)2, (int64_t)4);
   check_subs(last_bsym(tr), "prims.matmul", NULL);
-  /* ND @ 2-D: fold the batch into the rows (scenario 12's shape) */
+  /* ND @ 2-D: fold the batch into the rows */
   check_tensor(call2(tr, "torch.matmul", a3, b2), TH_F32, 3, (int64_t)5, (int64_t)2, (int64_t)4);
   check_subs(last_bsym(tr), "prims.reshape", "prims.matmul", "prims.reshape", NULL);
   /* vectors */
@@ -1093,7 +1110,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_promote_bf16_add),
       cmocka_unit_test(test_promote_scalars),
-      cmocka_unit_test(test_scenario1_mul_print),
+      cmocka_unit_test(test_mul_number_printed_trace),
       cmocka_unit_test(test_promote_lattice),
       cmocka_unit_test(test_promote_errors),
       cmocka_unit_test(test_elementwise_ops),

@@ -2,10 +2,10 @@
  * (thunder/transform.h), and Delete Last Used in the execution pipeline (th_program_trace).
  *
  * References are independent of the code under test: structural expectations derived by hand from
- * thunder-reference.md §7.5 (CSE: Thunder's docstring example, key = symbol + rewritten args; never
- * random / in-place / copy_; same executor only) and §11 scenarios 5 and 6, values computed by hand,
+ * Thunder's transforms (CSE: Thunder's docstring example, key = symbol + rewritten args; never
+ * random / in-place / copy_; same executor only; Delete Last Used's rules), values computed by hand,
  * and the del lines of Thunder's own seed 000 trace (`t0 = linear(x, w, None)` / `del x, w`). Every
- * result must pass th_trace_verify. A generic checker asserts scenario 6 on every del trace: RETURN
+ * result must pass th_trace_verify. A generic checker asserts the del rules on every del trace: RETURN
  * last, no del after it, no returned value deleted, every intermediate and input deleted exactly once,
  * right after the bsym that last uses it and never used afterwards. */
 #include <setjmp.h>
@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "core/ir.h"
+#include "ops/ops.h"
 #include "thunder/thunder.h"
 
 static const th_device CPU = {TH_CPU, 0};
@@ -125,7 +126,7 @@ static const th_value *arg_value(const th_bsym *b, int i) {
   return b->args[i].u.value;
 }
 
-/* ---- the scenario 6 checker ------------------------------------------------------------------------ */
+/* ---- the del-rules checker ------------------------------------------------------------------------ */
 
 typedef struct {
   uint32_t id;
@@ -254,8 +255,8 @@ static void free_outputs(int n, th_tensor **out) {
 
 /* ---- CSE ----------------------------------------------------------------------------------------- */
 
-/* Scenario 5: c = a+b; d = a+b; e = a*a; f = d*b; return c, f. */
-static th_trace *scenario5(th_value **c_out, th_value **f_out) {
+/* A duplicated expression: c = a+b; d = a+b; e = a*a; f = d*b; return c, f. */
+static th_trace *duplicate_add_trace(th_value **c_out, th_value **f_out) {
   th_trace *tr = th_trace_new("foo");
   th_value *a = input(tr, "a"), *b = input(tr, "b");
   th_value *c = call2(tr, "ltorch.add", a, b);
@@ -270,7 +271,7 @@ static th_trace *scenario5(th_value **c_out, th_value **f_out) {
   return tr;
 }
 
-static void check_scenario5_values(th_program *p) {
+static void check_duplicate_add_values(th_program *p) {
   const float av[4] = {1, 2, 3, 4}, bv[4] = {10, 20, 30, 40};
   /* by hand: c = a + b, f = (a + b) * b */
   const float c_ref[4] = {11, 22, 33, 44}, f_ref[4] = {110, 440, 990, 1760};
@@ -285,10 +286,10 @@ static void check_scenario5_values(th_program *p) {
   th_tensor_release(in[1]);
 }
 
-static void test_scenario5(void **state) {
+static void test_cse_duplicate_add(void **state) {
   (void)state;
   th_value *c, *f;
-  th_trace *tr = scenario5(&c, &f);
+  th_trace *tr = duplicate_add_trace(&c, &f);
   const th_value *a = th_trace_input(tr, 0), *b = th_trace_input(tr, 1);
 
   /* DCE: no a*a; both adds still there */
@@ -340,10 +341,10 @@ static void test_scenario5(void **state) {
    * hand-computed values */
   th_program *p = compile_unfused(e);
   assert_int_equal(count_op(th_program_trace(p), TH_OP_prims_add), 1);
-  check_scenario5_values(p);
+  check_duplicate_add_values(p);
   th_program_free(p);
   p = compile(tr);
-  check_scenario5_values(p);
+  check_duplicate_add_values(p);
   th_program_free(p);
 
   th_trace_free(e2);
@@ -611,7 +612,7 @@ static void test_cse_dels(void **state) {
 
 /* ---- Delete Last Used ---------------------------------------------------------------------------- */
 
-/* Scenario 6 by hand: inputs a, b, u (unused); t0 = a+b; t1 = t0*b; t2 = neg(t1) (unused);
+/* The del rules by hand: inputs a, b, u (unused); t0 = a+b; t1 = t0*b; t2 = neg(t1) (unused);
  * t3 = exp(t0); a comment; return (t0, t3). */
 static void test_del_last_used_by_hand(void **state) {
   (void)state;
@@ -755,14 +756,14 @@ static void test_del_outputs_and_structures(void **state) {
   th_trace_free(tr);
 }
 
-/* The pipeline on scenario 5 and on a torch-level MLP: del lines everywhere, same results. */
+/* The pipeline on the duplicated expression and on a torch-level MLP: del lines everywhere, same results. */
 static void test_pipeline_runs_identically(void **state) {
   (void)state;
-  th_trace *tr = scenario5(NULL, NULL);
+  th_trace *tr = duplicate_add_trace(NULL, NULL);
   th_program *p = compile(tr);
   assert_true(count_op(th_program_trace(p), TH_OP_prims_python_del) > 0);
-  check_scenario5_values(p);
-  check_scenario5_values(p); /* a program runs any number of times */
+  check_duplicate_add_values(p);
+  check_duplicate_add_values(p); /* a program runs any number of times */
   th_program_free(p);
   th_trace_free(tr);
 
@@ -806,7 +807,7 @@ static void test_errors(void **state) {
   assert_int_equal(th_transform_cse(NULL, &out), TH_ERR_VALUE);
   assert_int_equal(th_transform_del_last_used(NULL, &out), TH_ERR_VALUE);
   assert_ptr_equal(out, (th_trace *)0x1); /* not set on error */
-  th_trace *tr = scenario5(NULL, NULL);
+  th_trace *tr = duplicate_add_trace(NULL, NULL);
   assert_int_equal(th_transform_cse(tr, NULL), TH_ERR_VALUE);
   assert_non_null(strstr(th_last_error(), "th_transform_cse"));
   assert_int_equal(th_transform_del_last_used(tr, NULL), TH_ERR_VALUE);
@@ -816,7 +817,7 @@ static void test_errors(void **state) {
 
 static void test_fault_injection(void **state) {
   (void)state;
-  th_trace *tr = scenario5(NULL, NULL);
+  th_trace *tr = duplicate_add_trace(NULL, NULL);
   for (int pass = 0; pass < 2; pass++) {
     int ok_at = 0;
     for (long n = 1; n < 100000; n++) {
@@ -840,7 +841,7 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_scenario5),
+      cmocka_unit_test(test_cse_duplicate_add),
       cmocka_unit_test(test_thunder_docstring_example),
       cmocka_unit_test(test_constants_by_value),
       cmocka_unit_test(test_rewritten_args_merge),

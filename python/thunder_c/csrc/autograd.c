@@ -2,9 +2,11 @@
  * grad transform (th_transform_grad) behind a torch.autograd.Function.
  *
  * When grad is enabled and a tensor input (or module parameter, or captured tensor) requires grad, the
- * jitted function's trace goes through th_transform_grad: the forward program returns the function's
- * outputs plus the values the backward reads (saved for backward); the backward program maps those and
- * one cotangent per output tensor to one gradient per input. A call runs the forward program, then
+ * jitted function's trace, cleaned by th_compile_prepare (verify, DCE, CSE), goes through
+ * th_transform_grad, and each half is compiled from the execution pass on (TH_COMPILE_SKIP_DCE |
+ * TH_COMPILE_SKIP_CSE): the forward program returns the function's outputs plus the values the
+ * backward reads (saved for backward); the backward program maps those and one cotangent per output
+ * tensor to one gradient per input. A call runs the forward program, then
  * calls thunder_c's autograd.Function (_ThunderFunction, a few lines of Python calling back here) with
  * the inputs that require grad, so the output tensors get a grad_fn; `loss.backward()` reaches its
  * backward, which runs the backward program on the saved values and the incoming gradients, and
@@ -53,10 +55,11 @@ const th_program *pyth_grad_backward_program(const pyth_grad *g) { return g ? g-
 
 PyObject *pyth_grad_backward_traces(const pyth_grad *g, PyObject *owner) {
   PyObject *l = PyList_New(0);
-  const th_trace *ts[2] = {g ? g->bwd_trace : NULL, g ? th_program_trace(g->bwd) : NULL};
-  for (int i = 0; l && i < 2; i++) {
-    if (!ts[i]) continue;
-    PyObject *t = pyth_trace_wrap(ts[i], owner);
+  const th_program *bwd = g ? g->bwd : NULL;
+  for (int i = -1; l && i < th_program_num_traces(bwd); i++) { /* the grad transform's, then the stages */
+    const th_trace *tr = i < 0 ? (g ? g->bwd_trace : NULL) : th_program_stage_trace(bwd, i, NULL);
+    if (!tr) continue;
+    PyObject *t = pyth_trace_wrap(tr, owner);
     if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
     Py_XDECREF(t);
   }
@@ -89,10 +92,13 @@ int pyth_grad_compile(const th_trace *tr, const bool *requires_grad, const th_co
   if (!g->rg) goto nomem;
   memcpy(g->rg, requires_grad, (size_t)nin * sizeof(bool));
   th_grad_options go = {requires_grad, nin};
+  /* tr is cleaned already (th_compile_prepare): each half from the execution pass on */
+  th_compile_options split = *o;
+  split.skip_stages |= TH_COMPILE_SKIP_DCE | TH_COMPILE_SKIP_CSE;
   th_status st = th_transform_grad(tr, &go, &g->fwd_trace, &g->bwd_trace);
   if (st == TH_OK) st = th_grad_forward_layout(g->fwd_trace, &g->lay);
-  if (st == TH_OK) st = th_program_compile(g->bwd_trace, o, &g->bwd);
-  if (st == TH_OK) st = th_program_compile(g->fwd_trace, o, fwd_prog);
+  if (st == TH_OK) st = th_program_compile(g->bwd_trace, &split, &g->bwd);
+  if (st == TH_OK) st = th_program_compile(g->fwd_trace, &split, fwd_prog);
   if (st != TH_OK) {
     pyth_raise(st);
     goto fail;

@@ -5,10 +5,15 @@
  * tensors exchanged by DLPack. It decides nothing about what a program computes: ops, their
  * semantics, the transforms and the execution plan are the core's (libthunder).
  *
- * Files: module.c (module init, dtypes, errors, op namespaces), proxy.c (TensorProxy and the tracer:
- * Python <-> th_arg, torch-function dispatch), jit.c (the jitted callable: cache, compile, run),
- * pytrace.c (Trace and BoundSymbol objects), extend.c (user executors and operators: Python callables
- * behind the core's extension API), autograd.c (jitted calls inside PyTorch autograd). */
+ * Files: module.c (module init, dtypes, errors, op namespaces); the tracer: proxy.c (recording:
+ * Python <-> th_arg, pyth_record, aliasing, autocast mirroring), dispatch.c (the torch-function
+ * dispatch table and the callable op objects) and tensor_proxy.c (the TensorProxy type), which share
+ * proxy.h; the jitted callable: jit.c (construction, a call, introspection), jit_cache.c (the cache
+ * key), jit_trace.c (a cache miss: tracing and compiling an entry) and jit_run.c (running an entry,
+ * DLPack both ways), which share jit_internal.h; pytrace.c (Trace and BoundSymbol objects);
+ * transforms.c (autocast, float8 and the transforms on Trace objects); extend.c (user executors and
+ * operators: Python callables behind the core's extension API); rng.c (random ops follow torch's
+ * generator); autograd.c (jitted calls inside PyTorch autograd). */
 #ifndef PYTH_H
 #define PYTH_H
 
@@ -65,7 +70,7 @@ PyObject *pyth_device_to_torch(th_device d);
  * else -1 with NotImplementedError naming its class (`what`: "input x", "a captured tensor"). */
 int pyth_tensor_check_class(PyObject *t, const char *what);
 
-/* ---- proxy.c ----------------------------------------------------------------------------------- */
+/* ---- the tracer: proxy.c, dispatch.c, tensor_proxy.c ------------------------------------------ */
 typedef struct pyth_tracer pyth_tracer;
 
 /* A proxy for a tensor during tracing: the trace value it stands for now (an in-place op makes the
@@ -115,7 +120,7 @@ struct pyth_tracer {
 /* The tracer currently recording (NULL when none). */
 extern _Thread_local pyth_tracer *pyth_active;
 
-/* A new proxy for value v in tracer tr. */
+/* tensor_proxy.c: a new proxy for value v in tracer tr. */
 PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v);
 
 /* Records op `qualname` with Python args (tuple) and kwargs (dict or NULL) in the active trace and
@@ -126,9 +131,9 @@ PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v);
 PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args,
                       PyObject *kwargs);
 
-/* The torch-function entry point: the TorchFunctionMode subclass and TensorProxy.__torch_function__
- * call this with (func, types, args, kwargs). Maps func to an op of the core, or raises
- * NotImplementedError naming it. */
+/* dispatch.c: the torch-function entry point: the TorchFunctionMode subclass and
+ * TensorProxy.__torch_function__ call this with (func, types, args, kwargs). Maps func to an op of the
+ * core, or raises NotImplementedError naming it. */
 PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* Mirrors the caller's torch.autocast state (cpu and cuda: enabled, dtype) onto the trace's autocast
@@ -140,9 +145,9 @@ void pyth_autocast_clear(pyth_tracer *tr);
 /* Puts proxies a and b in one alias group (see proxy.c, "aliasing"). -1 with an exception. */
 int pyth_alias_join(pyth_tracer *tr, PyObject *a, PyObject *b);
 
-/* Callable ops (thunder_c.prims.add, bound Tensor methods): a new one for op `qualname`, shown to users
- * as `display`; `swap` exchanges the first two positional arguments (reflected operators); `self` (may
- * be NULL) is prepended to the arguments (a bound method). */
+/* dispatch.c: callable ops (thunder_c.prims.add, bound Tensor methods): a new one for op `qualname`,
+ * shown to users as `display`; `swap` exchanges the first two positional arguments (reflected
+ * operators); `self` (may be NULL) is prepended to the arguments (a bound method). */
 extern PyTypeObject pyth_op_type;
 PyObject *pyth_op_new(const char *qualname, const char *display, unsigned flags, bool swap, PyObject *self);
 /* Returned by pyth_torch_function when the mode should run func eagerly (metadata reads, constants). */
@@ -206,12 +211,12 @@ int pyth_float8_mark_region(pyth_tracer *tr, int start, th_dtype in, th_dtype w,
  * marked. -1 with an exception. */
 int pyth_float8_apply_marks(pyth_tracer *tr, const th_trace *in, PyObject *param_names, th_trace **out);
 
-/* ---- jit.c ------------------------------------------------------------------------------------- */
+/* ---- jit.c, jit_run.c (the jitted callable; its files share jit_internal.h) ---------------------- */
 extern PyTypeObject pyth_jit_type;
 int pyth_jit_ready(PyObject *module);
-/* Zero-copy DLPack exchange, as a run's outputs and inputs cross: a new torch tensor viewing t (t keeps
- * one reference for it); a new th_tensor viewing torch tensor o (detached; bool as its uint8 view), or
- * NULL with an exception. */
+/* jit_run.c: zero-copy DLPack exchange, as a run's outputs and inputs cross: a new torch tensor
+ * viewing t (t keeps one reference for it); a new th_tensor viewing torch tensor o (detached; bool as
+ * its uint8 view), or NULL with an exception. */
 PyObject *pyth_tensor_to_torch(th_tensor *t);
 th_tensor *pyth_tensor_from_torch(PyObject *o);
 
@@ -242,8 +247,10 @@ int pyth_rng_unchanged(PyObject *before);
 /* ---- autograd.c (jitted calls inside PyTorch autograd: th_transform_grad's forward and backward) ---- */
 typedef struct pyth_grad pyth_grad;
 int pyth_autograd_ready(PyObject *module);
-/* Runs the grad transform on `tr` (requires_grad: one flag per trace input), compiles the backward into
- * the new *out and the forward into *fwd_prog (both with o). -1 with an exception; nothing set then. */
+/* Runs the grad transform on `tr` (already cleaned by th_compile_prepare; requires_grad: one flag per
+ * trace input), compiles the backward into the new *out and the forward into *fwd_prog, both with o
+ * and DCE and CSE skipped (each half from the execution pass on). -1 with an exception; nothing set
+ * then. */
 int pyth_grad_compile(const th_trace *tr, const bool *requires_grad, const th_compile_options *o, th_program **fwd_prog,
                       pyth_grad **out);
 void pyth_grad_free(pyth_grad *g); /* NULL is fine */
@@ -257,7 +264,7 @@ PyObject *pyth_grad_backward_traces(const pyth_grad *g, PyObject *owner);
  * through thunder_c._ThunderFunction. `owner` (the cache entry) is kept alive by the graph. */
 PyObject *pyth_grad_run(pyth_grad *g, PyObject *owner, th_program *fwd, int nin, th_tensor *const *in,
                         PyObject *const *in_objs);
-/* jit.c: the return structure `a` of trace tr from a program's outputs, with the tensor leaves taken in
+/* jit_run.c: the return structure `a` of trace tr from a program's outputs, with the tensor leaves taken in
  * order from tuple tensor_leaves instead (when not NULL). */
 PyObject *pyth_build_output(const th_trace *tr, const th_arg *a, th_tensor **outs, int nouts, PyObject *tensor_leaves);
 

@@ -89,7 +89,7 @@ static PyObject *m_autocast(PyObject *self, PyObject *args, PyObject *kw) {
   PyObject *fn, *dt;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:autocast", kwl, &fn, &dt)) return NULL;
   th_dtype dtype = TH_DTYPE_COUNT;
-  /* Thunder accepts its own dtypes only (thunder-reference scenario 14) */
+  /* as Thunder's autocast: its own dtypes only (thunder_c.bfloat16, not torch.bfloat16) */
   if (Py_TYPE(dt) != &pyth_dtype_type || !pyth_dtype_from(dt, &dtype) || (dtype != TH_BF16 && dtype != TH_F16)) {
     PyObject *r = PyObject_Repr(dt);
     PyErr_Format(PyExc_ValueError,

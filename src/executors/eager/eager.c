@@ -17,62 +17,25 @@
 /* Every prim of ops.def except the utility prims (python_return, python_del, comment), which compute
  * nothing and are handled by the runtime itself. test_eager_kernels checks the table stays complete. */
 static const th_operator_impl eager_impls[] = {
-    /* elementwise unary */
-    {TH_OP_prims_abs, th_eg_unary_ref, NULL},
-    {TH_OP_prims_acos, th_eg_unary_ref, NULL},
-    {TH_OP_prims_acosh, th_eg_unary_ref, NULL},
-    {TH_OP_prims_asin, th_eg_unary_ref, NULL},
-    {TH_OP_prims_asinh, th_eg_unary_ref, NULL},
-    {TH_OP_prims_atan, th_eg_unary_ref, NULL},
-    {TH_OP_prims_atanh, th_eg_unary_ref, NULL},
-    {TH_OP_prims_bitwise_not, th_eg_unary_ref, NULL},
-    {TH_OP_prims_ceil, th_eg_unary_ref, NULL},
-    {TH_OP_prims_cos, th_eg_unary_ref, NULL},
-    {TH_OP_prims_cosh, th_eg_unary_ref, NULL},
-    {TH_OP_prims_erf, th_eg_unary_ref, NULL},
-    {TH_OP_prims_erfc, th_eg_unary_ref, NULL},
-    {TH_OP_prims_exp, th_eg_unary_ref, NULL},
-    {TH_OP_prims_exp2, th_eg_unary_ref, NULL},
-    {TH_OP_prims_expm1, th_eg_unary_ref, NULL},
-    {TH_OP_prims_floor, th_eg_unary_ref, NULL},
-    {TH_OP_prims_isfinite, th_eg_unary_ref, NULL},
-    {TH_OP_prims_lgamma, th_eg_unary_ref, NULL},
-    {TH_OP_prims_log, th_eg_unary_ref, NULL},
-    {TH_OP_prims_log10, th_eg_unary_ref, NULL},
-    {TH_OP_prims_log1p, th_eg_unary_ref, NULL},
-    {TH_OP_prims_log2, th_eg_unary_ref, NULL},
-    {TH_OP_prims_neg, th_eg_unary_ref, NULL},
-    {TH_OP_prims_reciprocal, th_eg_unary_ref, NULL},
-    {TH_OP_prims_round, th_eg_unary_ref, NULL},
-    {TH_OP_prims_rsqrt, th_eg_unary_ref, NULL},
-    {TH_OP_prims_sign, th_eg_unary_ref, NULL},
-    {TH_OP_prims_signbit, th_eg_unary_ref, NULL},
-    {TH_OP_prims_sin, th_eg_unary_ref, NULL},
-    {TH_OP_prims_sinh, th_eg_unary_ref, NULL},
-    {TH_OP_prims_sqrt, th_eg_unary_ref, NULL},
-    {TH_OP_prims_tan, th_eg_unary_ref, NULL},
-    {TH_OP_prims_tanh, th_eg_unary_ref, NULL},
-    {TH_OP_prims_trunc, th_eg_unary_ref, NULL},
-    /* elementwise binary and ternary */
-    {TH_OP_prims_add, th_eg_binary_ref, NULL},
-    {TH_OP_prims_sub, th_eg_binary_ref, NULL},
-    {TH_OP_prims_mul, th_eg_binary_ref, NULL},
-    {TH_OP_prims_div, th_eg_binary_ref, NULL},
-    {TH_OP_prims_pow, th_eg_binary_ref, NULL},
-    {TH_OP_prims_fmod, th_eg_binary_ref, NULL},
-    {TH_OP_prims_remainder, th_eg_binary_ref, NULL},
-    {TH_OP_prims_atan2, th_eg_binary_ref, NULL},
-    {TH_OP_prims_maximum, th_eg_binary_ref, NULL},
-    {TH_OP_prims_minimum, th_eg_binary_ref, NULL},
-    {TH_OP_prims_bitwise_and, th_eg_binary_ref, NULL},
-    {TH_OP_prims_bitwise_or, th_eg_binary_ref, NULL},
-    {TH_OP_prims_bitwise_xor, th_eg_binary_ref, NULL},
-    {TH_OP_prims_eq, th_eg_compare_ref, NULL},
-    {TH_OP_prims_ne, th_eg_compare_ref, NULL},
-    {TH_OP_prims_lt, th_eg_compare_ref, NULL},
-    {TH_OP_prims_le, th_eg_compare_ref, NULL},
-    {TH_OP_prims_gt, th_eg_compare_ref, NULL},
-    {TH_OP_prims_ge, th_eg_compare_ref, NULL},
+    /* elementwise unary: the prims of ops/unary.def */
+#define TH_UNARY(name, ...) {TH_OP_prims_##name, th_eg_unary_ref, NULL},
+#include "ops/unary.def"
+#undef TH_UNARY
+    /* elementwise binary: the prims of ops/binary.def (comparisons: kind CMP) */
+#define EG_BINARY_REF_MATH th_eg_binary_ref
+#define EG_BINARY_REF_FLOAT th_eg_binary_ref
+#define EG_BINARY_REF_ALL th_eg_binary_ref
+#define EG_BINARY_REF_EXACT th_eg_binary_ref
+#define EG_BINARY_REF_CMP th_eg_compare_ref
+#define TH_BINARY(name, kind, ...) {TH_OP_prims_##name, EG_BINARY_REF_##kind, NULL},
+#include "ops/binary.def"
+#undef TH_BINARY
+#undef EG_BINARY_REF_MATH
+#undef EG_BINARY_REF_FLOAT
+#undef EG_BINARY_REF_ALL
+#undef EG_BINARY_REF_EXACT
+#undef EG_BINARY_REF_CMP
+    /* elementwise ternary */
     {TH_OP_prims_where, th_eg_where_ref, NULL},
     /* conversion and data movement */
     {TH_OP_prims_convert_element_type, th_eg_convert_element_type_ref, NULL},

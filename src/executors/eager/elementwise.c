@@ -3,7 +3,8 @@
  *
  * Each op is a row in a table with its scalar functions per compute class (eager_internal.h): float32
  * for f16/bf16/f32 (so low-precision results are rounded once, as PyTorch computes them in float),
- * float64 for f64, int64 for bool and integers (stores keep the low bits, PyTorch's wrap-around). The
+ * float64 for f64, int64 for bool and integers (stores keep the low bits, PyTorch's wrap-around); the
+ * tables and scalar functions are generated from the rows of ops/unary.def and ops/binary.def. The
  * general row loop loads each operand with its own dtype through core/scalar.h; when every operand is
  * f32 (or f64) a typed row with the scalar function inlined runs instead, specialised for the
  * contiguous, tensor-with-scalar and scalar-with-tensor cases so the compiler vectorizes them.
@@ -18,91 +19,12 @@
 #include <string.h>
 
 #include "executors/eager/eager_internal.h"
+#include "ops/binary_scalar.h"
 
 /* ---- scalar functions --------------------------------------------------------------------------------- */
 
-static inline float neg_f32(float x) { return -x; }
-static inline double neg_f64(double x) { return -x; }
-static inline float reciprocal_f32(float x) { return 1.0f / x; }
-static inline double reciprocal_f64(double x) { return 1.0 / x; }
-static inline float rsqrt_f32(float x) { return 1.0f / sqrtf(x); }
-static inline double rsqrt_f64(double x) { return 1.0 / sqrt(x); }
-static inline float sign_f32(float x) { return (float)((x > 0) - (x < 0)); }
-static inline double sign_f64(double x) { return (double)((x > 0) - (x < 0)); }
-
-static int64_t id_i64(int64_t x) { return x; }
-static int64_t abs_i64(int64_t x) { return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; }
-static int64_t neg_i64(int64_t x) { return (int64_t)(0 - (uint64_t)x); }
-static int64_t sign_i64(int64_t x) { return (x > 0) - (x < 0); }
-static int64_t bitwise_not_i64(int64_t x) { return ~x; }
-static int64_t logical_not_i64(int64_t x) { return x == 0; }
-
-static inline float add_f32(float a, float b) { return a + b; }
-static inline double add_f64(double a, double b) { return a + b; }
-static inline float sub_f32(float a, float b) { return a - b; }
-static inline double sub_f64(double a, double b) { return a - b; }
-static inline float mul_f32(float a, float b) { return a * b; }
-static inline double mul_f64(double a, double b) { return a * b; }
-static inline float div_f32(float a, float b) { return a / b; }
-static inline double div_f64(double a, double b) { return a / b; }
-static inline float remainder_f32(float a, float b) {
-  float m = fmodf(a, b);
-  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
-}
-static inline double remainder_f64(double a, double b) {
-  double m = fmod(a, b);
-  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
-}
-/* NaN wins; between equal values the second operand is returned (PyTorch's CPU kernel). */
-static inline float maximum_f32(float a, float b) { return a != a ? a : (a > b ? a : b); }
-static inline double maximum_f64(double a, double b) { return a != a ? a : (a > b ? a : b); }
-static inline float minimum_f32(float a, float b) { return a != a ? a : (a < b ? a : b); }
-static inline double minimum_f64(double a, double b) { return a != a ? a : (a < b ? a : b); }
-
-static int64_t add_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static int64_t sub_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-static int64_t mul_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-/* b != 0 is checked before the loop; INT64_MIN / -1 wraps. */
-static int64_t div_i64(int64_t a, int64_t b) { return b == -1 ? neg_i64(a) : a / b; }
-static int64_t fmod_i64(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }
-static int64_t remainder_i64(int64_t a, int64_t b) {
-  int64_t m = fmod_i64(a, b);
-  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
-}
-static int64_t pow_i64(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-  uint64_t r = 1, x = (uint64_t)a;
-  for (; b; b >>= 1) {
-    if (b & 1) r *= x;
-    x *= x;
-  }
-  return (int64_t)r;
-}
-static int64_t maximum_i64(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t minimum_i64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t bitwise_and_i64(int64_t a, int64_t b) { return a & b; }
-static int64_t bitwise_or_i64(int64_t a, int64_t b) { return a | b; }
-static int64_t bitwise_xor_i64(int64_t a, int64_t b) { return a ^ b; }
-
-/* libm's float functions by name, for the tables (some are macros or builtins). */
-static float fabs_f(float x) { return fabsf(x); }
-static float ceil_f(float x) { return ceilf(x); }
-static float floor_f(float x) { return floorf(x); }
-static float trunc_f(float x) { return truncf(x); }
-static float round_f(float x) { return nearbyintf(x); }
-static float sqrt_f(float x) { return sqrtf(x); }
-static double sqrt_d(double x) { return sqrt(x); }
-static double fabs_d(double x) { return fabs(x); }
-static double ceil_d(double x) { return ceil(x); }
-static double floor_d(double x) { return floor(x); }
-static double trunc_d(double x) { return trunc(x); }
-static double round_d(double x) { return nearbyint(x); }
-static float pow_f(float a, float b) { return powf(a, b); }
-static double pow_d(double a, double b) { return pow(a, b); }
-static float fmod_f(float a, float b) { return fmodf(a, b); }
-static double fmod_d(double a, double b) { return fmod(a, b); }
-static float atan2_f(float a, float b) { return atan2f(a, b); }
-static double atan2_d(double a, double b) { return atan2(a, b); }
+/* The scalar functions are the rows of ops/unary.def and ops/binary.def (below). */
+static int64_t logical_not_i64(int64_t x) { return x == 0; } /* bitwise_not of a bool tensor */
 
 /* ---- typed rows (all operands of one native dtype) --------------------------------------------------
  * p[0] is the output, p[1] (and p[2]) the inputs. The contiguous cases run on restrict pointers so the
@@ -156,35 +78,51 @@ static double atan2_d(double a, double b) { return atan2(a, b); }
   EG_UNARY_ROW(op##_row_f32, float, f32fn, th_sc_ld_f32, th_sc_st_f32)                                 \
   EG_UNARY_ROW(op##_row_f64, double, f64fn, th_sc_ld_f64, th_sc_st_f64)
 
-EG_UNARY_ROWS(abs, fabsf, fabs)
-EG_UNARY_ROWS(neg, neg_f32, neg_f64)
-EG_UNARY_ROWS(ceil, ceilf, ceil)
-EG_UNARY_ROWS(floor, floorf, floor)
-EG_UNARY_ROWS(trunc, truncf, trunc)
-EG_UNARY_ROWS(round, nearbyintf, nearbyint)
-EG_UNARY_ROWS(sign, sign_f32, sign_f64)
-EG_UNARY_ROWS(sqrt, sqrtf, sqrt)
-EG_UNARY_ROWS(rsqrt, rsqrt_f32, rsqrt_f64)
-EG_UNARY_ROWS(reciprocal, reciprocal_f32, reciprocal_f64)
-EG_UNARY_ROWS(exp, expf, exp)
-EG_UNARY_ROWS(log, logf, log)
-EG_UNARY_ROWS(tanh, tanhf, tanh)
-EG_UNARY_ROWS(sin, sinf, sin)
-EG_UNARY_ROWS(cos, cosf, cos)
-EG_UNARY_ROWS(erf, erff, erf)
+/* The scalar functions of each unary op of ops/unary.def, <name>_f32 / _f64 / _i64 (or <name>_pred),
+ * from the row's C expressions in x for the kind's dtype classes, with the typed f32 and f64 rows. */
+#define EG_UNARY_FNS_MATH(op, f32, f64, i64)                         \
+  static inline float op##_f32(float x) { return f32; }              \
+  static inline double op##_f64(double x) { return f64; }           \
+  static inline int64_t op##_i64(int64_t x) { return i64; }         \
+  EG_UNARY_ROWS(op, op##_f32, op##_f64)
+#define EG_UNARY_FNS_FLOAT(op, f32, f64, i64)                        \
+  static inline float op##_f32(float x) { return f32; }              \
+  static inline double op##_f64(double x) { return f64; }           \
+  EG_UNARY_ROWS(op, op##_f32, op##_f64)
+#define EG_UNARY_FNS_EXACT(op, f32, f64, i64) \
+  static inline int64_t op##_i64(int64_t x) { return i64; }
+#define EG_UNARY_FNS_PRED(op, f32, f64, i64) \
+  static inline bool op##_pred(double x) { return f64; }
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, ...) EG_UNARY_FNS_##kind(name, f32, f64, i64)
+#include "ops/unary.def"
+#undef TH_UNARY
 
-/* binary rows, f32 and f64 */
-#define EG_BINARY_ROWS(op, f32fn, f64fn)                                                               \
-  EG_BINARY_ROW(op##_row_f32, float, float, f32fn, th_sc_ld_f32)                         \
-  EG_BINARY_ROW(op##_row_f64, double, double, f64fn, th_sc_ld_f64)
-
-EG_BINARY_ROWS(add, add_f32, add_f64)
-EG_BINARY_ROWS(sub, sub_f32, sub_f64)
-EG_BINARY_ROWS(mul, mul_f32, mul_f64)
-EG_BINARY_ROWS(div, div_f32, div_f64)
-EG_BINARY_ROWS(maximum, maximum_f32, maximum_f64)
-EG_BINARY_ROWS(minimum, minimum_f32, minimum_f64)
-EG_BINARY_ROWS(pow, powf, pow)
+/* The scalar functions of each binary op of ops/binary.def, <name>_f32 / _f64 / _i64, from the row's C
+ * expressions in a and b for the kind's dtype classes (bool results for CMP), with the typed rows: f32
+ * and f64 (a float32 one with a bool output for CMP); binary_defs leaves them out for TH_BF_GENERAL_LOOP. */
+#define EG_BINARY_ROWS(op)                                                  \
+  EG_BINARY_ROW(op##_row_f32, float, float, op##_f32, th_sc_ld_f32) \
+  EG_BINARY_ROW(op##_row_f64, double, double, op##_f64, th_sc_ld_f64)
+#define EG_BINARY_FNS_MATH(op, f32, f64, i64)                \
+  static inline float op##_f32(float a, float b) { return f32; }    \
+  static inline double op##_f64(double a, double b) { return f64; } \
+  static int64_t op##_i64(int64_t a, int64_t b) { return i64; }     \
+  EG_BINARY_ROWS(op)
+#define EG_BINARY_FNS_ALL(op, f32, f64, i64) EG_BINARY_FNS_MATH(op, f32, f64, i64)
+#define EG_BINARY_FNS_FLOAT(op, f32, f64, i64)               \
+  static inline float op##_f32(float a, float b) { return f32; }    \
+  static inline double op##_f64(double a, double b) { return f64; } \
+  EG_BINARY_ROWS(op)
+#define EG_BINARY_FNS_EXACT(op, f32, f64, i64) \
+  static int64_t op##_i64(int64_t a, int64_t b) { return i64; }
+#define EG_BINARY_FNS_CMP(op, f32, f64, i64)                  \
+  static inline bool op##_f32(float a, float b) { return f32; }      \
+  static inline bool op##_f64(double a, double b) { return f64; }    \
+  static inline bool op##_i64(int64_t a, int64_t b) { return i64; }  \
+  EG_BINARY_ROW(op##_row_f32, float, uint8_t, op##_f32, th_sc_ld_f32)
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, ...) EG_BINARY_FNS_##kind(name, f32, f64, i64)
+#include "ops/binary.def"
+#undef TH_BINARY
 
 /* ---- unary ---------------------------------------------------------------------------------------------- */
 
@@ -198,46 +136,16 @@ typedef struct unary_def {
   bool serial;              /* the libm function is not thread-safe (lgamma sets signgam) */
 } unary_def;
 
-static bool isfinite_pred(double x) { return isfinite(x); }
-static bool signbit_pred(double x) { return signbit(x) != 0; }
-
+/* unary_defs: one entry per row of ops/unary.def; the kind says which scalar functions exist. */
+#define EG_UNARY_DEF_MATH(op) op##_f32, op##_f64, op##_i64, NULL, op##_row_f32, op##_row_f64
+#define EG_UNARY_DEF_FLOAT(op) op##_f32, op##_f64, NULL, NULL, op##_row_f32, op##_row_f64
+#define EG_UNARY_DEF_EXACT(op) NULL, NULL, op##_i64, NULL, NULL, NULL
+#define EG_UNARY_DEF_PRED(op) NULL, NULL, NULL, op##_pred, NULL, NULL
 static const unary_def unary_defs[] = {
-    {TH_OP_prims_abs, fabs_f, fabs_d, abs_i64, NULL, abs_row_f32, abs_row_f64, false},
-    {TH_OP_prims_acos, acosf, acos, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_acosh, acoshf, acosh, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_asin, asinf, asin, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_asinh, asinhf, asinh, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_atan, atanf, atan, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_atanh, atanhf, atanh, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_bitwise_not, NULL, NULL, bitwise_not_i64, NULL, NULL, NULL, false},
-    {TH_OP_prims_ceil, ceil_f, ceil_d, id_i64, NULL, ceil_row_f32, ceil_row_f64, false},
-    {TH_OP_prims_cos, cosf, cos, NULL, NULL, cos_row_f32, cos_row_f64, false},
-    {TH_OP_prims_cosh, coshf, cosh, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_erf, erff, erf, NULL, NULL, erf_row_f32, erf_row_f64, false},
-    {TH_OP_prims_erfc, erfcf, erfc, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_exp, expf, exp, NULL, NULL, exp_row_f32, exp_row_f64, false},
-    {TH_OP_prims_exp2, exp2f, exp2, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_expm1, expm1f, expm1, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_floor, floor_f, floor_d, id_i64, NULL, floor_row_f32, floor_row_f64, false},
-    {TH_OP_prims_isfinite, NULL, NULL, NULL, isfinite_pred, NULL, NULL, false},
-    {TH_OP_prims_lgamma, lgammaf, lgamma, NULL, NULL, NULL, NULL, true},
-    {TH_OP_prims_log, logf, log, NULL, NULL, log_row_f32, log_row_f64, false},
-    {TH_OP_prims_log10, log10f, log10, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_log1p, log1pf, log1p, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_log2, log2f, log2, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_neg, neg_f32, neg_f64, neg_i64, NULL, neg_row_f32, neg_row_f64, false},
-    {TH_OP_prims_reciprocal, reciprocal_f32, reciprocal_f64, NULL, NULL, reciprocal_row_f32,
-     reciprocal_row_f64, false},
-    {TH_OP_prims_round, round_f, round_d, id_i64, NULL, round_row_f32, round_row_f64, false},
-    {TH_OP_prims_rsqrt, rsqrt_f32, rsqrt_f64, NULL, NULL, rsqrt_row_f32, rsqrt_row_f64, false},
-    {TH_OP_prims_sign, sign_f32, sign_f64, sign_i64, NULL, sign_row_f32, sign_row_f64, false},
-    {TH_OP_prims_signbit, NULL, NULL, NULL, signbit_pred, NULL, NULL, false},
-    {TH_OP_prims_sin, sinf, sin, NULL, NULL, sin_row_f32, sin_row_f64, false},
-    {TH_OP_prims_sinh, sinhf, sinh, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_sqrt, sqrt_f, sqrt_d, NULL, NULL, sqrt_row_f32, sqrt_row_f64, false},
-    {TH_OP_prims_tan, tanf, tan, NULL, NULL, NULL, NULL, false},
-    {TH_OP_prims_tanh, tanhf, tanh, NULL, NULL, tanh_row_f32, tanh_row_f64, false},
-    {TH_OP_prims_trunc, trunc_f, trunc_d, id_i64, NULL, trunc_row_f32, trunc_row_f64, false},
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, ...) \
+  {TH_OP_prims_##name, EG_UNARY_DEF_##kind(name), ((flags) & TH_UF_SERIAL) != 0},
+#include "ops/unary.def"
+#undef TH_UNARY
 };
 
 typedef struct unary_ctx {
@@ -327,20 +235,22 @@ typedef struct binary_def {
   bool int_div;                   /* an integer zero divisor is an error */
 } binary_def;
 
+/* binary_defs: one entry per prim row of ops/binary.def but the comparisons (compare_defs); the kind
+ * says which scalar functions exist. */
+#define EG_BINARY_TYPED(op, flags, row) (((flags) & TH_BF_GENERAL_LOOP) ? NULL : op##_##row)
+#define EG_BINARY_DEF_MATH(op, flags)                                                                  \
+  {TH_OP_prims_##op, op##_f32, op##_f64, op##_i64, EG_BINARY_TYPED(op, flags, row_f32),              \
+   EG_BINARY_TYPED(op, flags, row_f64), ((flags) & TH_BF_INT_DIV) != 0},
+#define EG_BINARY_DEF_ALL(op, flags) EG_BINARY_DEF_MATH(op, flags)
+#define EG_BINARY_DEF_FLOAT(op, flags)                                                                 \
+  {TH_OP_prims_##op, op##_f32, op##_f64, NULL, EG_BINARY_TYPED(op, flags, row_f32),                  \
+   EG_BINARY_TYPED(op, flags, row_f64), ((flags) & TH_BF_INT_DIV) != 0},
+#define EG_BINARY_DEF_EXACT(op, flags) {TH_OP_prims_##op, NULL, NULL, op##_i64, NULL, NULL, ((flags) & TH_BF_INT_DIV) != 0},
+#define EG_BINARY_DEF_CMP(op, flags)
 static const binary_def binary_defs[] = {
-    {TH_OP_prims_add, add_f32, add_f64, add_i64, add_row_f32, add_row_f64, false},
-    {TH_OP_prims_sub, sub_f32, sub_f64, sub_i64, sub_row_f32, sub_row_f64, false},
-    {TH_OP_prims_mul, mul_f32, mul_f64, mul_i64, mul_row_f32, mul_row_f64, false},
-    {TH_OP_prims_div, div_f32, div_f64, div_i64, div_row_f32, div_row_f64, true},
-    {TH_OP_prims_pow, pow_f, pow_d, pow_i64, pow_row_f32, pow_row_f64, false},
-    {TH_OP_prims_fmod, fmod_f, fmod_d, fmod_i64, NULL, NULL, true},
-    {TH_OP_prims_remainder, remainder_f32, remainder_f64, remainder_i64, NULL, NULL, true},
-    {TH_OP_prims_atan2, atan2_f, atan2_d, NULL, NULL, NULL, false},
-    {TH_OP_prims_maximum, maximum_f32, maximum_f64, maximum_i64, maximum_row_f32, maximum_row_f64, false},
-    {TH_OP_prims_minimum, minimum_f32, minimum_f64, minimum_i64, minimum_row_f32, minimum_row_f64, false},
-    {TH_OP_prims_bitwise_and, NULL, NULL, bitwise_and_i64, NULL, NULL, false},
-    {TH_OP_prims_bitwise_or, NULL, NULL, bitwise_or_i64, NULL, NULL, false},
-    {TH_OP_prims_bitwise_xor, NULL, NULL, bitwise_xor_i64, NULL, NULL, false},
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, ...) EG_BINARY_DEF_##kind(name, flags)
+#include "ops/binary.def"
+#undef TH_BINARY
 };
 
 typedef struct binary_ctx {
@@ -428,46 +338,27 @@ th_status th_eg_binary_ref(th_rt_env *env, const th_bsym *b) {
 
 /* ---- comparisons ------------------------------------------------------------------------------------- */
 
-typedef enum cmp_kind { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } cmp_kind;
+/* compare_defs: one entry per CMP row of ops/binary.def. */
+typedef struct compare_def {
+  th_op_id op;
+  bool (*f64)(double, double);   /* floats (exact for every float dtype) */
+  bool (*i64)(int64_t, int64_t); /* two bool/integer operands */
+  th_eg_row_fn row_f32;          /* two float32 operands, bool output */
+} compare_def;
 
-static inline bool eq_f32(float a, float b) { return a == b; }
-static inline bool ne_f32(float a, float b) { return a != b; }
-static inline bool lt_f32(float a, float b) { return a < b; }
-static inline bool le_f32(float a, float b) { return a <= b; }
-static inline bool gt_f32(float a, float b) { return a > b; }
-static inline bool ge_f32(float a, float b) { return a >= b; }
-
-EG_BINARY_ROW(eq_row_f32, float, uint8_t, eq_f32, th_sc_ld_f32)
-EG_BINARY_ROW(ne_row_f32, float, uint8_t, ne_f32, th_sc_ld_f32)
-EG_BINARY_ROW(lt_row_f32, float, uint8_t, lt_f32, th_sc_ld_f32)
-EG_BINARY_ROW(le_row_f32, float, uint8_t, le_f32, th_sc_ld_f32)
-EG_BINARY_ROW(gt_row_f32, float, uint8_t, gt_f32, th_sc_ld_f32)
-EG_BINARY_ROW(ge_row_f32, float, uint8_t, ge_f32, th_sc_ld_f32)
-
-static bool cmp_f64(cmp_kind k, double a, double b) {
-  switch (k) {
-  case CMP_EQ: return a == b;
-  case CMP_NE: return a != b;
-  case CMP_LT: return a < b;
-  case CMP_LE: return a <= b;
-  case CMP_GT: return a > b;
-  default: return a >= b;
-  }
-}
-
-static bool cmp_i64(cmp_kind k, int64_t a, int64_t b) {
-  switch (k) {
-  case CMP_EQ: return a == b;
-  case CMP_NE: return a != b;
-  case CMP_LT: return a < b;
-  case CMP_LE: return a <= b;
-  case CMP_GT: return a > b;
-  default: return a >= b;
-  }
-}
+#define EG_COMPARE_DEF_CMP(op) {TH_OP_prims_##op, op##_f64, op##_i64, op##_row_f32},
+#define EG_COMPARE_DEF_MATH(op)
+#define EG_COMPARE_DEF_ALL(op)
+#define EG_COMPARE_DEF_FLOAT(op)
+#define EG_COMPARE_DEF_EXACT(op)
+static const compare_def compare_defs[] = {
+#define TH_BINARY(name, kind, ...) EG_COMPARE_DEF_##kind(name)
+#include "ops/binary.def"
+#undef TH_BINARY
+};
 
 typedef struct cmp_ctx {
-  cmp_kind k;
+  const compare_def *d;
   bool exact; /* both operands bool/integer: compare as int64, else as float64 (exact for all floats) */
   th_dtype a, b;
 } cmp_ctx;
@@ -476,24 +367,17 @@ static void cmp_row(void *vctx, char *const *p, const int64_t *bs, int64_t n) {
   const cmp_ctx *c = vctx;
   if (c->exact)
     for (int64_t i = 0; i < n; i++)
-      th_sc_st_u8(p[0] + i * bs[0], cmp_i64(c->k, th_load_i64(p[1] + i * bs[1], c->a), th_load_i64(p[2] + i * bs[2], c->b)));
+      th_sc_st_u8(p[0] + i * bs[0], c->d->i64(th_load_i64(p[1] + i * bs[1], c->a), th_load_i64(p[2] + i * bs[2], c->b)));
   else
     for (int64_t i = 0; i < n; i++)
-      th_sc_st_u8(p[0] + i * bs[0], cmp_f64(c->k, th_load_f64(p[1] + i * bs[1], c->a), th_load_f64(p[2] + i * bs[2], c->b)));
+      th_sc_st_u8(p[0] + i * bs[0], c->d->f64(th_load_f64(p[1] + i * bs[1], c->a), th_load_f64(p[2] + i * bs[2], c->b)));
 }
 
 th_status th_eg_compare_ref(th_rt_env *env, const th_bsym *b) {
-  static const struct {
-    th_op_id op;
-    cmp_kind k;
-    th_eg_row_fn row_f32;
-  } defs[] = {{TH_OP_prims_eq, CMP_EQ, eq_row_f32}, {TH_OP_prims_ne, CMP_NE, ne_row_f32},
-              {TH_OP_prims_lt, CMP_LT, lt_row_f32}, {TH_OP_prims_le, CMP_LE, le_row_f32},
-              {TH_OP_prims_gt, CMP_GT, gt_row_f32}, {TH_OP_prims_ge, CMP_GE, ge_row_f32}};
-  int di = -1;
-  for (int k = 0; k < 6; k++)
-    if (defs[k].op == b->sym->id) di = k;
-  if (di < 0) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: not a comparison prim", th_eg_name(b));
+  const compare_def *d = NULL;
+  for (size_t k = 0; k < sizeof compare_defs / sizeof compare_defs[0]; k++)
+    if (compare_defs[k].op == b->sym->id) d = &compare_defs[k];
+  if (!d) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: not a comparison prim", th_eg_name(b));
   /* Step 1: the bool output; a number is cast to the tensor operand's dtype (PyTorch: i8 < 260 is
    * i8 < 4), or kept as a Python number when both operands are numbers. */
   th_tensor *out = th_eg_alloc_out(env, b, 0);
@@ -507,10 +391,10 @@ th_status th_eg_compare_ref(th_rt_env *env, const th_bsym *b) {
   TH_TRY(th_eg_bind(env, b, 0, out->ndim, out->shape, num_dt, &ops[0]));
   TH_TRY(th_eg_bind(env, b, 1, out->ndim, out->shape, num_dt, &ops[1]));
   /* Step 2: compare exactly: int64 for exact dtypes, float64 otherwise. */
-  cmp_ctx c = {defs[di].k, !th_dtype_is_float(ops[0].dtype) && !th_dtype_is_float(ops[1].dtype),
+  cmp_ctx c = {d, !th_dtype_is_float(ops[0].dtype) && !th_dtype_is_float(ops[1].dtype),
                ops[0].dtype, ops[1].dtype};
   th_eg_row_fn row = cmp_row;
-  if (out->dtype == TH_BOOL && c.a == TH_F32 && c.b == TH_F32) row = defs[di].row_f32;
+  if (out->dtype == TH_BOOL && c.a == TH_F32 && c.b == TH_F32) row = d->row_f32;
   run_loop(out, ops, 2, row, &c, true);
   return TH_OK;
 }

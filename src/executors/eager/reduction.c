@@ -72,11 +72,11 @@ static void acc_init(const red_job *j, red_acc *a, int64_t pos) {
 
 /* Sum of a float row in float64. The contiguous f32/bf16/f64 rows add into TH_RED_LANES lanes (32:
  * eight 4-double vectors, so the adds of neighbouring elements do not wait on each other; with 8 lanes
- * a row sum ran at the latency of two vector adds per 8 elements, 3x PyTorch's time), folded in a fixed
- * order, then the tail. */
+ * a row sum runs at the latency of two vector adds per 8 elements), folded in a fixed order, then the
+ * tail. */
 #define TH_RED_LANES 32
-/* halving steps, lane l with lane l + w, each with a constant width (a variable one left gcc a scalar
- * loop with branches: a fifth of a 256-element row's time) */
+/* halving steps, lane l with lane l + w, each with a constant width (a variable one leaves gcc a scalar
+ * loop with branches) */
 #define TH_RED_FOLD_STEP(W, STMT) _Pragma("omp simd") for (int l = 0; l < (W); l++) STMT
 #define TH_RED_FOLD(STMT_OF)                                                               \
   do {                                                                                     \
@@ -493,8 +493,7 @@ static double extreme_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, b
  * contiguous range per thread, and each thread folds whole blocks into its own accumulator rows
  * (TH_RED_COL_MAX outputs at most), so every thread streams through its own contiguous part of the
  * input. (The grouped path below reads C/threads elements of every row: 512-byte pieces for C = 256,
- * which the hardware prefetcher did not follow: a column sum took 7x PyTorch's time, amax 20x, var
- * 2.4x.) The threads' rows are merged in thread order.
+ * which the hardware prefetcher does not follow.) The threads' rows are merged in thread order.
  *   sum:  float64 accumulators; four blocks are added together before they meet the accumulator (a
  *         quarter of the accumulators' loads and stores);
  *   amax/amin: the extreme in the element type's compute class (float for f32/bf16, double for f64),
@@ -718,7 +717,7 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
   if (fast_kind && !j.exact && nchunks == 1 && j.nred > 1) {
     int64_t es = (int64_t)th_dtype_size(j.dt);
     /* Step 4-row: one contiguous run per output (x.sum(-1)): each run reduced directly, without the
-     * strided loop's per-output setup (at 256 elements a row that setup was a third of a sum's time);
+     * strided loop's per-output setup (which dominates short rows);
      * var in two passes over the run (mean, then squared deviations). */
     if (j.rit.ndim == 1 && j.rit.bs[0][0] == es) {
       int64_t n = j.nred, kbs0 = j.nkept == 1 ? j.kbs[0] : 0;

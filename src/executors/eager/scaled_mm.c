@@ -23,8 +23,7 @@
  *
  * The BLAS executor (executors/blas.c) claims prims.scaled_mm before eager in the default executor
  * list: it decodes both operands to full float32 copies (4x the fp8 bytes) and calls oneDNN's sgemm,
- * which is faster on CPUs without fp8 arithmetic (bench/bench_fp8.c: about 1.5x on the GPT-2 MLP
- * shapes). This kernel is the self-contained path (executors=["eager"]): no float32 copy of an operand
+ * which is faster on CPUs without fp8 arithmetic (bench/bench_fp8.c measures both). This kernel is the self-contained path (executors=["eager"]): no float32 copy of an operand
  * is ever made, and it runs wherever oneDNN does not. */
 #include <stdlib.h>
 #include <string.h>

@@ -40,12 +40,12 @@
  * walked slot is contiguous there), folding each element into its own row of accumulators (one array
  * per accumulator, ncols long, in the launcher's scratch) and storing the FULL outputs; then a loop
  * over the columns merges the threads' rows in thread order, computes the ROW values and stores the
- * ROW outputs (lower_cols). Before, such a region stayed eager and a bf16 column sum materialized its
- * float32 convert: 0.2-0.4x PyTorch's speed, now 1-1.9x (bench/README.md, "Reductions").
+ * ROW outputs (codegen_columns.c). A bf16 column sum thus reads its input once and widens it in
+ * registers, with no float32 copy in memory (bench/README.md, bench_reduce.py).
  *
  * Accumulation (document of record for tolerances): sum/prod and var's moments of floating inputs in
  * double (so f32 sums are at least as accurate as eager's float64 lanes, in a different order: results
- * agree to a tolerance, not bit for bit; float32 lanes would save about 6% of a softmax kernel's
+ * agree to a tolerance, not bit for bit; float32 lanes would save a few of a softmax kernel's
  * instructions and make long rows' error grow with their length), integer ones in int64 with
  * wrap-around; amax/amin exactly, a NaN anywhere gives NaN (as eager; the NaN's payload is not kept);
  * var divides by max(0, N - correction), N = 0 gives NaN. */
@@ -55,14 +55,9 @@
 #include <string.h>
 
 #include "core/scalar.h"
-#include "executors/fuser/fuser.h"
+#include "executors/fuser/codegen.h"
 
 /* ---- dtypes -------------------------------------------------------------------------------------------- */
-static int dclass(th_dtype d) { return d == TH_F64 ? 1 : th_dtype_is_float(d) ? 0 : 2; }
-static const char *ctype(th_dtype d) {
-  static const char *const names[] = {"float", "double", "int64_t"};
-  return names[dclass(d)];
-}
 static char cls_letter(th_dtype d) { return "fdi"[dclass(d)]; }
 
 static const char *dt_suffix(th_dtype d) {
@@ -103,7 +98,7 @@ static void put_cast(th_strbuf *sb, char from, th_dtype to, const char *x) {
   else th_sb_printf(sb, "th_fz_%c_%s(%s)", from, dt_suffix(to), x);
 }
 
-static void put_load(th_strbuf *sb, th_dtype d, int k, const char *idx) {
+void th_cg_put_load(th_strbuf *sb, th_dtype d, int k, const char *idx) {
   switch (d) {
     case TH_F16: th_sb_printf(sb, "th_fz_ld_f16(p%d[%s])", k, idx); break;
     case TH_BF16: th_sb_printf(sb, "th_sc_bf16_to_f32(p%d[%s])", k, idx); break;
@@ -144,69 +139,15 @@ static void put_const(th_strbuf *sb, const th_arg *a, th_dtype d) {
   else th_sb_printf(sb, "((%s)%a)", t, x);
 }
 
-/* ---- the lowering context ----------------------------------------------------------------------------- */
-#define TH_FZ_MAX_SLOTS_PF 16 /* prefetched slots per row nest */
+/* ---- the lowering context (codegen.h) ------------------------------------------------------------------ */
 /* elements per prefetching chunk of a row loop: each chunk ends with its omp simd reductions' epilogue
- * (~56 instructions in softmax's exp pass), so 64-element chunks run 16% more instructions than 256 and
- * 512 re-forms the burst; softmax f32 [8192, 1024] ran 1.72x a copy of its bytes with 256, 1.84x with
- * 128, 2.04x with 512 (the dumped kernel in a loop, medians of 11 rounds) */
+ * (some 56 instructions in softmax's exp pass), so shorter chunks spend more instructions on it and
+ * longer ones re-form the burst of prefetches the chunks spread out; 256 is the fastest of 128, 256 and
+ * 512 for softmax (bench/README.md, "Notes behind the code") */
 #define TH_FZ_PF_CHUNK 256
 
-typedef struct {
-  th_ir_ctx *ir;
-  const th_fz_plan *p;
-  int nest;           /* the nest being lowered */
-  int *read_slot;     /* read -> slot */
-  int *val_slot;      /* val -> output slot, -1 */
-  const char **vname; /* val -> the C name holding it */
-  int *lvl;           /* ROW val -> the pass level after which it exists (0: before the first) */
-  int *red_pass;      /* REDUCE member -> its first pass */
-  bool *need_v, *need_r;
-  bool *inv_read;     /* read -> invariant over the nest's inner dims: loaded once outside them */
-  bool *inv_slot;     /* slot -> read by an invariant read */
-  int *memo2;         /* per val scratch of plan_row_buffers */
-  int *cache_pass;    /* FULL val -> the pass that computes it into its row buffer rb<v> (-1: recomputed) */
-  int ncache;         /* cached vals of the nest being lowered */
-  int cur_pass;       /* the pass being marked or emitted (1..; the output pass is the last) */
-  bool cmode;         /* marking/emitting the row-buffer variant of a pass */
-  int pf_pass;        /* the pass whose contiguous loops prefetch the next row (0: none) */
-  int npf;            /* prefetched slots: pf_slot[k], written (prefetchw) when pf_write[k] */
-  int pf_slot[TH_FZ_MAX_SLOTS_PF];
-  int pf_size[TH_FZ_MAX_SLOTS_PF]; /* bytes per element of the prefetched slot */
-  bool pf_write[TH_FZ_MAX_SLOTS_PF];
-  int scratch_slot;   /* P[scratch_slot]: the column nests' accumulators (the launcher's scratch) */
-  int nt_at;          /* S[nt_at]: how many threads' accumulators the scratch holds */
-  th_status st;
-} lower;
-
-static const th_fz_val *val(const lower *L, int v) { return &L->p->val[v]; }
-static const th_fz_mem *mem_of(const lower *L, int v) { return &L->p->mem[L->p->val[v].member]; }
-
-static const char *S(lower *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *S(lower *L, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  const char *r = th_ir_str(L->ir, "%s", buf);
-  if (!r) L->st = TH_ERR_NOMEM; /* the IR context failed: emit nothing real, report at the end */
-  return r ? r : "0";
-}
-
-static const char *take(lower *L, th_strbuf *sb) {
-  char *s = th_sb_take(sb);
-  if (!s) {
-    L->st = TH_ERR_NOMEM;
-    return "0";
-  }
-  const char *r = th_ir_str(L->ir, "%s", s);
-  th_free(s);
-  return r ? r : "0";
-}
-
 /* "D[a] * D[a+1] * ... * D[b-1]" ("1" when empty). */
-static const char *dims_product(lower *L, int a, int b) {
+const char *th_cg_dims_product(lower *L, int a, int b) {
   th_strbuf sb;
   th_sb_init(&sb);
   for (int d = a; d < b; d++) th_sb_printf(&sb, "%sD[%d]", d > a ? " * " : "", d);
@@ -215,7 +156,7 @@ static const char *dims_product(lower *L, int a, int b) {
 }
 
 /* Slot s's offset for the index vars <var>a .. <var>b-1: "o0 * T[k] + ..." ("0" when empty). */
-static const char *offset_expr(lower *L, int slot, const char *var, int a, int b) {
+const char *th_cg_offset_expr(lower *L, int slot, const char *var, int a, int b) {
   th_strbuf sb;
   th_sb_init(&sb);
   for (int d = a; d < b; d++) th_sb_printf(&sb, "%s%s%d * T[%d]", d > a ? " + " : "", var, d, slot * TH_MAX_DIMS + d);
@@ -223,10 +164,8 @@ static const char *offset_expr(lower *L, int slot, const char *var, int a, int b
   return take(L, &sb);
 }
 
-static bool two_pass(th_op_id id) { return id == TH_OP_prims_var || id == TH_OP_prims_var_mean; }
-
 /* The C operand for argument a of member m. */
-static const char *operand(lower *L, const th_fz_mem *m, int a) {
+const char *th_cg_operand(lower *L, const th_fz_mem *m, int a) {
   int r = m->ref[a];
   if (r >= 0) return L->vname[r];
   return S(L, "a%d", L->read_slot[-2 - r]);
@@ -237,12 +176,12 @@ static const char *operand(lower *L, const th_fz_mem *m, int a) {
  *   x * 0.5 * (1 + tanh(z))  ->  th_m_x_sigmoid2f(x, z) = x / (1 + e^(-2z))   (float32 compute)
  * the tail of the tanh GELU (ltorch.gelu's decomposition; any operand order of the commutative mul and
  * add). It is the same function (x sigmoid(2z)), one exp and one division instead of a tanh, a
- * multiply and an add: ~1.4x faster per element on AVX2, and without the cancellation of 1 + tanh(z)
+ * multiply and an add: fewer instructions per element, and without the cancellation of 1 + tanh(z)
  * near tanh(z) = -1, where the product form loses every digit. Where float32 tanh(z) rounds to -1 or
  * +1 it returns the product form's exact x * 0 or x. The intermediate values are still computed where
- * anything else in the region uses them (mark() follows the operands of the rewritten form). */
+ * anything else in the region uses them (th_cg_mark() follows the operands of the rewritten form). */
 
-/* A use of operand a of member m (what operand() and m->ref name). */
+/* A use of operand a of member m (what th_cg_operand() and m->ref name). */
 typedef struct {
   const th_fz_mem *m;
   int a;
@@ -299,13 +238,13 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
   use x, z;
   if (match_x_sigmoid2(L, m, &x, &z)) {
     th_ir_let(L->ir, blk, ctype(o->dtype), L->vname[m->out[0]],
-              S(L, "th_m_x_sigmoid2f(%s, %s)", operand(L, x.m, x.a), operand(L, z.m, z.a)));
+              S(L, "th_m_x_sigmoid2f(%s, %s)", th_cg_operand(L, x.m, x.a), th_cg_operand(L, z.m, z.a)));
     return;
   }
   if (b->sym->tags & TH_TAG_CONVERT) {
-    put_cast(&sb, cls_letter(b->args[0].u.value->dtype), o->dtype, operand(L, m, 0));
+    put_cast(&sb, cls_letter(b->args[0].u.value->dtype), o->dtype, th_cg_operand(L, m, 0));
   } else if (b->sym->id == TH_OP_prims_clone) {
-    th_sb_puts(&sb, operand(L, m, 0));
+    th_sb_puts(&sb, th_cg_operand(L, m, 0));
   } else {
     th_dtype d = o->dtype; /* the compute dtype: comparisons compute in their operands' */
     if (o->dtype == TH_BOOL)
@@ -318,9 +257,9 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
         int i = *++q - '0';
         if (i >= b->nargs) continue;
         if (b->args[i].kind == TH_ARG_VALUE && b->args[i].u.value->dtype == TH_BOOL && d != TH_BOOL)
-          th_sb_printf(&ex, "(%s)", operand(L, m, i)); /* a predicate (where's): its int64_t 0 or 1 */
+          th_sb_printf(&ex, "(%s)", th_cg_operand(L, m, i)); /* a predicate (where's): its int64_t 0 or 1 */
         else if (b->args[i].kind == TH_ARG_VALUE)
-          th_sb_printf(&ex, "((%s)%s)", ctype(d), operand(L, m, i));
+          th_sb_printf(&ex, "((%s)%s)", ctype(d), th_cg_operand(L, m, i));
         else put_const(&ex, &b->args[i], d);
       } else {
         th_sb_putc(&ex, *q);
@@ -348,14 +287,12 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
 }
 
 /* ---- FULL scopes: one element of the domain ---------------------------------------------------------- */
-static void mark(lower *L, int v);
-
 static void mark_ref(lower *L, int r) {
-  if (r >= 0) mark(L, r);
+  if (r >= 0) th_cg_mark(L, r);
   else if (r <= -2) L->need_r[-2 - r] = true;
 }
 
-static void mark(lower *L, int v) {
+void th_cg_mark(lower *L, int v) {
   if (L->need_v[v] || val(L, v)->lv != TH_FZ_FULL) return;
   L->need_v[v] = true;
   if (L->cmode && L->cache_pass[v] >= 0 && L->cache_pass[v] < L->cur_pass) return; /* loaded from rb<v> */
@@ -374,13 +311,6 @@ static void clear_marks(lower *L) {
   memset(L->need_r, 0, sizeof(bool) * (size_t)(L->p->nread ? L->p->nread : 1));
 }
 
-typedef struct {
-  const char *base; /* "b" / "c": per-slot base offsets */
-  const char *var;  /* the loop variable */
-  bool contig;      /* index = base + var, else base + var * T[8k + last] */
-  int last;         /* the domain's last dim */
-} index_mode;
-
 static const char *idx(lower *L, const index_mode *im, int slot) {
   if (im->contig) return S(L, "%s%d + %s", im->base, slot, im->var);
   return S(L, "%s%d + %s * T[%d]", im->base, slot, im->var, slot * TH_MAX_DIMS + im->last);
@@ -389,13 +319,13 @@ static const char *idx(lower *L, const index_mode *im, int slot) {
 /* Loads of the marked FULL reads and lets of the marked FULL values, in program order. In the row-buffer
  * variant (cmode) a cached value is loaded from its buffer after the pass that computes it, and stored
  * into it by that pass. */
-static void emit_full_values(lower *L, th_ir *blk, const index_mode *im) {
+void th_cg_emit_full_values(lower *L, th_ir *blk, const index_mode *im) {
   for (int k = 0; k < L->p->nread; k++) {
     if (!L->need_r[k] || L->p->read[k].lv != TH_FZ_FULL || L->inv_read[k]) continue;
     int s = L->read_slot[k];
     th_strbuf sb;
     th_sb_init(&sb);
-    put_load(&sb, L->p->read[k].v->dtype, s, idx(L, im, s));
+    th_cg_put_load(&sb, L->p->read[k].v->dtype, s, idx(L, im, s));
     th_ir_let(L->ir, blk, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
   }
   for (int i = 0; i < L->p->nmem; i++) {
@@ -412,7 +342,7 @@ static void emit_full_values(lower *L, th_ir *blk, const index_mode *im) {
 }
 
 /* Stores of the nest's FULL outputs. */
-static void emit_full_stores(lower *L, th_ir *blk, const index_mode *im) {
+void th_cg_emit_full_stores(lower *L, th_ir *blk, const index_mode *im) {
   for (int v = 0; v < L->p->nval; v++) {
     int s = L->val_slot[v];
     if (s < 0 || val(L, v)->lv != TH_FZ_FULL || mem_of(L, v)->nest != L->nest) continue;
@@ -424,12 +354,8 @@ static void emit_full_stores(lower *L, th_ir *blk, const index_mode *im) {
 }
 
 /* ---- reductions ----------------------------------------------------------------------------------------- */
-typedef struct {
-  const char *type, *name, *init, *clause;
-} acc_decl;
-
 /* The accumulators of reduction member i in pass `second` (var's squared deviations) or its first. */
-static int accs(lower *L, int i, bool second, acc_decl *out) {
+int th_cg_accs(lower *L, int i, bool second, acc_decl *out) {
   const th_bsym *b = L->p->mem[i].b;
   th_dtype dt = b->args[0].u.value->dtype;
   bool fl = dclass(dt) != 2;
@@ -459,7 +385,7 @@ static int accs(lower *L, int i, bool second, acc_decl *out) {
 static void emit_update(lower *L, th_ir *blk, int i, bool second) {
   const th_fz_mem *m = &L->p->mem[i];
   const th_bsym *b = m->b;
-  const char *x = operand(L, m, 0);
+  const char *x = th_cg_operand(L, m, 0);
   bool fl = dclass(b->args[0].u.value->dtype) != 2;
   switch (b->sym->id) {
     case TH_OP_prims_sum: th_ir_set(L->ir, blk, S(L, "s%d", i), "+=", fl ? S(L, "(double)%s", x) : x); break;
@@ -479,7 +405,7 @@ static void emit_update(lower *L, th_ir *blk, int i, bool second) {
 }
 
 /* After reduction i's last pass: its output values (ROW lets). n: the row length expression. */
-static void emit_finish(lower *L, th_ir *blk, int i, const char *n) {
+void th_cg_emit_finish(lower *L, th_ir *blk, int i, const char *n) {
   const th_fz_mem *m = &L->p->mem[i];
   const th_bsym *b = m->b;
   th_dtype dt = b->args[0].u.value->dtype;
@@ -511,7 +437,7 @@ static void emit_finish(lower *L, th_ir *blk, int i, const char *n) {
 }
 
 /* The ROW values of level `level` (program order): lets of ROW pointwise members. */
-static void emit_row_values(lower *L, th_ir *blk, int level) {
+void th_cg_emit_row_values(lower *L, th_ir *blk, int level) {
   for (int i = 0; i < L->p->nmem; i++) {
     const th_fz_mem *m = &L->p->mem[i];
     if (m->nest != L->nest || m->kind != TH_FZ_POINTWISE || val(L, m->out[0])->lv != TH_FZ_ROW) continue;
@@ -522,7 +448,7 @@ static void emit_row_values(lower *L, th_ir *blk, int level) {
 /* ---- nests ----------------------------------------------------------------------------------------------- */
 /* The row-major multi-index of flat index `flat` over domain dims [lo, hi): `<prefix>d` for each d (the
  * outermost takes what is left, so it needs no modulo). */
-static void emit_unflatten(lower *L, th_ir *blk, const char *flat, const char *prefix, int lo, int hi) {
+void th_cg_emit_unflatten(lower *L, th_ir *blk, const char *flat, const char *prefix, int lo, int hi) {
   bool many = hi - lo > 1;
   if (many) th_ir_var(L->ir, blk, "int64_t", "rem", flat);
   for (int d = hi - 1; d >= lo; d--) {
@@ -532,7 +458,7 @@ static void emit_unflatten(lower *L, th_ir *blk, const char *flat, const char *p
 }
 
 /* Stores of the nest's ROW outputs at the flat row index `row`. */
-static void emit_row_stores(lower *L, th_ir *blk) {
+void th_cg_emit_row_stores(lower *L, th_ir *blk) {
   for (int v = 0; v < L->p->nval; v++) {
     int s = L->val_slot[v];
     if (s < 0 || val(L, v)->lv != TH_FZ_ROW || mem_of(L, v)->nest != L->nest) continue;
@@ -610,7 +536,7 @@ static void emit_invariant_loads(lower *L, th_ir *blk, bool marked, const char *
     th_strbuf sb;
     th_sb_init(&sb);
     if (guard) th_sb_printf(&sb, "%s ? ", guard);
-    put_load(&sb, L->p->read[k].v->dtype, s, S(L, "b%d", s));
+    th_cg_put_load(&sb, L->p->read[k].v->dtype, s, S(L, "b%d", s));
     if (guard) th_sb_puts(&sb, " : 0");
     th_ir_let(L->ir, blk, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
   }
@@ -621,17 +547,17 @@ static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first
   int nd = N->nd;
   clear_marks(L);
   for (int v = 0; v < L->p->nval; v++)
-    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest) mark(L, v);
+    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest) th_cg_mark(L, v);
   if (nd == 0) {
     th_ir *b = th_ir_block(L->ir, blk, true);
     for (int s = first; s < first + nslots; s++) th_ir_let(L->ir, b, "int64_t", S(L, "b%d", s), "0");
     index_mode im = {"b", "0", true, 0};
-    emit_full_values(L, b, &im);
-    emit_full_stores(L, b, &im);
+    th_cg_emit_full_values(L, b, &im);
+    th_cg_emit_full_stores(L, b, &im);
     return;
   }
   th_ir_let(L->ir, blk, "int64_t", "inner", S(L, "D[%d]", nd - 1));
-  th_ir_let(L->ir, blk, "int64_t", "nouter", dims_product(L, 0, nd - 1));
+  th_ir_let(L->ir, blk, "int64_t", "nouter", th_cg_dims_product(L, 0, nd - 1));
   th_ir *run = th_ir_if(L->ir, blk, "nouter > 0 && inner > 0", NULL);
   th_ir_let(L->ir, run, "int64_t", "nch", "(inner + 4095) / 4096");
   th_strbuf sb;
@@ -649,23 +575,24 @@ static void lower_pointwise(lower *L, th_ir *blk, const th_fz_nest *N, int first
     th_ir_let(L->ir, q, "int64_t", S(L, "o%d", d), d > 0 ? S(L, "rem %% D[%d]", d) : "rem");
     if (d > 0) th_ir_set(L->ir, q, "rem", "/=", S(L, "D[%d]", d));
   }
-  for (int s = first; s < first + nslots; s++) th_ir_let(L->ir, q, "int64_t", S(L, "b%d", s), offset_expr(L, s, "o", 0, nd - 1));
+  for (int s = first; s < first + nslots; s++)
+    th_ir_let(L->ir, q, "int64_t", S(L, "b%d", s), th_cg_offset_expr(L, s, "o", 0, nd - 1));
   emit_invariant_loads(L, q, true, NULL); /* the chunk is not empty */
   th_ir *els = NULL;
   th_ir *con = th_ir_if(L->ir, q, "contiguous", &els);
   th_ir *lc = th_ir_loop(L->ir, con, TH_IR_SIMD, "i", "i0", "i1", NULL, NULL);
   index_mode ic = {"b", "i", true, nd - 1};
-  emit_full_values(L, lc, &ic);
-  emit_full_stores(L, lc, &ic);
+  th_cg_emit_full_values(L, lc, &ic);
+  th_cg_emit_full_stores(L, lc, &ic);
   th_ir *ls = th_ir_loop(L->ir, els, TH_IR_SERIAL, "i", "i0", "i1", NULL, NULL);
   index_mode is = {"b", "i", false, nd - 1};
-  emit_full_values(L, ls, &is);
-  emit_full_stores(L, ls, &is);
+  th_cg_emit_full_values(L, ls, &is);
+  th_cg_emit_full_stores(L, ls, &is);
 }
 
 /* Slot s is walked along the nest's inner dims: a FULL read that is not invariant over them, or a FULL
  * output (*is_out; *dt its dtype; either may be NULL). */
-static bool slot_walked(const lower *L, int s, bool *is_out, th_dtype *dt) {
+bool th_cg_slot_walked(const lower *L, int s, bool *is_out, th_dtype *dt) {
   for (int k = 0; k < L->p->nread; k++)
     if (L->read_slot[k] == s) {
       if (is_out) *is_out = false;
@@ -694,17 +621,17 @@ static bool slot_used(const lower *L, int s, bool stores) {
  * outputs when nred < 0. */
 /* Marks what pass L->cur_pass needs: the reductions' operands, or (nred < 0) the FULL outputs; cmode:
  * stopping at values its row buffers hold. */
-static void mark_pass(lower *L, const int *red, int nred, bool cmode) {
+void th_cg_mark_pass(lower *L, const int *red, int nred, bool cmode) {
   L->cmode = cmode;
   clear_marks(L);
   for (int k = 0; k < nred; k++) {
     const th_fz_mem *m = &L->p->mem[red[k]];
-    if (m->ref[0] >= 0) mark(L, m->ref[0]);
+    if (m->ref[0] >= 0) th_cg_mark(L, m->ref[0]);
     else L->need_r[-2 - m->ref[0]] = true;
   }
   if (nred < 0)
     for (int v = 0; v < L->p->nval; v++)
-      if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) mark(L, v);
+      if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) th_cg_mark(L, v);
 }
 
 /* The contiguous loop `j` over a row (full: the one row, in parallel). In the prefetching pass
@@ -739,7 +666,7 @@ static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int 
   int nd = N->nd;
   acc_decl ad[64];
   int nad = 0;
-  for (int k = 0; k < nred; k++) nad += accs(L, red[k], second[k], ad + nad);
+  for (int k = 0; k < nred; k++) nad += th_cg_accs(L, red[k], second[k], ad + nad);
   for (int a = 0; a < nad; a++) th_ir_var(L->ir, blk, ad[a].type, ad[a].name, ad[a].init);
   th_strbuf cl;
   th_sb_init(&cl);
@@ -749,30 +676,30 @@ static void emit_pass(lower *L, th_ir *blk, const th_fz_nest *N, int first, int 
   th_ir *outer = blk;
   bool buffered = false; /* the pass stores or loads a row buffer */
   if (L->ncache && !full) {
-    mark_pass(L, red, nred, true);
+    th_cg_mark_pass(L, red, nred, true);
     for (int v = 0; v < L->p->nval; v++)
       if (L->need_v[v] && L->cache_pass[v] >= 0 && L->cache_pass[v] <= L->cur_pass) buffered = true;
   }
   if (buffered) { /* uc: contiguous rows that fit the row buffers */
     th_ir *cu = th_ir_if(L->ir, blk, "uc", &outer);
     th_ir *lu = row_loop(L, cu, clauses, full);
-    emit_full_values(L, lu, &ic);
+    th_cg_emit_full_values(L, lu, &ic);
     for (int k = 0; k < nred; k++) emit_update(L, lu, red[k], second[k]);
-    if (nred < 0) emit_full_stores(L, lu, &ic);
+    if (nred < 0) th_cg_emit_full_stores(L, lu, &ic);
   }
-  mark_pass(L, red, nred, false);
+  th_cg_mark_pass(L, red, nred, false);
   th_ir *els = NULL;
   th_ir *con = th_ir_if(L->ir, outer, "ic", &els);
   /* contiguous: one flat loop over the row */
   th_ir *lc = row_loop(L, con, clauses, full);
-  emit_full_values(L, lc, &ic);
+  th_cg_emit_full_values(L, lc, &ic);
   for (int k = 0; k < nred; k++) emit_update(L, lc, red[k], second[k]);
-  if (nred < 0) emit_full_stores(L, lc, &ic);
+  if (nred < 0) th_cg_emit_full_stores(L, lc, &ic);
   index_mode is;
   th_ir *lj = strided_walk(L, els, N, first, nslots, clauses, full, nred < 0, &is);
-  emit_full_values(L, lj, &is);
+  th_cg_emit_full_values(L, lj, &is);
   for (int k = 0; k < nred; k++) emit_update(L, lj, red[k], second[k]);
-  if (nred < 0) emit_full_stores(L, lj, &is);
+  if (nred < 0) th_cg_emit_full_stores(L, lj, &is);
 }
 
 /* The walk of a row through the slots' strides, in `blk`: the inner dims but the last (when there are
@@ -787,10 +714,10 @@ static th_ir *strided_walk(lower *L, th_ir *blk, const th_fz_nest *N, int first,
   if (nd - 1 > no) {
     lq = th_ir_loop(L->ir, blk, par ? TH_IR_PARALLEL : TH_IR_SERIAL, "q", "0", "nq", clauses,
                     par ? "ninner >= 32768" : NULL);
-    emit_unflatten(L, lq, "q", "k", no, nd - 1);
+    th_cg_emit_unflatten(L, lq, "q", "k", no, nd - 1);
     for (int s = first; s < first + nslots; s++) {
       if (!slot_used(L, s, stores)) continue;
-      th_ir_let(L->ir, lq, "int64_t", S(L, "c%d", s), S(L, "b%d + %s", s, offset_expr(L, s, "k", no, nd - 1)));
+      th_ir_let(L->ir, lq, "int64_t", S(L, "c%d", s), S(L, "b%d + %s", s, th_cg_offset_expr(L, s, "k", no, nd - 1)));
     }
     base = "c";
   }
@@ -800,24 +727,24 @@ static th_ir *strided_walk(lower *L, th_ir *blk, const th_fz_nest *N, int first,
                     par && nd - 1 == no ? "ninner >= 32768" : NULL);
 }
 
-/* A float64 var's rescue, after its squared-deviation pass (the eager executor's var_row_f): when the
- * sum or the squares overflowed (inputs near the top of float64's range: [1e306] * 100 sums to 1e308,
- * whose rounded mean is ~1e290 off, and that squared is inf, where PyTorch's Welford gives 0), the row
- * again, serially, with Welford's running mean u and sum of squares q. Narrower inputs cannot overflow in
- * float64, but a row holding an inf or NaN takes the rescue too, so that var_mean's mean is what eager and
- * PyTorch's Welford give there (NaN once a finite element follows an inf; the two-pass mean was inf). A
- * finite row never enters it, so the kernels' fast path is unchanged. */
+/* A float64 var's Welford fallback, after its squared-deviation pass (the eager executor's var_row_f):
+ * when the sum or the squares overflowed (inputs near the top of float64's range: [1e306] * 100 sums to
+ * 1e308, whose rounded mean is ~1e290 off, and that squared is inf, where PyTorch's Welford gives 0),
+ * the row again, serially, with Welford's running mean u and sum of squares q. Narrower inputs cannot
+ * overflow in float64, but a row holding an inf or NaN takes the fallback too, so that var_mean's mean
+ * is what eager and PyTorch's Welford give there (NaN once a finite element follows an inf, where the
+ * two-pass mean is inf). A finite row never enters it: it runs the two-pass path alone. */
 static void emit_welford(lower *L, th_ir *body, const th_fz_nest *N, int first, int nslots, int i) {
   const th_fz_mem *m = &L->p->mem[i];
   th_ir *fb = th_ir_if(L->ir, body, S(L, "!isfinite(q%d)", i), NULL);
   th_ir_var(L->ir, fb, "double", S(L, "wk%d", i), "0");
   th_ir_set(L->ir, fb, S(L, "u%d", i), "=", "0");
   th_ir_set(L->ir, fb, S(L, "q%d", i), "=", "0");
-  mark_pass(L, &i, 1, false);
+  th_cg_mark_pass(L, &i, 1, false);
   index_mode is;
   th_ir *lj = strided_walk(L, fb, N, first, nslots, NULL, false, false, &is);
-  emit_full_values(L, lj, &is);
-  const char *x = operand(L, m, 0);
+  th_cg_emit_full_values(L, lj, &is);
+  const char *x = th_cg_operand(L, m, 0);
   th_ir_let(L->ir, lj, "double", S(L, "wd%d", i), S(L, "(double)%s - u%d", x, i));
   th_ir_set(L->ir, lj, S(L, "wk%d", i), "+=", "1");
   th_ir_set(L->ir, lj, S(L, "u%d", i), "+=", S(L, "wd%d / wk%d", i, i));
@@ -867,7 +794,7 @@ static int64_t plan_row_buffers(lower *L, int maxl, bool outs) {
   for (int p = 1; p <= npass; p++) {
     int nred = p <= maxl ? pass_reds(L, p, red, second) : -1;
     L->cur_pass = p;
-    mark_pass(L, red, nred, false);
+    th_cg_mark_pass(L, red, nred, false);
     for (int v = 0; v < nv; v++) {
       if (!L->need_v[v] || !expensive(L, v)) continue;
       if (!firstp[v]) firstp[v] = p;
@@ -881,7 +808,7 @@ static int64_t plan_row_buffers(lower *L, int maxl, bool outs) {
   for (int p = 1; p <= npass; p++) {
     int nred = p <= maxl ? pass_reds(L, p, red, second) : -1;
     L->cur_pass = p;
-    mark_pass(L, red, nred, true);
+    th_cg_mark_pass(L, red, nred, true);
     for (int v = 0; v < nv; v++)
       if (L->need_v[v] && L->cache_pass[v] >= 0 && L->cache_pass[v] < p) firstp[v] = 1;
   }
@@ -925,8 +852,8 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   L->ncache = 0;
   int64_t rowbuf = full ? 0 : plan_row_buffers(L, maxl, any_full);
   /* sizes: rows, row length, inner rows (all but the last inner dim) */
-  th_ir_let(L->ir, blk, "int64_t", "nrows", dims_product(L, 0, no));
-  th_ir_let(L->ir, blk, "int64_t", "ninner", dims_product(L, no, nd));
+  th_ir_let(L->ir, blk, "int64_t", "nrows", th_cg_dims_product(L, 0, no));
+  th_ir_let(L->ir, blk, "int64_t", "ninner", th_cg_dims_product(L, no, nd));
   if (nd - 1 > no) th_ir_let(L->ir, blk, "int64_t", "nq", S(L, "D[%d] > 0 ? ninner / D[%d] : 0", nd - 1, nd - 1));
   /* ic: every FULL slot is row-major in the inner dims (w<d>: the row-major strides of the inner dims) */
   th_ir_let(L->ir, blk, "int64_t", S(L, "w%d", nd - 1), "1");
@@ -934,7 +861,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   th_ir *run = th_ir_if(L->ir, blk, "nrows > 0", NULL);
   th_ir_var(L->ir, run, "int", "ic", "1");
   for (int s = first; s < first + nslots; s++) {
-    if (!slot_walked(L, s, NULL, NULL)) continue;
+    if (!th_cg_slot_walked(L, s, NULL, NULL)) continue;
     for (int d = no; d < nd; d++)
       th_ir_set(L->ir, run, "ic", "&=", S(L, "D[%d] <= 1 || T[%d] == w%d", d, s * TH_MAX_DIMS + d, d));
   }
@@ -942,12 +869,12 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   th_ir *body = run;
   if (!full) {
     body = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "row", "0", "nrows", NULL, "nrows * ninner >= 32768");
-    emit_unflatten(L, body, "row", "o", 0, no);
+    th_cg_emit_unflatten(L, body, "row", "o", 0, no);
   } else {
     th_ir_let(L->ir, run, "int64_t", "row", "0");
   }
   for (int s = first; s < first + nslots; s++)
-    th_ir_let(L->ir, body, "int64_t", S(L, "b%d", s), full ? "0" : offset_expr(L, s, "o", 0, no));
+    th_ir_let(L->ir, body, "int64_t", S(L, "b%d", s), full ? "0" : th_cg_offset_expr(L, s, "o", 0, no));
   for (int v = 0; v < L->p->nval && rowbuf; v++)
     if (L->cache_pass[v] >= 0)
       th_ir_stmt(L->ir, body, S(L, "_Alignas(32) %s rb%d[%lld]", ctype(val(L, v)->v->dtype), v, (long long)rowbuf));
@@ -955,13 +882,13 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
    * a broadcast weight's is 0), inputs and outputs, is prefetched while this one is computed (row_loop):
    * a row of 1024 floats is one 4 KiB page and the hardware prefetchers stop at page boundaries, so each
    * row would start with a stall on its reads and end with one on its stores' reads for ownership. The
-   * prefetches are spread over one pass (in one burst at the row's start they gained a third as much):
+   * prefetches are spread over one pass (one burst at the row's start hides less of the latency):
    * the first one computing a row-buffered value that calls a function (softmax's exp: enough work per
    * element to hide the chunks' reduction epilogues; a buffered division is not), else the output pass,
    * which has no reductions; a nest without FULL outputs does not prefetch (chunking a cheap reduction
-   * pass repeats its epilogue every chunk: bf16 rms_norm's sum of squares ran 1.4x slower, a row sum
-   * 2x); rows of one chunk to 16 KiB per slot (shorter rows share pages, which the hardware prefetchers
-   * follow, and a chunk's prefetches would run rows ahead: softmax over [65536, 8] was 7% slower). */
+   * pass repeats its epilogue every chunk, which costs more than the prefetches gain); rows of one chunk
+   * to 16 KiB per slot (shorter rows share pages, which the hardware prefetchers follow, and a chunk's
+   * prefetches would run rows ahead, which slows short-row softmax down). */
   L->npf = 0;
   L->pf_pass = 0;
   if (!full) {
@@ -974,7 +901,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   for (int s = first; s < first + nslots && L->pf_pass && L->npf < TH_FZ_MAX_SLOTS_PF; s++) {
     bool is_out;
     th_dtype dt;
-    if (!slot_walked(L, s, &is_out, &dt)) continue;
+    if (!th_cg_slot_walked(L, s, &is_out, &dt)) continue;
     th_ir_let(L->ir, body, "char *", S(L, "pf%d", s),
               S(L, "ic && row + 1 < nrows && T[%d] == ninner && ninner >= %d && ninner * (int64_t)sizeof *p%d <= 16384 ? "
                    "(const char *)(p%d + b%d + ninner) : NULL",
@@ -989,10 +916,10 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;
     int s = L->read_slot[k];
     th_sb_init(&sb);
-    put_load(&sb, L->p->read[k].v->dtype, s, S(L, "b%d", s));
+    th_cg_put_load(&sb, L->p->read[k].v->dtype, s, S(L, "b%d", s));
     th_ir_let(L->ir, body, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
   }
-  emit_row_values(L, body, 0);
+  th_cg_emit_row_values(L, body, 0);
   /* the passes */
   for (int level = 1; level <= maxl; level++) {
     int red[32];
@@ -1004,17 +931,17 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     emit_pass(L, pb, N, first, nslots, red, second, nred, full);
     for (int k = 0; k < nred; k++) {
       const th_fz_mem *m = &L->p->mem[red[k]];
-      bool rescue = two_pass(m->b->sym->id) && dclass(m->b->args[0].u.value->dtype) != 2;
+      bool fallback = two_pass(m->b->sym->id) && dclass(m->b->args[0].u.value->dtype) != 2;
       if (two_pass(m->b->sym->id) && !second[k]) {
         const char *u = S(L, "u%d", red[k]), *e = S(L, "s%d / (double)ninner", red[k]);
-        if (rescue) th_ir_var(L->ir, body, "double", u, e);
+        if (fallback) th_ir_var(L->ir, body, "double", u, e);
         else th_ir_let(L->ir, body, "double", u, e);
       } else {
-        if (rescue) emit_welford(L, body, N, first, nslots, red[k]);
-        emit_finish(L, body, red[k], "ninner");
+        if (fallback) emit_welford(L, body, N, first, nslots, red[k]);
+        th_cg_emit_finish(L, body, red[k], "ninner");
       }
     }
-    emit_row_values(L, body, level);
+    th_cg_emit_row_values(L, body, level);
   }
   /* the final pass: FULL outputs */
   if (any_full) {
@@ -1022,178 +949,7 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     th_ir_comment(L->ir, body, "the outputs");
     emit_pass(L, th_ir_block(L->ir, body, false), N, first, nslots, NULL, NULL, -1, full);
   }
-  emit_row_stores(L, body);
-}
-
-/* ---- column nests ------------------------------------------------------------------------------------------
- * The first r dims reduced (x.sum(0), bias gradients, a bf16 column sum's convert): each thread takes a
- * contiguous range of the reduced index and walks its part of the input row by row (contiguous along
- * the kept dims: the `omp simd` loop runs over the last kept dim), folding every element into its own
- * accumulator row: nacc arrays of ncols 8-byte slots per thread in the launcher's scratch P[NS]
- * (S[NT] threads' worth). FULL outputs that need no column result are stored in the same walk. Then one
- * loop over the columns merges the threads' accumulators in thread order and computes the columns'
- * ROW values (ROW reads at the column's kept index) and stores the ROW outputs. var/var_mean run
- * Welford per column (u += d / count, q += d (x - u)) and merge the threads with Chan et al.'s formula,
- * as eager's column path. One walk: nest.c refuses a column result broadcast back over the domain. */
-
-/* Accumulator a of thread t as an lvalue array: "((type *)(W + ((int64_t)t * NACC + a) * ncols))". */
-static const char *col_acc(lower *L, const char *type, const char *t, int a, int nacc) {
-  return S(L, "((%s *)(W + ((int64_t)(%s) * %d + %d) * ncols))", type, t, nacc, a);
-}
-
-static void emit_update_col(lower *L, th_ir *blk, int i, const acc_decl *ad, int nad, const char *K) {
-  const th_fz_mem *m = &L->p->mem[i];
-  const char *x = operand(L, m, 0);
-  bool fl = dclass(m->b->args[0].u.value->dtype) != 2;
-  const char *a0 = S(L, "%s_c[%s]", ad[0].name, K);
-  switch (m->b->sym->id) {
-    case TH_OP_prims_var:
-    case TH_OP_prims_var_mean: { /* d = x - u; u += d / count; q += d (x - u) */
-      const char *q = S(L, "%s_c[%s]", ad[1].name, K);
-      th_ir_let(L->ir, blk, "double", S(L, "dw%d", i), S(L, "(double)%s - %s", x, a0));
-      th_ir_set(L->ir, blk, a0, "+=", S(L, "dw%d * rk", i));
-      th_ir_set(L->ir, blk, q, "+=", S(L, "dw%d * ((double)%s - %s)", i, x, a0));
-      break;
-    }
-    case TH_OP_prims_sum: th_ir_set(L->ir, blk, a0, "+=", fl ? S(L, "(double)%s", x) : x); break;
-    case TH_OP_prims_prod: th_ir_set(L->ir, blk, a0, "*=", fl ? S(L, "(double)%s", x) : x); break;
-    default: { /* amax, amin: the prelude's bit select (a ?: leaves the loop scalar at -O1) */
-      const char *cmp = m->b->sym->id == TH_OP_prims_amax ? ">" : "<";
-      th_ir_set(L->ir, blk, a0, "=", S(L, "th_fz_where(%s %s %s, %s, %s)", x, cmp, a0, x, a0));
-      if (nad > 1) th_ir_set(L->ir, blk, S(L, "%s_c[%s]", ad[1].name, K), "|=", S(L, "%s != %s", x, x));
-      break;
-    }
-  }
-}
-
-/* N: the region's copy of the nest (its nacc is set here, for the launcher's scratch). */
-static void lower_cols(lower *L, th_ir *blk, th_fz_nest *N, int first, int nslots) {
-  int nd = N->nd, r = N->r;
-  th_strbuf sb;
-  /* the reductions and their accumulators (all in pass 1) */
-  int red[32], nred = 0;
-  acc_decl ad[32][2];
-  int nad[32], nacc = 0;
-  bool any_var = false;
-  for (int i = 0; i < L->p->nmem && nred < 32; i++) {
-    const th_fz_mem *m = &L->p->mem[i];
-    if (m->nest != L->nest || m->kind != TH_FZ_REDUCE) continue;
-    if (two_pass(m->b->sym->id)) { /* var, var_mean: Welford per column, the running mean u and m2 q */
-      ad[nred][0] = (acc_decl){"double", S(L, "u%d", i), "0", NULL};
-      ad[nred][1] = (acc_decl){"double", S(L, "q%d", i), "0", NULL};
-      nad[nred] = 2;
-      any_var = true;
-    } else {
-      nad[nred] = accs(L, i, false, ad[nred]);
-    }
-    nacc += nad[nred];
-    red[nred++] = i;
-  }
-  N->nacc = nacc;
-  th_ir_let(L->ir, blk, "int64_t", "nred", dims_product(L, 0, r));
-  th_ir_let(L->ir, blk, "int64_t", "ncols", dims_product(L, r, nd));
-  th_ir_let(L->ir, blk, "int64_t", "ninner", S(L, "D[%d]", nd - 1));
-  th_ir *run = th_ir_if(L->ir, blk, "ncols > 0", NULL);
-  th_ir_let(L->ir, run, "int64_t", "nko", "ncols / ninner");
-  /* ic: every walked slot is contiguous along the last kept dim */
-  th_ir_var(L->ir, run, "int", "ic", "1");
-  for (int s = first; s < first + nslots; s++) {
-    if (!slot_walked(L, s, NULL, NULL)) continue;
-    th_ir_set(L->ir, run, "ic", "&=", S(L, "D[%d] <= 1 || T[%d] == 1", nd - 1, s * TH_MAX_DIMS + nd - 1));
-  }
-  th_ir_var(L->ir, run, "double *const", "W", S(L, "(double *)P[%d]", L->scratch_slot));
-  th_ir_var(L->ir, run, "int64_t", "nt", S(L, "nred * ncols >= 32768 ? S[%d] : 1", L->nt_at));
-  th_ir_set(L->ir, run, "nt", "=", "nt < nred ? nt : (nred > 0 ? nred : 1)");
-  /* the walk: thread t's range of the reduced index */
-  /* the team may be smaller than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT, a nested region): its size is
-   * recorded, and only the rows of threads that ran are merged */
-  th_ir_var(L->ir, run, "int64_t", "nteam", "1");
-  th_ir *pb = th_ir_parallel(L->ir, run, "num_threads(nt)");
-  th_ir_let(L->ir, pb, "int64_t", "t", "omp_get_thread_num()");
-  th_ir_let(L->ir, pb, "int64_t", "tn", "omp_get_num_threads()");
-  th_ir *t0 = th_ir_if(L->ir, pb, "t == 0", NULL);
-  th_ir_set(L->ir, t0, "nteam", "=", "tn");
-  th_ir_let(L->ir, pb, "int64_t", "r0", "nred * t / tn");
-  th_ir_let(L->ir, pb, "int64_t", "r1", "nred * (t + 1) / tn");
-  for (int k = 0, a = 0; k < nred; k++)
-    for (int q = 0; q < nad[k]; q++, a++) {
-      th_ir_var(L->ir, pb, S(L, "%s *restrict", ad[k][q].type), S(L, "%s_c", ad[k][q].name),
-                col_acc(L, ad[k][q].type, "t", a, nacc));
-      th_ir *li = th_ir_loop(L->ir, pb, TH_IR_SIMD, "k", "0", "ncols", NULL, NULL);
-      th_ir_set(L->ir, li, S(L, "%s_c[k]", ad[k][q].name), "=", ad[k][q].init);
-    }
-  th_ir *lr = th_ir_loop(L->ir, pb, TH_IR_SERIAL, "rr", "r0", "r1", NULL, NULL);
-  if (any_var) th_ir_let(L->ir, lr, "double", "rk", "1.0 / (double)(rr - r0 + 1)"); /* Welford's 1 / count */
-  emit_unflatten(L, lr, "rr", "o", 0, r);
-  th_ir *lk = th_ir_loop(L->ir, lr, TH_IR_SERIAL, "ko", "0", "nko", NULL, NULL);
-  emit_unflatten(L, lk, "ko", "o", r, nd - 1);
-  th_ir_let(L->ir, lk, "int64_t", "kb", "ko * ninner");
-  for (int s = first; s < first + nslots; s++)
-    if (slot_walked(L, s, NULL, NULL)) th_ir_let(L->ir, lk, "int64_t", S(L, "b%d", s), offset_expr(L, s, "o", 0, nd - 1));
-  /* what the walk computes: the reductions' operands and the FULL outputs */
-  mark_pass(L, red, nred, false);
-  for (int v = 0; v < L->p->nval; v++)
-    if (L->val_slot[v] >= 0 && mem_of(L, v)->nest == L->nest && val(L, v)->lv == TH_FZ_FULL) mark(L, v);
-  th_ir *els = NULL;
-  th_ir *con = th_ir_if(L->ir, lk, "ic", &els);
-  th_ir *lc = th_ir_loop(L->ir, con, TH_IR_SIMD, "j", "0", "ninner", NULL, NULL);
-  index_mode ic = {"b", "j", true, nd - 1};
-  emit_full_values(L, lc, &ic);
-  for (int k = 0; k < nred; k++) emit_update_col(L, lc, red[k], ad[k], nad[k], "kb + j");
-  emit_full_stores(L, lc, &ic);
-  th_ir *ls = th_ir_loop(L->ir, els, TH_IR_SERIAL, "j", "0", "ninner", NULL, NULL);
-  index_mode is = {"b", "j", false, nd - 1};
-  emit_full_values(L, ls, &is);
-  for (int k = 0; k < nred; k++) emit_update_col(L, ls, red[k], ad[k], nad[k], "kb + j");
-  emit_full_stores(L, ls, &is);
-  /* the columns: merge in thread order, ROW values, ROW outputs */
-  th_ir *lm = th_ir_loop(L->ir, run, TH_IR_PARALLEL, "row", "0", "ncols", NULL, "ncols >= 4096");
-  for (int k = 0, a = 0; k < nred; k++) {
-    const th_fz_mem *m = &L->p->mem[red[k]];
-    for (int q = 0; q < nad[k]; q++, a++)
-      th_ir_var(L->ir, lm, ad[k][q].type, ad[k][q].name, S(L, "%s[row]", col_acc(L, ad[k][q].type, "0", a, nacc)));
-    if (two_pass(m->b->sym->id)) {
-      /* Chan et al.: thread t's rows [nred t / nteam, nred (t + 1) / nteam) merged into threads 0..t-1's */
-      int i = red[k];
-      const char *u = ad[k][0].name, *q = ad[k][1].name;
-      th_ir_var(L->ir, lm, "double", S(L, "na%d", i), "(double)(nred / nteam)");
-      th_ir *lt = th_ir_loop(L->ir, lm, TH_IR_SERIAL, "t", "1", "nteam", NULL, NULL);
-      th_ir_let(L->ir, lt, "double", "nb", "(double)(nred * (t + 1) / nteam - nred * t / nteam)");
-      th_ir_let(L->ir, lt, "double", "nab", S(L, "na%d + nb", i));
-      th_ir_let(L->ir, lt, "double", "dl", S(L, "%s[row] - %s", col_acc(L, "double", "t", a - 2, nacc), u));
-      th_ir_set(L->ir, lt, u, "+=", "dl * nb / nab");
-      th_ir_set(L->ir, lt, q, "+=", S(L, "%s[row] + dl * dl * na%d * nb / nab", col_acc(L, "double", "t", a - 1, nacc), i));
-      th_ir_set(L->ir, lt, S(L, "na%d", i), "=", "nab");
-      continue;
-    }
-    th_ir *lt = th_ir_loop(L->ir, lm, TH_IR_SERIAL, "t", "1", "nteam", NULL, NULL);
-    for (int q = 0; q < nad[k]; q++) {
-      const char *x = S(L, "%s[row]", col_acc(L, ad[k][q].type, "t", a - nad[k] + q, nacc));
-      const char *nm = ad[k][q].name;
-      switch (m->b->sym->id) {
-        case TH_OP_prims_sum: th_ir_set(L->ir, lt, nm, "+=", x); break;
-        case TH_OP_prims_prod: th_ir_set(L->ir, lt, nm, "*=", x); break;
-        default:
-          if (q == 1) th_ir_set(L->ir, lt, nm, "|=", x);
-          else th_ir_set(L->ir, lt, nm, "=", S(L, "th_fz_where(%s %s %s, %s, %s)", x,
-                                                m->b->sym->id == TH_OP_prims_amax ? ">" : "<", nm, x, nm));
-          break;
-      }
-    }
-  }
-  emit_unflatten(L, lm, "row", "o", r, nd);
-  for (int k = 0; k < L->p->nread; k++) {
-    if (L->p->read[k].nest != L->nest || L->p->read[k].lv != TH_FZ_ROW) continue;
-    int s = L->read_slot[k];
-    th_sb_init(&sb);
-    put_load(&sb, L->p->read[k].v->dtype, s, offset_expr(L, s, "o", r, nd));
-    th_ir_let(L->ir, lm, ctype(L->p->read[k].v->dtype), S(L, "a%d", s), take(L, &sb));
-  }
-  emit_row_values(L, lm, 0);
-  for (int k = 0; k < nred; k++) emit_finish(L, lm, red[k], "nred");
-  emit_row_values(L, lm, 1);
-  emit_row_values(L, lm, 2); /* after var (levels() counts its two passes) */
-  emit_row_stores(L, lm);
+  th_cg_emit_row_stores(L, body);
 }
 
 /* Levels: lvl of ROW vals, red_pass of reductions (see the file comment). maxrow: the highest level of
@@ -1353,7 +1109,7 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
     th_ir_let(ir, blk, "int64_t", "*D", S(&L, "S + %d", off));
     declare_slots(&L, blk, first, cnt, r->slots);
     if (N->r == 0) lower_pointwise(&L, blk, N, first, cnt);
-    else if (N->col) lower_cols(&L, blk, &r->nests[n], first, cnt);
+    else if (N->col) th_cg_lower_cols(&L, blk, &r->nests[n], first, cnt);
     else lower_rows(&L, blk, N, first, cnt);
     off += N->nd;
     first += cnt;

@@ -8,16 +8,15 @@
  * integer arithmetic wraps as eager's; -fno-math-errno changes no result, as nothing reads errno, and
  * lets sqrt vectorize. Not -fno-trapping-math: it lets gcc fold (float)(int64_t)x into trunc(x), which
  * keeps the sign of -0.0 where the cast gives +0.0.) -O2 rather than -O1: the kernels are mostly
- * compute-bound on AVX2 (a float exp or a bf16 rounding per element), and -O2 runs them 5-9% faster
- * (softmax, layer_norm and rms_norm in f32 and bf16, measured in one process: bench/README.md); its
+ * compute-bound on AVX2 (a float exp or a bf16 rounding per element), and -O2 runs them faster; its
  * strict aliasing also keeps `omp simd` reduction accumulators in registers, which -O1 reloads from the
- * stack on every iteration. -O2 compiles ~1.6x slower than -O1 (it also vectorizes the scalar strided
+ * stack on every iteration. -O2 compiles slower than -O1 (it also vectorizes the scalar strided
  * fallbacks), so a unit with several regions is compiled in parts at once: the regions are dealt into
  * up to one part per CPU (THUNDER_FUSER_JOBS overrides; at most TH_FUSER_MAX_JOBS), largest first onto
  * the smallest part, each part (the prelude and its functions) is compiled with -c by its own process,
- * and the objects are linked with -shared: the GPT-2 block's unit cold-compiles in about -O1's time on
- * two cores. A unit with one region (or one job) is one `-shared` run. -O3 (the issue's flag) compiles
- * the bf16 block's unit 2x slower than -O2 for 3% more speed in softmax.
+ * and the objects are linked with -shared, so a unit of many regions cold-compiles in about -O1's time
+ * on two cores. A unit with one region (or one job) is one `-shared` run. Not -O3: it compiles much
+ * slower than -O2 for little more speed (bench/README.md, "Notes behind the code").
  *
  * The cache directory is $XDG_CACHE_HOME/thunder-c, else $HOME/.cache/thunder-c (made with its parents,
  * 0700). The key is the SHA-256 (FIPS 180-4) of the source, the compiler's name and `--version` output,
@@ -587,7 +586,7 @@ static long long cache_scan(const char *dir, long long bound) {
 }
 
 /* After a build that added `added` bytes: the bound kept without listing the cache on every build (a
- * scan of 16,000 entries took 65-120 ms here, a tenth to a half of a build). trim.txt in the cache holds
+ * scan of a large cache costs a sizeable part of a build). trim.txt in the cache holds
  * "<bytes> <time>": the kernels' total at the last scan plus what builds added since, and when that scan
  * ran; it is read and rewritten under an exclusive flock, so concurrent builds lose no addition and scan
  * one at a time. The cache is scanned (cache_scan) only when the estimate would pass the bound, when the

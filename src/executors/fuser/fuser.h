@@ -9,13 +9,14 @@
  *   loopir.c     a small loop IR (loops, lets, accumulators, stores, ifs) and the emitter printing it
  *                as C (indentation scopes, OpenMP pragmas);
  *   codegen.c    lowers each nest to the loop IR: one C function per region, all regions of a program
- *                in one translation unit after the embedded prelude (kernel_prelude.h);
+ *                in one translation unit after the embedded prelude (kernel_prelude.h); column nests
+ *                in codegen_columns.c (the two share codegen.h);
  *   compile.c    builds a translation unit into one shared object ($CC -O2, its regions compiled in
  *                parallel parts and linked), disk cache keyed by SHA-256, dlopen/dlsym;
  *   fuser.c      th_fuser_pass (the three above for a program) and the launcher (one program step per
  *                region: input views, output allocation, the call).
  *
- * Terms (docs/design.md, "Fuser"): a NEST runs over a domain shape D (nd dims) with a reduction suffix
+ * Terms (docs/fuser.md): a NEST runs over a domain shape D (nd dims) with a reduction suffix
  * of r dims (r = 0: pointwise; r > 0: rows = D[0:nd-r], inner = D[nd-r:]). A member value is FULL (one
  * element per domain index: shape D or a relabelling of it, stored through its store map) or ROW (one
  * element per row: the reductions' results and what is computed from them). Region inputs are FREE: they

@@ -27,8 +27,7 @@
  * every rounding class against core/scalar.h), but a loop holding several of them still if-converts
  * and vectorizes, which the codec's early return prevents in gcc 12 once two are chained. The NaN test
  * is the float compare v != v (one vcmpps under AVX2) rather than an integer compare of the magnitude
- * bits, which costs an and, a bias subtraction and a signed compare (AVX2 has no unsigned one): 13%
- * fewer instructions in bench_fusion's bf16 rms_norm kernel (valgrind count at the fuser's flags). A value
+ * bits, which costs an and, a bias subtraction and a signed compare (AVX2 has no unsigned one). A value
  * already rounded to bf16 is stored as its top half (th_fz_st_bf16: exact; a NaN keeps its payload, as
  * eager's same-dtype copies do). */
 static inline float th_fz_f_bf16(float v) {

@@ -2,7 +2,7 @@
  * generated kernels. glibc's expf/tanhf/erff are scalar calls: inside a fused loop they block gcc's
  * auto-vectorizer and dominate the kernel's time. These versions are straight-line code (range
  * reduction, a polynomial, integer exponent tricks, selects instead of branches), so a loop calling
- * them under `#pragma omp simd` vectorizes (AVX2: 8 lanes) at the fuser's -O1 and at -O3
+ * them under `#pragma omp simd` vectorizes (AVX2: 8 lanes) at the fuser's -O2 and at -O3
  * (-ffp-contract=off, no -ffast-math). Self-contained: C11, standard headers only, all `static inline`.
  *
  * Accuracy: within 2 ulp of the exact value for every float32 input (tests/unit/test_fuser_mathlib.c
@@ -276,16 +276,16 @@ TH_M_INLINE double th_m_fmad(double a, double b, double c) {
 }
 
 /* Hyperbolic tangent: one rational approximation, no exp and no second path, so the dependency
- * chain is short (convert, square, 5 FMAs, multiply, divide, convert: about 50 cycles on Zen 3, the
- * former two-path version about 75). x is clamped to [-9.1, 9.1] (tanh rounds to +-1 in float32 for
- * |x| > 9.0109; NaN passes the clamp) and tanh(x) = x P(x^2) / Q(x^2), P of degree 4 and Q of degree
- * 5 with P(0) = Q(0) = 1: a minimax fit of the relative error on [0, 9.15] (linearized rational
- * Remez, the Loeb iteration, in float64 against mpmath; coefficients rounded to float32 one at a
- * time, refitting the rest: 2^-27.4; scripts/mathlib/fit_tanh_rational.py). It is evaluated in
- * double: x^2 of a float is exact there, and the float32 evaluation would lose up to 5 ulp in the
- * Horner steps and in P and Q themselves, which near tanh = 1 count fully (the single rounding to
- * float at the end leaves at most 0.6 ulp). Odd exactly (P and Q are even, x's sign carries through),
- * -0 -> -0, and for tiny x P = Q = 1 exactly, so tanh(x) = x. */
+ * chain is short (convert, square, 5 FMAs, multiply, divide, convert). x is clamped to [-9.1, 9.1]
+ * (tanh rounds to +-1 in float32 for |x| > 9.0109; NaN passes the clamp) and tanh(x) = x P(x^2) /
+ * Q(x^2), P of degree 4 and Q of degree 5 with P(0) = Q(0) = 1: a minimax fit of the relative error
+ * on [0, 9.15] (linearized rational Remez, the Loeb iteration, in float64 against mpmath;
+ * coefficients rounded to float32 one at a time, refitting the rest: 2^-27.4;
+ * scripts/mathlib/fit_tanh_rational.py). It is evaluated in double: x^2 of a float is exact there,
+ * and the float32 evaluation would lose up to 5 ulp in the Horner steps and in P and Q themselves,
+ * which near tanh = 1 count fully (the single rounding to float at the end leaves at most 0.6 ulp).
+ * Odd exactly (P and Q are even, x's sign carries through), -0 -> -0, and for tiny x P = Q = 1
+ * exactly, so tanh(x) = x. */
 TH_M_INLINE float th_m_tanhf(float x) {
   float xc = th_m_sel(x > 9.1f, 9.1f, x);
   xc = th_m_sel(xc < -9.1f, -9.1f, xc);

@@ -39,7 +39,7 @@
  *         exactly the nest's rows (same row count and row length; a column nest's "rows" are its
  *         columns: a ROW value has one element per index of the kept dims D[r:nd]); outputs ROW. amax/amin
  *         of empty rows are refused (eager raises PyTorch's error), var/var_mean need a float input. A
- *         column nest is walked once (codegen.c, lower_cols: var by Welford), so it refuses any
+ *         column nest is walked once (codegen_columns.c: var by Welford), so it refuses any
  *         broadcast of a ROW value back over D.
  *  4. Reads: each use of a region input by a computing member is a read slot of its nest: the view chain
  *     (at most TH_FZ_MAX_VIEWS ops) and the coordinate map A from the domain (FULL: the user's store map

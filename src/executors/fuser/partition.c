@@ -10,9 +10,10 @@
  *     only if everything it reads was made before the limit or by the region (a recomputed GELU in a
  *     backward and its gradient, with the weight-gradient GEMM between them, become one region); the
  *     region is then emitted right before its limit. A fusible bsym no region can hold (a sum over
- *     leading dims) is a non-member, not the end of the open region. The region closes when a bsym
- *     starts a region of its own, at a bsym reading what was made after its limit, and at every effect
- *     (copy_, update_aliases, random, DONT_DCE, in-place) and the return, which nothing moves across.
+ *     dims that are neither a prefix nor a suffix) is a non-member, not the end of the open region.
+ *     The region closes when a bsym starts a region of its own, at a bsym reading what was made after
+ *     its limit, and at every effect (copy_, update_aliases, random, DONT_DCE, in-place) and the
+ *     return, which nothing moves across.
  * Independent chains (different shapes, different reductions) join one region as separate nests: this
  * is the horizontal merge of adjacent independent regions, done while the region grows.
  *
@@ -50,11 +51,6 @@ typedef struct {
 } part_ctx;
 
 static const th_bsym *bsym(const part_ctx *c, int i) { return c->et->bsyms.items[i]; }
-
-static void max_id_cb(th_value *v, void *p) {
-  uint32_t *m = p;
-  if (v->id + 1 > *m) *m = v->id + 1;
-}
 
 bool th_fuser_is_effect(const th_bsym *b) {
   return th_bsym_has_effect(b) || b->sym->id == TH_OP_prims_update_aliases || b->sym->id == TH_OP_prims_copy_ ||
@@ -112,8 +108,7 @@ static th_status plan_of(part_ctx *c, int g, int extra, th_fz_plan *plan) {
 /* ---- uses of a group's values ------------------------------------------------------------------------ */
 /* cb(v, p) for every value b reads (arguments and keyword arguments, collections included) */
 static void foreach_read(const th_bsym *b, void (*cb)(th_value *, void *), void *p) {
-  for (int i = 0; i < b->nargs; i++) th_arg_foreach_value(&b->args[i], cb, p);
-  for (int i = 0; i < b->nkwargs; i++) th_arg_foreach_value(&b->kwargs[i], cb, p);
+  th_bsym_foreach_value(b, TH_BSYM_INPUTS, cb, p);
 }
 
 typedef struct {
@@ -376,14 +371,8 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
   memset(&c, 0, sizeof c);
   c.et = et;
   c.n = et->bsyms.n;
-  c.nids = 1;
-  for (int i = 0; i < et->inputs.n; i++) max_id_cb(et->inputs.items[i], &c.nids);
-  for (int i = 0; i < c.n; i++) {
-    const th_bsym *b = et->bsyms.items[i];
-    for (int j = 0; j < b->nargs; j++) th_arg_foreach_value(&b->args[j], max_id_cb, &c.nids);
-    for (int j = 0; j < b->nkwargs; j++) th_arg_foreach_value(&b->kwargs[j], max_id_cb, &c.nids);
-    th_arg_foreach_value(&b->out, max_id_cb, &c.nids);
-  }
+  c.nids = th_trace_id_bound(et);
+  if (c.nids < 1) c.nids = 1;
   size_t nb = (size_t)(c.n ? c.n : 1);
   c.grp = th_malloc(sizeof(int) * nb);
   c.owner = th_malloc(sizeof(int) * c.nids);
@@ -457,7 +446,7 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
         set_owner(&c, b, open);
         continue;
       }
-      st = TH_OK; /* no region can hold it (a sum over leading dims): a non-member, the open region stays */
+      st = TH_OK; /* no region can hold it (reduced dims neither a prefix nor a suffix): a non-member, the region stays */
     }
     if (open < 0) continue;
     bool close = strat == TH_FUSER_CONSECUTIVE || th_fuser_is_effect(b);

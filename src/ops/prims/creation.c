@@ -2,7 +2,7 @@
  * stream's state (get_and_update_rng_state) with the uniform that reads it (uniform_philox).
  *
  * Each takes its shape (or length), device and dtype explicitly (keyword-only in the schema); the
- * output never requires grad. Thunder's rules (§3.3): full's fill value must be safely castable to the
+ * output never requires grad. Thunder's rules: full's fill value must be safely castable to the
  * dtype; iota needs an exact non-bool dtype and length >= 0; uniform a floating dtype. */
 #include <math.h>
 

@@ -1,7 +1,7 @@
 /* elementwise.c — metas of the elementwise prims (unary, binary, where) and of the conversion and
  * data-movement prims (convert_element_type, device_put).
  *
- * Prims are strict (Thunder §3.2): tensor operands must already share one dtype, one shape and one
+ * Prims are strict, as Thunder's: tensor operands must already share one dtype, one shape and one
  * device — a CPU 0-dim tensor is exempt from the shape and device checks, as in Thunder — because the
  * torch layer has inserted the converts and broadcasts. A Python number may be combined with a tensor
  * when its type is no wider than the tensor's dtype category (bool < int < float: an int with an f32
@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ops/binary_scalar.h"
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
 #include "ops/vjp.h"
@@ -177,11 +178,6 @@ static num num_float(double f) {
 }
 static double num_f(num a) { return a.type == TH_F64 ? a.f : (double)a.i; }
 
-/* Wrapping int64 arithmetic (no signed overflow UB). */
-static int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-
 /* Python's int(x) of a float: NaN and infinities cannot be converted. */
 static th_status float_to_int(const char *op, double f, int64_t *out) {
   *out = 0;
@@ -228,95 +224,110 @@ static bool all_known(const th_arg *ops, int n) {
 /* ---- unary: abs ceil floor neg round sign trunc (math dtypes), the float-only transcendental ops,
  *      bitwise_not (exact dtypes), isfinite and signbit (bool result) ---------------------------------- */
 
+/* Number folding from the rows of ops/unary.def: each row's fold column picks one of the templates
+ * below, which read the row's scalar expressions (f64 with x a double, i64 with x an int64_t). UT_<fold>
+ * is the Python type of the result for an input of type t; UF_<fold> computes it. */
+#define UT_FLOAT(t) TH_F64
+#define UT_RECIPROCAL(t) TH_F64
+#define UT_LIKE(t) ((t) == TH_F64 ? TH_F64 : TH_I64) /* abs(True) == 1, an int */
+#define UT_SIGN(t) UT_LIKE(t)
+#define UT_INT(t) TH_I64    /* ~True == -2 */
+#define UT_TO_INT(t) TH_I64 /* math.floor(2.5) == 2, an int */
+#define UT_PRED(t) TH_BOOL
+#define UT_NONE(t) TH_F64
+
+#define UF_FLOAT(f64, i64)                     \
+  {                                            \
+    double x = a.f;                            \
+    double v = (f64);                          \
+    TH_TRY(check_math_result(op, v, a.f, 0));  \
+    *r = num_float(v);                         \
+    return TH_OK;                              \
+  }
+#define UF_RECIPROCAL(f64, i64)                                                        \
+  {                                                                                    \
+    if (a.f == 0) return th_error(TH_ERR_VALUE, "%s: float division by zero", op);     \
+    UF_FLOAT(f64, i64)                                                                 \
+  }
+#define UF_LIKE(f64, i64)        \
+  {                              \
+    if (a.type == TH_F64) {      \
+      double x = a.f;            \
+      *r = num_float(f64);       \
+    } else {                     \
+      int64_t x = a.i;           \
+      *r = num_int(i64);         \
+    }                            \
+    return TH_OK;                \
+  }
+#define UF_SIGN(f64, i64)                                                        \
+  {                                                                              \
+    if (a.type == TH_F64)                                                        \
+      *r = num_float(isnan(a.f) ? a.f : (double)((a.f > 0) - (a.f < 0)));        \
+    else                                                                         \
+      *r = num_int((a.i > 0) - (a.i < 0));                                       \
+    return TH_OK;                                                                \
+  }
+#define UF_INT(f64, i64) \
+  {                      \
+    int64_t x = a.i;     \
+    *r = num_int(i64);   \
+    return TH_OK;        \
+  }
+#define UF_TO_INT(f64, i64)                                                             \
+  {                                                                                     \
+    if (a.type != TH_F64) {                                                             \
+      int64_t x = a.i;                                                                  \
+      *r = num_int(i64);                                                                \
+      return TH_OK;                                                                     \
+    }                                                                                   \
+    double x = a.f;                                                                     \
+    int64_t i = 0; /* set by float_to_int on success (GCC -O3 cannot tell) */           \
+    TH_TRY(float_to_int(op, (f64), &i));                                                \
+    *r = num_int(i);                                                                    \
+    return TH_OK;                                                                       \
+  }
+#define UF_PRED(f64, i64)     \
+  {                           \
+    double x = num_f(a);      \
+    *r = num_bool(f64);       \
+    return TH_OK;             \
+  }
+#define UF_NONE(f64, i64)                                                                  \
+  {                                                                                        \
+    (void)a;                                                                               \
+    (void)r;                                                                               \
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", op);     \
+  }
+
+/* One folding function per unary prim: unary_fold_<name>. */
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, ...) \
+  static th_status unary_fold_##name(const char *op, num a, num *r) { \
+    (void)op;                                                         \
+    UF_##fold(f64, i64)                                               \
+  }
+#include "ops/unary.def"
+#undef TH_UNARY
+
 /* The Python type of a unary op's number result for an input of type `t`. */
 static th_dtype unary_number_type(th_op_id id, th_dtype t) {
+  (void)t;
   switch (id) {
-    case TH_OP_prims_isfinite:
-    case TH_OP_prims_signbit: return TH_BOOL;
-    case TH_OP_prims_abs:
-    case TH_OP_prims_neg:
-    case TH_OP_prims_sign: return t == TH_F64 ? TH_F64 : TH_I64; /* abs(True) == 1, an int */
-    case TH_OP_prims_ceil:
-    case TH_OP_prims_floor:
-    case TH_OP_prims_round:
-    case TH_OP_prims_trunc:                      /* math.floor(2.5) == 2, an int */
-    case TH_OP_prims_bitwise_not: return TH_I64; /* ~True == -2 */
-    default: return TH_F64;                      /* float-only math */
-  }
-}
-
-static double unary_float_fn(th_op_id id, double x) {
-  switch (id) {
-    case TH_OP_prims_acos: return acos(x);
-    case TH_OP_prims_acosh: return acosh(x);
-    case TH_OP_prims_asin: return asin(x);
-    case TH_OP_prims_asinh: return asinh(x);
-    case TH_OP_prims_atan: return atan(x);
-    case TH_OP_prims_atanh: return atanh(x);
-    case TH_OP_prims_cos: return cos(x);
-    case TH_OP_prims_cosh: return cosh(x);
-    case TH_OP_prims_erf: return erf(x);
-    case TH_OP_prims_erfc: return erfc(x);
-    case TH_OP_prims_exp: return exp(x);
-    case TH_OP_prims_exp2: return exp2(x);
-    case TH_OP_prims_expm1: return expm1(x);
-    case TH_OP_prims_lgamma: return lgamma(x);
-    case TH_OP_prims_log: return log(x);
-    case TH_OP_prims_log10: return log10(x);
-    case TH_OP_prims_log1p: return log1p(x);
-    case TH_OP_prims_log2: return log2(x);
-    case TH_OP_prims_reciprocal: return 1.0 / x;
-    case TH_OP_prims_rsqrt: return 1.0 / sqrt(x);
-    case TH_OP_prims_sin: return sin(x);
-    case TH_OP_prims_sinh: return sinh(x);
-    case TH_OP_prims_sqrt: return sqrt(x);
-    case TH_OP_prims_tan: return tan(x);
-    case TH_OP_prims_tanh: return tanh(x);
-    default: return NAN;
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, ...) \
+  case TH_OP_prims_##name: return UT_##fold(t);
+#include "ops/unary.def"
+#undef TH_UNARY
+    default: return TH_F64;
   }
 }
 
 static th_status unary_fold(const th_symbol *sym, num a, num *r) {
-  const char *op = sym->qualname;
-  th_op_id id = sym->id;
-  bool fl = a.type == TH_F64;
-  switch (id) {
-    case TH_OP_prims_isfinite: *r = num_bool(!fl || isfinite(a.f)); return TH_OK;
-    case TH_OP_prims_signbit: *r = num_bool(fl ? signbit(a.f) != 0 : a.i < 0); return TH_OK;
-    case TH_OP_prims_abs: *r = fl ? num_float(fabs(a.f)) : num_int(a.i < 0 ? wrap_sub(0, a.i) : a.i); return TH_OK;
-    case TH_OP_prims_neg: *r = fl ? num_float(-a.f) : num_int(wrap_sub(0, a.i)); return TH_OK;
-    case TH_OP_prims_bitwise_not: *r = num_int(~a.i); return TH_OK; /* Python: ~True == -2 */
-    case TH_OP_prims_sign:
-      if (fl)
-        *r = num_float(isnan(a.f) ? a.f : (double)((a.f > 0) - (a.f < 0)));
-      else
-        *r = num_int((a.i > 0) - (a.i < 0));
-      return TH_OK;
-    case TH_OP_prims_ceil:
-    case TH_OP_prims_floor:
-    case TH_OP_prims_round:
-    case TH_OP_prims_trunc: {
-      if (!fl) {
-        *r = num_int(a.i);
-        return TH_OK;
-      }
-      /* round: Python's round() ties to even, as nearbyint in the default rounding mode */
-      double v = id == TH_OP_prims_ceil    ? ceil(a.f)
-                 : id == TH_OP_prims_floor ? floor(a.f)
-                 : id == TH_OP_prims_round ? nearbyint(a.f)
-                                           : trunc(a.f);
-      int64_t i = 0; /* set by float_to_int on success (GCC -O3 cannot tell) */
-      TH_TRY(float_to_int(op, v, &i));
-      *r = num_int(i);
-      return TH_OK;
-    }
-    default: {
-      double v = unary_float_fn(id, a.f);
-      if (id == TH_OP_prims_reciprocal && a.f == 0) return th_error(TH_ERR_VALUE, "%s: float division by zero", op);
-      TH_TRY(check_math_result(op, v, a.f, 0));
-      *r = num_float(v);
-      return TH_OK;
-    }
+  switch (sym->id) {
+#define TH_UNARY(name, ...) \
+  case TH_OP_prims_##name: return unary_fold_##name(sym->qualname, a, r);
+#include "ops/unary.def"
+#undef TH_UNARY
+    default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", sym->qualname);
   }
 }
 
@@ -348,119 +359,135 @@ th_status prims_unary_bool_meta(th_trace *tr, const th_symbol *sym, const th_arg
   return unary_meta(tr, sym, args, out, EW_ALL, true);
 }
 
-/* ---- binary: add sub mul div pow fmod remainder (math dtypes), atan2 (float), maximum minimum (all),
- *      bitwise_and/or/xor (exact), eq ne lt le gt ge (all, bool result) -------------------------------- */
+/* ---- binary: the rows of ops/binary.def -------------------------------------------------------------
+ *      add sub mul div pow fmod remainder (math dtypes), atan2 (float), maximum minimum (all),
+ *      bitwise_and/or/xor (exact), eq ne lt le gt ge (all, bool result) */
+
+/* Number folding from the rows of ops/binary.def: each row's fold column picks one of the templates
+ * below, which read the row's scalar expressions (f64 with a, b doubles, i64 with a, b int64_t).
+ * BT_<fold> is the Python type of the result for operands of types ta, tb (b the second operand, known
+ * says whether its value is); BF_<fold> computes it. `fl`: either operand is a float. */
+#define BT_ARITH(ta, tb, b, known) ((ta) == TH_F64 || (tb) == TH_F64 ? TH_F64 : TH_I64) /* bool + bool is an int */
+#define BT_DIV(ta, tb, b, known) BT_ARITH(ta, tb, b, known)
+#define BT_MOD(ta, tb, b, known) BT_ARITH(ta, tb, b, known)
+#define BT_FLOAT(ta, tb, b, known) TH_F64 /* math.fmod, math.atan2 */
+#define BT_POW(ta, tb, b, known) (BT_ARITH(ta, tb, b, known) == TH_F64 || ((known) && (b).i < 0) ? TH_F64 : TH_I64) /* int ** -1 is a float */
+#define BT_BITWISE(ta, tb, b, known) ((ta) == TH_BOOL && (tb) == TH_BOOL ? TH_BOOL : BT_ARITH(ta, tb, b, known))
+#define BT_MAX(ta, tb, b, known) BT_BITWISE(ta, tb, b, known)
+#define BT_MIN(ta, tb, b, known) BT_BITWISE(ta, tb, b, known)
+#define BT_CMP(ta, tb, b, known) TH_BOOL
+#define BT_NONE(ta, tb, b, known) BT_ARITH(ta, tb, b, known)
+
+#define BF_ARITH_ONLY(f64, i64)          \
+  if (fl) {                              \
+    double a = num_f(na), b = num_f(nb); \
+    *r = num_float(f64);                 \
+  } else {                               \
+    int64_t a = na.i, b = nb.i;          \
+    *r = num_int(i64);                   \
+  }                                      \
+  return TH_OK;
+#define BF_ARITH(f64, i64) \
+  (void)rtype;             \
+  BF_ARITH_ONLY(f64, i64)
+#define BF_ZERO_DIVISOR(float_msg)                                                                \
+  (void)rtype;                                                                                    \
+  if (fl && num_f(nb) == 0) return th_error(TH_ERR_VALUE, "%s: " float_msg, op);                  \
+  if (!fl && nb.i == 0) return th_error(TH_ERR_VALUE, "%s: integer division or modulo by zero", op);
+/* exact / exact truncates toward zero (Thunder's prims.div on numbers); otherwise true division */
+#define BF_DIV(f64, i64)                        \
+  BF_ZERO_DIVISOR("float division by zero")     \
+  BF_ARITH_ONLY(f64, i64)
+/* Python's %: the result takes the sign of the divisor */
+#define BF_MOD(f64, i64)           \
+  BF_ZERO_DIVISOR("float modulo")  \
+  BF_ARITH_ONLY(f64, i64)
+#define BF_FLOAT(f64, i64)                                   \
+  {                                                          \
+    (void)rtype;                                             \
+    double a = num_f(na), b = num_f(nb);                     \
+    double v = (f64);                                        \
+    TH_TRY(check_math_result(op, v, a, b));                  \
+    *r = num_float(v);                                       \
+    return TH_OK;                                            \
+  }
+#define BF_POW(f64, i64)                                                                                 \
+  if (rtype == TH_I64) {                                                                                 \
+    int64_t a = na.i, b = nb.i;                                                                          \
+    *r = num_int(i64);                                                                                   \
+    return TH_OK;                                                                                        \
+  }                                                                                                      \
+  if (num_f(na) == 0 && num_f(nb) < 0) return th_error(TH_ERR_VALUE, "%s: 0.0 cannot be raised to a negative power", op); \
+  BF_FLOAT(f64, i64)
+/* the operand itself: NaN wins, else the first of equal values (Python's max and min) */
+#define BF_PICK(cmp)                                                                                 \
+  {                                                                                                  \
+    double x = num_f(na), y = num_f(nb);                                                             \
+    num c = (fl ? (x cmp y || isnan(x)) : na.i cmp nb.i) ? na : nb;                                  \
+    if (rtype == TH_F64)                                                                             \
+      *r = num_float(num_f(c));                                                                      \
+    else                                                                                             \
+      *r = rtype == TH_BOOL ? num_bool(c.i != 0) : num_int(c.i);                                     \
+    return TH_OK;                                                                                    \
+  }
+#define BF_MAX(f64, i64) BF_PICK(>=)
+#define BF_MIN(f64, i64) BF_PICK(<=)
+#define BF_BITWISE(f64, i64)                                    \
+  {                                                             \
+    int64_t a = na.i, b = nb.i;                                 \
+    int64_t v = (i64);                                          \
+    *r = rtype == TH_BOOL ? num_bool(v != 0) : num_int(v);      \
+    return TH_OK;                                               \
+  }
+#define BF_CMP(f64, i64)                       \
+  (void)rtype;                                 \
+  if (fl) {                                    \
+    double a = num_f(na), b = num_f(nb);       \
+    *r = num_bool(f64);                        \
+  } else {                                     \
+    int64_t a = na.i, b = nb.i;                \
+    *r = num_bool(i64);                        \
+  }                                            \
+  return TH_OK;
+#define BF_NONE(f64, i64)                                                              \
+  (void)na;                                                                            \
+  (void)nb;                                                                            \
+  (void)rtype;                                                                         \
+  (void)r;                                                                             \
+  (void)fl;                                                                            \
+  return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", op);
+
+/* One folding function per binary prim: binary_fold_<name>. */
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, ...)                                     \
+  static th_status binary_fold_##name(const char *op, num na, num nb, th_dtype rtype, num *r) {    \
+    (void)op;                                                                                       \
+    bool fl = na.type == TH_F64 || nb.type == TH_F64;                                               \
+    (void)fl;                                                                                       \
+    BF_##fold(f64, i64)                                                                             \
+  }
+#include "ops/binary.def"
+#undef TH_BINARY
 
 /* The Python type of a binary op's number result. */
 static th_dtype binary_number_type(th_op_id id, th_dtype ta, th_dtype tb, num b, bool known) {
-  bool fl = ta == TH_F64 || tb == TH_F64;
-  bool both_bool = ta == TH_BOOL && tb == TH_BOOL;
+  (void)b;
+  (void)known;
   switch (id) {
-    case TH_OP_prims_eq:
-    case TH_OP_prims_ne:
-    case TH_OP_prims_lt:
-    case TH_OP_prims_le:
-    case TH_OP_prims_gt:
-    case TH_OP_prims_ge: return TH_BOOL;
-    case TH_OP_prims_fmod:
-    case TH_OP_prims_atan2: return TH_F64;                                   /* math.fmod, math.atan2 */
-    case TH_OP_prims_pow: return fl || (known && b.i < 0) ? TH_F64 : TH_I64; /* int ** -1 is a float */
-    case TH_OP_prims_maximum:
-    case TH_OP_prims_minimum:
-    case TH_OP_prims_bitwise_and:
-    case TH_OP_prims_bitwise_or:
-    case TH_OP_prims_bitwise_xor: return both_bool ? TH_BOOL : fl ? TH_F64 : TH_I64;
-    default: return fl ? TH_F64 : TH_I64; /* add sub mul div remainder: bool + bool is an int */
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, ...) \
+  case TH_OP_prims_##name: return BT_##fold(ta, tb, b, known);
+#include "ops/binary.def"
+#undef TH_BINARY
+    default: return BT_NONE(ta, tb, b, known);
   }
-}
-
-static int64_t ipow(int64_t base, int64_t e) {
-  int64_t r = 1;
-  while (e > 0) {
-    if (e & 1) r = wrap_mul(r, base);
-    base = wrap_mul(base, base);
-    e >>= 1;
-  }
-  return r;
 }
 
 static th_status binary_fold(const th_symbol *sym, num a, num b, th_dtype rtype, num *r) {
-  const char *op = sym->qualname;
-  th_op_id id = sym->id;
-  bool fl = a.type == TH_F64 || b.type == TH_F64;
-  double x = num_f(a), y = num_f(b);
-  switch (id) {
-    case TH_OP_prims_eq: *r = num_bool(fl ? x == y : a.i == b.i); return TH_OK;
-    case TH_OP_prims_ne: *r = num_bool(fl ? x != y : a.i != b.i); return TH_OK;
-    case TH_OP_prims_lt: *r = num_bool(fl ? x < y : a.i < b.i); return TH_OK;
-    case TH_OP_prims_le: *r = num_bool(fl ? x <= y : a.i <= b.i); return TH_OK;
-    case TH_OP_prims_gt: *r = num_bool(fl ? x > y : a.i > b.i); return TH_OK;
-    case TH_OP_prims_ge: *r = num_bool(fl ? x >= y : a.i >= b.i); return TH_OK;
-    case TH_OP_prims_add: *r = fl ? num_float(x + y) : num_int(wrap_add(a.i, b.i)); return TH_OK;
-    case TH_OP_prims_sub: *r = fl ? num_float(x - y) : num_int(wrap_sub(a.i, b.i)); return TH_OK;
-    case TH_OP_prims_mul: *r = fl ? num_float(x * y) : num_int(wrap_mul(a.i, b.i)); return TH_OK;
-    case TH_OP_prims_div:
-      /* Thunder's prims.div on numbers: exact / exact truncates toward zero; otherwise true division */
-      if (fl) {
-        if (y == 0) return th_error(TH_ERR_VALUE, "%s: float division by zero", op);
-        *r = num_float(x / y);
-      } else {
-        if (b.i == 0) return th_error(TH_ERR_VALUE, "%s: integer division or modulo by zero", op);
-        *r = num_int(b.i == -1 ? wrap_sub(0, a.i) : a.i / b.i);
-      }
-      return TH_OK;
-    case TH_OP_prims_remainder:
-      /* Python's %: the result takes the sign of the divisor */
-      if (fl) {
-        if (y == 0) return th_error(TH_ERR_VALUE, "%s: float modulo", op);
-        double m = fmod(x, y);
-        if (m != 0 && ((m < 0) != (y < 0))) m += y;
-        *r = num_float(m);
-      } else {
-        if (b.i == 0) return th_error(TH_ERR_VALUE, "%s: integer division or modulo by zero", op);
-        int64_t m = b.i == -1 ? 0 : a.i % b.i;
-        if (m != 0 && ((m < 0) != (b.i < 0))) m += b.i;
-        *r = num_int(m);
-      }
-      return TH_OK;
-    case TH_OP_prims_fmod: {
-      double v = fmod(x, y);
-      TH_TRY(check_math_result(op, v, x, y));
-      *r = num_float(v);
-      return TH_OK;
-    }
-    case TH_OP_prims_atan2: *r = num_float(atan2(x, y)); return TH_OK;
-    case TH_OP_prims_pow:
-      if (rtype == TH_I64) {
-        *r = num_int(ipow(a.i, b.i));
-      } else {
-        if (x == 0 && y < 0) return th_error(TH_ERR_VALUE, "%s: 0.0 cannot be raised to a negative power", op);
-        double v = pow(x, y);
-        TH_TRY(check_math_result(op, v, x, y));
-        *r = num_float(v);
-      }
-      return TH_OK;
-    case TH_OP_prims_maximum:
-    case TH_OP_prims_minimum: {
-      bool take_a = id == TH_OP_prims_maximum ? (fl ? (x >= y || isnan(x)) : a.i >= b.i)
-                                              : (fl ? (x <= y || isnan(x)) : a.i <= b.i);
-      num c = take_a ? a : b;
-      if (rtype == TH_F64)
-        *r = num_float(num_f(c));
-      else
-        *r = rtype == TH_BOOL ? num_bool(c.i != 0) : num_int(c.i);
-      return TH_OK;
-    }
-    case TH_OP_prims_bitwise_and:
-    case TH_OP_prims_bitwise_or:
-    case TH_OP_prims_bitwise_xor: {
-      int64_t v = id == TH_OP_prims_bitwise_and  ? (a.i & b.i)
-                  : id == TH_OP_prims_bitwise_or ? (a.i | b.i)
-                                                 : (a.i ^ b.i);
-      *r = rtype == TH_BOOL ? num_bool(v != 0) : num_int(v);
-      return TH_OK;
-    }
-    default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", op);
+  switch (sym->id) {
+#define TH_BINARY(name, ...) \
+  case TH_OP_prims_##name: return binary_fold_##name(sym->qualname, a, b, rtype, r);
+#include "ops/binary.def"
+#undef TH_BINARY
+    default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", sym->qualname);
   }
 }
 
@@ -669,6 +696,15 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
     case TH_OP_prims_reciprocal: VJ2(mul, y, y, &t); VJ1(neg, t, &t); VJ2(mul, g, t, r); break;
     case TH_OP_prims_lgamma: TH_TRY(digamma_ops(tr, a, &t)); VJ2(mul, g, t, r); break; /* g * digamma(a) */
     case TH_OP_prims_sqrt: VJ2(mul, y, th_arg_float(2.0), &t); VJ2(true_divide, g, t, r); break; /* g / (2y): inf at 0 */
+    case TH_OP_prims_sinc: { /* g (pi a cos(pi a) - sin(pi a)) / (pi a^2), 0 where pi a^2 is 0 (PyTorch's sinc_backward) */
+      const double pi = 3.141592653589793;
+      th_arg p, q, z;
+      VJ2(mul, a, th_arg_float(pi), &p);
+      VJ1(cos, p, &t); VJ2(mul, p, t, &t); VJ1(sin, p, &u); VJ2(sub, t, u, &t); VJ2(mul, g, t, &t);
+      VJ2(mul, a, a, &q); VJ2(mul, q, th_arg_float(pi), &q); VJ2(true_divide, t, q, &t);
+      VJ2(eq, q, th_arg_float(0.0), &z);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, r)); break;
+    }
     case TH_OP_prims_rsqrt: /* -0.5 * g * y^3 */
       VJ2(mul, y, y, &t); VJ2(mul, t, y, &t); VJ2(mul, t, th_arg_float(-0.5), &u); VJ2(mul, g, u, r); break;
     case TH_OP_prims_ceil:
@@ -831,21 +867,34 @@ static th_status device_put_vjp(th_trace *tr, const th_bsym *b, const th_arg *ct
 #define RULE(name, fn) {TH_OP_prims_##name, TH_VJP_RULE, fn}
 #define NONDIFF(name) {TH_OP_prims_##name, TH_VJP_NONDIFF, NULL}
 const th_vjp_entry th_vjp_table_prims_elementwise[] = {
-    RULE(abs, unary_vjp), RULE(acos, unary_vjp), RULE(acosh, unary_vjp), RULE(asin, unary_vjp),
-    RULE(asinh, unary_vjp), RULE(atan, unary_vjp), RULE(atanh, unary_vjp), RULE(ceil, unary_vjp),
-    RULE(cos, unary_vjp), RULE(cosh, unary_vjp), RULE(erf, unary_vjp), RULE(erfc, unary_vjp),
-    RULE(exp, unary_vjp), RULE(exp2, unary_vjp), RULE(expm1, unary_vjp), RULE(floor, unary_vjp),
-    RULE(lgamma, unary_vjp), RULE(log, unary_vjp), RULE(log10, unary_vjp), RULE(log1p, unary_vjp), RULE(log2, unary_vjp),
-    RULE(neg, unary_vjp), RULE(reciprocal, unary_vjp), RULE(round, unary_vjp), RULE(rsqrt, unary_vjp),
-    RULE(sign, unary_vjp), RULE(sin, unary_vjp), RULE(sinh, unary_vjp), RULE(sqrt, unary_vjp),
-    RULE(tan, unary_vjp), RULE(tanh, unary_vjp), RULE(trunc, unary_vjp),
-    RULE(add, binary_vjp), RULE(sub, binary_vjp), RULE(mul, binary_vjp), RULE(div, binary_vjp),
-    RULE(pow, binary_vjp), RULE(fmod, binary_vjp), RULE(remainder, binary_vjp), RULE(atan2, binary_vjp),
-    RULE(maximum, binary_vjp), RULE(minimum, binary_vjp),
+    /* the unary prims: unary_vjp for kinds MATH and FLOAT, not differentiable for EXACT and PRED */
+#define UV_MATH(name) RULE(name, unary_vjp),
+#define UV_FLOAT(name) RULE(name, unary_vjp),
+#define UV_EXACT(name) NONDIFF(name),
+#define UV_PRED(name) NONDIFF(name),
+#define TH_UNARY(name, kind, ...) UV_##kind(name)
+#include "ops/unary.def"
+#undef TH_UNARY
+#undef UV_MATH
+#undef UV_FLOAT
+#undef UV_EXACT
+#undef UV_PRED
+    /* the binary prims: binary_vjp for kinds MATH, FLOAT and ALL, not differentiable for EXACT and CMP
+     * (integer or bool results) */
+#define BV_MATH(name) RULE(name, binary_vjp),
+#define BV_FLOAT(name) RULE(name, binary_vjp),
+#define BV_ALL(name) RULE(name, binary_vjp),
+#define BV_EXACT(name) NONDIFF(name),
+#define BV_CMP(name) NONDIFF(name),
+#define TH_BINARY(name, kind, ...) BV_##kind(name)
+#include "ops/binary.def"
+#undef TH_BINARY
+#undef BV_MATH
+#undef BV_FLOAT
+#undef BV_ALL
+#undef BV_EXACT
+#undef BV_CMP
     RULE(where, where_vjp), RULE(convert_element_type, convert_element_type_vjp), RULE(device_put, device_put_vjp),
-    /* integer / bool results */
-    NONDIFF(bitwise_not), NONDIFF(isfinite), NONDIFF(signbit), NONDIFF(bitwise_and), NONDIFF(bitwise_or),
-    NONDIFF(bitwise_xor), NONDIFF(eq), NONDIFF(ne), NONDIFF(lt), NONDIFF(le), NONDIFF(gt), NONDIFF(ge),
 };
 const int th_vjp_table_prims_elementwise_n = (int)(sizeof th_vjp_table_prims_elementwise / sizeof th_vjp_table_prims_elementwise[0]);
 #undef RULE

@@ -1,6 +1,6 @@
 /* linalg.c — metas of the linear-algebra prims: matmul and linear.
  *
- * Strict as Thunder's (§3.3): one dtype (messages print PyTorch's dtype names, "Expected
+ * Strict as Thunder's prims: one dtype (messages print PyTorch's dtype names, "Expected
  * a.dtype=float32 and b.dtype=bfloat16 to be the same"), one device, no broadcasting of batch
  * dimensions (the torch layer's matmul expands or reshapes first). fp8 operands are rejected: fp8
  * matmuls go through the scaled-mm path, not these prims. Shape mismatches name both shapes. The

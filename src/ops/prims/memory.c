@@ -3,7 +3,7 @@
  * Note the argument order, as Thunder's: the source first. The two tensors must share device, shape
  * and dtype (the torch layer's copy_ converts and broadcasts the source first); every dtype is
  * accepted, fp8 included. The output is a new proxy like copy_to: it stands for the destination after
- * the write, so later readers depend on the copy (functionalized in-place ops, Thunder §6). */
+ * the write, so later readers depend on the copy (functionalized in-place ops, as Thunder does). */
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
 #include "ops/vjp.h"

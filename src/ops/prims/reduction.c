@@ -1,6 +1,6 @@
 /* reduction.c — metas of the reduction prims: sum, prod, amax, amin; var, var_mean; argmax, argmin.
  *
- * Strict as every prim (Thunder §3.3): dims arrive canonical — non-negative, unique, in range, and
+ * Strict as every prim (as Thunder's): dims arrive canonical — non-negative, unique, in range, and
  * non-empty unless the input is 0-dim (a 0-dim tensor also accepts dims (0,), which PyTorch's dim
  * wrapping produces for it). The reduced dims are dropped (keepdim is the torch layer's
  * broadcast_in_dim) and the dtype is unchanged (accumulation dtypes are chosen by the torch layer).

@@ -1,7 +1,7 @@
 /* shape.c — metas of the shape and layout prims: broadcast_in_dim, reshape, transpose, slice_prim,
  * squeeze, flip, cat, take, and the copies clone / shallow_copy.
  *
- * Prims are strict (Thunder §3.3): dims and shapes arrive canonical (non-negative, no -1, no
+ * Prims are strict, as Thunder's: dims and shapes arrive canonical (non-negative, no -1, no
  * broadcasting), because the torch layer has resolved PyTorch's conveniences. The only exceptions
  * are cat and take, whose dim may be negative (wrapped here, IndexError when out of range). Every op
  * here accepts every dtype, fp8 included (layout only). The output is like the input (device,

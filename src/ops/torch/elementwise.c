@@ -18,85 +18,26 @@ static bool is_unsigned_dtype(th_dtype dt) { return dt == TH_BOOL || dt == TH_U8
 
 /* ---- unary math --------------------------------------------------------------------------------- */
 
-#define INT_TO_FLOAT TH_TU_PROMO_INT_TO_FLOAT
-
-th_status ltorch_acos_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_acos, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_acosh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_acosh, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_asin_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_asin, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_asinh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_asinh, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_atan_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_atan, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_atanh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_atanh, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_cos_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_cos, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_cosh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_cosh, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_erf_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_erf, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_erfc_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_erfc, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_exp_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_exp, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_exp2_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_exp2, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_expm1_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_expm1, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_lgamma_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_lgamma, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_log_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_log10_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log10, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_log1p_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log1p, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_log2_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_log2, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_reciprocal_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_reciprocal, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_rsqrt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_rsqrt, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_sin_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sin, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_sinh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sinh, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_sqrt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sqrt, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_tan_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_tan, args[0], INT_TO_FLOAT, out);
-}
-th_status ltorch_tanh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_tanh, args[0], INT_TO_FLOAT, out);
-}
-
-#undef INT_TO_FLOAT
+/* The one-line decompositions: every row of ops/unary.def whose decomp column is a promotion kind is
+ * th_tu_unary into its prim with that kind (promote, convert, prim, convert back). */
+#define TU_DECOMP_OWN(name)
+#define TU_DECOMP_ONE(name, kind)                                                                         \
+  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) { \
+    return th_tu_unary(tr, sym->qualname, TH_OP_prims_##name, args[0], TH_TU_PROMO_##kind, out);         \
+  }
+#define TU_DECOMP_INT_TO_FLOAT(name) TU_DECOMP_ONE(name, INT_TO_FLOAT)
+#define TU_DECOMP_DEFAULT(name) TU_DECOMP_ONE(name, DEFAULT)
+#define TU_DECOMP_PRESERVE(name) TU_DECOMP_ONE(name, PRESERVE)
+#define TU_DECOMP_ALWAYS_BOOL(name) TU_DECOMP_ONE(name, ALWAYS_BOOL)
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, ...) TU_DECOMP_##decomp(name)
+#include "ops/unary.def"
+#undef TH_UNARY
+#undef TU_DECOMP_OWN
+#undef TU_DECOMP_ONE
+#undef TU_DECOMP_INT_TO_FLOAT
+#undef TU_DECOMP_DEFAULT
+#undef TU_DECOMP_PRESERVE
+#undef TU_DECOMP_ALWAYS_BOOL
 
 /* ---- unary: sign, rounding, predicates ------------------------------------------------------------ */
 
@@ -164,14 +105,19 @@ th_status ltorch_trunc_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   return rounding(tr, sym, TH_OP_prims_trunc, &args[0], TH_TU_PROMO_DEFAULT, out);
 }
 
-th_status ltorch_sign_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  /* DEFAULT rather than Thunder's PRESERVE: prims.sign rejects f16/bf16, and sign is exact in f32 */
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_sign, args[0], TH_TU_PROMO_DEFAULT, out);
+/* frac(a) = a - trunc(a) in the computation dtype (exact: the fraction of a float is representable in
+ * its dtype); PyTorch has no frac kernel for bool or integer tensors. */
+th_status ltorch_frac_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  th_dtype dt = arg_dtype(&args[0]);
+  if (!th_dtype_is_float(dt) || th_dtype_is_fp8(dt))
+    return th_error(TH_ERR_RUNTIME, "%s: \"frac_cpu\" not implemented for '%s'", sym->qualname, th_dtype_name(dt));
+  th_arg a = args[0], t;
+  TH_TRY(th_tu_convert(tr, &a, th_tu_computation_dtype(dt)));
+  TH_TRY(th_tu_call1(tr, TH_OP_prims_trunc, a, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, a, t, out));
+  return th_tu_convert(tr, out, dt);
 }
 
-th_status ltorch_bitwise_not_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_unary(tr, sym->qualname, TH_OP_prims_bitwise_not, args[0], TH_TU_PROMO_PRESERVE, out);
-}
 
 /* A bool tensor of a's shape and device filled with `value` (isfinite on exact dtypes, ...). */
 static th_status full_bool_like(th_trace *tr, const th_arg *a, bool value, th_arg *out) {
@@ -213,6 +159,26 @@ th_status ltorch_sigmoid_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   TH_TRY(th_tu_call1(tr, TH_OP_prims_reciprocal, t, out));
   return th_tu_convert_type(tr, out, res);
 }
+
+/* ---- binary: the one-line decompositions ----------------------------------------------------------
+ * Every row of ops/binary.def whose decomp column is a promotion kind is th_tu_binary into its prim
+ * with that kind (promote, broadcast, convert, prim, convert back). */
+#define TB_DECOMP_OWN(name)
+#define TB_DECOMP_ONE(name, kind)                                                                          \
+  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {  \
+    return th_tu_binary(tr, sym->qualname, TH_OP_prims_##name, args[0], args[1], TH_TU_PROMO_##kind, out); \
+  }
+#define TB_DECOMP_DEFAULT(name) TB_DECOMP_ONE(name, DEFAULT)
+#define TB_DECOMP_INT_TO_FLOAT(name) TB_DECOMP_ONE(name, INT_TO_FLOAT)
+#define TB_DECOMP_ALWAYS_BOOL(name) TB_DECOMP_ONE(name, ALWAYS_BOOL)
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, ...) TB_DECOMP_##decomp(name)
+#include "ops/binary.def"
+#undef TH_BINARY
+#undef TB_DECOMP_OWN
+#undef TB_DECOMP_ONE
+#undef TB_DECOMP_DEFAULT
+#undef TB_DECOMP_INT_TO_FLOAT
+#undef TB_DECOMP_ALWAYS_BOOL
 
 /* ---- binary arithmetic -------------------------------------------------------------------------- */
 
@@ -257,9 +223,6 @@ th_status ltorch_sub_decomp(th_trace *tr, const th_symbol *sym, const th_arg *ar
   return add_sub(tr, sym, args, TH_OP_prims_sub, out);
 }
 
-th_status ltorch_mul_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_mul, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
 
 th_status ltorch_true_divide_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return th_tu_binary(tr, sym->qualname, TH_OP_prims_div, args[0], args[1], TH_TU_PROMO_INT_TO_FLOAT, out);
@@ -410,12 +373,6 @@ th_status ltorch_div_decomp(th_trace *tr, const th_symbol *sym, const th_arg *ar
   return th_tu_convert_type(tr, out, res);
 }
 
-th_status ltorch_remainder_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_remainder, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
-th_status ltorch_fmod_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_fmod, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
 /* pow(a, b). A tensor to the constant power 0.5 or -0.5 is ltorch.sqrt or ltorch.rsqrt, as PyTorch's
  * pow_tensor_scalar computes it: C's pow differs at -inf (pow(-inf, 0.5) = inf where sqrt gives NaN)
  * and at -0.0 (pow(-0.0, -0.5) = inf where rsqrt gives -inf). */
@@ -424,46 +381,8 @@ th_status ltorch_pow_decomp(th_trace *tr, const th_symbol *sym, const th_arg *ar
     return th_tu_call1(tr, args[1].u.f > 0 ? TH_OP_ltorch_sqrt : TH_OP_ltorch_rsqrt, args[0], out);
   return th_tu_binary(tr, sym->qualname, TH_OP_prims_pow, args[0], args[1], TH_TU_PROMO_BOOL_TO_LONG, out);
 }
-th_status ltorch_atan2_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_atan2, args[0], args[1], TH_TU_PROMO_INT_TO_FLOAT, out);
-}
-th_status ltorch_maximum_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_maximum, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
-th_status ltorch_minimum_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_minimum, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
 
-/* ---- comparisons and logical/bitwise ops ---------------------------------------------------------- */
-
-th_status ltorch_eq_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_eq, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
-}
-th_status ltorch_ne_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_ne, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
-}
-th_status ltorch_lt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_lt, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
-}
-th_status ltorch_le_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_le, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
-}
-th_status ltorch_gt_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_gt, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
-}
-th_status ltorch_ge_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_ge, args[0], args[1], TH_TU_PROMO_ALWAYS_BOOL, out);
-}
-
-th_status ltorch_bitwise_and_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_bitwise_and, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
-th_status ltorch_bitwise_or_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_bitwise_or, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
-th_status ltorch_bitwise_xor_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return th_tu_binary(tr, sym->qualname, TH_OP_prims_bitwise_xor, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
-}
+/* ---- logical ops ---------------------------------------------------------------------------------- */
 
 /* A logical operand as bool: bool tensors as they are, other tensors x != 0, numbers as Python bools. */
 static th_status to_logical(th_trace *tr, const char *op, th_arg *x) {

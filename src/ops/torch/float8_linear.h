@@ -1,4 +1,4 @@
-/* float8_linear.h — the float8 linear recipe (torchao's dynamic per-tensor scaling, reference §8.2),
+/* float8_linear.h — the float8 linear recipe (torchao's dynamic per-tensor scaling),
  * shared by the two places that record it: the float8 transform (src/transforms/float8.c), which
  * quantizes each converted linear's input and weight in the forward, and the vjp rule of
  * ltorch.float8_linear_output (src/ops/torch/float8_linear.c), which quantizes the cotangent in the

@@ -80,76 +80,17 @@ static th_status inplace(th_trace *tr, const th_symbol *sym, th_op_id oop, const
 
 /* ---- ops with an out-of-place counterpart --------------------------------------------------------- */
 
-#define TH_INPLACE(name)                                                                                    \
+/* The decomposition of every TH_TORCH_INPLACE row of ops.def (the unary ones from ops/unary.def). */
+#define TH_PRIM(name, schema, tags, meta, cexpr)
+#define TH_TORCH(name, schema, tags, decomp, aliases)
+#define TH_TORCH_INPLACE(name, schema, tags, aliases)                                                       \
   th_status ltorch_##name##__decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) { \
     return inplace(tr, sym, TH_OP_ltorch_##name, args, out);                                               \
   }
-
-/* unary */
-TH_INPLACE(abs)
-TH_INPLACE(acos)
-TH_INPLACE(acosh)
-TH_INPLACE(asin)
-TH_INPLACE(asinh)
-TH_INPLACE(atan)
-TH_INPLACE(atanh)
-TH_INPLACE(bitwise_not)
-TH_INPLACE(ceil)
-TH_INPLACE(cos)
-TH_INPLACE(cosh)
-TH_INPLACE(erf)
-TH_INPLACE(erfc)
-TH_INPLACE(exp)
-TH_INPLACE(exp2)
-TH_INPLACE(expm1)
-TH_INPLACE(floor)
-TH_INPLACE(lgamma)
-TH_INPLACE(log)
-TH_INPLACE(log10)
-TH_INPLACE(log1p)
-TH_INPLACE(log2)
-TH_INPLACE(logical_not)
-TH_INPLACE(neg)
-TH_INPLACE(reciprocal)
-TH_INPLACE(round)
-TH_INPLACE(rsqrt)
-TH_INPLACE(sigmoid)
-TH_INPLACE(sign)
-TH_INPLACE(sin)
-TH_INPLACE(sinh)
-TH_INPLACE(sqrt)
-TH_INPLACE(tan)
-TH_INPLACE(tanh)
-TH_INPLACE(trunc)
-TH_INPLACE(relu)
-/* binary and ternary */
-TH_INPLACE(add)
-TH_INPLACE(sub)
-TH_INPLACE(mul)
-TH_INPLACE(div)
-TH_INPLACE(true_divide)
-TH_INPLACE(floor_divide)
-TH_INPLACE(remainder)
-TH_INPLACE(fmod)
-TH_INPLACE(pow)
-TH_INPLACE(atan2)
-TH_INPLACE(bitwise_and)
-TH_INPLACE(bitwise_or)
-TH_INPLACE(bitwise_xor)
-TH_INPLACE(logical_and)
-TH_INPLACE(logical_or)
-TH_INPLACE(logical_xor)
-TH_INPLACE(eq)
-TH_INPLACE(ne)
-TH_INPLACE(lt)
-TH_INPLACE(le)
-TH_INPLACE(gt)
-TH_INPLACE(ge)
-TH_INPLACE(clamp)
-TH_INPLACE(masked_fill)
-TH_INPLACE(lerp)
-
-#undef TH_INPLACE
+#include "ops/ops.def"
+#undef TH_PRIM
+#undef TH_TORCH
+#undef TH_TORCH_INPLACE
 
 /* ---- fill_, zero_, copy_ ------------------------------------------------------------------------------ */
 

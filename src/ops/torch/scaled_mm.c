@@ -2,7 +2,7 @@
  * it records, prims.scaled_mm. Both live here because they share one set of checks.
  *
  * Semantics (PyTorch 2.x's torch._scaled_mm(a, b, scale_a, scale_b, bias=None, scale_result=None,
- * out_dtype=None, use_fast_accum=False) with tensor-wise scaling; reference §8.2): a [M, K] and b [K, N]
+ * out_dtype=None, use_fast_accum=False) with tensor-wise scaling): a [M, K] and b [K, N]
  * are fp8 (float8_e4m3fn or float8_e5m2, not both e5m2 — cuBLASLt refuses that pair); scale_a and
  * scale_b are one-element float32 tensors (0-d or any shape of numel 1) that DEcode, so
  *   out[M, N] = (a @ b) * scale_a * scale_b (+ bias[N]),   accumulated in float32,

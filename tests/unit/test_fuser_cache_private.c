@@ -1,6 +1,7 @@
-/* test_cache_private_build.c — adversarial checks of the fuser's kernel cache when the process may not
- * write it (compile.c: th_fuser_compile's hit path, build_private, compiler_version's capture through a
- * pipe), and of the cache key's host CPU: a cache root made, filled by root and made 0755 is used by `nobody` (root only; skipped
+/* test_fuser_cache_private.c — the fuser's kernel cache when the process may not write it: private builds
+ * of misses and hits from a read-only cache (compile.c: th_fuser_compile's hit path, build_private,
+ * compiler_version's capture through a pipe), and the cache key's host CPU. A cache root made, filled by
+ * root and made 0755 is used by `nobody` (root only; skipped
  * otherwise). Every compile runs in a forked child (this process never compiles, so each child captures
  * or reads the compiler's version itself, as a new process would). References are exact: the program of
  * constant k computes t1 = (a + k) * a and t2 = sum(t1) over a = 0..7, all exact in float64 with

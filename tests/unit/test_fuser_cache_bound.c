@@ -1,11 +1,11 @@
-/* test_cache_bound_edges.c — adversarial checks of the fuser's bounded kernel cache (compile.c:
- * THUNDER_CACHE_MAX_MB, cache_trim, the hit path of th_fuser_compile) and of the float64 Welford rescue
- * of fused row variances (codegen.c emit_welford) where the passes run on several threads. References
- * are exact (programs of integer-valued float64 data with results computed here) or long double
- * (x87: the sums and squares of float64 values near 1.8e308 do not overflow), never the code under test.
- * Cases:
+/* test_fuser_cache_bound.c — the fuser's bounded kernel cache (compile.c: THUNDER_CACHE_MAX_MB,
+ * cache_trim, the hit path of th_fuser_compile). After a build over the bound the least recently used
+ * kernels go (oldest mtime first, down to 80% of the bound), never one used within the last minute nor a
+ * file that is not a kernel; day-old temporary files go too; the running estimate (trim.txt) spares
+ * builds under the bound a scan and an hour-old one is rescanned; a hit marks its entry used; 0 means no
+ * bound. References are exact (programs of integer-valued float64 data, results computed here). Cases:
  *   - THUNDER_CACHE_MAX_MB spellings: "+1", "01" are 1 MiB, "" the default (1024), 2^30 the largest;
- *     " 1", "1 ", "-0", "0x10", "1.0", 2^30 + 1, 2^64 are TH_ERR_VALUE, also on a cache hit;
+ *     " 1", "1 ", "-0", "0x10", "1.0", "abc", "5MB", 2^30 + 1, 2^64 are TH_ERR_VALUE, also on a cache hit;
  *   - what the trim must leave alone: symlinks (to a big old file, to a directory, dangling),
  *     directories and fifos named fusion-*.so or tmp-*, and look-alike names; nothing is followed and a
  *     symlink's target is not counted;
@@ -20,16 +20,13 @@
  *   - a cache owned by another user (run as nobody when root): a read-only one serves hits; one the
  *     user cannot list (mode 0300) still compiles, unscanned; entries it cannot read are left;
  *   - a read-only cache of another user whose cc-*.txt is 0600 as written: a hit loads, and a miss is
- *     built in a private temporary directory;
- *   - fused float64 var_mean near the top of the range and with inf elements: one row of 60000 elements
- *     (parallel passes), 64 rows of 1024 (rows on threads) and transposed rows. */
+ *     built in a private temporary directory. */
 #define _GNU_SOURCE /* RTLD_NEXT */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -48,9 +45,13 @@
 #include "executors/fuser/fuser.h"
 #include "thunder/thunder.h"
 
+#include "core/ir.h"
+#include "core/scalar.h"
+
 #include "cache_test_prog.h"
 
 #include "fuser_test_util.h"
+#include "fuser_trace_util.h"
 
 /* ---- a dlopen/rename hook (this executable's definitions interpose libc's for the library) ---- */
 enum { HOOK_OFF, HOOK_VANISH, HOOK_VANISH_AND_REPLACE };
@@ -598,97 +599,221 @@ static void test_readonly_foreign_cache_compiles(void **state) {
   if (hit || miss) fail_msg("read-only foreign cache: hit %s, miss %s", hit ? "failed" : "ok", miss ? "failed" : "ok");
 }
 
-/* ---- the Welford rescue on several threads ---- */
-/* Long double reference of n doubles x[i * st]: variance (correction corr) and mean. */
-static void ref_var_mean(const double *x, int64_t n, int64_t st, double corr, double *var, double *mean) {
-  long double s = 0, q = 0;
-  for (int64_t i = 0; i < n; i++) s += x[i * st];
-  long double u = s / n;
-  for (int64_t i = 0; i < n; i++) q += (x[i * st] - u) * (x[i * st] - u);
-  *var = (double)(q / (n - corr));
-  *mean = (double)u;
-}
-
-static void expect_close(double got, double want, const char *what, int c, int row) {
-  if (isnan(want) ? isnan(got) : (isinf(want) ? got == want : fabs(got - want) <= 1e-12 * fabs(want))) return;
-  fail_msg("case %d, %s of row %d: got %.17g, want %.17g", c, what, row, got, want);
-}
-
-/* A row's content: 0 all 1e306 (var 0: the float64 sum rounds), 1 all 1.7e308 (the sum is inf), 2 1e306
- * with one element an ulp higher in the middle (the exact var overflows: inf), 3 an inf first (var and
- * mean NaN: Welford's mean is NaN once a finite element follows an inf), 4 an inf last (var NaN, mean
- * inf), 5 NaN in the middle, 6 ordinary values around 1e3 (the two-pass path). */
-static double row_value(int kind, int64_t j, int64_t n) {
-  switch (kind) {
-  case 0: return 1e306;
-  case 1: return 1.7e308;
-  case 2: return j == n / 2 ? nextafter(1e306, INFINITY) : 1e306;
-  case 3: return j == 0 ? INFINITY : 2.5;
-  case 4: return j == n - 1 ? INFINITY : 2.5;
-  case 5: return j == n / 2 ? NAN : 2.5;
-  default: return 1e3 + 0.001 * (double)((j * 37) % 101);
+static int count_files(const char *dir, const char *prefix, const char *suffix) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls %s 2>/dev/null | grep -c '^%s.*%s$'", dir, prefix, suffix);
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1) n = -1;
+    pclose(f);
   }
+  return n;
 }
 
-static void test_var_rescue_threads(void **state) {
+/* ---- the cache's bound ---- */
+static void make_kernel_file(const char *dir, const char *name, size_t bytes, time_t age_s) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  for (size_t i = 0; i < bytes; i++) fputc((int)(i * 131 % 251) + 1, f); /* written: blocks allocated */
+  fclose(f);
+  struct timespec t[2] = {{time(NULL) - age_s, 0}, {time(NULL) - age_s, 0}};
+  assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+static bool file_there(const char *dir, const char *name, struct stat *st) {
+  char path[700];
+  struct stat tmp;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, st ? st : &tmp) == 0;
+}
+
+static th_status compile_text(const char *text) {
+  th_trace *tr = parse(text);
+  th_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.executors = with_fuser;
+  o.nexecutors = 3;
+  th_program *p = NULL;
+  th_status st = th_program_compile(tr, &o, &p);
+  th_program_free(p);
+  th_trace_free(tr);
+  return st;
+}
+
+/* THUNDER_CACHE_MAX_MB bounds the kernel cache: after a build over the bound, the least recently used
+ * kernels go (oldest mtime first, stopping as soon as the kernels fill at most 80% of the bound), never
+ * one used within the last minute nor a file that is not a kernel; temporary files a day old go too. The
+ * running estimate (trim.txt) spares builds under the bound a scan, and an hour-old one is rescanned. A
+ * hit marks its entry used; 0 means no bound; a value that is not a whole number of MiB is TH_ERR_VALUE. */
+static void test_cache_bound(void **state) {
   (void)state;
-  static const struct {
-    const char *trace;
-    int nrows;
-    int64_t rowlen, rowstride, elstride, shape[3];
-    int nd;
-  } cases[] = {
-      /* one row of 60000 (parallel passes) */
-      {"def computation(x):\n  # x: \"cpu f64[3, 20000]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (0, 1), correction=1.0)\n  return (v, m)\n",
-       1, 60000, 60000, 1, {3, 20000}, 2},
-      /* 64 rows of 1024 (65536 elements: rows on threads) */
-      {"def computation(x):\n  # x: \"cpu f64[64, 1024]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (1,), correction=0.0)\n  return (v, m)\n",
-       64, 1024, 1024, 1, {64, 1024}, 2},
-      /* the same rows transposed (the strided walk on threads) */
-      {"def computation(x):\n  # x: \"cpu f64[1024, 64]\"\n  xt = prims.transpose(x, (1, 0))\n"
-       "  t = prims.mul(xt, 1.0)\n  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
-       64, 1024, 1, 64, {1024, 64}, 2},
-      /* rows of two inner dims, [4, 128, 256] over (1, 2): 32768 elements a row */
-      {"def computation(x):\n  # x: \"cpu f64[4, 128, 256]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (1, 2), correction=2.0)\n  return (v, m)\n",
-       4, 32768, 32768, 1, {4, 128, 256}, 3},
-  };
-  for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
-    for (int variant = 0; variant < (cases[c].nrows == 1 ? 7 : 1); variant++) {
-      th_trace *tr = parse(cases[c].trace);
-      th_tensor *x = th_tensor_new(TH_F64, cases[c].nd, cases[c].shape);
-      double *xp = th_tensor_data(x);
-      for (int r = 0; r < cases[c].nrows; r++) {
-        int kind = cases[c].nrows == 1 ? variant : r % 7;
-        for (int64_t j = 0; j < cases[c].rowlen; j++)
-          xp[r * cases[c].rowstride + j * cases[c].elstride] = row_value(kind, j, cases[c].rowlen);
-      }
-      th_tensor *in[1] = {x};
-      int no = 0;
-      th_tensor **out = run_fused(tr, in, 1, &no, true);
-      const double *vp = th_tensor_data(out[0]), *mp = th_tensor_data(out[1]);
-      double corr = c == 1 ? 0.0 : c == 3 ? 2.0 : 1.0;
-      for (int r = 0; r < cases[c].nrows; r++) {
-        int kind = cases[c].nrows == 1 ? variant : r % 7;
-        double want_v, want_m;
-        ref_var_mean(xp + r * cases[c].rowstride, cases[c].rowlen, cases[c].elstride, corr, &want_v, &want_m);
-        /* the special rows analytically: constant rows var 0 and the mean exact; one element an ulp
-         * (2^964) higher: var ~2^1928 / n, inf, and the mean rounds to 1e306; inf first: NaN both; inf
-         * last: var NaN, mean inf (PyTorch's Welford) */
-        if (kind == 0 || kind == 1) want_v = 0, want_m = row_value(kind, 0, 1);
-        if (kind == 2) want_v = INFINITY, want_m = 1e306;
-        if (kind == 3) want_m = NAN, want_v = NAN;
-        if (kind == 4) want_m = INFINITY, want_v = NAN;
-        expect_close(vp[r], want_v, "var", c, r);
-        expect_close(mp[r], want_m, "mean", c, r);
-      }
-      release_all(out, no);
-      th_tensor_release(x);
-      th_trace_free(tr);
-    }
+  char xdg[400], dir[440];
+  snprintf(xdg, sizeof xdg, "%.300s/fuser-bound-%ld", TH_BINARY_DIR, (long)getpid());
+  snprintf(dir, sizeof dir, "%s/thunder-c", xdg);
+  char cmd[1000];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", xdg, dir);
+  assert_int_equal(system(cmd), 0);
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  /* six stale kernels of 256 KiB, fake0 the least recently used, one used 10 s ago, and bystanders */
+  enum { NFAKE = 6 };
+  char fake[NFAKE][32];
+  for (int k = 0; k < NFAKE; k++) {
+    snprintf(fake[k], sizeof fake[k], "fusion-fake%d.so", k);
+    make_kernel_file(dir, fake[k], 256 << 10, 10 * 86400 - 3600 * k);
   }
+  make_kernel_file(dir, "fusion-fresh.so", 256 << 10, 10);
+  make_kernel_file(dir, "tmp-crashed.c", 100, 2 * 86400);
+  make_kernel_file(dir, "tmp-busy.c", 100, 30);
+  make_kernel_file(dir, "cc-0123.txt", 100, 30 * 86400);
+  make_kernel_file(dir, "notes.txt", 300 << 10, 30 * 86400);
+  struct stat st;
+  long long fake_bytes[NFAKE];
+  for (int k = 0; k < NFAKE; k++) {
+    assert_true(file_there(dir, fake[k], &st));
+    fake_bytes[k] = (long long)st.st_blocks * 512;
+  }
+  assert_true(file_there(dir, "fusion-fresh.so", &st));
+  long long fresh_bytes = (long long)st.st_blocks * 512;
+
+  const char *prog = "def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.625)\n"
+                     "  t1 = prims.mul(t0, t0)\n  return t1\n";
+  /* a bad bound is refused before anything is looked up or built */
+  static const char *const bad[] = {"abc", " 5", "-1", "5MB", "1e3", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("THUNDER_CACHE_MAX_MB", bad[i], 1);
+    assert_int_equal(compile_text(prog), TH_ERR_VALUE);
+    char want[200];
+    snprintf(want, sizeof want, "THUNDER_CACHE_MAX_MB: expected the kernel cache's bound in MiB, an integer from 0 "
+                                "(no bound) to 1073741824, got '%s'", bad[i]);
+    if (!strstr(th_last_error(), want)) fail_msg("'%s': %s", bad[i], th_last_error());
+  }
+  assert_int_equal(count_files(dir, "fusion-", ".so"), NFAKE + 1);
+
+  /* no bound: a build removes nothing */
+  setenv("THUNDER_CACHE_MAX_MB", "0", 1);
+  long c0 = th_fuser_stat_compiles();
+  assert_int_equal(compile_text(prog), TH_OK);
+  assert_int_equal(th_fuser_stat_compiles(), c0 + 1);
+  assert_int_equal(count_files(dir, "fusion-", ".so"), NFAKE + 2);
+  assert_true(file_there(dir, "tmp-crashed.c", NULL)); /* without a bound the cache is not even scanned */
+
+  /* 1 MiB: another build trims the least recently used */
+  setenv("THUNDER_CACHE_MAX_MB", "1", 1);
+  assert_int_equal(compile_text("def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.75)\n"
+                                "  t1 = prims.mul(t0, t0)\n  return t1\n"),
+                   TH_OK);
+  assert_int_equal(th_fuser_stat_compiles(), c0 + 2);
+  /* the two real kernels, the fresh one and the bystanders stay; the stale ones go oldest first */
+  assert_true(file_there(dir, "fusion-fresh.so", NULL));
+  assert_true(file_there(dir, "tmp-busy.c", NULL));
+  assert_true(file_there(dir, "cc-0123.txt", NULL));
+  assert_true(file_there(dir, "notes.txt", NULL));
+  assert_false(file_there(dir, "tmp-crashed.c", NULL));
+  long long real_bytes = 0;
+  FILE *ls = NULL;
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep '^fusion-[0-9a-f]*\\.so$'", dir);
+  ls = popen(cmd, "r");
+  assert_non_null(ls);
+  char name[256];
+  int nreal = 0;
+  while (fgets(name, sizeof name, ls)) {
+    name[strcspn(name, "\n")] = 0;
+    assert_true(file_there(dir, name, &st));
+    real_bytes += (long long)st.st_blocks * 512, nreal++;
+  }
+  pclose(ls);
+  assert_int_equal(nreal, 2);
+  long long total = real_bytes + fresh_bytes, target = (1LL << 20) / 5 * 4;
+  int first_kept = NFAKE;
+  for (int k = 0; k < NFAKE; k++)
+    if (file_there(dir, fake[k], NULL)) {
+      if (first_kept == NFAKE) first_kept = k;
+      total += fake_bytes[k];
+    } else {
+      assert_true(first_kept == NFAKE); /* removed ones are a prefix of the use order */
+    }
+  assert_true(total <= target);                                          /* removed enough */
+  assert_true(first_kept > 0 && total + fake_bytes[first_kept - 1] > target); /* and no more */
+
+  /* the running estimate: trim.txt holds the kernels' total as the scan left it and when it ran; a build
+   * under the bound adds its kernel to it without listing the cache (the time stays); an hour-old
+   * estimate makes the next build scan again, which finds a kernel planted by hand */
+  long long est = 0, when = 0, est2 = 0, when2 = 0;
+  char tpath[700];
+  snprintf(tpath, sizeof tpath, "%s/trim.txt", dir);
+  FILE *tf = fopen(tpath, "r");
+  assert_non_null(tf);
+  assert_int_equal(fscanf(tf, "%lld %lld", &est, &when), 2);
+  fclose(tf);
+  assert_true(est == total);
+  assert_true(when >= time(NULL) - 60 && when <= time(NULL));
+  when -= 600; /* ten minutes old: a scan would set it to now */
+  tf = fopen(tpath, "w");
+  assert_non_null(tf);
+  fprintf(tf, "%lld %lld\n", est, when);
+  fclose(tf);
+  assert_int_equal(compile_text("def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.875)\n"
+                                "  t1 = prims.mul(t0, t0)\n  return t1\n"),
+                   TH_OK);
+  tf = fopen(tpath, "r");
+  assert_non_null(tf);
+  assert_int_equal(fscanf(tf, "%lld %lld", &est2, &when2), 2);
+  fclose(tf);
+  long long now_bytes = fresh_bytes;
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep '^fusion-.*\\.so$'", dir);
+  ls = popen(cmd, "r");
+  assert_non_null(ls);
+  while (fgets(name, sizeof name, ls)) {
+    name[strcspn(name, "\n")] = 0;
+    if (!strcmp(name, "fusion-fresh.so")) continue;
+    assert_true(file_there(dir, name, &st));
+    now_bytes += (long long)st.st_blocks * 512;
+  }
+  pclose(ls);
+  assert_true(when2 == when);      /* no scan */
+  assert_true(est2 == now_bytes);  /* the new kernel added: the estimate is still exact */
+  make_kernel_file(dir, "fusion-planted.so", 2 << 20, 30 * 86400);
+  tf = fopen(tpath, "w");
+  assert_non_null(tf);
+  fprintf(tf, "%lld %lld\n", est2, (long long)time(NULL) - 3700);
+  fclose(tf);
+  assert_int_equal(compile_text("def computation(a):\n  # a: \"cpu f32[7]\"\n  t0 = prims.add(a, 0.9375)\n"
+                                "  t1 = prims.mul(t0, t0)\n  return t1\n"),
+                   TH_OK);
+  assert_false(file_there(dir, "fusion-planted.so", NULL)); /* rescanned: the oldest went */
+  tf = fopen(tpath, "r");
+  assert_non_null(tf);
+  assert_int_equal(fscanf(tf, "%lld %lld", &est2, &when2), 2);
+  fclose(tf);
+  assert_true(when2 >= time(NULL) - 60);
+
+  /* a hit marks its entry used: the first real kernel made a week old is touched by compiling it again */
+  assert_int_equal(setenv("THUNDER_CACHE_MAX_MB", "0", 1), 0);
+  snprintf(cmd, sizeof cmd, "touch -d '7 days ago' '%s'/fusion-[0-9a-f]*.so", dir);
+  assert_int_equal(system(cmd), 0);
+  time_t before = time(NULL);
+  long h0 = th_fuser_stat_cache_hits();
+  assert_int_equal(compile_text(prog), TH_OK);
+  assert_int_equal(th_fuser_stat_cache_hits(), h0 + 1);
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep '^fusion-[0-9a-f]*\\.so$'", dir);
+  ls = popen(cmd, "r");
+  assert_non_null(ls);
+  int touched = 0;
+  while (fgets(name, sizeof name, ls)) {
+    name[strcspn(name, "\n")] = 0;
+    assert_true(file_there(dir, name, &st));
+    touched += st.st_mtime >= before;
+  }
+  pclose(ls);
+  assert_int_equal(touched, 1);
+
+  unsetenv("THUNDER_CACHE_MAX_MB");
+  setenv("XDG_CACHE_HOME", FUSER_TEST_CACHE, 1);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", xdg);
+  assert_int_equal(system(cmd), 0);
 }
 
 int main(void) {
@@ -701,7 +826,7 @@ int main(void) {
       cmocka_unit_test(test_hit_race_spares_rebuilt_entry),
       cmocka_unit_test(test_foreign_caches),
       cmocka_unit_test(test_readonly_foreign_cache_compiles),
-      cmocka_unit_test(test_var_rescue_threads),
+      cmocka_unit_test(test_cache_bound),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -1,12 +1,19 @@
-/* test_compile_breaker6.c — adversarial checks of the fuser's parallel compile (compile.c: a unit's
- * regions dealt into parts, each compiled with -c by its own process, then linked): programs of 2, 7 and
- * 20 regions (separated by prims.matmul, which the fuser leaves to eager) under THUNDER_FUSER_JOBS 1..8
- * and more jobs than regions give eager's results bit for bit (exact ops only), one cached object and no
- * temporary file; a $CC wrapper that fails one part, fails the link, exits 0 without writing, kills
- * itself, floods stderr or sleeps gives a clear error naming the compiler, leaves nothing in the cache, no
- * child process and no open descriptor; 8 processes and 4 threads compiling into one fresh cache at once
- * all succeed and agree; THUNDER_FUSER_JOBS spellings, a one-CPU affinity mask and a cache path with
- * blanks. test_review_fixes holds what the review found broken, fixed since. */
+/* test_fuser_cache_compiler.c — how the fuser runs the C compiler to fill its kernel cache (compile.c):
+ *   - $CC: with arguments (split at blanks; a flag reaches the compiler), missing (TH_ERR_NOT_IMPLEMENTED
+ *     naming it and the executors that need no compiler), empty or blank (cc), at most 15 words and 1023
+ *     characters (else TH_ERR_VALUE, cached or not);
+ *   - parallel compile: a unit's regions are dealt into parts, each compiled with -c by its own process,
+ *     then linked into the one cached object; THUNDER_FUSER_JOBS 1..8 and more jobs than regions on
+ *     programs of 2, 3, 7 and 20 regions (separated by prims.matmul, which the fuser leaves to eager) give
+ *     eager's results bit for bit, one cached object and no temporary file; a one-CPU affinity mask
+ *     compiles in one run; THUNDER_FUSER_JOBS spellings ("+2", "08", empty; errors for trailing text,
+ *     hex, fractions, out of range), cached or not;
+ *   - a $CC wrapper that fails one part, fails the link, exits 0 without writing, writes a file that does
+ *     not load, kills itself, floods stderr or sleeps: a clear error naming the compiler (or success),
+ *     nothing left in the cache, no child process and no open descriptor;
+ *   - 8 processes and 4 threads compiling into one fresh cache at once all succeed and agree; a cache path
+ *     with blanks; a cache directory the process may not write (its log and build go to a private
+ *     directory under $TMPDIR); SIGCHLD ignored (a job without an exit status counts by its output). */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <dirent.h>
 #include <errno.h>
@@ -27,9 +34,13 @@
 
 #include <cmocka.h>
 
+#include "core/ir.h"
+#include "core/scalar.h"
+#include "executors/fuser/fuser.h"
 #include "thunder/thunder.h"
 
 #include "fuser_test_util.h"
+#include "fuser_trace_util.h"
 
 static char root[512]; /* this run's scratch directory: wrapper, logs, caches */
 static char wrap[600], wlog[600];
@@ -115,8 +126,7 @@ static void rm_rf(const char *path) {
 /* group setup: the scratch directory and a $CC wrapper driven by $THUNDER_B6_MODE that logs each run
  * ("1 args" for a -c part, "0 args" for a -shared run) to $THUNDER_B6_LOG. */
 static int setup(void **state) {
-  (void)state;
-  (void)setup_cache; /* the shared helper's cache is not used: every test makes its own */
+  setup_cache(state); /* the build tree's cache, for tests that do not make their own */
   snprintf(root, sizeof root, "%.300s/b6-compile-%ld", TH_BINARY_DIR, (long)getpid());
   rm_rf(root);
   if (mkdir(root, 0700) != 0) return -1;
@@ -499,14 +509,12 @@ static void test_jobs_env(void **state) {
   drop(text, tr, in, want);
 }
 
-/* Found by this review and fixed in compile.c:
- * - a $CC of more words or characters than the compiler's argument vector holds was cut silently (the
- *   16th word dropped, the key still the whole text): now TH_ERR_VALUE, cached or not;
- * - a log file that cannot be opened (a read-only cache directory) was reported as a missing compiler;
- * - with SIGCHLD ignored (a host's choice, inherited) waitpid answers ECHILD and nothing could compile:
- *   a job without an exit status now counts by its output, and the object must load anyway;
- * - a linker that exits 0 with garbage for an object left it in the cache (the junklink case above). */
-static void test_review_fixes(void **state) {
+/* $CC of more words or characters than the compiler's argument vector holds: TH_ERR_VALUE, cached or
+ * not, and 15 words reach the compiler whole; a cache directory that cannot be written (a read-only one)
+ * is not reported as a missing compiler: the build goes to a private directory; with SIGCHLD ignored (a
+ * host's choice, inherited) waitpid answers ECHILD: a job without an exit status counts by its output, the
+ * object must load, and a failing part still fails. */
+static void test_cc_limits_readonly_cache_sigchld(void **state) {
   (void)state;
   char *text = gen(4, 11);
   th_trace *tr = parse(text);
@@ -550,9 +558,8 @@ static void test_review_fixes(void **state) {
   assert_true(runs >= 1);
   setenv("CC", wrap, 1);
   /* a cache directory this process may not write (0555; in a child that drops root to nobody, for whom
-   * the mode holds): the compiler's log and the build go to a private directory under $TMPDIR (once the
-   * log's failure was reported as "no compiler"; then as "cannot write"), the program compiles, and
-   * nothing is written into the cache */
+   * the mode holds): the compiler's log and the build go to a private directory under $TMPDIR, the
+   * program compiles, and nothing is written into the cache */
   char ro[64] = "/tmp/thc-b6-ro-XXXXXX", rodir[128];
   assert_non_null(mkdtemp(ro));
   assert_int_equal(chmod(ro, 0755), 0);
@@ -615,11 +622,191 @@ static void test_review_fixes(void **state) {
   drop(text, tr, in, want);
 }
 
+/* $CC with arguments (make's convention: split at blanks) compiles; the flag reaches the compiler
+ * (an -include of a missing file makes the compile fail, naming the whole $CC). */
+static void test_cc_with_arguments(void **state) {
+  (void)state;
+  th_trace *tr = parse("def computation(a):\n  # a: \"cpu f32[3]\"\n"
+                       "  t0 = prims.add(a, 2.25)\n  t1 = prims.mul(t0, a)\n  return t1\n");
+  static const char *const fused[] = {"fuser", "eager"};
+  char *old = getenv("CC") ? strdup(getenv("CC")) : NULL;
+  setenv("CC", "cc  -DTHUNDER_UNUSED_FLAG=1", 1);
+  assert_int_equal(count_fused(tr, fused, 2), 2);
+  setenv("CC", "cc -include /nonexistent/thunder-test.h", 1); /* the compiler runs and fails */
+  th_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.executors = fused;
+  o.nexecutors = 2;
+  th_program *p = NULL;
+  assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_RUNTIME);
+  assert_non_null(strstr(th_last_error(), "cc -include /nonexistent/thunder-test.h failed"));
+  if (old) setenv("CC", old, 1);
+  else unsetenv("CC");
+  free(old);
+  th_trace_free(tr);
+}
+
+static void test_missing_compiler(void **state) {
+  (void)state;
+  th_trace *tr = parse("def computation(a):\n  # a: \"cpu f32[3]\"\n"
+                       "  t0 = prims.add(a, 7.5)\n  t1 = prims.mul(t0, t0)\n  return t1\n");
+  th_trace *lone = parse("def computation(a):\n  # a: \"cpu f32[3]\"\n  t0 = prims.add(a, 7.5)\n  return t0\n");
+  static const char *const fused[] = {"fuser", "eager"}, *const unfused[] = {"blas", "eager"};
+  char *old = getenv("CC") ? strdup(getenv("CC")) : NULL;
+  setenv("CC", "/nonexistent/thunder-cc", 1);
+  th_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.executors = fused;
+  o.nexecutors = 2;
+  th_program *p = NULL;
+  assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_NOT_IMPLEMENTED);
+  assert_non_null(strstr(th_last_error(), "/nonexistent/thunder-cc"));
+  assert_non_null(strstr(th_last_error(), "[\"blas\", \"eager\"]"));
+  assert_int_equal(th_program_compile(tr, NULL, &p), TH_ERR_NOT_IMPLEMENTED); /* the default list fuses */
+  /* a program without regions needs no compiler; blas,eager runs everything */
+  assert_int_equal(th_program_compile(lone, &o, &p), TH_OK);
+  th_program_free(p);
+  o.executors = unfused;
+  assert_int_equal(th_program_compile(tr, &o, &p), TH_OK);
+  int64_t shape[1] = {3};
+  th_tensor *a = th_tensor_empty(TH_F32, 1, shape), **out = NULL;
+  for (int i = 0; i < 3; i++) ((float *)th_tensor_data(a))[i] = (float)i;
+  int nout = 0;
+  assert_int_equal(th_program_run(p, 1, &a, &nout, &out), TH_OK);
+  assert_true(th_tensor_get_f64(out[0], 2) == 9.5 * 9.5);
+  th_tensor_release(out[0]);
+  free(out);
+  th_tensor_release(a);
+  th_program_free(p);
+  if (old) setenv("CC", old, 1);
+  else unsetenv("CC");
+  free(old);
+  th_trace_free(lone);
+  th_trace_free(tr);
+}
+
+/* A unit of three regions compiled in parts: with THUNDER_FUSER_JOBS=3 each region is compiled with -c by
+ * its own compiler process and the objects are linked into the one cached object; with 1 the unit is one
+ * -shared run. A $CC wrapper logs every run and fails a part holding a given function; both builds give
+ * eager's results bit for bit, a failing part fails the compile naming the compiler's message and leaves
+ * no temporary file, and an out-of-range THUNDER_FUSER_JOBS is a clear error. */
+static int count_lines_with(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  char line[8192];
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, needle)) n++;
+  if (f) fclose(f);
+  return n;
+}
+
+static void test_parallel_parts(void **state) {
+  (void)state;
+  static const char text[] = "def computation(a, b):\n  # a: \"cpu f32[4, 4]\"\n  # b: \"cpu f32[4, 4]\"\n"
+                             "  t0 = prims.add(a, 1.5)\n  t1 = prims.mul(t0, t0)\n  t2 = prims.matmul(t1, b)\n"
+                             "  t3 = prims.sub(t2, 0.25)\n  t4 = prims.mul(t3, a)\n  t5 = prims.matmul(t4, b)\n"
+                             "  t6 = prims.neg(t5)\n  t7 = prims.mul(t6, 3.0)\n  return t7\n";
+  static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
+  char proot[400], pwrap[500], log[500], cmd[1400];
+  snprintf(proot, sizeof proot, "%.300s/fuser-parts-%ld", TH_BINARY_DIR, (long)getpid());
+  snprintf(pwrap, sizeof pwrap, "%s/cc-wrap.sh", proot);
+  snprintf(log, sizeof log, "%s/cc.log", proot);
+  assert_int_equal(mkdir(proot, 0700), 0);
+  FILE *f = fopen(pwrap, "w");
+  assert_non_null(f);
+  fputs("#!/bin/sh\necho \"$*\" >> \"$THUNDER_TEST_CC_LOG\"\nfor a in \"$@\"; do case \"$a\" in *.c)\n"
+        "  if [ -n \"$THUNDER_TEST_CC_FAIL\" ] && grep -q \"$THUNDER_TEST_CC_FAIL\" \"$a\"; then\n"
+        "    echo \"injected failure\" >&2; exit 1; fi;; esac; done\nexec cc \"$@\"\n",
+        f);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(pwrap, 0700), 0);
+  char *old_cc = getenv("CC") ? strdup(getenv("CC")) : NULL;
+  setenv("CC", pwrap, 1);
+  setenv("THUNDER_TEST_CC_LOG", log, 1);
+  th_trace *tr = parse(text);
+  int64_t shape[2] = {4, 4};
+  th_tensor *in[2] = {random_tensor(TH_F32, 2, shape), random_tensor(TH_F32, 2, shape)};
+  int ne = 0;
+  th_tensor **want = run_with(tr, eager, 1, in, 2, &ne);
+  const char *jobs[2] = {"3", "1"};
+  for (int k = 0; k < 2; k++) {
+    char xdg[500], dir[540];
+    snprintf(xdg, sizeof xdg, "%s/cache%d", proot, k);
+    snprintf(dir, sizeof dir, "%s/thunder-c", xdg);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    setenv("THUNDER_FUSER_JOBS", jobs[k], 1);
+    remove(log);
+    assert_int_equal(count_fused(tr, fused, 2), 6);
+    if (k == 0) { /* one -c run per region, then one link of the three objects */
+      assert_int_equal(count_lines_with(log, " -c "), 3);
+      assert_int_equal(count_lines_with(log, "-shared"), 1);
+      assert_int_equal(count_lines_with(log, ".o -lm"), 1);
+    } else {
+      assert_int_equal(count_lines_with(log, " -c "), 0);
+      assert_int_equal(count_lines_with(log, "-shared"), 1);
+    }
+    int n = 0;
+    th_tensor **got = run_with(tr, fused, 2, in, 2, &n); /* loads the cached object */
+    assert_int_equal(n, 1);
+    assert_memory_equal(th_tensor_data(got[0]), th_tensor_data(want[0]), 16 * sizeof(float));
+    th_tensor_release(got[0]);
+    free(got);
+    assert_int_equal(count_files(dir, "fusion-", ".so"), 1);
+    assert_int_equal(count_files(dir, "tmp-", ""), 0);
+  }
+  /* a failing part: the compile fails with the compiler's message, nothing is left behind */
+  char xdg[500], dir[540];
+  snprintf(xdg, sizeof xdg, "%s/cache-fail", proot);
+  snprintf(dir, sizeof dir, "%s/thunder-c", xdg);
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  setenv("THUNDER_FUSER_JOBS", "3", 1);
+  setenv("THUNDER_TEST_CC_FAIL", "void fusion1(", 1);
+  th_compile_options o;
+  memset(&o, 0, sizeof o);
+  o.executors = fused;
+  o.nexecutors = 2;
+  th_program *p = NULL;
+  assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_RUNTIME);
+  assert_null(p);
+  assert_non_null(strstr(th_last_error(), "injected failure"));
+  assert_non_null(strstr(th_last_error(), "on a generated kernel (exit 1)"));
+  assert_int_equal(count_files(dir, "fusion-", ".so"), 0);
+  assert_int_equal(count_files(dir, "tmp-", ""), 0);
+  unsetenv("THUNDER_TEST_CC_FAIL");
+  /* THUNDER_FUSER_JOBS out of range or not a number: an error even where the unit is cached (cache0) */
+  snprintf(xdg, sizeof xdg, "%s/cache0", proot);
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  const char *bad[] = {"0", "9", "two", "2x", "-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    setenv("THUNDER_FUSER_JOBS", bad[i], 1);
+    assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_VALUE);
+    char want_msg[128];
+    snprintf(want_msg, sizeof want_msg, "THUNDER_FUSER_JOBS: expected an integer from 1 to 8, got '%s'", bad[i]);
+    assert_non_null(strstr(th_last_error(), want_msg));
+  }
+  assert_int_equal(count_files(dir, "tmp-", ""), 0);
+  unsetenv("THUNDER_FUSER_JOBS");
+  unsetenv("THUNDER_TEST_CC_LOG");
+  if (old_cc) setenv("CC", old_cc, 1);
+  else unsetenv("CC");
+  free(old_cc);
+  setenv("XDG_CACHE_HOME", FUSER_TEST_CACHE, 1);
+  th_tensor_release(want[0]);
+  free(want);
+  th_tensor_release(in[0]);
+  th_tensor_release(in[1]);
+  th_trace_free(tr);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", proot);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_jobs_matrix), cmocka_unit_test(test_wrapper_failures),
       cmocka_unit_test(test_fork_concurrent), cmocka_unit_test(test_threads),
-      cmocka_unit_test(test_jobs_env), cmocka_unit_test(test_review_fixes),
+      cmocka_unit_test(test_jobs_env), cmocka_unit_test(test_cc_limits_readonly_cache_sigchld),
+      cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_missing_compiler),
+      cmocka_unit_test(test_parallel_parts),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,140 @@
+"""Every unary elementwise op of the op table against PyTorch, found by walking the table.
+
+The table is what `thunder_c._C.ops()` lists: (qualname, aliases, schema, in_place) per op. A unary
+elementwise op is a torch-level op `ltorch.X(Tensor input) -> Tensor` (optionally with keyword-only
+parameters after it) named by a PyTorch callable among its aliases, whose prim `prims.X(TensorOrScalar
+a, /) -> Tensor` exists, or a composite of the same form (isnan, sigmoid, frac, ...). Each runs through
+thunder_c.jit on float32 and float64 tensors of a few values (domain edges, 0, negative and positive,
+half-integers) and is compared with the same call in PyTorch eager: values within
+torch.testing.assert_close's tolerances (NaN where PyTorch has NaN) and the same dtype; where PyTorch
+refuses a dtype, thunder_c must raise too (a composite whose result changes the shape, a layout op
+like `t`, is skipped). Its in-place variant `X_`, when the table has one, runs on a
+copy and must modify it as PyTorch's does. A new op gets these checks by being a row of the table."""
+import re
+
+import pytest
+import torch
+
+from conftest import import_thunder_c
+
+thunder_c = import_thunder_c()
+
+OPS = thunder_c._C.ops()
+BY_NAME = {q: (al, sch, ip) for q, al, sch, ip in OPS}
+UNARY_LTORCH = re.compile(r"^(\w+)\(Tensor input(, \*, [^)]*)?\) -> Tensor$")
+UNARY_PRIM = "{}(TensorOrScalar a, /) -> Tensor"
+VALUES = [-2.5, -1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.5, 10.0]
+
+
+def torch_callable(aliases):
+    """The first alias that names a torch function (torch.X), else a Tensor method (Tensor.X)."""
+    names = aliases.split("|") if aliases else []
+    for n in names:
+        if n.startswith("torch.") and not n.startswith("torch.Tensor."):
+            obj = torch
+            for part in n.split(".")[1:]:
+                obj = getattr(obj, part, None)
+                if obj is None:
+                    break
+            if obj is not None:
+                return n, obj
+    for n in names:
+        if n.startswith("Tensor."):
+            meth = n.split(".", 1)[1]
+            if hasattr(torch.Tensor, meth):
+                return n, (lambda m: lambda x: getattr(x, m)())(meth)
+    return None, None
+
+
+def unary_ops():
+    found = []
+    for q, (al, sch, ip) in BY_NAME.items():
+        if not q.startswith("ltorch.") or ip:
+            continue
+        m = UNARY_LTORCH.match(sch)
+        if not m:
+            continue
+        name = m.group(1)
+        prim = BY_NAME.get("prims." + name)
+        if prim is not None and prim[1] != UNARY_PRIM.format(name):
+            continue  # a prim of another form (a reduction, a layout op): not elementwise unary
+        if prim is None and (m.group(2) or not (al.startswith("torch." + name) or al.startswith("Tensor." + name))):
+            continue  # a composite: exactly (Tensor input), named after its PyTorch function
+        spelling, fn = torch_callable(al)
+        if fn is None:
+            continue
+        found.append(pytest.param(name, spelling, fn, id=name))
+    return found
+
+
+UNARY = unary_ops()
+
+
+def test_the_walk_finds_the_unary_ops():
+    names = {p.values[0] for p in UNARY}
+    # the table's unary prims and a few composites, the two worked examples of docs/adding-an-op.md among them
+    for n in ("abs", "exp", "isfinite", "bitwise_not", "sigmoid", "isnan", "sinc", "frac"):
+        assert n in names, n
+    prims = {q.split(".", 1)[1] for q, (_, sch, _) in BY_NAME.items()
+             if q.startswith("prims.") and sch == UNARY_PRIM.format(q.split(".", 1)[1])}
+    assert prims <= names, sorted(prims - names)
+
+
+def _inputs():
+    return [torch.tensor(VALUES, dtype=dt).reshape(3, 4) for dt in (torch.float32, torch.float64)]
+
+
+@pytest.mark.parametrize("name,spelling,fn", UNARY)
+def test_unary_against_torch(name, spelling, fn):
+    xs = _inputs()
+    want = []
+    for x in xs:
+        try:
+            want.append(fn(x.clone()))
+        except (RuntimeError, TypeError, NotImplementedError):
+            want.append(None)
+    if all(w is None for w in want):  # PyTorch refuses both: so must thunder_c
+        for x in xs:
+            with pytest.raises(Exception):
+                thunder_c.jit(lambda a: fn(a))(x.clone())
+        return
+    if any(w is not None and w.shape != x.shape for x, w in zip(xs, want)):
+        pytest.skip(f"{spelling}: not elementwise (a layout op of the same form)")
+    if all(w is not None for w in want):  # one compilation for both dtypes
+        got = thunder_c.jit(lambda a, b: (fn(a), fn(b)))(*[x.clone() for x in xs])
+        for x, g, w in zip(xs, got, want):
+            assert g.dtype == w.dtype, (spelling, x.dtype, g.dtype, w.dtype)
+            torch.testing.assert_close(g, w, equal_nan=True, msg=lambda m: f"{spelling} on {x.dtype}: {m}")
+        return
+    for x, w in zip(xs, want):
+        jf = thunder_c.jit(lambda a: fn(a))
+        if w is None:
+            with pytest.raises(Exception):
+                jf(x.clone())
+            continue
+        got = jf(x.clone())
+        assert got.dtype == w.dtype, (spelling, x.dtype, got.dtype, w.dtype)
+        torch.testing.assert_close(got, w, equal_nan=True, msg=lambda m: f"{spelling} on {x.dtype}: {m}")
+
+
+@pytest.mark.parametrize("name,spelling,fn", UNARY)
+def test_unary_inplace_against_torch(name, spelling, fn):
+    entry = BY_NAME.get(f"ltorch.{name}_")
+    if entry is None:
+        pytest.skip(f"no ltorch.{name}_")
+    meth = f"{name}_"
+    if not hasattr(torch.Tensor, meth):
+        pytest.skip(f"no Tensor.{meth}")
+
+    def f(a):
+        getattr(a, meth)()
+        return a
+
+    x = torch.tensor(VALUES, dtype=torch.float64)
+    try:
+        want = f(x.clone())
+    except (RuntimeError, TypeError):
+        pytest.skip(f"Tensor.{meth} refuses float64")
+    got_in = x.clone()
+    thunder_c.jit(f)(got_in)
+    torch.testing.assert_close(got_in, want, equal_nan=True)
