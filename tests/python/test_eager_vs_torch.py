@@ -5,7 +5,11 @@ wrong: integer wrap-around in narrow dtypes, truncating integer division and Pyt
 exact integer pow, round half to even, NaN in maximum/sign/amax/argmax, every cast (NaN, infinities,
 out-of-range values into narrow integers, float16/bfloat16 rounding), reductions over strided dims,
 matmul/linear and the copying shape prims. Exact results are compared exactly; transcendental functions
-and float sums within a few float32 ulps (PyTorch uses SLEEF and a cascade sum)."""
+and float sums within a few float32 ulps (PyTorch uses SLEEF and a cascade sum).
+
+The unary prims are found by walking the op table (`thunder_c._C.op_rows()`: the rows of
+src/ops/unary.def that have a prim, every kind): UNARY_PRIMS gives each its input and comparison mode,
+and a row without an entry fails by name (test_unary_prim_table_is_complete)."""
 import numpy as np
 import pytest
 import torch
@@ -13,6 +17,9 @@ import torch.nn.functional as F
 
 import safetensors_ref as st
 import traceprog
+from conftest import import_thunder_c
+
+thunder_c = import_thunder_c()
 
 CPU = 'devices.Device("cpu")'
 
@@ -65,8 +72,25 @@ f16a, f16b = R(5, 6, dtype=torch.float16, specials=True, seed=13), R(5, 6, dtype
 bf16a, bf16b = R(5, 6, dtype=torch.bfloat16, specials=True, seed=15), R(5, 6, dtype=torch.bfloat16, seed=16)
 mask = R(5, 6, dtype=torch.bool, seed=17)
 x3 = R(3, 4, 5, seed=18)
+f32unit, f32big = R(5, 6, lo=-0.95, hi=0.95, seed=19), R(5, 6, lo=1.05, hi=6.0, seed=20)
 casts = torch.tensor([0.0, -0.0, 1.5, -2.5, 300.7, -1.0, 40000.0, 1e10, -1e10, 65519.0, 65520.0, 1.00390625,
                       float("inf"), float("-inf"), float("nan"), 3.4e38, 1e-8, -7.999])
+
+# The unary prims of the op table (rows of every kind with a prim): name -> (input, comparison mode of
+# compare()). Transcendental float32 functions are SLEEF in PyTorch and glibc here: a few ulps ("ulp");
+# the others are exact.
+UNARY_PRIMS = {
+    "abs": (f32s, "exact"), "acos": (f32unit, "ulp"), "acosh": (f32big, "ulp"), "asin": (f32unit, "ulp"),
+    "asinh": (f32pos, "ulp"), "atan": (f32pos, "ulp"), "atanh": (f32unit, "ulp"), "bitwise_not": (u8a, "exact"),
+    "ceil": (f32s, "exact"), "cos": (f32pos, "ulp"), "cosh": (f32pos, "ulp"), "erf": (f32pos, "ulp"),
+    "erfc": (f32pos, "ulp"), "exp": (f32pos, "ulp"), "exp2": (f32pos, "ulp"), "expm1": (f32pos, "ulp"),
+    "floor": (f32s, "exact"), "isfinite": (f64s, "exact"), "lgamma": (f32pos, "ulp"), "log": (f32pos, "ulp"),
+    "log10": (f32pos, "ulp"), "log1p": (f32pos, "ulp"), "log2": (f32pos, "ulp"), "neg": (f32s, "exact"),
+    "reciprocal": (f32pos, "ulp"), "round": (f64s, "exact"), "rsqrt": (f32pos, "ulp"), "sign": (f64s, "exact"),
+    "signbit": (f64s, "exact"), "sin": (f32pos, "ulp"), "sinc": (f32b, "ulp"), "sinh": (f32pos, "ulp"),
+    "sqrt": (f32pos, "exact"), "tan": (f32pos, "ulp"), "tanh": (f32pos, "ulp"), "trunc": (f64s, "exact"),
+}
+UNARY_PRIM_ROWS = sorted(r["name"] for r in thunder_c._C.op_rows() if r["arity"] == 1 and r["prim"])
 
 CASES = [
     # integer arithmetic: wrap-around, truncating division, Python remainder, C fmod, exact pow
@@ -107,10 +131,9 @@ CASES = [
     ("out = prims.ge(a, b)", {"a": bf16a, "b": bf16b}, torch.ge, "exact"),
     ("out = prims.where(c, a, b)", {"c": mask, "a": bf16a, "b": bf16b}, torch.where, "exact"),
     ("out = prims.where(c, a, 0.5)", {"c": mask, "a": f32s}, lambda c, a: torch.where(c, a, torch.tensor(0.5)), "exact"),
-    # transcendental float32: SLEEF vs glibc, a few ulps
-    *[(f"out = prims.{n}(a)", {"a": f32pos}, getattr(torch, n), "ulp") for n in
-      ("exp", "log", "tanh", "sin", "cos", "erf", "erfc", "expm1", "log1p", "log2", "log10", "atan", "asinh",
-       "sinh", "cosh", "rsqrt", "reciprocal", "exp2", "lgamma")],
+    # every unary prim of the table on its input (transcendental float32: SLEEF vs glibc, a few ulps)
+    *[(f"out = prims.{n}(a)", {"a": UNARY_PRIMS[n][0]}, getattr(torch, n), UNARY_PRIMS[n][1])
+      for n in UNARY_PRIM_ROWS if n in UNARY_PRIMS],
     # float64: glibc's exp is correctly rounded, PyTorch's vectorized (SLEEF) one within 1 ulp
     ("out = prims.exp(a)", {"a": f64s}, torch.exp, "ulp64"),
     ("out = prims.atan2(a, b)", {"a": f32s, "b": f32b}, torch.atan2, "ulp"),
@@ -175,6 +198,15 @@ def test_eager_prim_matches_torch(cli, tmp_path, body, inputs, fn, mode):
         want = fn(*inputs.values())
     got, hdr = run_prog(cli, tmp_path, body, inputs)
     compare(body, got, hdr, want, mode)
+
+
+def test_unary_prim_table_is_complete():
+    """Each unary prim of the op table has its UNARY_PRIMS entry (a new row needs one: its input and
+    comparison), and each entry is a unary prim."""
+    missing = [n for n in UNARY_PRIM_ROWS if n not in UNARY_PRIMS]
+    assert not missing, f"unary prims of the op table without a UNARY_PRIMS entry: {missing}"
+    stale = sorted(set(UNARY_PRIMS) - set(UNARY_PRIM_ROWS))
+    assert not stale, f"UNARY_PRIMS entries that are no unary prim of the op table: {stale}"
 
 
 def test_integer_division_by_zero_is_an_error(cli, tmp_path):

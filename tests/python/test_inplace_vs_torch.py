@@ -4,12 +4,20 @@ made here, compared with the same in-place call in PyTorch applied to clones of 
 program's output is the new version of the modified tensor, so it must have that tensor's dtype and
 shape and PyTorch's values: the out-of-place result cast to the tensor's dtype (bf16 += f32 computes in
 f32 and rounds once), with only the other operands broadcast. Errors PyTorch raises (a float result
-into an integer tensor, a broadcast that would grow the tensor) must make the CLI fail."""
+into an integer tensor, a broadcast that would grow the tensor) must make the CLI fail.
+
+The unary in-place ops are found by walking the op table (`thunder_c._C.op_rows()`: the rows of
+src/ops/unary.def with an in-place variant); UNARY_INPLACE gives each its input domain and comparison,
+and a row without an entry fails by name (test_unary_inplace_table_is_complete). Every in-place op of
+the table (`thunder_c._C.ops()`) must appear in some case (test_every_inplace_op_is_covered)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import traceprog
+from conftest import import_thunder_c
+
+thunder_c = import_thunder_c()
 
 
 def R(*shape, dtype=torch.float32, lo=-2.0, hi=2.0, seed=0):
@@ -34,9 +42,28 @@ bfb34 = R(3, 4, dtype=torch.bfloat16, seed=14)
 d34, s1 = R(3, 4, dtype=torch.float64, seed=15), R(1, dtype=torch.float64, seed=16)
 b14 = R(1, 4, seed=17)
 
-UNARY_POS = ["exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "sqrt", "rsqrt", "sin", "cos", "tan",
-             "tanh", "sigmoid", "erf", "erfc", "reciprocal", "cosh", "sinh", "atan", "asinh", "lgamma"]
-UNARY_ANY = ["abs", "neg", "floor", "ceil", "round", "trunc", "sign", "relu", "logical_not"]
+# The unary rows of the op table with an in-place variant: name -> (input, comparison). EXACT: equal
+# to PyTorch bit for bit; CLOSE: within assert_close's tolerances (libm vs. SLEEF in the last bits).
+EXACT, CLOSE = "exact", "close"
+UNARY_INPLACE = {
+    "abs": (a34, EXACT), "acos": (unit34, CLOSE), "acosh": (big34, CLOSE), "asin": (unit34, CLOSE),
+    "asinh": (pos34, CLOSE), "atan": (pos34, CLOSE), "atanh": (unit34, CLOSE), "bitwise_not": (i34, EXACT),
+    "ceil": (a34, EXACT), "cos": (pos34, CLOSE), "cosh": (pos34, CLOSE), "erf": (pos34, CLOSE),
+    "erfc": (pos34, CLOSE), "exp": (pos34, CLOSE), "exp2": (pos34, CLOSE), "expm1": (pos34, CLOSE),
+    "floor": (a34, EXACT), "frac": (a34, EXACT), "lgamma": (pos34, CLOSE), "log": (pos34, CLOSE),
+    "log10": (pos34, CLOSE), "log1p": (pos34, CLOSE), "log2": (pos34, CLOSE), "logical_not": (a34, EXACT),
+    "neg": (a34, EXACT), "reciprocal": (pos34, CLOSE), "round": (a34, EXACT), "rsqrt": (pos34, CLOSE),
+    "sigmoid": (pos34, CLOSE), "sign": (a34, EXACT), "sin": (pos34, CLOSE), "sinc": (a34, CLOSE),
+    "sinh": (pos34, CLOSE), "sqrt": (pos34, CLOSE), "tan": (pos34, CLOSE), "tanh": (pos34, CLOSE),
+    "trunc": (a34, EXACT),
+}
+OP_ROWS = thunder_c._C.op_rows()
+UNARY_INPLACE_ROWS = sorted(r["name"] for r in OP_ROWS if r["arity"] == 1 and r["inplace"])
+
+
+def _unary_inplace(n):
+    return lambda a: getattr(a, n + "_")()
+
 
 CASES = [
     # the Python operators' ops, with broadcasting of the other operand (a row, a [1, 4], a 0-dim tensor)
@@ -104,12 +131,10 @@ CASES = [
     ("ltorch.add_(a, b)", {"a": a34, "b": d34}, lambda a, b: a.add_(b)),
     ("ltorch.exp_(a)", {"a": bf34}, lambda a: a.exp_()),
     ("ltorch.sigmoid_(a)", {"a": d34}, lambda a: a.sigmoid_()),
-    # unary ops
-    *[(f"ltorch.{n}_(a)", {"a": pos34}, (lambda n: lambda a: getattr(a, n + "_")())(n)) for n in UNARY_POS],
-    *[(f"ltorch.{n}_(a)", {"a": a34}, (lambda n: lambda a: getattr(a, n + "_")())(n)) for n in UNARY_ANY],
-    *[(f"ltorch.{n}_(a)", {"a": unit34}, (lambda n: lambda a: getattr(a, n + "_")())(n))
-      for n in ("acos", "asin", "atanh")],
-    ("ltorch.acosh_(a)", {"a": big34}, lambda a: a.acosh_()),
+    # unary ops: every row of the table with an in-place variant, on its input domain
+    *[(f"ltorch.{n}_(a)", {"a": UNARY_INPLACE[n][0]}, _unary_inplace(n)) for n in UNARY_INPLACE_ROWS
+      if n in UNARY_INPLACE],
+    ("ltorch.relu_(a)", {"a": a34}, lambda a: a.relu_()),
     ("ltorch.abs_(a)", {"a": i34}, lambda a: a.abs_()),
     ("ltorch.neg_(a)", {"a": i34}, lambda a: a.neg_()),
     ("ltorch.bitwise_not_(a)", {"a": i34}, lambda a: a.bitwise_not_()),
@@ -128,9 +153,17 @@ CASES = [
 
 # Results PyTorch computes through float32 intermediates in its own kernel order for which the trace's
 # prims differ in the last bit (transcendental functions of libm vs. SLEEF): compared with tolerance.
+# The other ops' results are compared exactly: these (substrings of the call), and the unary rows whose
+# UNARY_INPLACE entry says EXACT.
 EXACT_OPS = ("add_", "sub_", "mul_", "fill_", "zero_", "copy_", "clamp_", "masked_fill_", "eq_", "ne_", "lt_",
-             "le_", "gt_", "ge_", "abs_", "neg_", "floor_", "ceil_", "round_", "trunc_", "sign_", "relu_",
-             "bitwise_", "logical_", "remainder_", "fmod_", "__i")
+             "le_", "gt_", "ge_", "floor_divide_", "relu_", "bitwise_", "logical_", "remainder_", "fmod_", "__i")
+
+
+def is_exact(call):
+    op = call.split("; ")[-1].split("(")[0].split(".")[-1]
+    if op.endswith("_") and op[:-1] in UNARY_INPLACE:
+        return UNARY_INPLACE[op[:-1]][1] == EXACT
+    return any(k in call for k in EXACT_OPS)
 
 
 def statements(call):
@@ -148,7 +181,7 @@ def run_case(cli, tmp_path, call, inputs, fn):
         assert want.data_ptr() == first.data_ptr()
     got, hdr = traceprog.run(cli, tmp_path, statements(call), inputs)
     assert list(got.shape) == list(want.shape), (call, got.shape, want.shape)
-    exact = any(k in call for k in EXACT_OPS)
+    exact = is_exact(call)
     tol = {"rtol": 0, "atol": 0} if exact else {}
     if want.dtype == torch.bfloat16:
         # the reader decodes bf16 to float32 exactly: compare values, and the dtype through the header
@@ -167,15 +200,22 @@ def test_inplace_matches_torch(cli, tmp_path, call, inputs, fn):
     run_case(cli, tmp_path, call, inputs, fn)
 
 
+def test_unary_inplace_table_is_complete():
+    """Each unary row of the op table with an in-place variant has its UNARY_INPLACE entry (a new row
+    needs one: its input domain and comparison), and each entry is such a row."""
+    missing = [n for n in UNARY_INPLACE_ROWS if n not in UNARY_INPLACE]
+    assert not missing, f"unary in-place ops of the op table without a UNARY_INPLACE entry: {missing}"
+    stale = sorted(set(UNARY_INPLACE) - set(UNARY_INPLACE_ROWS))
+    assert not stale, f"UNARY_INPLACE entries that are no unary row with an in-place variant: {stale}"
+
+
 def test_every_inplace_op_is_covered():
     """Each in-place op of the table appears in at least one case above."""
     called = {c[0].split("; ")[-1].split("(")[0].split(".")[-1] for c in CASES}
-    ops = ["add_", "sub_", "mul_", "div_", "true_divide_", "floor_divide_", "remainder_", "fmod_", "pow_", "atan2_",
-           "bitwise_and_", "bitwise_or_", "bitwise_xor_", "logical_and_", "logical_or_", "logical_xor_", "eq_",
-           "ne_", "lt_", "le_", "gt_", "ge_", "clamp_", "masked_fill_", "lerp_", "fill_", "zero_", "copy_",
-           "acos_", "acosh_", "asin_", "atanh_", "bitwise_not_"] + [n + "_" for n in UNARY_POS + UNARY_ANY]
+    ops = [q.split(".", 1)[1] for q, _aliases, _schema, in_place in thunder_c._C.ops() if in_place]
+    assert len(ops) >= 60, ops
     missing = [o for o in ops if o not in called]
-    assert not missing, missing
+    assert not missing, f"in-place ops of the op table without a case: {missing}"
 
 
 # PyTorch's RuntimeErrors for in-place ops, and what the CLI says for the same program.

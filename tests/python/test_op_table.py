@@ -9,7 +9,10 @@ half-integers) and is compared with the same call in PyTorch eager: values withi
 torch.testing.assert_close's tolerances (NaN where PyTorch has NaN) and the same dtype; where PyTorch
 refuses a dtype, thunder_c must raise too (a composite whose result changes the shape, a layout op
 like `t`, is skipped). Its in-place variant `X_`, when the table has one, runs on a
-copy and must modify it as PyTorch's does. A new op gets these checks by being a row of the table."""
+copy and must modify it as PyTorch's does. A new op gets these checks by being a row of the table.
+
+`thunder_c._C.op_rows()` lists the rows of src/ops/unary.def and binary.def (name, arity, kind, prim,
+torch, inplace, fold, decomp, fuse); the tests at the end check that it agrees with `_C.ops()`."""
 import re
 
 import pytest
@@ -138,3 +141,66 @@ def test_unary_inplace_against_torch(name, spelling, fn):
     got_in = x.clone()
     thunder_c.jit(f)(got_in)
     torch.testing.assert_close(got_in, want, equal_nan=True)
+
+
+# ---- the rows of the elementwise tables (thunder_c._C.op_rows()) against the op table ----------------
+
+ROWS = thunder_c._C.op_rows()
+ROW_KINDS = {1: {"MATH", "FLOAT", "EXACT", "PRED"}, 2: {"MATH", "FLOAT", "ALL", "EXACT", "CMP"}}
+BINARY_PRIM = "{}(TensorOrScalar a, TensorOrScalar b, /) -> Tensor"
+
+
+def test_ops_listing_is_sorted_by_qualname():
+    """`_C.ops()` shows no op-id order (ids are internal and follow the .def rows)."""
+    names = [q for q, *_ in OPS]
+    assert names == sorted(names)
+    assert len(set(names)) == len(names)
+
+
+def test_op_rows_agree_with_the_op_table():
+    """Each row of unary.def / binary.def is the ops the table has: its torch-level op, its prim exactly
+    when it has a kind, its in-place op exactly when the row says INPLACE; each elementwise unary or
+    binary prim of the table is a row of that arity."""
+    names = [r["name"] for r in ROWS]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    for r in ROWS:
+        n = r["name"]
+        assert r["torch"] == f"ltorch.{n}" and r["torch"] in BY_NAME, n
+        assert not BY_NAME[r["torch"]][2], n
+        if r["kind"] is None:  # a composite
+            assert r["prim"] is None and f"prims.{n}" not in BY_NAME and r["decomp"] == "OWN", n
+        else:
+            assert r["kind"] in ROW_KINDS[r["arity"]], (n, r["kind"])
+            assert r["prim"] == f"prims.{n}", n
+            want = (UNARY_PRIM if r["arity"] == 1 else BINARY_PRIM).format(n)
+            assert BY_NAME[r["prim"]][1] == want, (n, BY_NAME[r["prim"]][1])
+            assert isinstance(r["fuse"], bool) and r["fold"], n
+        ip = BY_NAME.get(f"ltorch.{n}_")
+        if r["inplace"]:
+            assert r["inplace"] == f"ltorch.{n}_" and ip is not None and ip[2], n
+        else:
+            assert ip is None, f"ltorch.{n}_ exists but the row of {n} says NO_INPLACE"
+    by_arity = {(r["arity"], r["name"]) for r in ROWS if r["kind"]}
+    for q, (_, sch, _) in BY_NAME.items():
+        mod, _, n = q.partition(".")
+        if mod != "prims":
+            continue
+        for arity, form in ((1, UNARY_PRIM), (2, BINARY_PRIM)):
+            if sch == form.format(n):
+                assert (arity, n) in by_arity, f"{q}: an elementwise prim without a row in op_rows()"
+
+
+def test_the_walk_finds_every_unary_row():
+    names = {p.values[0] for p in UNARY}
+    missing = sorted(r["name"] for r in ROWS if r["arity"] == 1 and r["name"] not in names)
+    assert not missing, f"unary rows of op_rows() the schema walk misses: {missing}"
+
+
+def test_no_alias_names_two_ops():
+    """Lookups by alias (th_symbol_lookup, the Python dispatch) take the first op in id order; with each
+    alias naming one op, that order cannot show."""
+    seen = {}
+    for q, al, _sch, _ip in OPS:
+        for a in filter(None, al.split("|")):
+            assert a not in seen, f"alias {a} names both {seen[a]} and {q}"
+            seen[a] = q

@@ -1,7 +1,11 @@
 """Torch-level ops against PyTorch itself: each case is a one-op trace run through the `thunder` CLI on
 inputs made here, compared with the same call in PyTorch eager (values within
 torch.testing.assert_close's dtype tolerances, and the exact output dtype). Inputs and outputs travel as
-.safetensors files written and read by the test's own reader (tests/python/safetensors_ref.py)."""
+.safetensors files written and read by the test's own reader (tests/python/safetensors_ref.py).
+
+The unary elementwise ops are found by walking the op table (`thunder_c._C.op_rows()`, the rows of
+src/ops/unary.def of every kind, composites too): UNARY gives each its input and tolerance, and a row
+without an entry fails by name (test_unary_table_is_complete)."""
 import math
 
 import numpy as np
@@ -10,7 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import traceprog
+from conftest import import_thunder_c
 
+thunder_c = import_thunder_c()
 
 
 def R(*shape, dtype=torch.float32, lo=-2.0, hi=2.0, seed=0):
@@ -22,7 +28,7 @@ def R(*shape, dtype=torch.float32, lo=-2.0, hi=2.0, seed=0):
     return (torch.rand(shape, generator=g, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
 
 
-def run_case(cli, tmp_path, call, inputs, expected):
+def run_case(cli, tmp_path, call, inputs, expected, tol=None):
     got, hdr = traceprog.run(cli, tmp_path, ["out = " + call], inputs)
     want = expected
     assert list(got.shape) == list(want.shape), (call, got.shape, want.shape)
@@ -33,7 +39,7 @@ def run_case(cli, tmp_path, call, inputs, expected):
     else:
         got_t = torch.from_numpy(got.copy())
         assert got_t.dtype == want.dtype, (call, got_t.dtype, want.dtype)
-        torch.testing.assert_close(got_t, want, equal_nan=True)
+        torch.testing.assert_close(got_t, want, equal_nan=True, **(tol or {}))
 
 
 a34, b34, b4 = R(3, 4), R(3, 4, seed=1), R(4, seed=2)
@@ -43,7 +49,26 @@ nz_i34 = torch.where(i34 == 0, torch.ones_like(i34), i34)
 bf34, bfb34 = R(3, 4, dtype=torch.bfloat16, seed=6), R(3, 4, dtype=torch.bfloat16, seed=7)
 d34 = R(3, 4, dtype=torch.float64, seed=8)
 x234, m2 = R(2, 3, 4, seed=9), R(4, 5, seed=10)
+unit34, big34 = R(3, 4, lo=-0.9, hi=0.9, seed=11), R(3, 4, lo=1.1, hi=4.0, seed=12)
 u1 = lambda f: (lambda a: f(a))
+
+# The unary rows of the op table (every kind, composites too): name -> (input, tolerance). DEFAULT is
+# assert_close's for the output dtype (float32: rtol 1.3e-6, atol 1e-5; exact for bool and integers).
+DEFAULT = {}
+UNARY = {
+    "abs": (a34, DEFAULT), "acos": (unit34, DEFAULT), "acosh": (big34, DEFAULT), "asin": (unit34, DEFAULT),
+    "asinh": (a34, DEFAULT), "atan": (a34, DEFAULT), "atanh": (unit34, DEFAULT), "bitwise_not": (i34, DEFAULT),
+    "ceil": (a34, DEFAULT), "cos": (pos34, DEFAULT), "cosh": (a34, DEFAULT), "erf": (pos34, DEFAULT),
+    "erfc": (a34, DEFAULT), "exp": (pos34, DEFAULT), "exp2": (a34, DEFAULT), "expm1": (pos34, DEFAULT),
+    "floor": (a34, DEFAULT), "frac": (a34, DEFAULT), "isfinite": (a34, DEFAULT), "isnan": (a34, DEFAULT),
+    "lgamma": (pos34, DEFAULT), "log": (pos34, DEFAULT), "log10": (pos34, DEFAULT), "log1p": (pos34, DEFAULT),
+    "log2": (pos34, DEFAULT), "logical_not": (i34, DEFAULT), "neg": (a34, DEFAULT),
+    "reciprocal": (pos34, DEFAULT), "round": (a34, DEFAULT), "rsqrt": (pos34, DEFAULT),
+    "sigmoid": (pos34, DEFAULT), "sign": (a34, DEFAULT), "signbit": (a34, DEFAULT), "sin": (pos34, DEFAULT),
+    "sinc": (a34, DEFAULT), "sinh": (a34, DEFAULT), "sqrt": (pos34, DEFAULT), "tan": (pos34, DEFAULT),
+    "tanh": (pos34, DEFAULT), "trunc": (a34, DEFAULT),
+}
+UNARY_ROWS = sorted(r["name"] for r in thunder_c._C.op_rows() if r["arity"] == 1)
 
 CASES = [
     # elementwise binary with promotion and broadcasting
@@ -71,10 +96,8 @@ CASES = [
     ("ltorch.where(c, a, 0.0)", {"c": bool34, "a": a34}, lambda c, a: torch.where(c, a, torch.tensor(0.0))),
     ("ltorch.clamp(a, -0.5, 0.5)", {"a": a34}, lambda a: torch.clamp(a, -0.5, 0.5)),
     ("ltorch.masked_fill(a, c, -1.0)", {"a": a34, "c": bool34}, lambda a, c: a.masked_fill(c, -1.0)),
-    # unary
-    *[(f"ltorch.{n}(a)", {"a": pos34}, getattr(torch, n)) for n in
-      ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "reciprocal", "log1p", "expm1")],
-    *[(f"ltorch.{n}(a)", {"a": a34}, getattr(torch, n)) for n in ("neg", "abs", "floor", "ceil", "round", "sign", "trunc")],
+    # unary: every row of the table, on its input
+    *[(f"ltorch.{n}(a)", {"a": UNARY[n][0]}, getattr(torch, n)) for n in UNARY_ROWS if n in UNARY],
     ("ltorch.exp(a)", {"a": bf34}, torch.exp),
     ("ltorch.abs(a)", {"a": i34}, torch.abs),
     ("ltorch.exp(a)", {"a": i34}, torch.exp),
@@ -159,4 +182,14 @@ CASES = [
 def test_op_matches_torch(cli, tmp_path, call, inputs, fn):
     with torch.no_grad():
         expected = fn(*inputs.values())
-    run_case(cli, tmp_path, call, inputs, expected)
+    op = call.split("(")[0].split(".")[-1]
+    run_case(cli, tmp_path, call, inputs, expected, UNARY[op][1] if op in UNARY else None)
+
+
+def test_unary_table_is_complete():
+    """Each unary row of the op table has its UNARY entry (a new row needs one: its input and
+    tolerance), and each entry is a row."""
+    missing = [n for n in UNARY_ROWS if n not in UNARY]
+    assert not missing, f"unary ops of the op table without a UNARY entry: {missing}"
+    stale = sorted(set(UNARY) - set(UNARY_ROWS))
+    assert not stale, f"UNARY entries that are no unary row of the op table: {stale}"

@@ -6,6 +6,7 @@
  * callable per op of the core's op table, usable inside jitted code (thunder_c.prims.linear). A
  * core status becomes the Python exception PyTorch would raise, with the core's one-line message. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pyth.h"
@@ -246,21 +247,120 @@ static PyObject *m_get_num_threads(PyObject *self, PyObject *unused) {
   return PyLong_FromLong(th_get_num_threads());
 }
 
-/* ops() -> list of (qualname, aliases, schema) of the core's op table. */
+/* ops() -> list of (qualname, aliases, schema, in_place) of the core's op table, sorted by qualname: the
+ * op ids are internal (their order follows the rows of src/ops/ops.def and may change), so the listing
+ * does not show it. */
+static int cmp_op_qualname(const void *pa, const void *pb) {
+  return strcmp(th_op_qualname(*(const int *)pa), th_op_qualname(*(const int *)pb));
+}
+
 static PyObject *m_ops(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
+  int n = th_op_count();
+  int *order = PyMem_Malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+  if (!order) return PyErr_NoMemory();
+  for (int i = 0; i < n; i++) order[i] = i;
+  qsort(order, (size_t)n, sizeof *order, cmp_op_qualname);
   PyObject *l = PyList_New(0);
-  if (!l) return NULL;
-  for (int i = 0; i < th_op_count(); i++) {
+  for (int k = 0; l && k < n; k++) {
+    int i = order[k];
     PyObject *t = Py_BuildValue("(sssO)", th_op_qualname(i), th_op_aliases(i), th_op_schema(i),
                                 (th_op_flags(i) & TH_OPF_IN_PLACE) ? Py_True : Py_False);
-    if (!t || PyList_Append(l, t) < 0) {
-      Py_XDECREF(t);
-      Py_DECREF(l);
-      return NULL;
-    }
-    Py_DECREF(t);
+    if (!t || PyList_Append(l, t) < 0) Py_CLEAR(l);
+    Py_XDECREF(t);
+  }
+  PyMem_Free(order);
+  return l;
+}
+
+/* op_rows() -> one dict per row of the elementwise op tables src/ops/unary.def and src/ops/binary.def
+ * (the rows themselves, expanded here: the frontend may read the core's sources), sorted by name:
+ *   name     the op's name ("add"): its torch-level op is ltorch.<name>
+ *   arity    1 (unary.def) or 2 (binary.def)
+ *   kind     the prim's kind: unary MATH FLOAT EXACT PRED, binary MATH FLOAT ALL EXACT CMP; None for a
+ *            composite (a torch-level op without a prim of its own: TH_UNARY_TORCH / TH_BINARY_TORCH)
+ *   prim     "prims.<name>", or None for a composite
+ *   torch    "ltorch.<name>"
+ *   inplace  "ltorch.<name>_", or None for a row without an in-place variant (NO_INPLACE)
+ *   fold     how numbers fold ("FLOAT", "ARITH", ...), None for a composite
+ *   decomp   the torch-level op's decomposition: a promotion kind ("DEFAULT", "INT_TO_FLOAT", ...) or
+ *            "OWN" (written by hand; always for a composite)
+ *   fuse     whether the prim has a fuser template (False: TH_UF_NO_FUSE / TH_BF_NO_FUSE), None for a
+ *            composite
+ * Tests walk these rows (by kind, by in-place variant) instead of keeping lists of op names. */
+typedef struct op_row {
+  const char *name, *kind, *fold, *decomp;
+  int arity;
+  bool inplace, fuse;
+} op_row;
+
+#define OPROW_INPLACE_INPLACE true
+#define OPROW_INPLACE_NO_INPLACE false
+static const op_row op_rows_table[] = {
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, params, tags, aliases, inplace, ip_aliases) \
+  {#name, #kind, #fold, #decomp, 1, OPROW_INPLACE_##inplace, !((flags) & TH_UF_NO_FUSE)},
+#define TH_UNARY_TORCH(name, params, tags, aliases, inplace, ip_aliases) \
+  {#name, NULL, NULL, "OWN", 1, OPROW_INPLACE_##inplace, false},
+#include "ops/unary.def"
+#undef TH_UNARY
+#undef TH_UNARY_TORCH
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, input, params, tags, aliases, inplace, \
+                  ip_aliases)                                                                                 \
+  {#name, #kind, #fold, #decomp, 2, OPROW_INPLACE_##inplace, !((flags) & TH_BF_NO_FUSE)},
+#define TH_BINARY_TORCH(name, input, params, tags, aliases, inplace, ip_aliases) \
+  {#name, NULL, NULL, "OWN", 2, OPROW_INPLACE_##inplace, false},
+#include "ops/binary.def"
+#undef TH_BINARY
+#undef TH_BINARY_TORCH
+};
+#undef OPROW_INPLACE_INPLACE
+#undef OPROW_INPLACE_NO_INPLACE
+#define N_OP_ROWS ((int)(sizeof op_rows_table / sizeof op_rows_table[0]))
+
+static int cmp_op_row(const void *pa, const void *pb) {
+  return strcmp((*(const op_row *const *)pa)->name, (*(const op_row *const *)pb)->name);
+}
+
+static PyObject *str_or_none(const char *fmt, const char *name, bool present) {
+  return present ? PyUnicode_FromFormat(fmt, name) : Py_NewRef(Py_None);
+}
+
+static PyObject *op_row_dict(const op_row *r) {
+  bool prim = r->kind != NULL;
+  PyObject *d = PyDict_New();
+  if (!d) return NULL;
+  struct { const char *key; PyObject *v; } items[] = {
+      {"name", PyUnicode_FromString(r->name)},
+      {"arity", PyLong_FromLong(r->arity)},
+      {"kind", str_or_none("%s", r->kind, prim)},
+      {"prim", str_or_none("prims.%s", r->name, prim)},
+      {"torch", PyUnicode_FromFormat("ltorch.%s", r->name)},
+      {"inplace", str_or_none("ltorch.%s_", r->name, r->inplace)},
+      {"fold", str_or_none("%s", r->fold, prim)},
+      {"decomp", PyUnicode_FromString(r->decomp)},
+      {"fuse", prim ? PyBool_FromLong(r->fuse) : Py_NewRef(Py_None)},
+  };
+  bool ok = true;
+  for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+    if (ok && (!items[i].v || PyDict_SetItemString(d, items[i].key, items[i].v) < 0)) ok = false;
+    Py_XDECREF(items[i].v);
+  }
+  if (!ok) Py_CLEAR(d);
+  return d;
+}
+
+static PyObject *m_op_rows(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  const op_row *sorted[N_OP_ROWS];
+  for (int i = 0; i < N_OP_ROWS; i++) sorted[i] = &op_rows_table[i];
+  qsort(sorted, (size_t)N_OP_ROWS, sizeof sorted[0], cmp_op_row);
+  PyObject *l = PyList_New(0);
+  for (int i = 0; l && i < N_OP_ROWS; i++) {
+    PyObject *d = op_row_dict(sorted[i]);
+    if (!d || PyList_Append(l, d) < 0) Py_CLEAR(l);
+    Py_XDECREF(d);
   }
   return l;
 }
@@ -280,7 +380,12 @@ static PyMethodDef module_methods[] = {
      "[0, 4096]."},
     {"get_num_threads", m_get_num_threads, METH_NOARGS,
      "get_num_threads() -> int: the thread count compiled programs run on (see set_num_threads)."},
-    {"ops", m_ops, METH_NOARGS, "The core's op table: a list of (qualname, aliases, schema, in_place)."},
+    {"ops", m_ops, METH_NOARGS,
+     "The core's op table: a list of (qualname, aliases, schema, in_place), sorted by qualname."},
+    {"op_rows", m_op_rows, METH_NOARGS,
+     "The rows of the elementwise op tables (src/ops/unary.def, binary.def), sorted by name: one dict each "
+     "with name, arity (1 or 2), kind (the prim's: MATH FLOAT EXACT PRED ALL CMP; None for a composite), "
+     "prim, torch and inplace (qualnames, None where absent), fold, decomp and fuse."},
     {NULL, NULL, 0, NULL},
 };
 
