@@ -149,19 +149,21 @@ static void bench_shape(const char *label, int64_t M, int64_t K, int64_t N, int 
   if (th_transform_float8(t32, NULL, &t8) != TH_OK) die("float8");
   th_trace *tmm = scaled_mm_trace(M, K, N);
   row rows[6] = {
-      {"f32 linear", compile(t32, blas_eager, 2, false), 0, {0}, NULL, 4 * N * K},
-      {"bf16 linear", compile(t16, blas_eager, 2, false), 0, {0}, NULL, 2 * N * K},
-      {"fp8 linear", compile(t8, blas_eager, 2, false), 0, {0}, NULL, N * K + 4},
-      {"fp8 fused", compile(t8, fused, 3, true), 0, {0}, NULL, N * K + 4},
-      {"_scaled_mm", compile(tmm, blas_eager, 2, false), 0, {0}, NULL, N * K + 4},
-      {"_scaled_mm eg", compile(tmm, eager, 1, false), 0, {0}, NULL, N * K + 4},
+    {"f32 linear", compile(t32, blas_eager, 2, false), 0, {0}, NULL, 4 * N * K},
+    {"bf16 linear", compile(t16, blas_eager, 2, false), 0, {0}, NULL, 2 * N * K},
+    {"fp8 linear", compile(t8, blas_eager, 2, false), 0, {0}, NULL, N * K + 4},
+    {"fp8 fused", compile(t8, fused, 3, true), 0, {0}, NULL, N * K + 4},
+    {"_scaled_mm", compile(tmm, blas_eager, 2, false), 0, {0}, NULL, N * K + 4},
+    {"_scaled_mm eg", compile(tmm, eager, 1, false), 0, {0}, NULL, N * K + 4},
   };
   const th_trace *traces[6] = {t32, t16, t8, t8, tmm, tmm};
   int nrows = 6;
   for (int i = 0; i < nrows; i++) {
     rows[i].ms = calloc((size_t)runs, sizeof(double));
-    if (rows[i].p) inputs_like(&rows[i], traces[i]);
-    else fprintf(stderr, "bench_fp8: %s skipped: %s\n", rows[i].name, th_last_error());
+    if (rows[i].p)
+      inputs_like(&rows[i], traces[i]);
+    else
+      fprintf(stderr, "bench_fp8: %s skipped: %s\n", rows[i].name, th_last_error());
   }
   for (int i = 0; i < nrows; i++)
     if (rows[i].p) run_once(&rows[i]); /* warm-up: caches, primitives, page faults */

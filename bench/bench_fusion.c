@@ -36,34 +36,64 @@ typedef struct {
   int64_t shape[2];
   int nparams; /* vectors of the last dim: bias / weight */
   const char *params[2];
-  float lo, hi; /* input value range */
+  float lo, hi;     /* input value range */
   const char *body; /* trace lines after the signature and the type comments */
 } workload;
 
 static const workload WORKLOADS[] = {
-    {"gelu_tanh", 1, {16777216, 0}, 0, {NULL, NULL}, -2.0f, 2.0f,
-     "  t0 = ltorch.mul(x, 2.0)\n"
-     "  t1 = ltorch.add(t0, 1.0, alpha=None)\n"
-     "  t2 = ltorch.gelu(t1, approximate='tanh')\n"
-     "  return t2\n"},
-    {"bias_gelu", 2, {8192, 3072}, 1, {"b", NULL}, -3.0f, 3.0f,
-     "  t0 = ltorch.add(x, b, alpha=None)\n"
-     "  t1 = ltorch.gelu(t0, approximate='tanh')\n"
-     "  return t1\n"},
-    {"softmax", 2, {8192, 1024}, 0, {NULL, NULL}, -4.0f, 4.0f,
-     "  t0 = ltorch.softmax(x, -1)\n"
-     "  return t0\n"},
-    {"layer_norm", 2, {8192, 1024}, 2, {"w", "b"}, -2.0f, 2.0f,
-     "  t0 = ltorch.layer_norm(x, (1024,), w, b, 1e-05)\n"
-     "  return t0\n"},
-    {"rms_norm", 2, {8192, 1024}, 1, {"w", NULL}, -2.0f, 2.0f,
-     "  t0 = ltorch.mul(x, x)\n"
-     "  t1 = ltorch.mean(t0, -1, True)\n"
-     "  t2 = ltorch.add(t1, 1e-06, alpha=None)\n"
-     "  t3 = ltorch.rsqrt(t2)\n"
-     "  t4 = ltorch.mul(x, t3)\n"
-     "  t5 = ltorch.mul(t4, w)\n"
-     "  return t5\n"},
+  {"gelu_tanh",
+   1,
+   {16777216, 0},
+   0,
+   {NULL, NULL},
+   -2.0f,
+   2.0f,
+   "  t0 = ltorch.mul(x, 2.0)\n"
+   "  t1 = ltorch.add(t0, 1.0, alpha=None)\n"
+   "  t2 = ltorch.gelu(t1, approximate='tanh')\n"
+   "  return t2\n"},
+  {"bias_gelu",
+   2,
+   {8192, 3072},
+   1,
+   {"b", NULL},
+   -3.0f,
+   3.0f,
+   "  t0 = ltorch.add(x, b, alpha=None)\n"
+   "  t1 = ltorch.gelu(t0, approximate='tanh')\n"
+   "  return t1\n"},
+  {"softmax",
+   2,
+   {8192, 1024},
+   0,
+   {NULL, NULL},
+   -4.0f,
+   4.0f,
+   "  t0 = ltorch.softmax(x, -1)\n"
+   "  return t0\n"},
+  {"layer_norm",
+   2,
+   {8192, 1024},
+   2,
+   {"w", "b"},
+   -2.0f,
+   2.0f,
+   "  t0 = ltorch.layer_norm(x, (1024,), w, b, 1e-05)\n"
+   "  return t0\n"},
+  {"rms_norm",
+   2,
+   {8192, 1024},
+   1,
+   {"w", NULL},
+   -2.0f,
+   2.0f,
+   "  t0 = ltorch.mul(x, x)\n"
+   "  t1 = ltorch.mean(t0, -1, True)\n"
+   "  t2 = ltorch.add(t1, 1e-06, alpha=None)\n"
+   "  t3 = ltorch.rsqrt(t2)\n"
+   "  t4 = ltorch.mul(x, t3)\n"
+   "  t5 = ltorch.mul(t4, w)\n"
+   "  return t5\n"},
 };
 #define NWORKLOADS ((int)(sizeof WORKLOADS / sizeof WORKLOADS[0]))
 
@@ -80,7 +110,8 @@ static char *gen_text(const workload *w, const char *dt) {
   int64_t last = w->shape[w->ndim - 1];
   int n = snprintf(s, cap, "def computation(x%s%s%s%s):\n", w->nparams > 0 ? ", " : "",
                    w->nparams > 0 ? w->params[0] : "", w->nparams > 1 ? ", " : "", w->nparams > 1 ? w->params[1] : "");
-  if (w->ndim == 1) n += snprintf(s + n, cap - (size_t)n, "  # x: \"cpu %s[%lld]\"\n", dt, (long long)w->shape[0]);
+  if (w->ndim == 1)
+    n += snprintf(s + n, cap - (size_t)n, "  # x: \"cpu %s[%lld]\"\n", dt, (long long)w->shape[0]);
   else
     n += snprintf(s + n, cap - (size_t)n, "  # x: \"cpu %s[%lld, %lld]\"\n", dt, (long long)w->shape[0],
                   (long long)w->shape[1]);
@@ -96,9 +127,12 @@ static int make_inputs(const th_trace *tr, const workload *w, th_tensor **in) {
   for (int i = 0; i < nin; i++) {
     const th_value *v = th_trace_input(tr, i);
     in[i] = th_tensor_empty(th_value_dtype(v), th_value_ndim(v), th_value_shape(v));
-    if (i == 0) bu_fill(in[i], 12345u, w->lo, w->hi);
-    else if (!strcmp(th_value_name(v), "w")) bu_fill(in[i], 777u + (unsigned)i, 0.5f, 1.5f);
-    else bu_fill(in[i], 999u + (unsigned)i, -0.5f, 0.5f);
+    if (i == 0)
+      bu_fill(in[i], 12345u, w->lo, w->hi);
+    else if (!strcmp(th_value_name(v), "w"))
+      bu_fill(in[i], 777u + (unsigned)i, 0.5f, 1.5f);
+    else
+      bu_fill(in[i], 999u + (unsigned)i, -0.5f, 0.5f);
   }
   return nin;
 }
@@ -111,8 +145,10 @@ static th_status run_once(th_program *p, int nin, th_tensor **in, double *ms, th
   *ms = bu_now_ms() - t0;
   if (st != TH_OK) return st;
   for (int i = 0; i < nout; i++) {
-    if (i == 0 && keep) *keep = out[0];
-    else th_tensor_release(out[i]);
+    if (i == 0 && keep)
+      *keep = out[0];
+    else
+      th_tensor_release(out[i]);
   }
   free(out);
   return TH_OK;
@@ -160,8 +196,10 @@ static void bench_one(const workload *w, const char *dt, const options *o) {
   for (int r = -1; r < o->rounds; r++) { /* round -1 warms up (and compares the outputs) */
     for (int f = 0; f < 2; f++) {
       double t0 = bu_now_ms();
-      if (f == 0) bu_copy(fdst, fsrc, xbytes);
-      else bu_copy_stream(fdst, fsrc, xbytes);
+      if (f == 0)
+        bu_copy(fdst, fsrc, xbytes);
+      else
+        bu_copy_stream(fdst, fsrc, xbytes);
       double tf = bu_now_ms() - t0;
       if (r >= 0) ms[f][r] = tf;
     }
@@ -194,7 +232,7 @@ static void bench_one(const workload *w, const char *dt, const options *o) {
     printf("| %s | %s | %s | %s | %.2f / %.2f / %.2f | %.1f | %.2fx | %.2fx | %s | %s |\n", w->name, dt, labels[k],
            regions, s[k].min, s[k].med, s[k].max, gbs, s[k].med / s[0].med, s[k].med / s[1].med, ratio_unf, diff);
     bu_emit("@row %s %s %s %.4f %.4f %.4f %lld %s", w->name, dt, kinds[k], s[k].min, s[k].med, s[k].max,
-           (long long)bytes, regions[0] ? regions : "-");
+            (long long)bytes, regions[0] ? regions : "-");
   }
   fflush(stdout);
   for (int k = 0; k < 4; k++) free(ms[k]);
@@ -268,13 +306,20 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) return usage();
-    if (!strcmp(a, "--rounds")) o.rounds = atoi(v);
-    else if (!strcmp(a, "--compile-reps")) o.compile_reps = atoi(v);
-    else if (!strcmp(a, "--only")) only = v;
-    else if (!strcmp(a, "--dtypes")) dtypes = v;
-    else if (!strcmp(a, "--fused")) fused = v;
-    else if (!strcmp(a, "--unfused")) unfused = v;
-    else return usage();
+    if (!strcmp(a, "--rounds"))
+      o.rounds = atoi(v);
+    else if (!strcmp(a, "--compile-reps"))
+      o.compile_reps = atoi(v);
+    else if (!strcmp(a, "--only"))
+      only = v;
+    else if (!strcmp(a, "--dtypes"))
+      dtypes = v;
+    else if (!strcmp(a, "--fused"))
+      fused = v;
+    else if (!strcmp(a, "--unfused"))
+      unfused = v;
+    else
+      return usage();
     i++;
   }
   if (o.rounds < 1 || o.rounds > 10000 || o.compile_reps < 0 || o.compile_reps > 100) return usage();
@@ -305,8 +350,10 @@ int main(int argc, char **argv) {
       if (strcmp(dt, "f32") && strcmp(dt, "bf16")) return usage();
       for (int i = 0; i < NWORKLOADS; i++) {
         if (!selected(&WORKLOADS[i], only)) continue;
-        if (pass == 0) bench_one(&WORKLOADS[i], dt, &o);
-        else compile_one(&WORKLOADS[i], dt, &o);
+        if (pass == 0)
+          bench_one(&WORKLOADS[i], dt, &o);
+        else
+          compile_one(&WORKLOADS[i], dt, &o);
       }
     }
   }

@@ -26,26 +26,27 @@ static char *gen(int B, int T, int C, int H, const char *dt) {
   size_t cap = 16384;
   char *s = malloc(cap);
   int hs = C / H;
-  snprintf(s, cap,
-           "def computation(x, ln1w, ln1b, wqkv, bqkv, wproj, bproj, ln2w, ln2b, wfc, bfc, wout, bout):\n"
-           "  # x: \"cpu %s[%d, %d, %d]\"\n  # ln1w: \"cpu %s[%d]\"\n  # ln1b: \"cpu %s[%d]\"\n"
-           "  # wqkv: \"cpu %s[%d, %d]\"\n  # bqkv: \"cpu %s[%d]\"\n  # wproj: \"cpu %s[%d, %d]\"\n"
-           "  # bproj: \"cpu %s[%d]\"\n  # ln2w: \"cpu %s[%d]\"\n  # ln2b: \"cpu %s[%d]\"\n"
-           "  # wfc: \"cpu %s[%d, %d]\"\n  # bfc: \"cpu %s[%d]\"\n  # wout: \"cpu %s[%d, %d]\"\n  # bout: \"cpu %s[%d]\"\n"
-           "  h = ltorch.layer_norm(x, (%d,), ln1w, ln1b, 1e-05)\n"
-           "  qkv = ltorch.linear(h, wqkv, bqkv)\n"
-           "  (q, k, v) = ltorch.split(qkv, %d, 2)\n"
-           "  q4 = ltorch.reshape(q, (%d, %d, %d, %d))\n  k4 = ltorch.reshape(k, (%d, %d, %d, %d))\n"
-           "  v4 = ltorch.reshape(v, (%d, %d, %d, %d))\n"
-           "  qh = ltorch.transpose(q4, 1, 2)\n  kh = ltorch.transpose(k4, 1, 2)\n  vh = ltorch.transpose(v4, 1, 2)\n"
-           "  y = ltorch.scaled_dot_product_attention(qh, kh, vh, None, 0.0, True, scale=None)\n"
-           "  yt = ltorch.transpose(y, 1, 2)\n  yc = ltorch.reshape(yt, (%d, %d, %d))\n"
-           "  attn = ltorch.linear(yc, wproj, bproj)\n  x1 = ltorch.add(x, attn, alpha=None)\n"
-           "  h2 = ltorch.layer_norm(x1, (%d,), ln2w, ln2b, 1e-05)\n  fc = ltorch.linear(h2, wfc, bfc)\n"
-           "  g = ltorch.gelu(fc, approximate='tanh')\n  mlp = ltorch.linear(g, wout, bout)\n"
-           "  out = ltorch.add(x1, mlp, alpha=None)\n  return out\n",
-           dt, B, T, C, dt, C, dt, C, dt, 3 * C, C, dt, 3 * C, dt, C, C, dt, C, dt, C, dt, C, dt, 4 * C, C, dt,
-           4 * C, dt, C, 4 * C, dt, C, C, C, B, T, H, hs, B, T, H, hs, B, T, H, hs, B, T, C, C);
+  snprintf(
+    s, cap,
+    "def computation(x, ln1w, ln1b, wqkv, bqkv, wproj, bproj, ln2w, ln2b, wfc, bfc, wout, bout):\n"
+    "  # x: \"cpu %s[%d, %d, %d]\"\n  # ln1w: \"cpu %s[%d]\"\n  # ln1b: \"cpu %s[%d]\"\n"
+    "  # wqkv: \"cpu %s[%d, %d]\"\n  # bqkv: \"cpu %s[%d]\"\n  # wproj: \"cpu %s[%d, %d]\"\n"
+    "  # bproj: \"cpu %s[%d]\"\n  # ln2w: \"cpu %s[%d]\"\n  # ln2b: \"cpu %s[%d]\"\n"
+    "  # wfc: \"cpu %s[%d, %d]\"\n  # bfc: \"cpu %s[%d]\"\n  # wout: \"cpu %s[%d, %d]\"\n  # bout: \"cpu %s[%d]\"\n"
+    "  h = ltorch.layer_norm(x, (%d,), ln1w, ln1b, 1e-05)\n"
+    "  qkv = ltorch.linear(h, wqkv, bqkv)\n"
+    "  (q, k, v) = ltorch.split(qkv, %d, 2)\n"
+    "  q4 = ltorch.reshape(q, (%d, %d, %d, %d))\n  k4 = ltorch.reshape(k, (%d, %d, %d, %d))\n"
+    "  v4 = ltorch.reshape(v, (%d, %d, %d, %d))\n"
+    "  qh = ltorch.transpose(q4, 1, 2)\n  kh = ltorch.transpose(k4, 1, 2)\n  vh = ltorch.transpose(v4, 1, 2)\n"
+    "  y = ltorch.scaled_dot_product_attention(qh, kh, vh, None, 0.0, True, scale=None)\n"
+    "  yt = ltorch.transpose(y, 1, 2)\n  yc = ltorch.reshape(yt, (%d, %d, %d))\n"
+    "  attn = ltorch.linear(yc, wproj, bproj)\n  x1 = ltorch.add(x, attn, alpha=None)\n"
+    "  h2 = ltorch.layer_norm(x1, (%d,), ln2w, ln2b, 1e-05)\n  fc = ltorch.linear(h2, wfc, bfc)\n"
+    "  g = ltorch.gelu(fc, approximate='tanh')\n  mlp = ltorch.linear(g, wout, bout)\n"
+    "  out = ltorch.add(x1, mlp, alpha=None)\n  return out\n",
+    dt, B, T, C, dt, C, dt, C, dt, 3 * C, C, dt, 3 * C, dt, C, C, dt, C, dt, C, dt, C, dt, 4 * C, C, dt, 4 * C, dt, C,
+    4 * C, dt, C, C, C, B, T, H, hs, B, T, H, hs, B, T, H, hs, B, T, C, C);
   return s;
 }
 
@@ -56,9 +57,12 @@ static int make_inputs(const th_trace *tr, th_tensor **in) {
     const th_value *v = th_trace_input(tr, i);
     const char *name = th_value_name(v);
     in[i] = th_tensor_empty(th_value_dtype(v), th_value_ndim(v), th_value_shape(v));
-    if (!strcmp(name, "x")) bu_fill(in[i], 4242u, -1.0f, 1.0f);
-    else if (!strcmp(name, "ln1w") || !strcmp(name, "ln2w")) bu_fill(in[i], 100u + (unsigned)i, 0.5f, 1.5f);
-    else bu_fill(in[i], 100u + (unsigned)i, -0.05f, 0.05f);
+    if (!strcmp(name, "x"))
+      bu_fill(in[i], 4242u, -1.0f, 1.0f);
+    else if (!strcmp(name, "ln1w") || !strcmp(name, "ln2w"))
+      bu_fill(in[i], 100u + (unsigned)i, 0.5f, 1.5f);
+    else
+      bu_fill(in[i], 100u + (unsigned)i, -0.05f, 0.05f);
   }
   return nin;
 }
@@ -189,8 +193,10 @@ int main(int argc, char **argv) {
       double t1 = bu_now_ms();
       if (it >= 0) t[k][it] = t1 - t0;
       for (int i = 0; i < nout; i++) {
-        if (it < 0 && k < nl && i == 0) first[k] = outs[0];
-        else th_tensor_release(outs[i]);
+        if (it < 0 && k < nl && i == 0)
+          first[k] = outs[0];
+        else
+          th_tensor_release(outs[i]);
       }
       free(outs);
     }
@@ -205,14 +211,14 @@ int main(int argc, char **argv) {
   for (int k = 0; k <= nl; k++)
     if (k < nl || floor) st[k] = bu_stats_of(t[k], iters);
   double peak = floor ? gemm_flops / (st[nl].med * 1e6) : 0, floor_ms = floor ? flops / (peak * 1e6) : 0;
-  printf("gpt2_block B=%d T=%d C=%d H=%d %s, %.1f GFLOP per forward, %d iterations, %d OpenMP threads\n\n", B, T, C,
-         H, dt, flops / 1e9, iters, omp_get_max_threads());
+  printf("gpt2_block B=%d T=%d C=%d H=%d %s, %.1f GFLOP per forward, %d iterations, %d OpenMP threads\n\n", B, T, C, H,
+         dt, flops / 1e9, iters, omp_get_max_threads());
   printf("| row | fusion regions | min / median / max ms | GFLOP/s (median) | /GEMM floor | %s/this | max abs diff vs "
          "%s |\n|---|---|---|---|---|---|---|\n",
          ref >= 0 ? labels[ref] : "-", ref >= 0 ? labels[ref] : "-");
   if (floor) {
-    printf("| GEMM peak: linear [%d, %d] x [%d, %d]^T (%.2f GFLOP), blas | | %.2f / %.2f / %.2f | %.1f | | | |\n", M,
-           C, 4 * C, C, gemm_flops / 1e9, st[nl].min, st[nl].med, st[nl].max, peak);
+    printf("| GEMM peak: linear [%d, %d] x [%d, %d]^T (%.2f GFLOP), blas | | %.2f / %.2f / %.2f | %.1f | | | |\n", M, C,
+           4 * C, C, gemm_flops / 1e9, st[nl].min, st[nl].med, st[nl].max, peak);
     printf("| GEMM floor: %.1f GFLOP at %.1f GFLOP/s | | %.1f | %.1f | 1.00x | | |\n", flops / 1e9, peak, floor_ms,
            peak);
     bu_emit("@gpt2 %s gemm_peak %.4f %.4f %.4f - %.3f", dt, st[nl].min, st[nl].med, st[nl].max, peak);

@@ -55,8 +55,10 @@ static void fill(th_tensor *t, unsigned seed) {
   for (int64_t i = 0; i < n; i++) {
     seed = seed * 1664525u + 1013904223u;
     float v = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
-    if (th_tensor_dtype(t) == TH_F32) ((float *)th_tensor_data(t))[i] = v;
-    else ((uint16_t *)th_tensor_data(t))[i] = th_f32_to_bf16(v);
+    if (th_tensor_dtype(t) == TH_F32)
+      ((float *)th_tensor_data(t))[i] = v;
+    else
+      ((uint16_t *)th_tensor_data(t))[i] = th_f32_to_bf16(v);
   }
 }
 
@@ -173,13 +175,13 @@ static int bench(th_dtype dt, int runs, int64_t M, int64_t N, int64_t K) {
     }
   }
 
-  printf("\n%s linear, M=%lld N=%lld K=%lld, %d runs, %d threads%s\n", th_dtype_name(dt), (long long)M,
-         (long long)N, (long long)K, runs, omp_get_max_threads(),
+  printf("\n%s linear, M=%lld N=%lld K=%lld, %d runs, %d threads%s\n", th_dtype_name(dt), (long long)M, (long long)N,
+         (long long)K, runs, omp_get_max_threads(),
          dt == TH_BF16 && !have_raw ? " (no oneDNN bf16 matmul on this CPU: the program widens to f32)" : "");
-  printf("| %-26s | %9s | %9s | %9s | %8s | %14s | %11s |\n", "what", "min ms", "median ms", "max ms",
-         "GFLOP/s", "program/this", "(of mins)");
-  printf("|%s|%s|%s|%s|%s|%s|%s|\n", "----------------------------", "-----------", "-----------",
-         "-----------", "----------", "----------------", "-------------");
+  printf("| %-26s | %9s | %9s | %9s | %8s | %14s | %11s |\n", "what", "min ms", "median ms", "max ms", "GFLOP/s",
+         "program/this", "(of mins)");
+  printf("|%s|%s|%s|%s|%s|%s|%s|\n", "----------------------------", "-----------", "-----------", "-----------",
+         "----------", "----------------", "-------------");
   double prog_med = median(&rows[0]), prog_min = rows[0].ms[0];
   for (int i = 0; i < 4; i++) {
     if (!rows[i].valid) continue;

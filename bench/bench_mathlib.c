@@ -34,18 +34,18 @@ static int cmp_double(const void *a, const void *b) {
 typedef void (*loop_fn)(const float *restrict x, float *restrict y, long n);
 
 /* one element's body as an expression of v; _1 runs on one thread, _n on all of OpenMP's */
-#define TH_LOOPS(name, expr)                                                                            \
-  static void name##_1(const float *restrict x, float *restrict y, long n) {                            \
-    _Pragma("omp simd") for (long i = 0; i < n; i++) {                                                  \
-      const float v = x[i];                                                                             \
-      y[i] = (expr);                                                                                    \
-    }                                                                                                   \
-  }                                                                                                     \
-  static void name##_n(const float *restrict x, float *restrict y, long n) {                            \
-    _Pragma("omp parallel for simd schedule(static)") for (long i = 0; i < n; i++) {                    \
-      const float v = x[i];                                                                             \
-      y[i] = (expr);                                                                                    \
-    }                                                                                                   \
+#define TH_LOOPS(name, expr)                                                                                           \
+  static void name##_1(const float *restrict x, float *restrict y, long n) {                                           \
+    _Pragma("omp simd") for (long i = 0; i < n; i++) {                                                                 \
+      const float v = x[i];                                                                                            \
+      y[i] = (expr);                                                                                                   \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  static void name##_n(const float *restrict x, float *restrict y, long n) {                                           \
+    _Pragma("omp parallel for simd schedule(static)") for (long i = 0; i < n; i++) {                                   \
+      const float v = x[i];                                                                                            \
+      y[i] = (expr);                                                                                                   \
+    }                                                                                                                  \
   }
 
 TH_LOOPS(m_exp, th_m_expf(v))
@@ -76,14 +76,15 @@ typedef struct {
   int group;    /* rows of one group share an input and are compared with each other */
 } row;
 
-#define TH_ROWS(fn, lo, hi, g)                                                                          \
-  {"th_m_" #fn "f", m_##fn##_1, m_##fn##_n, lo, hi, g}, {"glibc " #fn "f", g_##fn##_1, g_##fn##_n, lo, hi, g}
+#define TH_ROWS(fn, lo, hi, g)                                                                                         \
+  {"th_m_" #fn "f", m_##fn##_1, m_##fn##_n, lo, hi, g}, { "glibc " #fn "f", g_##fn##_1, g_##fn##_n, lo, hi, g }
 
 static const row ROWS[] = {
-    TH_ROWS(exp, -80.0f, 80.0f, 0),    TH_ROWS(exp2, -120.0f, 120.0f, 1), TH_ROWS(expm1, -20.0f, 20.0f, 2),
-    TH_ROWS(log, 1e-30f, 1e30f, 3),    TH_ROWS(log2, 1e-30f, 1e30f, 4),   TH_ROWS(log1p, -0.99f, 1e6f, 5),
-    TH_ROWS(tanh, -10.0f, 10.0f, 6),   TH_ROWS(erf, -5.0f, 5.0f, 7),      TH_ROWS(gelu, -6.0f, 6.0f, 8),
-    {"copy y = x", copy_1, copy_n, -1.0f, 1.0f, 8},
+  TH_ROWS(exp, -80.0f, 80.0f, 0),   TH_ROWS(exp2, -120.0f, 120.0f, 1),
+  TH_ROWS(expm1, -20.0f, 20.0f, 2), TH_ROWS(log, 1e-30f, 1e30f, 3),
+  TH_ROWS(log2, 1e-30f, 1e30f, 4),  TH_ROWS(log1p, -0.99f, 1e6f, 5),
+  TH_ROWS(tanh, -10.0f, 10.0f, 6),  TH_ROWS(erf, -5.0f, 5.0f, 7),
+  TH_ROWS(gelu, -6.0f, 6.0f, 8),    {"copy y = x", copy_1, copy_n, -1.0f, 1.0f, 8},
 };
 enum { NROWS = sizeof ROWS / sizeof ROWS[0] };
 
@@ -137,8 +138,8 @@ int main(int argc, char **argv) {
       char ratio[32] = "";
       if (!strncmp(ROWS[r].name, "th_m_", 5)) /* the glibc row follows; ratio of the minimums */
         snprintf(ratio, sizeof ratio, "%.1f", t[((size_t)(r + 1) * 2 + th) * rounds] / mn);
-      printf("| %-20s | %7d | %9.2f | %9.2f | %9.2f | %5.1f | %7.3f | %10s |\n", ROWS[r].name,
-             th ? threads : 1, mn, md, mx, 8.0 * (double)n / (mn * 1e6), mn * 1e6 / (double)n, ratio);
+      printf("| %-20s | %7d | %9.2f | %9.2f | %9.2f | %5.1f | %7.3f | %10s |\n", ROWS[r].name, th ? threads : 1, mn, md,
+             mx, 8.0 * (double)n / (mn * 1e6), mn * 1e6 / (double)n, ratio);
     }
   printf("\n(checksum %g)\n", checksum);
   free(x);

@@ -112,8 +112,10 @@ static inline void bu_fill(th_tensor *t, unsigned seed, float lo, float hi) {
   for (int64_t i = 0; i < n; i++) {
     seed = seed * 1664525u + 1013904223u;
     float v = lo + (hi - lo) * ((float)(seed >> 8) / (float)(1u << 24));
-    if (dt == TH_F32) ((float *)d)[i] = v;
-    else if (dt == TH_BF16) ((uint16_t *)d)[i] = th_f32_to_bf16(v);
+    if (dt == TH_F32)
+      ((float *)d)[i] = v;
+    else if (dt == TH_BF16)
+      ((uint16_t *)d)[i] = th_f32_to_bf16(v);
   }
 }
 
@@ -288,8 +290,7 @@ static inline int bu_run_child(char *const *args, const char *cache_dir, char *o
   out[len] = 0;
   close(fds[0]);
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -372,24 +373,26 @@ static inline void bu_compile_rows(const char *label, const char *dtype, const c
     regions = pc.regions;
     ok++;
   }
-  if (saved) setenv("XDG_CACHE_HOME", saved, 1);
-  else unsetenv("XDG_CACHE_HOME");
+  if (saved)
+    setenv("XDG_CACHE_HOME", saved, 1);
+  else
+    unsetenv("XDG_CACHE_HOME");
   free(saved);
   if (ok > 0) {
     bu_stats c = bu_stats_of(cold, ok), w = bu_stats_of(warm, ok), s = bu_stats_of(same, ok),
              f = bu_stats_of(fr_cold, ok);
     printf("| %s | %s | %s | cold (new process, empty cache) | %d | %d | %d | %.1f / %.1f / %.1f | %.1f |\n", label,
            dtype, execs_label, ok, regions, nso, c.min, c.med, c.max, f.med);
-    printf("| %s | %s | %s | warm (new process, cache populated) | %d | %d | | %.1f / %.1f / %.1f | |\n", label,
-           dtype, execs_label, ok, regions, w.min, w.med, w.max);
+    printf("| %s | %s | %s | warm (new process, cache populated) | %d | %d | | %.1f / %.1f / %.1f | |\n", label, dtype,
+           execs_label, ok, regions, w.min, w.med, w.max);
     printf("| %s | %s | %s | warm (same process, program freed and made again) | %d | %d | | %.1f / %.1f / %.1f | |\n",
            label, dtype, execs_label, ok, regions, s.min, s.med, s.max);
     bu_emit("@compile %s %s %s cold %.3f %.3f %.3f %d %d", label, dtype, execs_label, c.min, c.med, c.max, regions,
-           nso);
+            nso);
     bu_emit("@compile %s %s %s warm_process %.3f %.3f %.3f %d %d", label, dtype, execs_label, w.min, w.med, w.max,
-           regions, nso);
-    bu_emit("@compile %s %s %s warm_same %.3f %.3f %.3f %d %d", label, dtype, execs_label, s.min, s.med, s.max,
-           regions, nso);
+            regions, nso);
+    bu_emit("@compile %s %s %s warm_same %.3f %.3f %.3f %d %d", label, dtype, execs_label, s.min, s.med, s.max, regions,
+            nso);
   }
   free(cold);
   free(warm);

@@ -74,21 +74,30 @@ int main(int argc, char **argv) {
     return 2;
   }
   const spec gpt2[] = {
-    {"ln_1_weight", 1, {128}, 1.0, 0.1},        {"ln_1_bias", 1, {128}, 0.0, 0.1},
-    {"attn_c_attn_weight", 2, {384, 128}, 0.0, 0.02}, {"attn_c_attn_bias", 1, {384}, 0.0, 0.01},
-    {"attn_c_proj_weight", 2, {128, 128}, 0.0, 0.02}, {"attn_c_proj_bias", 1, {128}, 0.0, 0.01},
-    {"ln_2_weight", 1, {128}, 1.0, 0.1},        {"ln_2_bias", 1, {128}, 0.0, 0.1},
-    {"mlp_c_fc_weight", 2, {512, 128}, 0.0, 0.02},   {"mlp_c_fc_bias", 1, {512}, 0.0, 0.01},
-    {"mlp_c_proj_weight", 2, {128, 512}, 0.0, 0.02}, {"mlp_c_proj_bias", 1, {128}, 0.0, 0.01},
+    {"ln_1_weight", 1, {128}, 1.0, 0.1},
+    {"ln_1_bias", 1, {128}, 0.0, 0.1},
+    {"attn_c_attn_weight", 2, {384, 128}, 0.0, 0.02},
+    {"attn_c_attn_bias", 1, {384}, 0.0, 0.01},
+    {"attn_c_proj_weight", 2, {128, 128}, 0.0, 0.02},
+    {"attn_c_proj_bias", 1, {128}, 0.0, 0.01},
+    {"ln_2_weight", 1, {128}, 1.0, 0.1},
+    {"ln_2_bias", 1, {128}, 0.0, 0.1},
+    {"mlp_c_fc_weight", 2, {512, 128}, 0.0, 0.02},
+    {"mlp_c_fc_bias", 1, {512}, 0.0, 0.01},
+    {"mlp_c_proj_weight", 2, {128, 512}, 0.0, 0.02},
+    {"mlp_c_proj_bias", 1, {128}, 0.0, 0.01},
   };
-  if (write_file(argv[1], "gpt2_block.safetensors", gpt2, (int)(sizeof gpt2 / sizeof gpt2[0]), NULL, NULL, 0))
-    return 1;
+  if (write_file(argv[1], "gpt2_block.safetensors", gpt2, (int)(sizeof gpt2 / sizeof gpt2[0]), NULL, NULL, 0)) return 1;
 
   const spec llama[] = {
-    {"attention_norm_weight", 1, {128}, 1.0, 0.1}, {"wq", 2, {128, 128}, 0.0, 0.02},
-    {"wk", 2, {128, 128}, 0.0, 0.02},             {"wv", 2, {128, 128}, 0.0, 0.02},
-    {"wo", 2, {128, 128}, 0.0, 0.02},             {"ffn_norm_weight", 1, {128}, 1.0, 0.1},
-    {"w1", 2, {352, 128}, 0.0, 0.02},             {"w2", 2, {128, 352}, 0.0, 0.02},
+    {"attention_norm_weight", 1, {128}, 1.0, 0.1},
+    {"wq", 2, {128, 128}, 0.0, 0.02},
+    {"wk", 2, {128, 128}, 0.0, 0.02},
+    {"wv", 2, {128, 128}, 0.0, 0.02},
+    {"wo", 2, {128, 128}, 0.0, 0.02},
+    {"ffn_norm_weight", 1, {128}, 1.0, 0.1},
+    {"w1", 2, {352, 128}, 0.0, 0.02},
+    {"w2", 2, {128, 352}, 0.0, 0.02},
     {"w3", 2, {352, 128}, 0.0, 0.02},
   };
   int64_t rshape[2] = {64, 32};

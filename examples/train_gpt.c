@@ -68,8 +68,7 @@ static th_arg add_param(const char *name, int ndim, int64_t d0, int64_t d1, int 
 static th_arg linear(th_arg x, th_arg w, th_arg b) { return call3("ltorch.linear", x, w, b); }
 static th_arg layer_norm(th_arg x, th_arg w, th_arg b) {
   th_arg it[1];
-  return call(
-      "ltorch.layer_norm", 5, (th_arg[]){x, ints(1, (int64_t[]){C}, it), w, b, th_arg_float(1e-5)});
+  return call("ltorch.layer_norm", 5, (th_arg[]){x, ints(1, (int64_t[]){C}, it), w, b, th_arg_float(1e-5)});
 }
 
 /* ---- the model as a trace ------------------------------------------------------------------------------ */
@@ -100,9 +99,9 @@ static th_status build(int B, int V, int L, th_value **idx, th_value **tgt, th_v
     if (st != TH_OK) return st;
     th_arg heads[3];
     for (int i = 0; i < 3; i++)
-      heads[i] = call3("ltorch.transpose",
-                       call2("ltorch.view", parts.u.seq.items[i], ints(4, (int64_t[]){B, T, H, C / H}, it)),
-                       th_arg_int(1), th_arg_int(2));
+      heads[i] =
+        call3("ltorch.transpose", call2("ltorch.view", parts.u.seq.items[i], ints(4, (int64_t[]){B, T, H, C / H}, it)),
+              th_arg_int(1), th_arg_int(2));
     th_arg kt = call3("ltorch.transpose", heads[1], th_arg_int(-2), th_arg_int(-1));
     th_arg att = call2("ltorch.mul", call2("ltorch.matmul", heads[0], kt), th_arg_float(1.0 / sqrt(C / H)));
     att = call3("ltorch.masked_fill", att, causal, th_arg_float(-INFINITY));
@@ -192,12 +191,18 @@ int main(int argc, char **argv) {
   float lr = 3e-3f;
   const char *path = "/usr/share/common-licenses/GPL-3";
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) L = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = strtof(argv[++i], NULL);
-    else if (!strcmp(argv[i], "--check")) check = 1;
-    else if (argv[i][0] != '-') path = argv[i];
+    if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+      steps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+      B = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+      L = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--lr") && i + 1 < argc)
+      lr = strtof(argv[++i], NULL);
+    else if (!strcmp(argv[i], "--check"))
+      check = 1;
+    else if (argv[i][0] != '-')
+      path = argv[i];
     else {
       fprintf(stderr, "usage: train_gpt [--steps N] [--batch B] [--layers L] [--lr LR] [--check] [TEXT_FILE]\n");
       return 2;
@@ -251,8 +256,8 @@ int main(int argc, char **argv) {
   printf("model: %d layer(s), %d heads, n_embd %d, block %d, %ld parameters; batch %d, AdamW lr %g\n", L, H, C, T,
          nweights, B, lr);
   printf("forward program: %d inputs; backward program: %d inputs (%d saved tensors, %d saved numbers, %d "
-         "cotangent)\n", th_program_num_inputs(fp), th_program_num_inputs(bp), lay.nsaved_tensors, lay.nsaved_other,
-         lay.nflat_output);
+         "cotangent)\n",
+         th_program_num_inputs(fp), th_program_num_inputs(bp), lay.nsaved_tensors, lay.nsaved_other, lay.nflat_output);
 
   in_idx = th_tensor_new(TH_I64, 2, (int64_t[]){B, T});
   in_tgt = th_tensor_new(TH_I64, 1, (int64_t[]){B * T});

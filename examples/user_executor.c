@@ -52,8 +52,10 @@ static th_status axpby_kernel(th_kernel_ctx *k) {
   int64_t n = th_tensor_numel(o);
   for (int64_t i = 0; i < n; i++) { /* th_tensor_get_f64 follows strides: views are fine */
     double v = a * th_tensor_get_f64(x, i) + b * th_tensor_get_f64(y, i);
-    if (th_tensor_dtype(o) == TH_F32) ((float *)th_tensor_data(o))[i] = (float)v;
-    else ((double *)th_tensor_data(o))[i] = v;
+    if (th_tensor_dtype(o) == TH_F32)
+      ((float *)th_tensor_data(o))[i] = (float)v;
+    else
+      ((double *)th_tensor_data(o))[i] = v;
   }
   stats->axpby_runs++;
   return TH_OK;
@@ -113,8 +115,10 @@ static th_tensor *filled(th_dtype dt, double scale, int salt) {
   if (!t) return NULL;
   for (int64_t i = 0; i < 32; i++) {
     double v = scale * (double)((i * 7 + salt) % 13 - 6);
-    if (dt == TH_F32) ((float *)th_tensor_data(t))[i] = (float)v;
-    else ((double *)th_tensor_data(t))[i] = v;
+    if (dt == TH_F32)
+      ((float *)th_tensor_data(t))[i] = (float)v;
+    else
+      ((double *)th_tensor_data(t))[i] = v;
   }
   return t;
 }

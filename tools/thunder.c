@@ -36,47 +36,47 @@
 #define MAX_BINDINGS 256
 
 static const char *usage_text =
-    "usage: thunder run PROGRAM [options]   compile and run a trace on the CPU\n"
-    "       thunder check PROGRAM [--autocast bf16|f16] [--float8] [--grad]\n"
-    "                                       parse, verify and print a trace (--grad: its forward\n"
-    "                                       and backward traces, th_transform_grad)\n"
-    "       thunder --help                  this text\n"
-    "\n"
-    "PROGRAM is a tensor program in Lightning Thunder's printed trace format\n"
-    "(def computation(...): with one `# name: \"cpu f32[2, 3]\"` comment per input).\n"
-    "\n"
-    "run options:\n"
-    "  --input NAME=FILE      bind input NAME to FILE (.npy, or the tensor NAME of a .safetensors file)\n"
-    "  --input FILE.safetensors\n"
-    "                         bind every input named like a tensor in FILE\n"
-    "  --random-inputs SEED   fill inputs not bound by --input with deterministic random values\n"
-    "                         (floats uniform in [-1, 1), integers in [0, 16), bools 0/1)\n"
-    "  --device cpu           run a trace recorded for another device (cuda:0) on the CPU\n"
-    "  --executors LIST       executors in priority order (default fuser,blas,eager; fuser compiles\n"
-    "                         fusion regions with $CC, cached in $XDG_CACHE_HOME/thunder-c,\n"
-    "                         else ~/.cache/thunder-c; least recently used kernels go beyond\n"
-    "                         $THUNDER_CACHE_MAX_MB MiB: default 1024, 0 for no bound)\n"
-    "  --output FILE          write the outputs: FILE.npy (a single output) or FILE.safetensors\n"
-    "  --print-trace          also print the execution trace (torch-level ops decomposed into\n"
-    "                         the prims the executors run) before running\n"
-    "  --print-traces         also print the trace of every compile stage (dce, cse, execution,\n"
-    "                         fuser, del_last_used), each after a `# stage: <name>` line\n"
-    "  --quiet                do not print the input trace and output statistics\n"
-    "  --grad                 also differentiate: run the forward and backward traces of the grad\n"
-    "                         transform and print (with --output: write, as grad_<input>) the\n"
-    "                         gradient of every floating input\n"
-    "  --cotangents FILE      the output gradients for --grad (default: ones): FILE.npy for a single\n"
-    "                         output tensor, or FILE.safetensors with cotangent0, cotangent1, ...\n"
-    "\n"
-    "run and check options:\n"
-    "  --autocast bf16|f16    apply autocast first, as `torch.autocast` with that dtype: matmul,\n"
-    "                         linear, sdpa run in it; prod, cross_entropy, nll_loss, mse_loss in\n"
-    "                         float32; cat and stack take the widest input dtype (PyTorch's CPU lists)\n"
-    "  --float8               then run every linear as fp8 math (torchao's float8 training recipe with\n"
-    "                         dynamic per-tensor scales: amax -> scale = 448 / amax -> saturated cast to\n"
-    "                         float8_e4m3fn for input and weight -> torch._scaled_mm)\n"
-    "\n"
-    "exit status: 0 success, 1 error in the program or its inputs, 2 bad usage\n";
+  "usage: thunder run PROGRAM [options]   compile and run a trace on the CPU\n"
+  "       thunder check PROGRAM [--autocast bf16|f16] [--float8] [--grad]\n"
+  "                                       parse, verify and print a trace (--grad: its forward\n"
+  "                                       and backward traces, th_transform_grad)\n"
+  "       thunder --help                  this text\n"
+  "\n"
+  "PROGRAM is a tensor program in Lightning Thunder's printed trace format\n"
+  "(def computation(...): with one `# name: \"cpu f32[2, 3]\"` comment per input).\n"
+  "\n"
+  "run options:\n"
+  "  --input NAME=FILE      bind input NAME to FILE (.npy, or the tensor NAME of a .safetensors file)\n"
+  "  --input FILE.safetensors\n"
+  "                         bind every input named like a tensor in FILE\n"
+  "  --random-inputs SEED   fill inputs not bound by --input with deterministic random values\n"
+  "                         (floats uniform in [-1, 1), integers in [0, 16), bools 0/1)\n"
+  "  --device cpu           run a trace recorded for another device (cuda:0) on the CPU\n"
+  "  --executors LIST       executors in priority order (default fuser,blas,eager; fuser compiles\n"
+  "                         fusion regions with $CC, cached in $XDG_CACHE_HOME/thunder-c,\n"
+  "                         else ~/.cache/thunder-c; least recently used kernels go beyond\n"
+  "                         $THUNDER_CACHE_MAX_MB MiB: default 1024, 0 for no bound)\n"
+  "  --output FILE          write the outputs: FILE.npy (a single output) or FILE.safetensors\n"
+  "  --print-trace          also print the execution trace (torch-level ops decomposed into\n"
+  "                         the prims the executors run) before running\n"
+  "  --print-traces         also print the trace of every compile stage (dce, cse, execution,\n"
+  "                         fuser, del_last_used), each after a `# stage: <name>` line\n"
+  "  --quiet                do not print the input trace and output statistics\n"
+  "  --grad                 also differentiate: run the forward and backward traces of the grad\n"
+  "                         transform and print (with --output: write, as grad_<input>) the\n"
+  "                         gradient of every floating input\n"
+  "  --cotangents FILE      the output gradients for --grad (default: ones): FILE.npy for a single\n"
+  "                         output tensor, or FILE.safetensors with cotangent0, cotangent1, ...\n"
+  "\n"
+  "run and check options:\n"
+  "  --autocast bf16|f16    apply autocast first, as `torch.autocast` with that dtype: matmul,\n"
+  "                         linear, sdpa run in it; prod, cross_entropy, nll_loss, mse_loss in\n"
+  "                         float32; cat and stack take the widest input dtype (PyTorch's CPU lists)\n"
+  "  --float8               then run every linear as fp8 math (torchao's float8 training recipe with\n"
+  "                         dynamic per-tensor scales: amax -> scale = 448 / amax -> saturated cast to\n"
+  "                         float8_e4m3fn for input and weight -> torch._scaled_mm)\n"
+  "\n"
+  "exit status: 0 success, 1 error in the program or its inputs, 2 bad usage\n";
 
 static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "thunder: ");
@@ -118,8 +118,10 @@ static char *read_file(const char *path) {
       break;
     }
     char *nb = realloc(buf, cap *= 2);
-    if (!nb) err = "out of memory";
-    else buf = nb;
+    if (!nb)
+      err = "out of memory";
+    else
+      buf = nb;
   }
   if (!err && ferror(f)) err = strerror(errno);
   if (!err && memchr(buf, 0, len)) err = "contains a NUL byte; not a text file";
@@ -179,12 +181,36 @@ static th_tensor *random_tensor(const th_value *v, uint64_t seed, int index) {
       case TH_BOOL: *e = (unsigned char)(r & 1); break;
       case TH_U8: *e = (uint8_t)(r % 16); break;
       case TH_I8: *(int8_t *)e = (int8_t)(r % 16); break;
-      case TH_I16: { int16_t x = (int16_t)(r % 16); memcpy(e, &x, 2); break; }
-      case TH_I32: { int32_t x = (int32_t)(r % 16); memcpy(e, &x, 4); break; }
-      case TH_I64: { int64_t x = (int64_t)(r % 16); memcpy(e, &x, 8); break; }
-      case TH_F16: { uint16_t x = th_f32_to_f16((float)u); memcpy(e, &x, 2); break; }
-      case TH_BF16: { uint16_t x = th_f32_to_bf16((float)u); memcpy(e, &x, 2); break; }
-      case TH_F32: { float x = (float)u; memcpy(e, &x, 4); break; }
+      case TH_I16: {
+        int16_t x = (int16_t)(r % 16);
+        memcpy(e, &x, 2);
+        break;
+      }
+      case TH_I32: {
+        int32_t x = (int32_t)(r % 16);
+        memcpy(e, &x, 4);
+        break;
+      }
+      case TH_I64: {
+        int64_t x = (int64_t)(r % 16);
+        memcpy(e, &x, 8);
+        break;
+      }
+      case TH_F16: {
+        uint16_t x = th_f32_to_f16((float)u);
+        memcpy(e, &x, 2);
+        break;
+      }
+      case TH_BF16: {
+        uint16_t x = th_f32_to_bf16((float)u);
+        memcpy(e, &x, 2);
+        break;
+      }
+      case TH_F32: {
+        float x = (float)u;
+        memcpy(e, &x, 4);
+        break;
+      }
       case TH_F64: memcpy(e, &u, 8); break;
       case TH_F8E4M3FN: *e = th_f32_to_f8e4m3fn((float)u, false); break;
       case TH_F8E5M2: *e = th_f32_to_f8e5m2((float)u, false); break;
@@ -196,15 +222,15 @@ static th_tensor *random_tensor(const th_value *v, uint64_t seed, int index) {
 
 static void format_type(th_dtype dt, int ndim, const int64_t *shape, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "%s[", th_dtype_short(dt));
-  for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
 /* Checks a file tensor against the input's recorded dtype and shape. */
 /* True if t has v's dtype and shape; else prints "<what> from <path>: expected ..., got ..." where what
  * is `input 'x'` (what NULL) or the caller's description. */
-static bool check_tensor(const char *prog, const th_value *v, const th_tensor *t, const char *path,
-                         const char *what) {
+static bool check_tensor(const char *prog, const th_value *v, const th_tensor *t, const char *path, const char *what) {
   bool ok = th_tensor_dtype(t) == th_value_dtype(v) && th_tensor_ndim(t) == th_value_ndim(v);
   for (int i = 0; ok && i < th_value_ndim(v); i++) ok = th_tensor_shape(t)[i] == th_value_shape(v)[i];
   if (!ok) {
@@ -214,8 +240,8 @@ static bool check_tensor(const char *prog, const th_value *v, const th_tensor *t
     if (what)
       fprintf(stderr, "thunder: %s: %s from %s: expected %s, got %s\n", prog, what, path, want, got);
     else
-      fprintf(stderr, "thunder: %s: input '%s' from %s: expected %s, got %s\n", prog, th_value_name(v), path,
-              want, got);
+      fprintf(stderr, "thunder: %s: input '%s' from %s: expected %s, got %s\n", prog, th_value_name(v), path, want,
+              got);
   }
   return ok;
 }
@@ -251,7 +277,8 @@ static bool bind_one(const char *prog, th_trace *tr, const binding *b, th_tensor
   if (b->name && target < 0) {
     fprintf(stderr, "thunder: %s: --input %.*s=...: the program has no input named '%.*s' (its inputs:", prog,
             (int)b->name_len, b->name, (int)b->name_len, b->name);
-    for (int i = 0; i < nin && i < 16; i++) fprintf(stderr, "%s %s", i ? "," : "", th_value_name(th_trace_input(tr, i)));
+    for (int i = 0; i < nin && i < 16; i++)
+      fprintf(stderr, "%s %s", i ? "," : "", th_value_name(th_trace_input(tr, i)));
     fprintf(stderr, "%s)\n", nin > 16 ? ", ..." : "");
     return false;
   }
@@ -293,8 +320,7 @@ static bool bind_one(const char *prog, th_trace *tr, const binding *b, th_tensor
     bound++;
   }
   if (ok && !bound) {
-    fprintf(stderr, "thunder: %s: --input %s: no tensor in it is named like an input of the program\n", prog,
-            b->path);
+    fprintf(stderr, "thunder: %s: --input %s: no tensor in it is named like an input of the program\n", prog, b->path);
     ok = false;
   }
   th_safetensors_free(f.n, f.names, f.tensors);
@@ -325,8 +351,8 @@ static void print_stats(const char *label, const th_tensor *t) {
   int64_t m = n - nonfinite;
   double mean = m ? sum / (double)m : NAN;
   double var = m ? sumsq / (double)m - mean * mean : NAN;
-  printf("%s: %s  mean %.6g  std %.6g  min %.6g  max %.6g", label, ty, mean, var > 0 ? sqrt(var) : 0.0,
-         m ? mn : NAN, m ? mx : NAN);
+  printf("%s: %s  mean %.6g  std %.6g  min %.6g  max %.6g", label, ty, mean, var > 0 ? sqrt(var) : 0.0, m ? mn : NAN,
+         m ? mx : NAN);
   if (nonfinite) printf("  non-finite %lld", (long long)nonfinite);
   printf("\n  first values:");
   for (int64_t i = 0; i < n && i < 6; i++) printf(" %.6g", th_tensor_get_f64(t, i));
@@ -335,9 +361,12 @@ static void print_stats(const char *label, const th_tensor *t) {
 
 /* --autocast VALUE: bf16/bfloat16 or f16/float16; false for anything else. */
 static bool parse_autocast(const char *v, th_dtype *dt) {
-  if (!strcmp(v, "bf16") || !strcmp(v, "bfloat16")) *dt = TH_BF16;
-  else if (!strcmp(v, "f16") || !strcmp(v, "float16")) *dt = TH_F16;
-  else return false;
+  if (!strcmp(v, "bf16") || !strcmp(v, "bfloat16"))
+    *dt = TH_BF16;
+  else if (!strcmp(v, "f16") || !strcmp(v, "float16"))
+    *dt = TH_F16;
+  else
+    return false;
   return true;
 }
 
@@ -397,10 +426,26 @@ static th_tensor *ones_like_value(const th_value *v) {
   for (int64_t i = 0; i < th_tensor_numel(t); i++) {
     unsigned char *e = p + (size_t)i * sz;
     switch (dt) {
-      case TH_F16: { uint16_t x = th_f32_to_f16(1.0f); memcpy(e, &x, 2); break; }
-      case TH_BF16: { uint16_t x = th_f32_to_bf16(1.0f); memcpy(e, &x, 2); break; }
-      case TH_F32: { float x = 1.0f; memcpy(e, &x, 4); break; }
-      case TH_F64: { double x = 1.0; memcpy(e, &x, 8); break; }
+      case TH_F16: {
+        uint16_t x = th_f32_to_f16(1.0f);
+        memcpy(e, &x, 2);
+        break;
+      }
+      case TH_BF16: {
+        uint16_t x = th_f32_to_bf16(1.0f);
+        memcpy(e, &x, 2);
+        break;
+      }
+      case TH_F32: {
+        float x = 1.0f;
+        memcpy(e, &x, 4);
+        break;
+      }
+      case TH_F64: {
+        double x = 1.0;
+        memcpy(e, &x, 8);
+        break;
+      }
       default: memset(e, 0, sz); break; /* integer outputs get no gradient: their cotangent is unused */
     }
   }
@@ -420,15 +465,17 @@ static void output_name(int i, char *buf, size_t n, const void *ctx) {
 
 static void grad_name(int i, char *buf, size_t n, const void *ctx) {
   const grad_names *g = ctx;
-  if (i < g->noutput) snprintf(buf, n, "output%d", i);
-  else snprintf(buf, n, "grad_%s", th_value_name(th_trace_input(g->tr, i - g->noutput)));
+  if (i < g->noutput)
+    snprintf(buf, n, "output%d", i);
+  else
+    snprintf(buf, n, "grad_%s", th_value_name(th_trace_input(g->tr, i - g->noutput)));
 }
 
 /* Writes the non-NULL tensors of ts[0..n) to the .safetensors file path, tensor i named by name(i);
  * prints the error and returns false on failure. */
 static bool write_named(const char *prog, const char *path, int n, th_tensor *const *ts,
                         void (*name)(int, char *, size_t, const void *), const void *ctx) {
-  char (*names)[256] = calloc((size_t)n + 1, sizeof *names);
+  char(*names)[256] = calloc((size_t)n + 1, sizeof *names);
   const char **np = calloc((size_t)n + 1, sizeof *np);
   th_tensor **keep = calloc((size_t)n + 1, sizeof *keep);
   int k = 0;
@@ -444,8 +491,10 @@ static bool write_named(const char *prog, const char *path, int n, th_tensor *co
   free(np);
   free(keep);
   if (st != TH_OK) {
-    if (!alloc) fprintf(stderr, "thunder: %s: out of memory\n", prog);
-    else fail(prog);
+    if (!alloc)
+      fprintf(stderr, "thunder: %s: out of memory\n", prog);
+    else
+      fail(prog);
     return false;
   }
   return true;
@@ -461,8 +510,10 @@ static bool load_cotangents(const char *prog, const th_trace *fwd, const char *p
   bool ok = true;
   if (path && ends_with(path, ".npy")) {
     if (n != 1) {
-      fprintf(stderr, "thunder: %s: --cotangents %s: the program returns %d tensors; use a .safetensors file with "
-              "cotangent0...\n", prog, path, n);
+      fprintf(stderr,
+              "thunder: %s: --cotangents %s: the program returns %d tensors; use a .safetensors file with "
+              "cotangent0...\n",
+              prog, path, n);
       return false;
     }
     if (th_npy_read(path, &single) != TH_OK) return fail(prog), false;
@@ -494,8 +545,10 @@ static bool load_cotangents(const char *prog, const th_trace *fwd, const char *p
   for (int j = 0; ok && path && !single && j < f.n; j++) {
     int k = -1;
     if (sscanf(f.names[j], "cotangent%d", &k) != 1 || k < 0 || k >= n) {
-      fprintf(stderr, "thunder: %s: --cotangents %s: unexpected tensor '%s' (the program returns %d tensor%s: "
-              "cotangent0..cotangent%d)\n", prog, path, f.names[j], n, n == 1 ? "" : "s", n - 1);
+      fprintf(stderr,
+              "thunder: %s: --cotangents %s: unexpected tensor '%s' (the program returns %d tensor%s: "
+              "cotangent0..cotangent%d)\n",
+              prog, path, f.names[j], n, n == 1 ? "" : "s", n - 1);
       ok = false;
     }
   }
@@ -673,8 +726,7 @@ static int cmd_check(int argc, char **argv) {
   char *s = th_trace_print(tr, -1);
   if (s) fputs(s, stdout);
   free(s);
-  printf("# %s: ok (%d inputs, %d top-level bound symbols)\n", prog, th_trace_num_inputs(tr),
-         th_trace_num_bsyms(tr));
+  printf("# %s: ok (%d inputs, %d top-level bound symbols)\n", prog, th_trace_num_inputs(tr), th_trace_num_bsyms(tr));
   th_trace_free(tr);
   return 0;
 }
@@ -691,7 +743,8 @@ static int cmd_run(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     bool needs_value = !strcmp(a, "--input") || !strcmp(a, "--random-inputs") || !strcmp(a, "--device") ||
-                       !strcmp(a, "--output") || !strcmp(a, "--executors") || !strcmp(a, "--cotangents") || !strcmp(a, "--autocast");
+                       !strcmp(a, "--output") || !strcmp(a, "--executors") || !strcmp(a, "--cotangents") ||
+                       !strcmp(a, "--autocast");
     if (needs_value && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) return usage_error("%s needs a value", a);
     if (!strcmp(a, "--input")) {
       const char *v = argv[++i];
@@ -764,7 +817,8 @@ static int cmd_run(int argc, char **argv) {
   if (!prog) return usage_error("run: missing PROGRAM%s", "");
   if (cotangents && !grad) return usage_error("--cotangents needs --grad%s", "");
   if (grad && output && !ends_with(output, ".safetensors"))
-    return usage_error("with --grad, --output writes outputs and gradients: give a .safetensors file, not '%s'", output);
+    return usage_error("with --grad, --output writes outputs and gradients: give a .safetensors file, not '%s'",
+                       output);
 
   int rc = 1;
   th_trace *tr = NULL;
@@ -865,8 +919,8 @@ static int cmd_run(int argc, char **argv) {
     }
     if (ends_with(output, ".npy")) {
       if (nout != 1) {
-        fprintf(stderr, "thunder: %s: --output %s: the program has %d outputs; use a .safetensors file\n", prog,
-                output, nout);
+        fprintf(stderr, "thunder: %s: --output %s: the program has %d outputs; use a .safetensors file\n", prog, output,
+                nout);
         goto done;
       }
       if (th_npy_write(output, outs[0]) != TH_OK) {

@@ -41,10 +41,10 @@ size_t th_dtype_size(th_dtype dt);
  * "thunder.dtypes.float32", "ui8" (Thunder's uint8 short form). Returns false if unknown. */
 bool th_dtype_parse(const char *s, th_dtype *out);
 
-bool th_dtype_is_float(th_dtype dt);   /* f16 bf16 f32 f64 and both fp8 formats */
+bool th_dtype_is_float(th_dtype dt); /* f16 bf16 f32 f64 and both fp8 formats */
 bool th_dtype_is_fp8(th_dtype dt);
 bool th_dtype_is_low_precision(th_dtype dt); /* f16, bf16, fp8: computed in f32 by the torch layer */
-bool th_dtype_is_integer(th_dtype dt); /* u8 i8 i16 i32 i64 (not bool) */
+bool th_dtype_is_integer(th_dtype dt);       /* u8 i8 i16 i32 i64 (not bool) */
 
 /* ---- scalar conversions (bit-exact, see file comment) ---------------------------------------- */
 uint16_t th_f32_to_f16(float x);

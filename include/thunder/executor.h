@@ -44,9 +44,9 @@ extern "C" {
  * puts the op's qualified name in front when the message does not start with it. */
 th_status th_set_error(th_status st, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
+  __attribute__((format(printf, 2, 3)))
 #endif
-    ;
+  ;
 
 /* ---- operators ---------------------------------------------------------------------------------- */
 
@@ -87,8 +87,8 @@ typedef th_status (*th_meta_fn)(const th_arg *args, int nargs, th_tensor_meta *o
  * on the converted values. float64, integer, bool and fp8 tensors are never converted (AMP). The
  * rule's own converts are not cast again, and nothing inside decompositions is. An error drops
  * whatever the rule recorded. */
-typedef th_status (*th_autocast_rule_fn)(const th_arg *args, int nargs, th_dtype dtype,
-                                        th_device_type device_type, th_dtype *cast_to);
+typedef th_status (*th_autocast_rule_fn)(const th_arg *args, int nargs, th_dtype dtype, th_device_type device_type,
+                                         th_dtype *cast_to);
 
 /* Tags of a registered operator (th_op_register's `tags`): the TH_OPF_* flags of thunder/trace.h that
  * make sense for a new op, plus PyTorch AMP's policies as ready-made autocast rules (the very rules of
@@ -130,10 +130,9 @@ th_status th_op_register(const char *qualname, const char *schema, th_meta_fn me
  * argument; everything else (names, schema, tags, errors, when the callbacks run) is the same. The
  * registry keeps `user` for the process (registered operators cannot be removed): it must stay valid
  * as long as the op may be recorded, parsed, verified or autocast. */
-typedef th_status (*th_meta_ex_fn)(const th_arg *args, int nargs, th_tensor_meta *outputs, int *noutputs,
-                                   void *user);
-typedef th_status (*th_autocast_rule_ex_fn)(const th_arg *args, int nargs, th_dtype dtype,
-                                           th_device_type device_type, th_dtype *cast_to, void *user);
+typedef th_status (*th_meta_ex_fn)(const th_arg *args, int nargs, th_tensor_meta *outputs, int *noutputs, void *user);
+typedef th_status (*th_autocast_rule_ex_fn)(const th_arg *args, int nargs, th_dtype dtype, th_device_type device_type,
+                                            th_dtype *cast_to, void *user);
 th_status th_op_register_ex(const char *qualname, const char *schema, th_meta_ex_fn meta,
                             th_autocast_rule_ex_fn autocast, unsigned tags, void *user);
 

@@ -114,8 +114,7 @@ int th_program_num_inputs(const th_program *p);
  * *outputs is a malloc'd array of *noutputs
  * tensors (each one reference owned by the caller; free the array with free()). Not thread-safe for
  * one program; distinct programs may run concurrently. */
-th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
-                         th_tensor ***outputs);
+th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs, th_tensor ***outputs);
 
 void th_program_free(th_program *p); /* NULL is fine */
 

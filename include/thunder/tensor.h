@@ -37,14 +37,13 @@ th_tensor *th_tensor_empty(th_dtype dtype, int ndim, const int64_t *shape);
  * the elements this (shape, strides) reaches, so views of it must stay inside that. `deleter(ctx)`
  * runs once, when the last tensor viewing the memory is released (may be NULL). On failure (NULL) the
  * deleter is not called: the caller still owns data. */
-th_tensor *th_tensor_from_data(void *data, th_dtype dtype, int ndim, const int64_t *shape,
-                               const int64_t *strides, void (*deleter)(void *ctx), void *ctx);
+th_tensor *th_tensor_from_data(void *data, th_dtype dtype, int ndim, const int64_t *shape, const int64_t *strides,
+                               void (*deleter)(void *ctx), void *ctx);
 /* A view sharing t's storage (no copy): new shape and strides (elements; NULL = contiguous) and offset
  * (elements, >= 0, added to t's offset). Every element of the view must lie inside the storage
  * (TH_ERR_INDEX otherwise, like an out-of-bounds as_strided); negative strides are
  * TH_ERR_NOT_IMPLEMENTED. The view holds its own reference to the storage: t may be released first. */
-th_tensor *th_tensor_view(th_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
-                          int64_t offset);
+th_tensor *th_tensor_view(th_tensor *t, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
 /* A contiguous copy of any tensor (any strides, offset, broadcast dims, dtype): a new 64-byte aligned
  * storage holding t's elements in row-major order (always a new storage, even when t is contiguous).
  * NULL with TH_ERR_NOMEM (or TH_ERR_VALUE for t == NULL). */
@@ -100,8 +99,7 @@ void th_safetensors_free(int n, char **names, th_tensor **tensors);
 /* Writes n named tensors (any strides; written in C order). Names must be unique, valid UTF-8 and not
  * "__metadata__" (TH_ERR_VALUE). Tensors are laid out by decreasing itemsize, then name (bytewise), so
  * each is aligned to its itemsize; the header is compact JSON padded with spaces to a multiple of 8. */
-th_status th_safetensors_write(const char *path, int n, const char *const *names,
-                               th_tensor *const *tensors);
+th_status th_safetensors_write(const char *path, int n, const char *const *names, th_tensor *const *tensors);
 
 /* ---- DLPack (dlpack.h v0.6+) ------------------------------------------------------------------
  * Zero-copy exchange. th_tensor_to_dlpack returns a DLManagedTensor* (as void*) that holds one

@@ -68,19 +68,58 @@ typedef struct th_arg {
 } th_arg;
 
 /* Small constructors for C callers. */
-static inline th_arg th_arg_none(void) { th_arg a = {TH_ARG_NONE, {0}}; return a; }
-static inline th_arg th_arg_value(th_value *v) { th_arg a = {TH_ARG_VALUE, {0}}; a.u.value = v; return a; }
-static inline th_arg th_arg_bool(bool b) { th_arg a = {TH_ARG_BOOL, {0}}; a.u.b = b; return a; }
-static inline th_arg th_arg_int(int64_t i) { th_arg a = {TH_ARG_INT, {0}}; a.u.i = i; return a; }
-static inline th_arg th_arg_float(double f) { th_arg a = {TH_ARG_FLOAT, {0}}; a.u.f = f; return a; }
-static inline th_arg th_arg_str(const char *s) { th_arg a = {TH_ARG_STR, {0}}; a.u.s = s; return a; }
-static inline th_arg th_arg_dtype(th_dtype d) { th_arg a = {TH_ARG_DTYPE, {0}}; a.u.dtype = d; return a; }
-static inline th_arg th_arg_device(th_device d) { th_arg a = {TH_ARG_DEVICE, {0}}; a.u.device = d; return a; }
+static inline th_arg th_arg_none(void) {
+  th_arg a = {TH_ARG_NONE, {0}};
+  return a;
+}
+static inline th_arg th_arg_value(th_value *v) {
+  th_arg a = {TH_ARG_VALUE, {0}};
+  a.u.value = v;
+  return a;
+}
+static inline th_arg th_arg_bool(bool b) {
+  th_arg a = {TH_ARG_BOOL, {0}};
+  a.u.b = b;
+  return a;
+}
+static inline th_arg th_arg_int(int64_t i) {
+  th_arg a = {TH_ARG_INT, {0}};
+  a.u.i = i;
+  return a;
+}
+static inline th_arg th_arg_float(double f) {
+  th_arg a = {TH_ARG_FLOAT, {0}};
+  a.u.f = f;
+  return a;
+}
+static inline th_arg th_arg_str(const char *s) {
+  th_arg a = {TH_ARG_STR, {0}};
+  a.u.s = s;
+  return a;
+}
+static inline th_arg th_arg_dtype(th_dtype d) {
+  th_arg a = {TH_ARG_DTYPE, {0}};
+  a.u.dtype = d;
+  return a;
+}
+static inline th_arg th_arg_device(th_device d) {
+  th_arg a = {TH_ARG_DEVICE, {0}};
+  a.u.device = d;
+  return a;
+}
 static inline th_arg th_arg_tuple(int n, th_arg *items) {
-  th_arg a = {TH_ARG_TUPLE, {0}}; a.u.seq.n = n; a.u.seq.items = items; a.u.seq.keys = 0; return a;
+  th_arg a = {TH_ARG_TUPLE, {0}};
+  a.u.seq.n = n;
+  a.u.seq.items = items;
+  a.u.seq.keys = 0;
+  return a;
 }
 static inline th_arg th_arg_list(int n, th_arg *items) {
-  th_arg a = {TH_ARG_LIST, {0}}; a.u.seq.n = n; a.u.seq.items = items; a.u.seq.keys = 0; return a;
+  th_arg a = {TH_ARG_LIST, {0}};
+  a.u.seq.n = n;
+  a.u.seq.items = items;
+  a.u.seq.keys = 0;
+  return a;
 }
 
 /* What kind of Python value an arg is, for error messages: "Tensor", "int", "float", "tuple", ...
@@ -105,8 +144,8 @@ void th_trace_free(th_trace *tr);
  * of a trace is bounded so, meta outputs included. device: cpu, cuda:N (N >= 0) or meta (the index of
  * cpu and meta is ignored). Returns NULL on error (TH_ERR_VALUE for a NULL trace, a bad name, dtype,
  * device or shape; TH_ERR_NOT_IMPLEMENTED above TH_MAX_DIMS). */
-th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
-                                    int ndim, const int64_t *shape);
+th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device, int ndim,
+                                    const int64_t *shape);
 
 /* Records one call of op `qualname` ("ltorch.add", "prims.linear", "add" = ltorch.add) at the
  * trace's top level, binding the positional and keyword arguments against the op's schema

@@ -68,10 +68,10 @@ th_status th_transform_autocast(const th_trace *tr, th_dtype dtype, th_trace **o
 typedef th_status (*th_float8_filter_fn)(const th_bsym *linear, int index, void *ctx, bool *convert);
 
 typedef struct th_float8_options {
-  th_dtype input_dtype;        /* the activation's format: TH_F8E4M3FN (default) or TH_F8E5M2 */
-  th_dtype weight_dtype;       /* the weight's format: TH_F8E4M3FN (default) or TH_F8E5M2 */
-  th_float8_filter_fn filter;  /* NULL: every eligible linear */
-  void *filter_ctx;            /* passed to filter */
+  th_dtype input_dtype;       /* the activation's format: TH_F8E4M3FN (default) or TH_F8E5M2 */
+  th_dtype weight_dtype;      /* the weight's format: TH_F8E4M3FN (default) or TH_F8E5M2 */
+  th_float8_filter_fn filter; /* NULL: every eligible linear */
+  void *filter_ctx;           /* passed to filter */
 } th_float8_options;
 
 /* The defaults: e4m3fn for both operands, every linear. Start from these (a zeroed struct is not
@@ -155,8 +155,8 @@ th_status th_transform_grad(const th_trace *tr, const th_grad_options *opts, th_
  * rematerialization: for measuring what it saves, th_grad_layout.saved_bytes, and for tests). A flag
  * in th_grad_options would make the positional initializers `{rg, n}` of existing callers trip
  * -Wmissing-field-initializers, hence a separate entry point. Errors: those of th_transform_grad. */
-th_status th_transform_grad_remat(const th_trace *tr, const th_grad_options *opts, bool rematerialize,
-                                  th_trace **fwd, th_trace **bwd);
+th_status th_transform_grad_remat(const th_trace *tr, const th_grad_options *opts, bool rematerialize, th_trace **fwd,
+                                  th_trace **bwd);
 
 /* How the flattened values of a forward trace of th_transform_grad line up (what th_program_run
  * returns for it, in order): noutput values of 'output' (tr's return flattened: tuples, lists and dict

@@ -52,8 +52,10 @@ static th_status check_devices(const th_trace *tr, const th_compile_options *o) 
     if (o->device_override.type == TH_CPU) return TH_OK;
     th_device_str(o->device_override, buf, sizeof buf);
     if (o->device_override.type == TH_CUDA)
-      return th_error(TH_ERR_DEVICE, "device %s requested, but this machine has no CUDA device; run it "
-                      "on the CPU with --device cpu", buf);
+      return th_error(TH_ERR_DEVICE,
+                      "device %s requested, but this machine has no CUDA device; run it "
+                      "on the CPU with --device cpu",
+                      buf);
     return th_error(TH_ERR_DEVICE, "cannot run on device %s; run it on the CPU with --device cpu", buf);
   }
   dev_ctx c = {{TH_CPU, 0}, false};
@@ -67,13 +69,16 @@ static th_status check_devices(const th_trace *tr, const th_compile_options *o) 
   if (!c.found) return TH_OK;
   th_device_str(c.dev, buf, sizeof buf);
   if (c.dev.type == TH_CUDA)
-    return th_error(TH_ERR_DEVICE, "trace recorded for %s, but this machine has no CUDA device; run it "
+    return th_error(TH_ERR_DEVICE,
+                    "trace recorded for %s, but this machine has no CUDA device; run it "
                     "on the CPU with --device cpu (CLI) or th_compile_options.device_override (C); from "
                     "Python, keep the tensors on the CPU (no .to(\"cuda\") or device=\"cuda\" in the function)",
                     buf);
-  return th_error(TH_ERR_DEVICE, "trace recorded for %s, which cannot run; run it on the CPU with "
+  return th_error(TH_ERR_DEVICE,
+                  "trace recorded for %s, which cannot run; run it on the CPU with "
                   "--device cpu (CLI) or th_compile_options.device_override (C); from Python, keep the "
-                  "tensors on the CPU", buf);
+                  "tensors on the CPU",
+                  buf);
 }
 
 /* Every value of the trace satisfies th_value_check (a parsed trace's type comments are written into its
@@ -224,8 +229,10 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
     return th_error(TH_ERR_VALUE, "th_program_compile: expected a list of executors, got %d (list %s)", nexecs,
                     execs ? "given" : "NULL");
   if (o->skip_stages & ~skippable)
-    return th_error(TH_ERR_VALUE, "th_program_compile: skip_stages: expected TH_COMPILE_SKIP_DCE and "
-                    "TH_COMPILE_SKIP_CSE bits only, got 0x%x", o->skip_stages);
+    return th_error(TH_ERR_VALUE,
+                    "th_program_compile: skip_stages: expected TH_COMPILE_SKIP_DCE and "
+                    "TH_COMPILE_SKIP_CSE bits only, got 0x%x",
+                    o->skip_stages);
   TH_TRY(th_compile_stage_verify(tr, o));
   stage_list l = {{0}, {0}, 0};
   const th_trace *cur = tr;
@@ -260,8 +267,16 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
     stage_list_free(&l);
     return st;
   }
-  th_rt_program_spec spec = {l.n, l.traces, l.names, claims, nclaims, fusions, th_compile_fusions_free,
-                             o->has_device_override, o->device_override, o->seed};
+  th_rt_program_spec spec = {l.n,
+                             l.traces,
+                             l.names,
+                             claims,
+                             nclaims,
+                             fusions,
+                             th_compile_fusions_free,
+                             o->has_device_override,
+                             o->device_override,
+                             o->seed};
   st = th_program_build(&spec, out); /* takes the traces and the regions, also on failure */
   th_free(claims);
   return st;
@@ -305,7 +320,8 @@ th_status th_program_compile(const th_trace *tr, const th_compile_options *opts,
     th_registry_executor_names(known, sizeof known);
     st = th_error(TH_ERR_VALUE,
                   "Expected an Executor or the name of a registered Executor, but got '%.200s' (known: blas, "
-                  "eager, fuser%s%s)", names[i] ? names[i] : "NULL", known[0] ? ", " : "", known);
+                  "eager, fuser%s%s)",
+                  names[i] ? names[i] : "NULL", known[0] ? ", " : "", known);
   }
   if (st == TH_OK) {
     int had = th_rt_threads_enter();

@@ -50,8 +50,7 @@ static void map_arg(th_arg *a, th_value_map_fn map, void *ctx) {
   }
 }
 
-static th_status clone_args(th_trace *dst, int n, const th_arg *src, th_value_map_fn map, void *ctx,
-                            th_arg **out) {
+static th_status clone_args(th_trace *dst, int n, const th_arg *src, th_value_map_fn map, void *ctx, th_arg **out) {
   *out = NULL;
   if (n == 0) return TH_OK;
   th_arg *a = th_arena_alloc(dst->arena, sizeof(th_arg) * (size_t)n);
@@ -64,8 +63,7 @@ static th_status clone_args(th_trace *dst, int n, const th_arg *src, th_value_ma
   return TH_OK;
 }
 
-th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx,
-                        th_bsym **out) {
+th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx, th_bsym **out) {
   th_bsym *b = th_arena_alloc(dst->arena, sizeof *b);
   if (!b) return TH_ERR_NOMEM;
   *b = *src;
@@ -107,7 +105,4 @@ static bool has_tags_rec(const th_bsym *b, unsigned tags) {
   return false;
 }
 
-bool th_bsym_has_effect(const th_bsym *b) {
-  return has_tags_rec(b, TH_TAG_DONT_DCE | TH_TAG_RANDOM | TH_TAG_IN_PLACE);
-}
-
+bool th_bsym_has_effect(const th_bsym *b) { return has_tags_rec(b, TH_TAG_DONT_DCE | TH_TAG_RANDOM | TH_TAG_IN_PLACE); }

@@ -66,19 +66,19 @@ th_status th_verror(th_status code, const char *fmt, va_list ap);
 th_status th_last_status(void);
 
 /* The one control-flow macro: evaluate a th_status expression and return it if it is not TH_OK. */
-#define TH_TRY(expr)                          \
-  do {                                        \
-    th_status th_try_s_ = (expr);             \
-    if (th_try_s_ != TH_OK) return th_try_s_; \
+#define TH_TRY(expr)                                                                                                   \
+  do {                                                                                                                 \
+    th_status th_try_s_ = (expr);                                                                                      \
+    if (th_try_s_ != TH_OK) return th_try_s_;                                                                          \
   } while (0)
 
 /* Broken internal invariant (never user input): print file:line and abort. */
-#define TH_ASSERT(cond)                                                                      \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      fprintf(stderr, "thunder-c internal error: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                                               \
-    }                                                                                        \
+#define TH_ASSERT(cond)                                                                                                \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      fprintf(stderr, "thunder-c internal error: %s:%d: %s\n", __FILE__, __LINE__, #cond);                             \
+      abort();                                                                                                         \
+    }                                                                                                                  \
   } while (0)
 
 #endif

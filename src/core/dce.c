@@ -42,8 +42,7 @@ static bool arg_any_in(const th_arg *a, const id_set *s) {
 }
 
 /* Keeps only the values of a python_del argument that are in `defined`; *n counts them. */
-static th_status filter_del_arg(th_trace *tr, const th_arg *a, const id_set *defined, th_arg *out,
-                                int *n) {
+static th_status filter_del_arg(th_trace *tr, const th_arg *a, const id_set *defined, th_arg *out, int *n) {
   if (a->kind == TH_ARG_VALUE) {
     bool ok = a->u.value->id < defined->n && defined->flags[a->u.value->id];
     *out = ok ? *a : th_arg_none();

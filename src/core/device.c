@@ -12,10 +12,10 @@
 char *th_device_str(th_device d, char *buf, size_t n) {
   if (!buf || n == 0) return buf;
   switch (d.type) {
-  case TH_CPU: snprintf(buf, n, "cpu"); break;
-  case TH_CUDA: snprintf(buf, n, "cuda:%d", d.index); break;
-  case TH_META: snprintf(buf, n, "meta"); break;
-  default: snprintf(buf, n, "?"); break;
+    case TH_CPU: snprintf(buf, n, "cpu"); break;
+    case TH_CUDA: snprintf(buf, n, "cuda:%d", d.index); break;
+    case TH_META: snprintf(buf, n, "meta"); break;
+    default: snprintf(buf, n, "?"); break;
   }
   return buf;
 }

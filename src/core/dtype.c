@@ -9,24 +9,24 @@
 #include "thunder/dtype.h"
 
 typedef struct dtype_info {
-  const char *name;  /* PyTorch: "float32" */
+  const char *name;       /* PyTorch: "float32" */
   const char *short_name; /* Thunder: "f32" */
   size_t size;
 } dtype_info;
 
 static const dtype_info dtype_table[TH_DTYPE_COUNT] = {
-    [TH_BOOL] = {"bool", "b8", 1},
-    [TH_U8] = {"uint8", "u8", 1},
-    [TH_I8] = {"int8", "i8", 1},
-    [TH_I16] = {"int16", "i16", 2},
-    [TH_I32] = {"int32", "i32", 4},
-    [TH_I64] = {"int64", "i64", 8},
-    [TH_F16] = {"float16", "f16", 2},
-    [TH_BF16] = {"bfloat16", "bf16", 2},
-    [TH_F32] = {"float32", "f32", 4},
-    [TH_F64] = {"float64", "f64", 8},
-    [TH_F8E4M3FN] = {"float8_e4m3fn", "f8_e4m3fn", 1},
-    [TH_F8E5M2] = {"float8_e5m2", "f8_e5m2", 1},
+  [TH_BOOL] = {"bool", "b8", 1},
+  [TH_U8] = {"uint8", "u8", 1},
+  [TH_I8] = {"int8", "i8", 1},
+  [TH_I16] = {"int16", "i16", 2},
+  [TH_I32] = {"int32", "i32", 4},
+  [TH_I64] = {"int64", "i64", 8},
+  [TH_F16] = {"float16", "f16", 2},
+  [TH_BF16] = {"bfloat16", "bf16", 2},
+  [TH_F32] = {"float32", "f32", 4},
+  [TH_F64] = {"float64", "f64", 8},
+  [TH_F8E4M3FN] = {"float8_e4m3fn", "f8_e4m3fn", 1},
+  [TH_F8E5M2] = {"float8_e5m2", "f8_e5m2", 1},
 };
 
 static bool dtype_valid(th_dtype dt) { return (unsigned)dt < (unsigned)TH_DTYPE_COUNT; }
@@ -87,13 +87,13 @@ bool th_dtype_parse(const char *s, th_dtype *out) {
 
 bool th_dtype_is_float(th_dtype dt) {
   switch (dt) {
-  case TH_F16:
-  case TH_BF16:
-  case TH_F32:
-  case TH_F64:
-  case TH_F8E4M3FN:
-  case TH_F8E5M2: return true;
-  default: return false;
+    case TH_F16:
+    case TH_BF16:
+    case TH_F32:
+    case TH_F64:
+    case TH_F8E4M3FN:
+    case TH_F8E5M2: return true;
+    default: return false;
   }
 }
 
@@ -103,12 +103,12 @@ bool th_dtype_is_low_precision(th_dtype dt) { return dt == TH_F16 || dt == TH_BF
 
 bool th_dtype_is_integer(th_dtype dt) {
   switch (dt) {
-  case TH_U8:
-  case TH_I8:
-  case TH_I16:
-  case TH_I32:
-  case TH_I64: return true;
-  default: return false;
+    case TH_U8:
+    case TH_I8:
+    case TH_I16:
+    case TH_I32:
+    case TH_I64: return true;
+    default: return false;
   }
 }
 

@@ -21,11 +21,11 @@
 enum {
   TH_TAG_ELEMENTWISE = 1u << 0,
   TH_TAG_REDUCTION = 1u << 1,
-  TH_TAG_SHAPE = 1u << 2,     /* layout/shape op */
-  TH_TAG_VIEW = 1u << 3,      /* may return a view of its input at run time */
-  TH_TAG_IN_PLACE = 1u << 4,  /* mutates an argument (functionalized before execution) */
-  TH_TAG_RANDOM = 1u << 5,    /* consumes RNG state: an effect, never reordered or CSE'd */
-  TH_TAG_DONT_DCE = 1u << 6,  /* never removed by DCE */
+  TH_TAG_SHAPE = 1u << 2,    /* layout/shape op */
+  TH_TAG_VIEW = 1u << 3,     /* may return a view of its input at run time */
+  TH_TAG_IN_PLACE = 1u << 4, /* mutates an argument (functionalized before execution) */
+  TH_TAG_RANDOM = 1u << 5,   /* consumes RNG state: an effect, never reordered or CSE'd */
+  TH_TAG_DONT_DCE = 1u << 6, /* never removed by DCE */
   TH_TAG_MATMUL = 1u << 7,
   TH_TAG_UTILITY = 1u << 8,   /* RETURN, DEL, COMMENT: no computation */
   TH_TAG_CONVERT = 1u << 9,   /* dtype conversion (fp8-legal) */
@@ -33,17 +33,17 @@ enum {
   TH_TAG_FP8_OK = 1u << 11,   /* accepts fp8 tensors (conversion, data movement, layout, scaled mm) */
   TH_TAG_SELECT = 1u << 12,   /* elementwise result is one operand's value, bits unchanged (where) */
   /* autocast policy, as PyTorch AMP's lists */
-  TH_TAG_AC_LOWER = 1u << 16,   /* runs in the autocast dtype (matmul, linear, conv, sdpa) */
-  TH_TAG_AC_FP32 = 1u << 17,    /* runs in float32 under autocast (PyTorch's CPU fp32 list; CUDA's too) */
-  TH_TAG_AC_PROMOTE = 1u << 18, /* takes the widest floating input dtype */
+  TH_TAG_AC_LOWER = 1u << 16,     /* runs in the autocast dtype (matmul, linear, conv, sdpa) */
+  TH_TAG_AC_FP32 = 1u << 17,      /* runs in float32 under autocast (PyTorch's CPU fp32 list; CUDA's too) */
+  TH_TAG_AC_PROMOTE = 1u << 18,   /* takes the widest floating input dtype */
   TH_TAG_AC_FP32_CUDA = 1u << 19, /* runs in float32 under CUDA autocast only (PyTorch's CUDA-only fp32 list) */
 };
 
 /* ---- values (proxies) ---------------------------------------------------------------------------- */
 struct th_value {
-  uint32_t id;      /* unique within the session */
+  uint32_t id;                   /* unique within the session */
   const struct th_session *sess; /* the compilation it belongs to (set by th_value_new_*) */
-  const char *name; /* printing only; owned by the session */
+  const char *name;              /* printing only; owned by the session */
   bool is_tensor;
   th_dtype dtype; /* tensor dtype; number proxies: TH_BOOL / TH_I64 / TH_F64 = Python bool/int/float */
   th_device device;
@@ -59,8 +59,8 @@ struct th_value {
    * (prims.unpack_sequence) defines; a NULL item is one printed `_` (unused, any value binds). The
    * runtime binds a collection input by its leaves, depth first (th_program_num_inputs). */
   bool is_collection;
-  int coll_n;             /* number of items (0 until its unpacking is known) */
-  th_value **coll_items;  /* coll_n items, session arena */
+  int coll_n;            /* number of items (0 until its unpacking is known) */
+  th_value **coll_items; /* coll_n items, session arena */
 };
 
 /* ---- schemas --------------------------------------------------------------------------------------
@@ -70,8 +70,18 @@ struct th_value {
  *   str str? ScalarType ScalarType? Device Device? Any
  * Returns: Tensor, (Tensor, Tensor), Tensor[], None. */
 typedef enum th_ptype {
-  TH_PT_TENSOR, TH_PT_TENSOR_LIST, TH_PT_TENSOR_OR_SCALAR, TH_PT_SCALAR, TH_PT_INT, TH_PT_INT_LIST,
-  TH_PT_FLOAT, TH_PT_BOOL, TH_PT_STR, TH_PT_DTYPE, TH_PT_DEVICE, TH_PT_ANY
+  TH_PT_TENSOR,
+  TH_PT_TENSOR_LIST,
+  TH_PT_TENSOR_OR_SCALAR,
+  TH_PT_SCALAR,
+  TH_PT_INT,
+  TH_PT_INT_LIST,
+  TH_PT_FLOAT,
+  TH_PT_BOOL,
+  TH_PT_STR,
+  TH_PT_DTYPE,
+  TH_PT_DEVICE,
+  TH_PT_ANY
 } th_ptype;
 
 typedef struct th_param {
@@ -133,11 +143,11 @@ struct th_symbol {
   const char *schema_text;
   unsigned tags;
   bool is_prim;
-  th_impl_fn meta;      /* prims */
-  th_impl_fn decomp;    /* torch-level ops */
-  const char *cexpr;    /* prims: scalar C template for the fuser, or NULL */
-  const char *aliases;  /* torch-level: '|'-separated names the parser maps here ("torch.add|Tensor.add") */
-  th_schema schema;     /* parsed from schema_text on first use */
+  th_impl_fn meta;         /* prims */
+  th_impl_fn decomp;       /* torch-level ops */
+  const char *cexpr;       /* prims: scalar C template for the fuser, or NULL */
+  const char *aliases;     /* torch-level: '|'-separated names the parser maps here ("torch.add|Tensor.add") */
+  th_schema schema;        /* parsed from schema_text on first use */
   th_autocast_fn autocast; /* its own autocast rule, or NULL: the rule of its TH_TAG_AC_* tag, if any */
 };
 
@@ -202,9 +212,9 @@ struct th_bsym {
   int nkwargs;  /* dynamic symbols only: trailing keyword arguments */
   const char **kwnames;
   th_arg *kwargs;
-  th_arg out;   /* VALUE, TUPLE/LIST of values, or NONE */
+  th_arg out; /* VALUE, TUPLE/LIST of values, or NONE */
   int nsubs;
-  th_bsym **subs; /* decomposition (printed as comments underneath) */
+  th_bsym **subs;       /* decomposition (printed as comments underneath) */
   const char *executor; /* the executor that claimed it, NULL if none */
   int line;             /* source line when parsed, else 0 */
 };
@@ -217,12 +227,12 @@ struct th_trace {
   th_session *sess;
   const char *fn_name; /* "computation" */
   const char *provenance;
-  th_vec inputs;   /* th_value* */
-  th_vec bsyms;    /* top-level th_bsym* */
-  th_vec *scope;   /* where th_call appends: &bsyms or a decomposition's subsymbol list */
+  th_vec inputs;    /* th_value* */
+  th_vec bsyms;     /* top-level th_bsym* */
+  th_vec *scope;    /* where th_call appends: &bsyms or a decomposition's subsymbol list */
   bool verify_mode; /* metas only: nothing named, nothing appended (the verifier and the parser) */
   bool has_return;
-  int nfusions;    /* fusion region counter for names fusion0, fusion1, ... */
+  int nfusions;       /* fusion region counter for names fusion0, fusion1, ... */
   const char *cur_op; /* the op whose meta/decomposition is running (error prefix), or NULL */
   th_vec autocast;    /* th_autocast_region*: the autocast region stack, innermost last (entries past n
                          are popped ones, reused by the next push) */
@@ -252,8 +262,8 @@ bool th_name_used(const th_trace *tr, const char *name);
  * int64 (TH_ERR_VALUE: the product of its extents, counting 0 as 1, times the element size must fit
  * in int64, so every element count, contiguous stride and byte offset of the value fits; errors are
  * prefixed with the running op, tr->cur_op). requires_grad is kept only for float dtypes (Thunder). */
-th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim,
-                              const int64_t *shape, bool requires_grad);
+th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim, const int64_t *shape,
+                              bool requires_grad);
 /* Checks the invariant th_value_new_tensor establishes (rank, extents, int64 bound) on a value made
  * elsewhere (the parser writes type comments into values directly). `who` prefixes the message
  * ("value x: shape [...] has more elements than fit in int64"). TH_OK for number proxies. */
@@ -303,7 +313,6 @@ th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst);
 /* Calls fn on every value in an arg (recursively through sequences). */
 void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx);
 
-
 /* ---- bound-symbol helpers (core/bsym.c) ----------------------------------------------------------- */
 
 /* True if bsym b must survive DCE whatever its outputs: it or any subsymbol (recursively) is tagged
@@ -314,8 +323,7 @@ bool th_bsym_has_effect(const th_bsym *b);
  * dst's arena; values are shared, not copied, except that `map` (may be NULL) substitutes each value
  * met on the way (map returns its argument to keep it). */
 typedef th_value *(*th_value_map_fn)(th_value *v, void *ctx);
-th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx,
-                        th_bsym **out);
+th_status th_bsym_clone(th_trace *dst, const th_bsym *src, th_value_map_fn map, void *ctx, th_bsym **out);
 
 /* Which parts of a bound symbol th_bsym_foreach_value visits (a bit set). */
 enum {

@@ -41,9 +41,12 @@ th_status th_lex_verror(const th_lexer *lx, const line *ln, int col, bool with_c
   vsnprintf(msg, sizeof msg, fmt, ap);
   th_strbuf sb;
   th_sb_init(&sb);
-  if (ln && with_col) th_sb_printf(&sb, "%s:%d:%d: %s", lx->filename, ln->lineno, col, msg);
-  else if (ln) th_sb_printf(&sb, "%s:%d: %s", lx->filename, ln->lineno, msg);
-  else th_sb_printf(&sb, "%s: %s", lx->filename, msg);
+  if (ln && with_col)
+    th_sb_printf(&sb, "%s:%d:%d: %s", lx->filename, ln->lineno, col, msg);
+  else if (ln)
+    th_sb_printf(&sb, "%s:%d: %s", lx->filename, ln->lineno, msg);
+  else
+    th_sb_printf(&sb, "%s: %s", lx->filename, msg);
   put_source(&sb, ln, col);
   char *s = th_sb_take(&sb);
   if (!s) return th_error(TH_ERR_NOMEM, "out of memory reporting a parse error");
@@ -187,9 +190,7 @@ static th_status read_string(lexstate *ls, const char *s, int n, int i, token *t
         j += 2;
         break;
       }
-      default: /* Python keeps unknown escapes as written */
-        out[k++] = '\\';
-        out[k++] = e;
+      default: /* Python keeps unknown escapes as written */ out[k++] = '\\'; out[k++] = e;
     }
   }
   out[k] = 0;

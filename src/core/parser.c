@@ -322,8 +322,8 @@ static th_status define_name(parser *ps, const char *name, int col, const vtype 
       th_print_value_type(e->v, a, sizeof a);
       type_str(t, b, sizeof b);
       return line_error(ps, ps->ln, col, TH_ERR_SYNTAX,
-                        "'%s' is defined again with type \"%s\"; it was defined on line %d as \"%s\"", name,
-                        b, e->def_line, a);
+                        "'%s' is defined again with type \"%s\"; it was defined on line %d as \"%s\"", name, b,
+                        e->def_line, a);
     }
     *out = e->v;
     return TH_OK;
@@ -373,8 +373,7 @@ static bool parse_type_string(const char *s, vtype *t, const char **why, int *at
   while (s[i] && !is_ws(s[i]) && s[i] != '[') i++;
   int hl = i - h0;
   const char *head = s + h0;
-  if (hl == 0)
-    return type_fail(why, at, "expected \"<device> <dtype>[<shape>]\" or \"int|float|bool <value>\"", h0);
+  if (hl == 0) return type_fail(why, at, "expected \"<device> <dtype>[<shape>]\" or \"int|float|bool <value>\"", h0);
   if (hl == 10 && !strncmp(head, "Collection", 10)) { /* a CollectionProxy (the backward's inputs) */
     if (s[skip_ws(s, i)]) return type_fail(why, at, "unexpected text after Collection", skip_ws(s, i));
     t->is_collection = true;
@@ -398,9 +397,12 @@ static bool parse_type_string(const char *s, vtype *t, const char **why, int *at
     t->has_value = true;
     char *end;
     if (t->dtype == TH_BOOL) {
-      if (!strcmp(val, "True")) t->i = 1;
-      else if (!strcmp(val, "False")) t->i = 0;
-      else return type_fail(why, at, "a bool proxy's value must be True, False or ?", v0);
+      if (!strcmp(val, "True"))
+        t->i = 1;
+      else if (!strcmp(val, "False"))
+        t->i = 0;
+      else
+        return type_fail(why, at, "a bool proxy's value must be True, False or ?", v0);
       return true;
     }
     errno = 0;
@@ -456,9 +458,7 @@ static bool parse_type_string(const char *s, vtype *t, const char **why, int *at
 
 /* Column (1-based, in the line) of byte `at` of a STR token's decoded text: exact when the literal
  * has no escapes (type strings never do), else the literal's start. */
-static int str_col(const token *t, int at) {
-  return t->len == (int)strlen(t->sval) + 2 ? t->col + 1 + at : t->col;
-}
+static int str_col(const token *t, int at) { return t->len == (int)strlen(t->sval) + 2 ? t->col + 1 + at : t->col; }
 
 /* ---- expressions ------------------------------------------------------------------------------------------- */
 
@@ -612,8 +612,10 @@ static th_status call_expr(parser *ps, const token *at, const char *fn, th_arg *
         (pos.n == 2 && pos.items[1].kind != TH_ARG_INT))
       return error_tok(ps, at, "%s() takes a device string such as \"cuda:0\"", fn);
     char buf[64];
-    if (pos.n == 2) snprintf(buf, sizeof buf, "%.30s:%lld", pos.items[0].u.s, (long long)pos.items[1].u.i);
-    else snprintf(buf, sizeof buf, "%s", pos.items[0].u.s);
+    if (pos.n == 2)
+      snprintf(buf, sizeof buf, "%.30s:%lld", pos.items[0].u.s, (long long)pos.items[1].u.i);
+    else
+      snprintf(buf, sizeof buf, "%s", pos.items[0].u.s);
     memset(out, 0, sizeof *out);
     out->kind = TH_ARG_DEVICE;
     if (strlen(pos.items[0].u.s) > 40 || !th_device_parse(buf, &out->u.device))
@@ -709,7 +711,10 @@ static th_status primary(parser *ps, th_arg *out) {
       next(ps);
       *out = th_arg_int(t->ival);
       return TH_OK;
-    case TK_FLOAT: next(ps); *out = th_arg_float(t->fval); return TH_OK;
+    case TK_FLOAT:
+      next(ps);
+      *out = th_arg_float(t->fval);
+      return TH_OK;
     case TK_STR: {
       next(ps);
       const char *s = th_arena_strdup(ps->tr->arena, t->sval);
@@ -760,8 +765,10 @@ static th_status expr(parser *ps, th_arg *out) {
     st = expr(ps, out);
     if (st == TH_OK && is_punct(t, "-")) {
       if (out->kind == TH_ARG_INT) {
-        if (out->u.i == INT64_MIN) st = error_tok(ps, t, "integer literal does not fit in 64 bits");
-        else out->u.i = -out->u.i;
+        if (out->u.i == INT64_MIN)
+          st = error_tok(ps, t, "integer literal does not fit in 64 bits");
+        else
+          out->u.i = -out->u.i;
       } else if (out->kind == TH_ARG_FLOAT) {
         out->u.f = -out->u.f;
       } else if (out->kind == TH_ARG_BOOL) {
@@ -806,7 +813,8 @@ static th_status target_one(parser *ps, target *out) {
     } else {
       out->kind = TG_NAME;
       out->name = tok_str(ps, t);
-      if (!out->name) st = TH_ERR_NOMEM;
+      if (!out->name)
+        st = TH_ERR_NOMEM;
       else if (!strcmp(out->name, "None") || !strcmp(out->name, "True") || !strcmp(out->name, "False") ||
                !strcmp(out->name, "del") || !strcmp(out->name, "return") || !strcmp(out->name, "def"))
         st = error_tok(ps, t, "cannot assign to %s", out->name);
@@ -918,8 +926,7 @@ static th_status out_from_defined(parser *ps, const target *tg, th_arg *out, boo
 }
 
 /* Matches targets against a meta's output, defining each name with the inferred metadata. */
-static th_status out_from_inferred(parser *ps, const target *tg, const th_arg *inf, th_arg *out,
-                                   const char *opname) {
+static th_status out_from_inferred(parser *ps, const target *tg, const th_arg *inf, th_arg *out, const char *opname) {
   switch (tg->kind) {
     case TG_SKIP: *out = th_arg_none(); return TH_OK;
     case TG_NAME: {
@@ -936,10 +943,11 @@ static th_status out_from_inferred(parser *ps, const target *tg, const th_arg *i
     case TG_TUPLE:
     case TG_LIST: {
       if ((inf->kind != TH_ARG_TUPLE && inf->kind != TH_ARG_LIST) || inf->u.seq.n != tg->n)
-        return line_error(ps, ps->ln, tg->col, TH_ERR_SYNTAX,
-                          "%s returns %s, which does not unpack into %d target%s", opname,
+        return line_error(ps, ps->ln, tg->col, TH_ERR_SYNTAX, "%s returns %s, which does not unpack into %d target%s",
+                          opname,
                           inf->kind == TH_ARG_TUPLE || inf->kind == TH_ARG_LIST ? "a sequence of another length"
-                          : inf->kind == TH_ARG_VALUE ? "one value" : "no value",
+                          : inf->kind == TH_ARG_VALUE                           ? "one value"
+                                                                                : "no value",
                           tg->n, tg->n == 1 ? "" : "s");
       th_arg *items;
       TH_TRY(alloc_items(ps, tg->n, &items));
@@ -988,17 +996,18 @@ static th_status type_comment(parser *ps, const token *c, const char **name, int
     th_clear_error();
     st = TH_OK;
   } else if (st == TH_OK && (ps->ntoks == 4 && ps->toks[0].kind == TK_NAME && is_punct(&ps->toks[1], ":") &&
-             ps->toks[2].kind == TK_STR && ps->toks[3].kind == TK_EOF)) {
+                             ps->toks[2].kind == TK_STR && ps->toks[3].kind == TK_EOF)) {
     *name = tok_str(ps, &ps->toks[0]);
     *col = ps->toks[0].col;
-    if (!*name) st = TH_ERR_NOMEM;
+    if (!*name)
+      st = TH_ERR_NOMEM;
     else {
       const char *why;
       int at;
       if (!parse_type_string(ps->toks[2].sval, t, &why, &at))
-        st = syntax_error(ps, ps->ln, str_col(&ps->toks[2], at), "invalid type \"%s\": %s", ps->toks[2].sval,
-                          why);
-      else *has = true;
+        st = syntax_error(ps, ps->ln, str_col(&ps->toks[2], at), "invalid type \"%s\": %s", ps->toks[2].sval, why);
+      else
+        *has = true;
     }
   }
   ps->toks = save;
@@ -1051,8 +1060,10 @@ static th_status return_stmt(parser *ps, th_bsym **out) {
       comma = true;
       if (peek(ps)->kind == TK_EOF || peek(ps)->kind == TK_COMMENT) break;
     }
-    if (l.n == 1 && !comma) args[0] = l.items[0];
-    else TH_TRY(seq_from(ps, TH_ARG_TUPLE, &l, &args[0]));
+    if (l.n == 1 && !comma)
+      args[0] = l.items[0];
+    else
+      TH_TRY(seq_from(ps, TH_ARG_TUPLE, &l, &args[0]));
   }
   return make_bsym(ps, th_symbol_by_role(TH_SYM_RETURN), 2, args, th_arg_none(), out);
 }
@@ -1096,7 +1107,8 @@ static th_status unpack_stmt(parser *ps, const target *tg, block sub, th_bsym **
       return syntax_error(ps, ps->ln, x->col, "'%s' is defined again; it was defined on line %d", x->name, d->def_line);
     if (!d) {
       if (!(d = map_insert(ps, x->name))) return TH_ERR_NOMEM;
-      if (!(d->v = new_named_value(ps, x->name))) return line_error(ps, ps->ln, x->col, th_last_status(), "%s", th_last_error());
+      if (!(d->v = new_named_value(ps, x->name)))
+        return line_error(ps, ps->ln, x->col, th_last_status(), "%s", th_last_error());
     }
     d->defined = true;
     d->def_line = ps->ln->lineno;
@@ -1178,8 +1190,8 @@ static th_status parse_stmt(parser *ps, int li, int content, block sub, int dept
       return error_tok(ps, t, "unexpected %s", describe(t, buf, sizeof buf));
     }
     if (!block_empty(ps, sub))
-      return syntax_error(ps, &ps->lines[sub.first], ps->lines[sub.first].indent + 1,
-                          "'%s' has no subsymbols", is_del ? "del" : "return");
+      return syntax_error(ps, &ps->lines[sub.first], ps->lines[sub.first].indent + 1, "'%s' has no subsymbols",
+                          is_del ? "del" : "return");
     return TH_OK;
   }
   /* [targets "="] call */
@@ -1289,8 +1301,8 @@ static th_status parse_stmt(parser *ps, int li, int content, block sub, int dept
         const char *nm = first_undefined(ps, &tg, &col);
         char msg[512];
         snprintf(msg, sizeof msg, "%s", th_last_error());
-        return line_error(ps, ln, col, st, "'%s' has no type comment and the meta of %s fails: %s",
-                          nm ? nm : "?", sym->qualname, msg);
+        return line_error(ps, ln, col, st, "'%s' has no type comment and the meta of %s fails: %s", nm ? nm : "?",
+                          sym->qualname, msg);
       }
       TH_TRY(out_from_inferred(ps, &tg, &inf, &outv, sym->qualname));
     }
@@ -1304,8 +1316,7 @@ static th_status parse_stmt(parser *ps, int li, int content, block sub, int dept
       int col;
       const char *nm = first_undefined(ps, &tg, &col);
       return line_error(ps, ln, col, TH_ERR_SYNTAX,
-                        "'%s' has no type comment and is not defined by the subsymbols of %s", nm ? nm : "?",
-                        callee);
+                        "'%s' has no type comment and is not defined by the subsymbols of %s", nm ? nm : "?", callee);
     }
     th_symbol *dyn = th_symbol_new_dynamic(ps->tr, callee);
     if (!dyn) return TH_ERR_NOMEM;
@@ -1425,8 +1436,10 @@ static th_status input_type(parser *ps, const line *ln, bool *typed, bool *match
   if (k < 0) {
     /* exactly the form of a type comment: a name that is not in the signature */
     if (st == TH_OK && has_str && tk[3].kind == TK_EOF)
-      return syntax_error(ps, ln, tk[0].col, "'%s' is not a parameter of %s (a type comment under the signature "
-                          "names an input)", name, ps->tr->fn_name);
+      return syntax_error(ps, ln, tk[0].col,
+                          "'%s' is not a parameter of %s (a type comment under the signature "
+                          "names an input)",
+                          name, ps->tr->fn_name);
     if (st != TH_OK) th_clear_error();
     return TH_OK;
   }
@@ -1578,8 +1591,8 @@ static th_status parse_trace(parser *ps, const char *text) {
       return syntax_error(ps, defl, (int)params.items[k].u.i, "input '%s' has no type comment", params.names[k]);
   if (ps->next_pending < ps->npending) {
     const line *ln = i < ps->nlines ? &ps->lines[i] : &ps->lines[ps->nlines - 1];
-    return syntax_error(ps, ln, 1, "'%s' (unpacked on line %d) has no type comment", ps->pending[ps->next_pending]->name,
-                        ps->pending_line);
+    return syntax_error(ps, ln, 1, "'%s' (unpacked on line %d) has no type comment",
+                        ps->pending[ps->next_pending]->name, ps->pending_line);
   }
   for (; i < ps->nlines; i++) {
     const line *ln = &ps->lines[i];

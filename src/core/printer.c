@@ -57,9 +57,9 @@ void th_print_py_float(double f, char *buf, size_t n) {
   int decpt = exp10 + 1; /* value = 0.digits * 10^decpt */
   char out[64];
   size_t k = 0;
-#define PUT(c) \
-  do { \
-    if (k + 1 < sizeof out) out[k++] = (c); \
+#define PUT(c)                                                                                                         \
+  do {                                                                                                                 \
+    if (k + 1 < sizeof out) out[k++] = (c);                                                                            \
   } while (0)
   if (neg) PUT('-');
   if (decpt <= -4 || decpt > 16) {
@@ -118,8 +118,10 @@ static void put_py_str(th_strbuf *sb, const char *s) {
 }
 
 static void put_slice_part(th_strbuf *sb, bool has, int64_t v) {
-  if (has) th_sb_printf(sb, "%lld", (long long)v);
-  else th_sb_puts(sb, "None");
+  if (has)
+    th_sb_printf(sb, "%lld", (long long)v);
+  else
+    th_sb_puts(sb, "None");
 }
 
 static void put_arg(th_strbuf *sb, const th_arg *a) {
@@ -130,8 +132,10 @@ static void put_arg(th_strbuf *sb, const th_arg *a) {
     case TH_ARG_BOOL: th_sb_puts(sb, a->u.b ? "True" : "False"); return;
     case TH_ARG_INT: th_sb_printf(sb, "%lld", (long long)a->u.i); return;
     case TH_ARG_FLOAT:
-      if (isnan(a->u.f)) th_sb_puts(sb, "float('NaN')");
-      else if (isinf(a->u.f)) th_sb_puts(sb, a->u.f < 0 ? "-float('inf')" : "float('inf')");
+      if (isnan(a->u.f))
+        th_sb_puts(sb, "float('NaN')");
+      else if (isinf(a->u.f))
+        th_sb_puts(sb, a->u.f < 0 ? "-float('inf')" : "float('inf')");
       else {
         th_print_py_float(a->u.f, buf, sizeof buf);
         th_sb_puts(sb, buf);
@@ -226,8 +230,7 @@ static void put_del(th_strbuf *sb, const th_bsym *b) {
 }
 
 static bool out_is_empty(const th_arg *o) {
-  return o->kind == TH_ARG_NONE ||
-         ((o->kind == TH_ARG_TUPLE || o->kind == TH_ARG_LIST) && o->u.seq.n == 0);
+  return o->kind == TH_ARG_NONE || ((o->kind == TH_ARG_TUPLE || o->kind == TH_ARG_LIST) && o->u.seq.n == 0);
 }
 
 /* One bsym line without indentation or newline. */
@@ -238,8 +241,10 @@ void th_print_bsym_line(th_strbuf *sb, const th_bsym *b, bool type_comment) {
   }
   if (th_bsym_has_role(b, TH_SYM_RETURN)) { /* the value; the updated inputs (args[1]) are not printed */
     th_sb_puts(sb, "return ");
-    if (b->nargs == 0) th_sb_puts(sb, "None");
-    else put_arg(sb, &b->args[0]);
+    if (b->nargs == 0)
+      th_sb_puts(sb, "None");
+    else
+      put_arg(sb, &b->args[0]);
     return;
   }
   if (th_bsym_has_role(b, TH_SYM_DEL)) {
@@ -326,8 +331,10 @@ typedef struct imports {
 } imports;
 
 static void scan_arg(imports *im, const th_arg *a) {
-  if (a->kind == TH_ARG_DTYPE) im->dtypes = true;
-  else if (a->kind == TH_ARG_DEVICE) im->devices = true;
+  if (a->kind == TH_ARG_DTYPE)
+    im->dtypes = true;
+  else if (a->kind == TH_ARG_DEVICE)
+    im->devices = true;
   else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
     for (int i = 0; i < a->u.seq.n; i++) scan_arg(im, &a->u.seq.items[i]);
 }
@@ -338,9 +345,12 @@ static size_t module_len(const char *qualname) {
 }
 
 static void add_module(imports *im, const char *name, size_t len) {
-  if (len == 5 && !strncmp(name, "prims", 5)) im->prims = im->thunder = true;
-  else if (len == 6 && !strncmp(name, "ltorch", 6)) im->ltorch = im->thunder = true;
-  else if (len == 6 && !strncmp(name, "Tensor", 6)) im->tensor_class = true;
+  if (len == 5 && !strncmp(name, "prims", 5))
+    im->prims = im->thunder = true;
+  else if (len == 6 && !strncmp(name, "ltorch", 6))
+    im->ltorch = im->thunder = true;
+  else if (len == 6 && !strncmp(name, "Tensor", 6))
+    im->tensor_class = true;
   else if (len > 6 && !strncmp(name, "torch.", 6)) {
     for (int i = 0; i < im->nextra; i++)
       if (module_len(im->extra[i]) == len && !strncmp(im->extra[i], name, len)) return;
@@ -376,12 +386,12 @@ static void put_imports(th_strbuf *sb, const th_trace *tr) {
   for (int i = 0; i < tr->bsyms.n; i++) scan_bsym(&im, tr->bsyms.items[i]);
   import_line lines[24];
   int n = 0;
-#define ADD(k, t, txt) \
-  do { \
-    snprintf(lines[n].key, sizeof lines[n].key, "%s", k); \
-    lines[n].tie = t; \
-    snprintf(lines[n].text, sizeof lines[n].text, "%s", txt); \
-    n++; \
+#define ADD(k, t, txt)                                                                                                 \
+  do {                                                                                                                 \
+    snprintf(lines[n].key, sizeof lines[n].key, "%s", k);                                                              \
+    lines[n].tie = t;                                                                                                  \
+    snprintf(lines[n].text, sizeof lines[n].text, "%s", txt);                                                          \
+    n++;                                                                                                               \
   } while (0)
   if (im.thunder) ADD("thunder", 1, "import thunder");
   if (im.devices) ADD("thunder.core.devices", 1, "import thunder.core.devices as devices");

@@ -102,7 +102,7 @@ static inline uint8_t th_sc_f32_to_e4m3fn(float x, bool saturate) {
   uint32_t sign = w & 0x80000000u;
   uint32_t a = w ^ sign;
   uint8_t r;
-  if (a > 0x43e80000u) {        /* > 464 (rounds past 448), inf: 448; NaN stays NaN */
+  if (a > 0x43e80000u) { /* > 464 (rounds past 448), inf: 448; NaN stays NaN */
     r = a > 0x7f800000u ? 0x7f : 0x7e;
   } else if (a < 0x3c800000u) { /* below 2^-6: subnormal, a multiple of 2^-9 = the ulp of 2^14 */
     float s = th_sc_f32_from_bits(a) + 0x1p14f;
@@ -130,7 +130,7 @@ static inline uint8_t th_sc_f32_to_e5m2(float x, bool saturate) {
   uint32_t a = w ^ sign;
   uint8_t r;
   if (saturate && a > 0x47600000u && a <= 0x7f800000u) a = 0x47600000u; /* clamp to 57344, inf too */
-  if (a >= 0x47800000u) {                                                 /* >= 2^16, inf, NaN */
+  if (a >= 0x47800000u) {                                               /* >= 2^16, inf, NaN */
     r = a > 0x7f800000u ? 0x7f : 0x7c;
   } else if (a < 0x38800000u) { /* below 2^-14: subnormal, a multiple of 2^-16 = the ulp of 2^7 */
     float s = th_sc_f32_from_bits(a) + 0x1p7f;
@@ -157,14 +157,46 @@ static inline int32_t th_sc_f64_to_i32(double v) {
 }
 
 /* ---- raw element access (memcpy: no alignment or aliasing assumptions; compiles to one move) -------- */
-static inline uint8_t th_sc_ld_u8(const void *p) { uint8_t v; memcpy(&v, p, 1); return v; }
-static inline int8_t th_sc_ld_i8(const void *p) { int8_t v; memcpy(&v, p, 1); return v; }
-static inline uint16_t th_sc_ld_u16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static inline int16_t th_sc_ld_i16(const void *p) { int16_t v; memcpy(&v, p, 2); return v; }
-static inline int32_t th_sc_ld_i32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }
-static inline int64_t th_sc_ld_i64(const void *p) { int64_t v; memcpy(&v, p, 8); return v; }
-static inline float th_sc_ld_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
-static inline double th_sc_ld_f64(const void *p) { double v; memcpy(&v, p, 8); return v; }
+static inline uint8_t th_sc_ld_u8(const void *p) {
+  uint8_t v;
+  memcpy(&v, p, 1);
+  return v;
+}
+static inline int8_t th_sc_ld_i8(const void *p) {
+  int8_t v;
+  memcpy(&v, p, 1);
+  return v;
+}
+static inline uint16_t th_sc_ld_u16(const void *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+static inline int16_t th_sc_ld_i16(const void *p) {
+  int16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+static inline int32_t th_sc_ld_i32(const void *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline int64_t th_sc_ld_i64(const void *p) {
+  int64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+static inline float th_sc_ld_f32(const void *p) {
+  float v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline double th_sc_ld_f64(const void *p) {
+  double v;
+  memcpy(&v, p, 8);
+  return v;
+}
 
 static inline void th_sc_st_u8(void *p, uint8_t v) { memcpy(p, &v, 1); }
 static inline void th_sc_st_u16(void *p, uint16_t v) { memcpy(p, &v, 2); }
@@ -178,38 +210,38 @@ static inline void th_sc_st_f64(void *p, double v) { memcpy(p, &v, 8); }
  * rounds to nearest like static_cast<double>). bool reads as 0/1. */
 static inline double th_load_f64(const void *p, th_dtype dt) {
   switch (dt) {
-  case TH_BOOL: return th_sc_ld_u8(p) != 0;
-  case TH_U8: return th_sc_ld_u8(p);
-  case TH_I8: return th_sc_ld_i8(p);
-  case TH_I16: return th_sc_ld_i16(p);
-  case TH_I32: return th_sc_ld_i32(p);
-  case TH_I64: return (double)th_sc_ld_i64(p);
-  case TH_F16: return th_sc_f16_to_f32(th_sc_ld_u16(p));
-  case TH_BF16: return th_sc_bf16_to_f32(th_sc_ld_u16(p));
-  case TH_F32: return th_sc_ld_f32(p);
-  case TH_F64: return th_sc_ld_f64(p);
-  case TH_F8E4M3FN: return th_sc_e4m3fn_to_f32(th_sc_ld_u8(p));
-  case TH_F8E5M2: return th_sc_e5m2_to_f32(th_sc_ld_u8(p));
-  default: return 0.0;
+    case TH_BOOL: return th_sc_ld_u8(p) != 0;
+    case TH_U8: return th_sc_ld_u8(p);
+    case TH_I8: return th_sc_ld_i8(p);
+    case TH_I16: return th_sc_ld_i16(p);
+    case TH_I32: return th_sc_ld_i32(p);
+    case TH_I64: return (double)th_sc_ld_i64(p);
+    case TH_F16: return th_sc_f16_to_f32(th_sc_ld_u16(p));
+    case TH_BF16: return th_sc_bf16_to_f32(th_sc_ld_u16(p));
+    case TH_F32: return th_sc_ld_f32(p);
+    case TH_F64: return th_sc_ld_f64(p);
+    case TH_F8E4M3FN: return th_sc_e4m3fn_to_f32(th_sc_ld_u8(p));
+    case TH_F8E5M2: return th_sc_e5m2_to_f32(th_sc_ld_u8(p));
+    default: return 0.0;
   }
 }
 
 /* Reads the element at p as a float32 (one rounding from int32/int64/float64, as static_cast<float>). */
 static inline float th_load_f32(const void *p, th_dtype dt) {
   switch (dt) {
-  case TH_BOOL: return th_sc_ld_u8(p) != 0;
-  case TH_U8: return th_sc_ld_u8(p);
-  case TH_I8: return th_sc_ld_i8(p);
-  case TH_I16: return th_sc_ld_i16(p);
-  case TH_I32: return (float)th_sc_ld_i32(p);
-  case TH_I64: return (float)th_sc_ld_i64(p);
-  case TH_F16: return th_sc_f16_to_f32(th_sc_ld_u16(p));
-  case TH_BF16: return th_sc_bf16_to_f32(th_sc_ld_u16(p));
-  case TH_F32: return th_sc_ld_f32(p);
-  case TH_F64: return (float)th_sc_ld_f64(p);
-  case TH_F8E4M3FN: return th_sc_e4m3fn_to_f32(th_sc_ld_u8(p));
-  case TH_F8E5M2: return th_sc_e5m2_to_f32(th_sc_ld_u8(p));
-  default: return 0.0f;
+    case TH_BOOL: return th_sc_ld_u8(p) != 0;
+    case TH_U8: return th_sc_ld_u8(p);
+    case TH_I8: return th_sc_ld_i8(p);
+    case TH_I16: return th_sc_ld_i16(p);
+    case TH_I32: return (float)th_sc_ld_i32(p);
+    case TH_I64: return (float)th_sc_ld_i64(p);
+    case TH_F16: return th_sc_f16_to_f32(th_sc_ld_u16(p));
+    case TH_BF16: return th_sc_bf16_to_f32(th_sc_ld_u16(p));
+    case TH_F32: return th_sc_ld_f32(p);
+    case TH_F64: return (float)th_sc_ld_f64(p);
+    case TH_F8E4M3FN: return th_sc_e4m3fn_to_f32(th_sc_ld_u8(p));
+    case TH_F8E5M2: return th_sc_e5m2_to_f32(th_sc_ld_u8(p));
+    default: return 0.0f;
   }
 }
 
@@ -217,45 +249,45 @@ static inline float th_load_f32(const void *p, th_dtype dt) {
  * (NaN and out of range give INT64_MIN, see file comment). */
 static inline int64_t th_load_i64(const void *p, th_dtype dt) {
   switch (dt) {
-  case TH_BOOL: return th_sc_ld_u8(p) != 0;
-  case TH_U8: return th_sc_ld_u8(p);
-  case TH_I8: return th_sc_ld_i8(p);
-  case TH_I16: return th_sc_ld_i16(p);
-  case TH_I32: return th_sc_ld_i32(p);
-  case TH_I64: return th_sc_ld_i64(p);
-  case TH_F64: return th_sc_f64_to_i64(th_sc_ld_f64(p));
-  default: return th_sc_f64_to_i64((double)th_load_f32(p, dt)); /* the float32-or-narrower formats */
+    case TH_BOOL: return th_sc_ld_u8(p) != 0;
+    case TH_U8: return th_sc_ld_u8(p);
+    case TH_I8: return th_sc_ld_i8(p);
+    case TH_I16: return th_sc_ld_i16(p);
+    case TH_I32: return th_sc_ld_i32(p);
+    case TH_I64: return th_sc_ld_i64(p);
+    case TH_F64: return th_sc_f64_to_i64(th_sc_ld_f64(p));
+    default: return th_sc_f64_to_i64((double)th_load_f32(p, dt)); /* the float32-or-narrower formats */
   }
 }
 
 /* Writes v to the element of dtype dt at p with PyTorch's cast semantics (see file comment). */
 static inline void th_store_f64(void *p, th_dtype dt, double v) {
   switch (dt) {
-  case TH_BOOL: th_sc_st_u8(p, v != 0); break;
-  case TH_U8: th_sc_st_u8(p, (uint8_t)(uint64_t)th_sc_f64_to_i64(v)); break;
-  case TH_I8: th_sc_st_u8(p, (uint8_t)(uint32_t)th_sc_f64_to_i32(v)); break;
-  case TH_I16: th_sc_st_u16(p, (uint16_t)(uint32_t)th_sc_f64_to_i32(v)); break;
-  case TH_I32: th_sc_st_u32(p, (uint32_t)th_sc_f64_to_i32(v)); break;
-  case TH_I64: th_sc_st_i64(p, th_sc_f64_to_i64(v)); break;
-  case TH_F16: th_sc_st_u16(p, th_sc_f32_to_f16((float)v)); break;
-  case TH_BF16: th_sc_st_u16(p, th_sc_f32_to_bf16((float)v)); break;
-  case TH_F32: th_sc_st_f32(p, (float)v); break;
-  case TH_F64: th_sc_st_f64(p, v); break;
-  case TH_F8E4M3FN: th_sc_st_u8(p, th_sc_f32_to_e4m3fn((float)v, false)); break;
-  case TH_F8E5M2: th_sc_st_u8(p, th_sc_f32_to_e5m2((float)v, false)); break;
-  default: break;
+    case TH_BOOL: th_sc_st_u8(p, v != 0); break;
+    case TH_U8: th_sc_st_u8(p, (uint8_t)(uint64_t)th_sc_f64_to_i64(v)); break;
+    case TH_I8: th_sc_st_u8(p, (uint8_t)(uint32_t)th_sc_f64_to_i32(v)); break;
+    case TH_I16: th_sc_st_u16(p, (uint16_t)(uint32_t)th_sc_f64_to_i32(v)); break;
+    case TH_I32: th_sc_st_u32(p, (uint32_t)th_sc_f64_to_i32(v)); break;
+    case TH_I64: th_sc_st_i64(p, th_sc_f64_to_i64(v)); break;
+    case TH_F16: th_sc_st_u16(p, th_sc_f32_to_f16((float)v)); break;
+    case TH_BF16: th_sc_st_u16(p, th_sc_f32_to_bf16((float)v)); break;
+    case TH_F32: th_sc_st_f32(p, (float)v); break;
+    case TH_F64: th_sc_st_f64(p, v); break;
+    case TH_F8E4M3FN: th_sc_st_u8(p, th_sc_f32_to_e4m3fn((float)v, false)); break;
+    case TH_F8E5M2: th_sc_st_u8(p, th_sc_f32_to_e5m2((float)v, false)); break;
+    default: break;
   }
 }
 
 /* Writes a float32 to the element at p; same results as th_store_f64(p, dt, (double)v). */
 static inline void th_store_f32(void *p, th_dtype dt, float v) {
   switch (dt) {
-  case TH_F16: th_sc_st_u16(p, th_sc_f32_to_f16(v)); break;
-  case TH_BF16: th_sc_st_u16(p, th_sc_f32_to_bf16(v)); break;
-  case TH_F32: th_sc_st_f32(p, v); break;
-  case TH_F8E4M3FN: th_sc_st_u8(p, th_sc_f32_to_e4m3fn(v, false)); break;
-  case TH_F8E5M2: th_sc_st_u8(p, th_sc_f32_to_e5m2(v, false)); break;
-  default: th_store_f64(p, dt, (double)v); break; /* bool, integers, float64: exact widening first */
+    case TH_F16: th_sc_st_u16(p, th_sc_f32_to_f16(v)); break;
+    case TH_BF16: th_sc_st_u16(p, th_sc_f32_to_bf16(v)); break;
+    case TH_F32: th_sc_st_f32(p, v); break;
+    case TH_F8E4M3FN: th_sc_st_u8(p, th_sc_f32_to_e4m3fn(v, false)); break;
+    case TH_F8E5M2: th_sc_st_u8(p, th_sc_f32_to_e5m2(v, false)); break;
+    default: th_store_f64(p, dt, (double)v); break; /* bool, integers, float64: exact widening first */
   }
 }
 
@@ -263,14 +295,14 @@ static inline void th_store_f32(void *p, th_dtype dt, float v) {
  * to float64 or float32 (f16/bf16/fp8 then from that float32, as c10 does). */
 static inline void th_store_i64(void *p, th_dtype dt, int64_t v) {
   switch (dt) {
-  case TH_BOOL: th_sc_st_u8(p, v != 0); break;
-  case TH_U8:
-  case TH_I8: th_sc_st_u8(p, (uint8_t)(uint64_t)v); break;
-  case TH_I16: th_sc_st_u16(p, (uint16_t)(uint64_t)v); break;
-  case TH_I32: th_sc_st_u32(p, (uint32_t)(uint64_t)v); break;
-  case TH_I64: th_sc_st_i64(p, v); break;
-  case TH_F64: th_sc_st_f64(p, (double)v); break;
-  default: th_store_f32(p, dt, (float)v); break; /* float32 and narrower */
+    case TH_BOOL: th_sc_st_u8(p, v != 0); break;
+    case TH_U8:
+    case TH_I8: th_sc_st_u8(p, (uint8_t)(uint64_t)v); break;
+    case TH_I16: th_sc_st_u16(p, (uint16_t)(uint64_t)v); break;
+    case TH_I32: th_sc_st_u32(p, (uint32_t)(uint64_t)v); break;
+    case TH_I64: th_sc_st_i64(p, v); break;
+    case TH_F64: th_sc_st_f64(p, (double)v); break;
+    default: th_store_f32(p, dt, (float)v); break; /* float32 and narrower */
   }
 }
 

@@ -12,10 +12,8 @@
 
 /* The qualified names of the symbols of each th_sym_role. */
 static const char *const role_names[TH_SYM_ROLE_COUNT] = {
-  [TH_SYM_RETURN] = "prims.python_return",
-  [TH_SYM_DEL] = "prims.python_del",
-  [TH_SYM_COMMENT] = "prims.comment",
-  [TH_SYM_UNPACK_SEQUENCE] = "prims.unpack_sequence",
+  [TH_SYM_RETURN] = "prims.python_return",      [TH_SYM_DEL] = "prims.python_del",
+  [TH_SYM_COMMENT] = "prims.comment",           [TH_SYM_UNPACK_SEQUENCE] = "prims.unpack_sequence",
   [TH_SYM_SHALLOW_COPY] = "prims.shallow_copy",
 };
 
@@ -85,7 +83,8 @@ th_status th_symtab_register(th_symbol *s) {
   } else if (reg.n == reg.cap) {
     int cap = reg.cap ? 2 * reg.cap : 16;
     th_symbol **syms = th_realloc(reg.syms, sizeof(th_symbol *) * (size_t)cap);
-    if (!syms) st = th_error(TH_ERR_NOMEM, "out of memory registering op '%s'", s->qualname);
+    if (!syms)
+      st = th_error(TH_ERR_NOMEM, "out of memory registering op '%s'", s->qualname);
     else {
       reg.syms = syms;
       reg.cap = cap;

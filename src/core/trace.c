@@ -96,9 +96,7 @@ static const char *reserve_name(th_trace *tr, const char *name) {
 
 bool th_name_used(const th_trace *tr, const char *name) { return names_contains(tr->sess, name); }
 
-th_status th_name_reserve(th_trace *tr, const char *name) {
-  return reserve_name(tr, name) ? TH_OK : th_last_status();
-}
+th_status th_name_reserve(th_trace *tr, const char *name) { return reserve_name(tr, name) ? TH_OK : th_last_status(); }
 
 const char *th_name_fresh(th_trace *tr, const char *prefix) {
   char buf[64];
@@ -115,11 +113,11 @@ static bool id_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <
 static bool id_char(char c) { return id_start(c) || (c >= '0' && c <= '9'); }
 
 bool th_is_py_name(const char *s) {
-  static const char *const keywords[] = {
-      "False", "None",   "True",    "and",      "as",       "assert", "async", "await",  "break",
-      "class", "continue", "def",   "del",      "elif",     "else",   "except", "finally", "for",
-      "from",  "global", "if",      "import",   "in",       "is",     "lambda", "nonlocal", "not",
-      "or",    "pass",   "raise",   "return",   "try",      "while",  "with",  "yield"};
+  static const char *const keywords[] = {"False",  "None",   "True",    "and",      "as",       "assert", "async",
+                                         "await",  "break",  "class",   "continue", "def",      "del",    "elif",
+                                         "else",   "except", "finally", "for",      "from",     "global", "if",
+                                         "import", "in",     "is",      "lambda",   "nonlocal", "not",    "or",
+                                         "pass",   "raise",  "return",  "try",      "while",    "with",   "yield"};
   if (!s || !id_start(s[0])) return false;
   for (const char *p = s + 1; *p; p++)
     if (!id_char(*p)) return false;
@@ -135,8 +133,10 @@ static const char *printable(const char *s, char *buf, size_t n) {
   int i = 0;
   for (; s[i] && i < 40 && k + 5 < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'') k += (size_t)snprintf(buf + k, n - k, "\\x%02x", c);
-    else buf[k++] = (char)c;
+    if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'')
+      k += (size_t)snprintf(buf + k, n - k, "\\x%02x", c);
+    else
+      buf[k++] = (char)c;
   }
   if (s[i] && k + 4 < n) k += (size_t)snprintf(buf + k, n - k, "...");
   buf[k < n ? k : n - 1] = 0;
@@ -201,7 +201,9 @@ th_status th_trace_set_provenance(th_trace *tr, const char *pss) {
                       "th_trace_set_provenance: expected one line of text, but the provenance '%s' contains %s "
                       "at offset %d",
                       printable(pss, b, sizeof b),
-                      *p == '\n' ? "a newline" : *p == '\r' ? "a carriage return" : "a control character",
+                      *p == '\n'   ? "a newline"
+                      : *p == '\r' ? "a carriage return"
+                                   : "a control character",
                       (int)(p - pss));
     }
   if (!pss) {
@@ -268,12 +270,10 @@ th_status th_value_check(const th_value *v, const char *who) {
   if (!who) who = "value";
   if (!v) return th_error(TH_ERR_VALUE, "%s: the value is NULL", who);
   if (v->is_collection) return TH_OK;
-  if ((unsigned)v->dtype >= TH_DTYPE_COUNT)
-    return th_error(TH_ERR_VALUE, "%s: invalid dtype %d", who, (int)v->dtype);
+  if ((unsigned)v->dtype >= TH_DTYPE_COUNT) return th_error(TH_ERR_VALUE, "%s: invalid dtype %d", who, (int)v->dtype);
   if (!v->is_tensor) return TH_OK;
   if (!device_ok(v->device))
-    return th_error(TH_ERR_VALUE, "%s: invalid device (type %d, index %d)", who, (int)v->device.type,
-                    v->device.index);
+    return th_error(TH_ERR_VALUE, "%s: invalid device (type %d, index %d)", who, (int)v->device.type, v->device.index);
   return check_shape(who, v->dtype, v->ndim, v->shape);
 }
 
@@ -293,8 +293,8 @@ static th_value *new_tensor(th_trace *tr, const char *who, th_dtype dtype, th_de
   return v;
 }
 
-th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim,
-                              const int64_t *shape, bool requires_grad) {
+th_value *th_value_new_tensor(th_trace *tr, th_dtype dtype, th_device device, int ndim, const int64_t *shape,
+                              bool requires_grad) {
   return new_tensor(tr, tr->cur_op, dtype, device, ndim, shape, requires_grad);
 }
 
@@ -355,8 +355,8 @@ th_bsym *th_unpack_sequence_new(th_trace *tr, th_value *c) {
   return th_bsym_new(tr, th_symbol_by_role(TH_SYM_UNPACK_SEQUENCE), 2, args, th_arg_tuple(c->coll_n, items));
 }
 
-th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device,
-                                    int ndim, const int64_t *shape) {
+th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dtype, th_device device, int ndim,
+                                    const int64_t *shape) {
   static const char *const who = "th_trace_add_tensor_input";
   char nb[200], wb[260];
   if (!tr) {
@@ -364,8 +364,7 @@ th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dty
     return NULL;
   }
   if (name && !th_is_py_name(name)) {
-    th_error(TH_ERR_VALUE, "%s: invalid input name '%s': not a Python identifier", who,
-             printable(name, nb, sizeof nb));
+    th_error(TH_ERR_VALUE, "%s: invalid input name '%s': not a Python identifier", who, printable(name, nb, sizeof nb));
     return NULL;
   }
   if ((unsigned)dtype >= TH_DTYPE_COUNT) {
@@ -378,8 +377,10 @@ th_value *th_trace_add_tensor_input(th_trace *tr, const char *name, th_dtype dty
     return NULL;
   }
   if (device.type != TH_CUDA) device.index = 0; /* cpu and meta carry no index */
-  if (name) snprintf(wb, sizeof wb, "%s: input '%s'", who, name);
-  else snprintf(wb, sizeof wb, "%s", who);
+  if (name)
+    snprintf(wb, sizeof wb, "%s: input '%s'", who, name);
+  else
+    snprintf(wb, sizeof wb, "%s", who);
   if (check_shape(wb, dtype, ndim, shape) != TH_OK) return NULL;
   const char *stored = NULL;
   if (name && !(stored = reserve_name(tr, name))) return NULL;
@@ -401,14 +402,16 @@ void th_value_type_string(const th_value *v, char *buf, size_t n) {
   }
   if (!v->is_tensor) {
     const char *ty = v->dtype == TH_BOOL ? "bool" : v->dtype == TH_F64 ? "float" : "int";
-    if (!v->has_value) snprintf(buf, n, "%s ?", ty);
-    else if (v->dtype == TH_BOOL) snprintf(buf, n, "bool %s", v->ivalue ? "True" : "False");
+    if (!v->has_value)
+      snprintf(buf, n, "%s ?", ty);
+    else if (v->dtype == TH_BOOL)
+      snprintf(buf, n, "bool %s", v->ivalue ? "True" : "False");
     else if (v->dtype == TH_F64) {
       char num[64];
       th_print_py_float(v->fvalue, num, sizeof num); /* Python's str(): 3.0, 0.1, 1e-05 */
       snprintf(buf, n, "float %s", num);
-    }
-    else snprintf(buf, n, "int %lld", (long long)v->ivalue);
+    } else
+      snprintf(buf, n, "int %lld", (long long)v->ivalue);
     return;
   }
   char dev[32];
@@ -436,8 +439,10 @@ static th_status arg_check(const th_trace *tr, const th_arg *a, const char *who,
       const th_value *v = a->u.value;
       if (!v) return th_error(TH_ERR_VALUE, "%s: expected a value, but got a NULL th_value", who);
       char vn[64];
-      if (v->name) snprintf(vn, sizeof vn, "%s", v->name);
-      else snprintf(vn, sizeof vn, "#%u", (unsigned)v->id);
+      if (v->name)
+        snprintf(vn, sizeof vn, "%s", v->name);
+      else
+        snprintf(vn, sizeof vn, "#%u", (unsigned)v->id);
       if (v->sess != tr->sess) return th_error(TH_ERR_VALUE, "%s: value %s belongs to another trace", who, vn);
       snprintf(b, sizeof b, "%s: value %s", who, vn);
       return th_value_check(v, b);
@@ -466,8 +471,7 @@ static th_status arg_check(const th_trace *tr, const th_arg *a, const char *who,
       int n = a->u.seq.n;
       const char *kind = th_arg_kind_name(a);
       if (n < 0) return th_error(TH_ERR_VALUE, "%s: expected a %s of length >= 0, but got length %d", who, kind, n);
-      if (n > 0 && !a->u.seq.items)
-        return th_error(TH_ERR_VALUE, "%s: a %s of length %d has NULL items", who, kind, n);
+      if (n > 0 && !a->u.seq.items) return th_error(TH_ERR_VALUE, "%s: a %s of length %d has NULL items", who, kind, n);
       if (a->kind == TH_ARG_DICT && n > 0) {
         if (!a->u.seq.keys) return th_error(TH_ERR_VALUE, "%s: a dict of length %d has NULL keys", who, n);
         for (int i = 0; i < n; i++)
@@ -475,8 +479,7 @@ static th_status arg_check(const th_trace *tr, const th_arg *a, const char *who,
       }
       return TH_OK;
     }
-    default:
-      return TH_OK;
+    default: return TH_OK;
   }
 }
 
@@ -493,9 +496,7 @@ static th_status arg_copy(th_trace *tr, const th_arg *src, th_arg *dst, const ch
   *dst = *src;
   switch (src->kind) {
     case TH_ARG_STR:
-    case TH_ARG_OBJECT:
-      dst->u.s = th_arena_strdup(tr->arena, src->u.s);
-      return dst->u.s ? TH_OK : TH_ERR_NOMEM;
+    case TH_ARG_OBJECT: dst->u.s = th_arena_strdup(tr->arena, src->u.s); return dst->u.s ? TH_OK : TH_ERR_NOMEM;
     case TH_ARG_TUPLE:
     case TH_ARG_LIST:
     case TH_ARG_DICT: {
@@ -516,17 +517,15 @@ static th_status arg_copy(th_trace *tr, const th_arg *src, th_arg *dst, const ch
       }
       return TH_OK;
     }
-    default:
-      return TH_OK;
+    default: return TH_OK;
   }
 }
 
-th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst) {
-  return arg_copy(tr, src, dst, "th_arg_copy", 0);
-}
+th_status th_arg_copy(th_trace *tr, const th_arg *src, th_arg *dst) { return arg_copy(tr, src, dst, "th_arg_copy", 0); }
 
 void th_arg_foreach_value(const th_arg *a, void (*fn)(th_value *v, void *ctx), void *ctx) {
-  if (a->kind == TH_ARG_VALUE) fn(a->u.value, ctx);
+  if (a->kind == TH_ARG_VALUE)
+    fn(a->u.value, ctx);
   else if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST || a->kind == TH_ARG_DICT)
     for (int i = 0; i < a->u.seq.n; i++) th_arg_foreach_value(&a->u.seq.items[i], fn, ctx);
 }
@@ -556,10 +555,10 @@ const char *th_arg_kind_name(const th_arg *a) {
   switch (a->kind) {
     case TH_ARG_NONE: return "None";
     case TH_ARG_VALUE:
-      return a->u.value->is_tensor        ? "Tensor"
-             : a->u.value->is_collection ? "Collection"
+      return a->u.value->is_tensor         ? "Tensor"
+             : a->u.value->is_collection   ? "Collection"
              : a->u.value->dtype == TH_F64 ? "float"
-                                          : "int";
+                                           : "int";
     case TH_ARG_BOOL: return "bool";
     case TH_ARG_INT: return "int";
     case TH_ARG_FLOAT: return "float";
@@ -624,8 +623,7 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
   if (nargs < 0 || nkw < 0)
     return th_error(TH_ERR_VALUE, "%s: expected nargs >= 0 and nkwargs >= 0, but got nargs=%d and nkwargs=%d",
                     sym->qualname, nargs, nkw);
-  if (nargs > 0 && !args)
-    return th_error(TH_ERR_VALUE, "%s: args is NULL with nargs=%d", sym->qualname, nargs);
+  if (nargs > 0 && !args) return th_error(TH_ERR_VALUE, "%s: args is NULL with nargs=%d", sym->qualname, nargs);
   if (nkw > 0 && (!kwnames || !kwargs))
     return th_error(TH_ERR_VALUE, "%s: kwnames and kwargs must not be NULL with nkwargs=%d", sym->qualname, nkw);
   for (int k = 0; k < nkw; k++)
@@ -646,9 +644,8 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
       if (!sc->params[i].kwonly && sc->params[i].type == TH_PT_INT_LIST) k = i;
     bool ints = k >= 0;
     for (int i = k; ints && i < nargs; i++)
-      ints = args[i].kind == TH_ARG_INT ||
-             (args[i].kind == TH_ARG_VALUE && args[i].u.value && !args[i].u.value->is_tensor &&
-              args[i].u.value->dtype == TH_I64);
+      ints = args[i].kind == TH_ARG_INT || (args[i].kind == TH_ARG_VALUE && args[i].u.value &&
+                                            !args[i].u.value->is_tensor && args[i].u.value->dtype == TH_I64);
     if (ints && nargs - k > 1) {
       th_arg *packed = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(k + 1));
       th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(nargs - k));
@@ -661,8 +658,8 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
     }
   }
   if (nargs > npos_max)
-    return th_error(TH_ERR_TYPE, "%s() takes %d positional argument%s but %d were given", sym->qualname,
-                    npos_max, npos_max == 1 ? "" : "s", nargs);
+    return th_error(TH_ERR_TYPE, "%s() takes %d positional argument%s but %d were given", sym->qualname, npos_max,
+                    npos_max == 1 ? "" : "s", nargs);
   for (int i = 0; i < nargs; i++) {
     snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, sc->params[i].name);
     TH_TRY(arg_copy(tr, &args[i], &out[i], who, 0));
@@ -676,8 +673,7 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
     if (j < 0 || sc->params[j].posonly)
       return th_error(TH_ERR_TYPE, "%s() got an unexpected keyword argument '%s'", sym->qualname,
                       printable(kwnames[k], kb, sizeof kb));
-    if (set[j])
-      return th_error(TH_ERR_TYPE, "%s() got multiple values for argument '%s'", sym->qualname, kwnames[k]);
+    if (set[j]) return th_error(TH_ERR_TYPE, "%s() got multiple values for argument '%s'", sym->qualname, kwnames[k]);
     snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, sc->params[j].name);
     TH_TRY(arg_copy(tr, &kwargs[k], &out[j], who, 0));
     set[j] = true;
@@ -685,13 +681,12 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
   for (int i = 0; i < np; i++) {
     const th_param *p = &sc->params[i];
     if (!set[i]) {
-      if (!p->has_default)
-        return th_error(TH_ERR_TYPE, "%s() missing required argument '%s'", sym->qualname, p->name);
+      if (!p->has_default) return th_error(TH_ERR_TYPE, "%s() missing required argument '%s'", sym->qualname, p->name);
       TH_TRY(th_arg_copy(tr, &p->deflt, &out[i]));
     }
     if (!arg_fits(p, &out[i]))
-      return th_error(TH_ERR_TYPE, "%s: argument '%s' expected %s%s, but got %s", sym->qualname, p->name,
-                      ptype_name(p), p->optional ? " or None" : "", th_arg_kind_name(&out[i]));
+      return th_error(TH_ERR_TYPE, "%s: argument '%s' expected %s%s, but got %s", sym->qualname, p->name, ptype_name(p),
+                      p->optional ? " or None" : "", th_arg_kind_name(&out[i]));
   }
   *bound = out;
   return TH_OK;
@@ -713,7 +708,6 @@ th_status th_trace_append(th_trace *tr, th_bsym *b) {
   if (tr->verify_mode) return TH_OK;
   return th_vec_push(tr->arena, tr->scope, b);
 }
-
 
 typedef struct {
   th_trace *tr;
@@ -775,8 +769,7 @@ th_status th_trace_autocast_push(th_trace *tr, th_device_type device_type, th_dt
 
 th_status th_trace_autocast_pop(th_trace *tr) {
   if (!tr) return th_error(TH_ERR_VALUE, "th_trace_autocast_pop: the trace is NULL");
-  if (tr->autocast.n == 0)
-    return th_error(TH_ERR_VALUE, "th_trace_autocast_pop: no autocast region is open");
+  if (tr->autocast.n == 0) return th_error(TH_ERR_VALUE, "th_trace_autocast_pop: no autocast region is open");
   tr->autocast.n--;
   return TH_OK;
 }
@@ -793,9 +786,12 @@ static bool autocast_for(const th_trace *tr, const th_symbol *sym, const th_arg 
   if (!(*rule = th_autocast_rule(sym))) return false;
   unsigned seen = 0;
   for (int i = 0; i < sym->schema.nparams; i++) th_arg_foreach_value(&bound[i], note_device, &seen);
-  if (seen & (1u << TH_CPU)) *dev = TH_CPU;
-  else if (seen & (1u << TH_CUDA)) *dev = TH_CUDA;
-  else return false;
+  if (seen & (1u << TH_CPU))
+    *dev = TH_CPU;
+  else if (seen & (1u << TH_CUDA))
+    *dev = TH_CUDA;
+  else
+    return false;
   for (int i = tr->autocast.n - 1; i >= 0; i--) {
     const th_autocast_region *r = tr->autocast.items[i];
     if (r->device_type != *dev) continue;
@@ -812,8 +808,7 @@ th_status th_call_kw(th_trace *tr, const th_symbol *sym, int nargs, const th_arg
   if (sym->id == TH_OP_DYNAMIC)
     return th_error(TH_ERR_VALUE, "%s cannot be called: it is not an op of this build", sym->qualname);
   if (tr->has_return && tr->scope == &tr->bsyms && !tr->verify_mode)
-    return th_error(TH_ERR_RUNTIME, "%s: the trace already has a return; nothing may follow it",
-                    sym->qualname);
+    return th_error(TH_ERR_RUNTIME, "%s: the trace already has a return; nothing may follow it", sym->qualname);
   th_arg *bound;
   TH_TRY(th_schema_bind(tr, sym, nargs, args, nkw, kwnames, kwargs, &bound));
   th_autocast_fn rule;
@@ -885,8 +880,7 @@ th_status th_call(th_trace *tr, th_op_id op, int nargs, const th_arg *args, th_a
 }
 
 th_status th_trace_add_comment(th_trace *tr, const char *text) {
-  if (!tr || !text)
-    return th_error(TH_ERR_VALUE, "th_trace_add_comment: %s is NULL", !tr ? "the trace" : "text");
+  if (!tr || !text) return th_error(TH_ERR_VALUE, "th_trace_add_comment: %s is NULL", !tr ? "the trace" : "text");
   for (const unsigned char *c = (const unsigned char *)text; *c; c++)
     if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
       return th_error(TH_ERR_VALUE, "th_trace_add_comment: a comment must be one line without control characters");
@@ -912,12 +906,13 @@ th_status th_trace_call(th_trace *tr, const char *qualname, int nargs, const th_
                     sym->qualname, nargs, nkwargs);
   if (nargs > 0 && !args) return th_error(TH_ERR_VALUE, "%s: args is NULL with nargs=%d", sym->qualname, nargs);
   if (nkwargs > 0 && (!kwnames || !kwargs))
-    return th_error(TH_ERR_VALUE, "%s: kwnames and kwargs must not be NULL with nkwargs=%d", sym->qualname,
-                    nkwargs);
+    return th_error(TH_ERR_VALUE, "%s: kwnames and kwargs must not be NULL with nkwargs=%d", sym->qualname, nkwargs);
   char who[256];
   for (int i = 0; i < nargs; i++) {
-    if (i < sym->schema.nparams) snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, sym->schema.params[i].name);
-    else snprintf(who, sizeof who, "%s: argument %d", sym->qualname, i);
+    if (i < sym->schema.nparams)
+      snprintf(who, sizeof who, "%s: argument '%s'", sym->qualname, sym->schema.params[i].name);
+    else
+      snprintf(who, sizeof who, "%s: argument %d", sym->qualname, i);
     TH_TRY(arg_check_tree(tr, &args[i], who, 0));
   }
   for (int k = 0; k < nkwargs; k++) {
@@ -1012,9 +1007,7 @@ int64_t th_value_numel(const th_value *v) {
 const char *th_bsym_qualname(const th_bsym *b) { return b ? b->sym->qualname : NULL; }
 th_arg th_bsym_output(const th_bsym *b) { return b ? b->out : th_arg_none(); }
 int th_bsym_num_subsymbols(const th_bsym *b) { return b ? b->nsubs : 0; }
-const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i) {
-  return b && i >= 0 && i < b->nsubs ? b->subs[i] : NULL;
-}
+const th_bsym *th_bsym_subsymbol(const th_bsym *b, int i) { return b && i >= 0 && i < b->nsubs ? b->subs[i] : NULL; }
 
 /* ---- aliasing of outputs ------------------------------------------------------------------------------- */
 

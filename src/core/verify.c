@@ -194,10 +194,12 @@ static void check_use(th_value *v, void *p) {
     return;
   }
   int s = vset_get(&c->sc->defs, v);
-  if (s == DELETED) c->st = fail(c->b, "uses %s after it was deleted (del)", vname(v));
+  if (s == DELETED)
+    c->st = fail(c->b, "uses %s after it was deleted (del)", vname(v));
   else if (s != DEFINED && c->sc->owner && outer_state(c->sc, v) != UNDEF)
     c->st = fail_not_argument(c->sc->owner, c->b, v);
-  else if (s != DEFINED) c->st = fail(c->b, "uses %s, which is not defined before it", vname(v));
+  else if (s != DEFINED)
+    c->st = fail(c->b, "uses %s, which is not defined before it", vname(v));
 }
 
 static void mark_deleted(th_value *v, void *p) {
@@ -260,8 +262,8 @@ static th_status check_unpack(const th_bsym *b) {
   const th_value *c = b->nargs >= 1 && b->args[0].kind == TH_ARG_VALUE ? b->args[0].u.value : NULL;
   if (!c || !c->is_collection) return fail(b, "unpacks something that is not a Collection");
   if (b->out.kind != TH_ARG_TUPLE || b->out.u.seq.n != c->coll_n)
-    return fail(b, "unpacks %d values, but %s holds %d", b->out.kind == TH_ARG_TUPLE ? b->out.u.seq.n : 1,
-                vname(c), c->coll_n);
+    return fail(b, "unpacks %d values, but %s holds %d", b->out.kind == TH_ARG_TUPLE ? b->out.u.seq.n : 1, vname(c),
+                c->coll_n);
   for (int i = 0; i < c->coll_n; i++) {
     const th_arg *o = &b->out.u.seq.items[i];
     const th_value *want = c->coll_items[i];
@@ -341,8 +343,8 @@ static th_status check_structure(const th_trace *tr) {
     if (bs[ret + 1] && bs[ret + 1]->sym) th_print_bsym_line(&sb, bs[ret + 1], false);
     char *next = th_sb_take(&sb);
     if (!next) return TH_ERR_NOMEM;
-    th_status st = fail(bs[ret], "is not the last statement: `%.300s`%s follows it", next,
-                        n - ret > 2 ? " (and more)" : "");
+    th_status st =
+      fail(bs[ret], "is not the last statement: `%.300s`%s follows it", next, n - ret > 2 ? " (and more)" : "");
     free(next);
     return st;
   }

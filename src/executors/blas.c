@@ -51,11 +51,11 @@ typedef struct {
 } layout;
 
 typedef enum {
-  V_MAT,     /* (..., r, c): batch dims collapse into one */
-  V_ROWS,    /* (..., K) as (1, prod(...), K): linear's input */
-  V_ROWVEC,  /* 1-D (n) as (1, 1, n) */
-  V_COLVEC,  /* 1-D (n) as (1, n, 1) */
-  V_WT,      /* 2-D w (N, K) as w^T (1, K, N) */
+  V_MAT,    /* (..., r, c): batch dims collapse into one */
+  V_ROWS,   /* (..., K) as (1, prod(...), K): linear's input */
+  V_ROWVEC, /* 1-D (n) as (1, 1, n) */
+  V_COLVEC, /* 1-D (n) as (1, n, 1) */
+  V_WT,     /* 2-D w (N, K) as w^T (1, K, N) */
 } view_kind;
 
 /* Collapses dims [lo, hi) into one strided dim (size-1 dims ignored). False if they do not form one
@@ -127,7 +127,7 @@ static bool bf16_native;
 static mtx_t cache_mtx;
 
 typedef struct { /* no padding: compared with memcmp */
-  int64_t dt; /* dnnl_data_type_t */
+  int64_t dt;    /* dnnl_data_type_t */
   int64_t ndims;
   int64_t has_bias;
   layout src, wei, bias, dst;
@@ -162,8 +162,7 @@ static dnnl_status_t create(const mm_key *k, mm_entry *e) {
   if (k->has_bias) md_init(&e->md[2], k->ndims, k->dt, &k->bias);
   md_init(&e->md[3], k->ndims, k->dt, &k->dst);
   dnnl_matmul_desc_t d;
-  dnnl_status_t s = dnnl_matmul_desc_init(&d, &e->md[0], &e->md[1], k->has_bias ? &e->md[2] : NULL,
-                                          &e->md[3]);
+  dnnl_status_t s = dnnl_matmul_desc_init(&d, &e->md[0], &e->md[1], k->has_bias ? &e->md[2] : NULL, &e->md[3]);
   if (s != dnnl_success) return s;
   dnnl_primitive_desc_t pd;
   if ((s = dnnl_primitive_desc_create(&pd, &d, NULL, engine, NULL)) != dnnl_success) return s;
@@ -361,8 +360,8 @@ static th_tensor *widen(const th_tensor *t, const layout *l) {
  * stored column-major; linear's input and vectors are stored row-major (their view kinds need it). */
 static th_tensor *widen_nd(const th_tensor *t, view_kind kind) {
   const int nd = t->ndim;
-  const bool swap = kind == V_MAT && nd >= 2 && t->strides[nd - 1] != 1 && t->strides[nd - 2] == 1 &&
-                    t->shape[nd - 2] > 1;
+  const bool swap =
+    kind == V_MAT && nd >= 2 && t->strides[nd - 1] != 1 && t->strides[nd - 2] == 1 && t->shape[nd - 2] > 1;
   const int64_t numel = th_tensor_numel(t);
   th_tensor *w = th_rt_pool_empty(TH_F32, 1, &numel);
   if (!w) return NULL;
@@ -503,8 +502,10 @@ static th_status matmul_batched(th_tensor *x, th_tensor *y, th_tensor *out) {
   if (!split) return finish(run(x->dtype, &a, &w, NULL, out), &a, &w, NULL);
   th_status st = TH_OK;
   for (int64_t i = 0; i < out->shape[0] && st == TH_OK; i++) {
-    th_tensor *xs = th_tensor_view(x, x->ndim - 1, x->shape + 1, x->strides + 1, x->shape[0] > 1 ? i * x->strides[0] : 0);
-    th_tensor *ys = th_tensor_view(y, y->ndim - 1, y->shape + 1, y->strides + 1, y->shape[0] > 1 ? i * y->strides[0] : 0);
+    th_tensor *xs =
+      th_tensor_view(x, x->ndim - 1, x->shape + 1, x->strides + 1, x->shape[0] > 1 ? i * x->strides[0] : 0);
+    th_tensor *ys =
+      th_tensor_view(y, y->ndim - 1, y->shape + 1, y->strides + 1, y->shape[0] > 1 ? i * y->strides[0] : 0);
     th_tensor *os = th_tensor_view(out, out->ndim - 1, out->shape + 1, out->strides + 1, i * out->strides[0]);
     st = xs && ys && os ? matmul_batched(xs, ys, os) : th_last_status();
     th_tensor_release(xs);
@@ -602,8 +603,10 @@ static th_status scaled_mm_kernel(th_rt_env *env, const th_bsym *b) {
     goto done;
   }
   decode_rows(a32, th_tensor_data(x), M, K, x->strides[0], x->strides[1], ta);
-  if (bt) decode_rows(b32, th_tensor_data(y), N, K, y->strides[1], y->strides[0], tb); /* [N, K] */
-  else decode_rows(b32, th_tensor_data(y), K, N, y->strides[0], y->strides[1], tb);   /* [K, N] */
+  if (bt)
+    decode_rows(b32, th_tensor_data(y), N, K, y->strides[1], y->strides[0], tb); /* [N, K] */
+  else
+    decode_rows(b32, th_tensor_data(y), K, N, y->strides[0], y->strides[1], tb); /* [K, N] */
   /* Step 2: c = alpha * a @ b (float32 accumulation) */
   if (K == 0) {
     memset(c, 0, sizeof(float) * (size_t)(M * N));
@@ -626,8 +629,10 @@ static th_status scaled_mm_kernel(th_rt_env *env, const th_bsym *b) {
       for (int64_t j = 0; j < N; j++) {
         float v = c[i * N + j];
         if (bd) v += th_load_f32(bd + j * bstride, bdt);
-        if (odt == TH_F32) c[i * N + j] = v;
-        else th_store_f32(o + (size_t)(i * N + j) * osz, odt, v);
+        if (odt == TH_F32)
+          c[i * N + j] = v;
+        else
+          th_store_f32(o + (size_t)(i * N + j) * osz, odt, v);
       }
   }
 done:
@@ -666,9 +671,9 @@ static bool linear_checker(const th_bsym *b) {
 }
 
 static const th_operator_impl blas_impls[] = {
-    {TH_OP_prims_matmul, matmul_kernel, matmul_checker},
-    {TH_OP_prims_linear, linear_kernel, linear_checker},
-    {TH_OP_prims_scaled_mm, scaled_mm_kernel, NULL},
+  {TH_OP_prims_matmul, matmul_kernel, matmul_checker},
+  {TH_OP_prims_linear, linear_kernel, linear_checker},
+  {TH_OP_prims_scaled_mm, scaled_mm_kernel, NULL},
 };
 
 const th_executor_desc th_blas_executor = {"blas", (int)(sizeof blas_impls / sizeof blas_impls[0]), blas_impls};

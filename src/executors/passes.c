@@ -70,8 +70,10 @@ typedef struct {
 
 static void collect_cb(th_value *v, void *p) {
   value_list *l = p;
-  if (l->n < 256) l->v[l->n++] = v;
-  else l->overflow = true;
+  if (l->n < 256)
+    l->v[l->n++] = v;
+  else
+    l->overflow = true;
 }
 
 static bool produced_by(th_bsym *const *bs, int n, const th_value *v) {
@@ -110,8 +112,7 @@ static th_status process(pass_ctx *c, const th_bsym *b);
 static th_status redecompose(pass_ctx *c, th_bsym *copy) {
   const th_symbol *sym = copy->sym;
   if (!sym->decomp || copy->nargs != sym->schema.nparams)
-    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no executor claims it and it cannot be decomposed",
-                    sym->qualname);
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no executor claims it and it cannot be decomposed", sym->qualname);
   th_trace *tr = c->out;
   th_vec subs = {0};
   recording rec = record_into(tr, &subs);
@@ -124,8 +125,8 @@ static th_status redecompose(pass_ctx *c, th_bsym *copy) {
   th_arg_foreach_value(&result, collect_cb, &got);
   th_arg_foreach_value(&copy->out, collect_cb, &want);
   if (got.overflow || want.overflow || got.n != want.n)
-    return th_error(TH_ERR_VERIFY, "%s: its decomposition gives %d outputs, but the trace records %d",
-                    sym->qualname, got.n, want.n);
+    return th_error(TH_ERR_VERIFY, "%s: its decomposition gives %d outputs, but the trace records %d", sym->qualname,
+                    got.n, want.n);
   th_bsym **bs = (th_bsym **)subs.items;
   for (int i = 0; i < got.n; i++) {
     th_value *r = got.v[i], *o = want.v[i];
@@ -142,8 +143,8 @@ static th_status redecompose(pass_ctx *c, th_bsym *copy) {
     th_arg *args = th_arena_alloc(tr->arena, sizeof(th_arg));
     if (!args) return TH_ERR_NOMEM;
     if (!r->is_tensor || !o->is_tensor)
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: its decomposition returns the number %s unchanged",
-                      sym->qualname, r->name ? r->name : "?");
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: its decomposition returns the number %s unchanged", sym->qualname,
+                      r->name ? r->name : "?");
     args[0] = th_arg_value(r);
     th_bsym *nb = th_bsym_new(tr, sc, 1, args, th_arg_value(o));
     if (!nb) return TH_ERR_NOMEM;
@@ -158,7 +159,8 @@ static bool is_bf16_gemm(const th_bsym *b) {
       !b->out.u.value->is_tensor || th_value_dtype(b->out.u.value) != TH_BF16)
     return false;
   for (int i = 0; i < b->nargs; i++)
-    if (b->args[i].kind == TH_ARG_VALUE && b->args[i].u.value->is_tensor && th_value_dtype(b->args[i].u.value) != TH_BF16)
+    if (b->args[i].kind == TH_ARG_VALUE && b->args[i].u.value->is_tensor &&
+        th_value_dtype(b->args[i].u.value) != TH_BF16)
       return false;
   return true;
 }
@@ -198,7 +200,7 @@ static th_status widen_gemm(pass_ctx *c, const th_bsym *copy) {
   }
   if (st == TH_OK)
     st = copy->sym->id == TH_OP_prims_linear ? th_tu_call3(tr, TH_OP_prims_linear, args[0], args[1], args[2], &r)
-                                              : th_tu_call2(tr, TH_OP_prims_matmul, args[0], args[1], &r);
+                                             : th_tu_call2(tr, TH_OP_prims_matmul, args[0], args[1], &r);
   if (st == TH_OK) st = th_tu_convert(tr, &r, TH_BF16);
   record_end(tr, rec);
   TH_TRY(st);
@@ -217,8 +219,7 @@ static th_status unclaimed_error(const pass_ctx *c, const th_bsym *b) {
   value_list outs = {{0}, 0, false};
   th_arg_foreach_value(&b->out, collect_cb, &outs);
   const char *oname = outs.n && outs.v[0]->name ? outs.v[0]->name : "";
-  return th_error(TH_ERR_NOT_IMPLEMENTED,
-                  "Failed to find an executor for bound symbol %s%s%s (executors: %s)", oname,
+  return th_error(TH_ERR_NOT_IMPLEMENTED, "Failed to find an executor for bound symbol %s%s%s (executors: %s)", oname,
                   oname[0] ? " = " : "", b->sym->qualname, names[0] ? names : "none");
 }
 
@@ -246,8 +247,7 @@ static th_status process(pass_ctx *c, const th_bsym *b) {
     const th_operator_impl *impl = find_impl(c->execs[i], sym->id);
     bool claims = false;
     if (impl) TH_TRY(th_registry_check(c->execs[i], impl, copy, &claims));
-    if (claims && c->widen_bf16 && c->execs[i] == &th_blas_executor && is_bf16_gemm(copy))
-      return widen_gemm(c, copy);
+    if (claims && c->widen_bf16 && c->execs[i] == &th_blas_executor && is_bf16_gemm(copy)) return widen_gemm(c, copy);
     if (claims) {
       /* copied: a user executor's name lives in a per-compilation snapshot */
       if (!(copy->executor = th_arena_strdup(tr->arena, c->execs[i]->name))) return TH_ERR_NOMEM;
@@ -291,11 +291,11 @@ typedef struct {
   pass_ctx *c;
   th_bsym **old; /* the trace's bsyms before the pass */
   int n;
-  int *prod;     /* value id -> index in old of its producer, -1 */
+  int *prod; /* value id -> index in old of its producer, -1 */
   uint32_t nprod;
-  int *neff;     /* neff[i]: effects (copy_, in-place, update_aliases, ...) among old[0..i) */
-  bool *elig;    /* elig[i]: old[i] is a broadcast to sink */
-  int at;        /* the broadcast being sunk */
+  int *neff;          /* neff[i]: effects (copy_, in-place, update_aliases, ...) among old[0..i) */
+  bool *elig;         /* elig[i]: old[i] is a broadcast to sink */
+  int at;             /* the broadcast being sunk */
   sink_memo memo[64]; /* values already sunk for this broadcast (an operand used twice is sunk once) */
   int nmemo;
 } sink_ctx;
@@ -406,8 +406,8 @@ static th_status sink_broadcasts(pass_ctx *c) {
   return st;
 }
 
-th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc *const *execs,
-                                     int nexecs, th_trace **out) {
+th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc *const *execs, int nexecs,
+                                     th_trace **out) {
   double t0 = th_pass_clock_ms();
   th_trace *nt = th_trace_derive(tr, tr->fn_name);
   if (!nt) return TH_ERR_NOMEM;
@@ -417,8 +417,7 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
     if (execs[i] == &th_fuser_executor) c.widen_bf16 = !th_blas_has_native_bf16();
   }
   th_status st = TH_OK;
-  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++)
-    st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
+  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++) st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
   for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) {
     const th_bsym *top = tr->bsyms.items[i];
     st = process(&c, top);
@@ -426,8 +425,10 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
       /* the failing bsym came from a decomposition: say which statement of the user's trace it was */
       char msg[768];
       snprintf(msg, sizeof msg, "%s", th_last_error());
-      if (top->line > 0) th_error(st, "line %d: in the decomposition of %s: %s", top->line, top->sym->qualname, msg);
-      else th_error(st, "in the decomposition of %s: %s", top->sym->qualname, msg);
+      if (top->line > 0)
+        th_error(st, "line %d: in the decomposition of %s: %s", top->line, top->sym->qualname, msg);
+      else
+        th_error(st, "in the decomposition of %s: %s", top->sym->qualname, msg);
     }
   }
   bool fuser_listed = false;
@@ -436,8 +437,7 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
   if (st == TH_OK) st = th_dce_in_place(nt);
   if (st == TH_OK) {
     char pss[96];
-    snprintf(pss, sizeof pss, "Transform for execution (took %ld milliseconds)",
-             (long)(th_pass_clock_ms() - t0));
+    snprintf(pss, sizeof pss, "Transform for execution (took %ld milliseconds)", (long)(th_pass_clock_ms() - t0));
     st = th_trace_set_provenance(nt, pss);
   }
   th_free(c.rename);

@@ -17,7 +17,7 @@
  * is eliminated. Errors: a prim nobody claims, or a dynamic symbol without subsymbols
  * (TH_ERR_NOT_IMPLEMENTED). *out: provenance "Transform for execution (took N milliseconds)"; every
  * argument is copied into its arena, so tr may be freed first. */
-th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc *const *execs,
-                                     int nexecs, th_trace **out);
+th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc *const *execs, int nexecs,
+                                     th_trace **out);
 
 #endif

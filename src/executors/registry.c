@@ -27,7 +27,7 @@ struct th_executor {
   th_executor_desc desc; /* first: a snapshot is a th_executor too; desc.impls == impls */
   char *name;
   th_operator_impl *impls;
-  th_kernel_fn *fns; /* fns[i]: the public kernel of impls[i] */
+  th_kernel_fn *fns;             /* fns[i]: the public kernel of impls[i] */
   th_checker_ex_fn *checkers_ex; /* th_executor_add_impl_ex: checkers_ex[i] (or NULL) and users[i] */
   void **users;
   int cap;
@@ -76,8 +76,10 @@ th_executor *th_executor_new(const char *name) {
     return NULL;
   }
   if (!th_is_py_name(name) || strlen(name) > 64) {
-    th_error(TH_ERR_VALUE, "th_executor_new: invalid executor name '%.64s': expected a Python identifier of at "
-             "most 64 characters", name);
+    th_error(TH_ERR_VALUE,
+             "th_executor_new: invalid executor name '%.64s': expected a Python identifier of at "
+             "most 64 characters",
+             name);
     return NULL;
   }
   if (!strcmp(name, th_eager_executor.name) || !strcmp(name, th_blas_executor.name) || !strcmp(name, "fuser")) {
@@ -85,8 +87,10 @@ th_executor *th_executor_new(const char *name) {
     return NULL;
   }
   if (th_op_module_reserved(name)) {
-    th_error(TH_ERR_VALUE, "th_executor_new: invalid executor name '%s': the name is reserved (printed traces use "
-             "it as a module)", name);
+    th_error(TH_ERR_VALUE,
+             "th_executor_new: invalid executor name '%s': the name is reserved (printed traces use "
+             "it as a module)",
+             name);
     return NULL;
   }
   th_executor *e = th_calloc(1, sizeof *e);
@@ -108,7 +112,8 @@ th_executor *th_executor_new(const char *name) {
   } else if (reg.nexecs == reg.capexecs) {
     int cap = reg.capexecs ? 2 * reg.capexecs : 8;
     th_executor **ex = th_realloc(reg.execs, sizeof(th_executor *) * (size_t)cap);
-    if (!ex) st = th_error(TH_ERR_NOMEM, "out of memory creating executor '%s'", name);
+    if (!ex)
+      st = th_error(TH_ERR_NOMEM, "out of memory creating executor '%s'", name);
     else {
       reg.execs = ex;
       reg.capexecs = cap;
@@ -148,7 +153,9 @@ static th_status add_impl(th_executor *ex, const char *qualname, th_kernel_fn fn
                           th_checker_ex_fn checker_ex, void *user) {
   if (!ex || !qualname || !fn)
     return th_error(TH_ERR_VALUE, "th_executor_add_impl: %s is NULL",
-                    !ex ? "the executor" : !qualname ? "qualname" : "the kernel");
+                    !ex         ? "the executor"
+                    : !qualname ? "qualname"
+                                : "the kernel");
   const th_symbol *sym = th_symbol_lookup(qualname);
   if (!sym) return th_error(TH_ERR_VALUE, "th_executor_add_impl: unknown op '%.200s'", qualname);
   if (strcmp(sym->qualname, qualname))
@@ -161,8 +168,7 @@ static th_status add_impl(th_executor *ex, const char *qualname, th_kernel_fn fn
   th_status st = TH_OK;
   for (int i = 0; i < ex->desc.nimpls && st == TH_OK; i++)
     if (ex->impls[i].op == sym->id)
-      st = th_error(TH_ERR_VALUE, "th_executor_add_impl: executor '%s' already implements %s", ex->name,
-                    sym->qualname);
+      st = th_error(TH_ERR_VALUE, "th_executor_add_impl: executor '%s' already implements %s", ex->name, sym->qualname);
   if (st == TH_OK && ex->desc.nimpls == ex->cap) {
     int cap = ex->cap ? 2 * ex->cap : 8;
     th_operator_impl *impls = th_realloc(ex->impls, sizeof *impls * (size_t)cap);
@@ -175,7 +181,8 @@ static th_status add_impl(th_executor *ex, const char *qualname, th_kernel_fn fn
     if (users) ex->users = users;
     if (!impls || !fns || !cks || !users)
       st = th_error(TH_ERR_NOMEM, "out of memory adding %s to executor '%s'", sym->qualname, ex->name);
-    else ex->cap = cap;
+    else
+      ex->cap = cap;
   }
   if (st == TH_OK) {
     int i = ex->desc.nimpls;

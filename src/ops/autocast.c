@@ -19,8 +19,7 @@
 th_status th_autocast_cast(th_trace *tr, th_arg *a, th_device_type device_type, unsigned from, th_dtype to) {
   if (a->kind == TH_ARG_VALUE) {
     th_value *v = a->u.value;
-    if (!v->is_tensor || v->device.type != device_type || v->dtype == to || !(from & (1u << v->dtype)))
-      return TH_OK;
+    if (!v->is_tensor || v->device.type != device_type || v->dtype == to || !(from & (1u << v->dtype))) return TH_OK;
     th_arg cargs[2] = {*a, th_arg_dtype(to)}, res;
     TH_TRY(th_call(tr, TH_OP_prims_convert_element_type, 2, cargs, &res));
     *a = res;
@@ -52,8 +51,7 @@ th_status th_autocast_rule_fp32(th_trace *tr, const th_symbol *sym, th_arg *args
   /* PyTorch: "Ops called with an explicit dtype=... argument are not eligible" */
   for (int i = 0; i < sym->schema.nparams; i++)
     if (!strcmp(sym->schema.params[i].name, "dtype") && args[i].kind != TH_ARG_NONE) return TH_OK;
-  for (int i = 0; i < sym->schema.nparams; i++)
-    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16, TH_F32));
+  for (int i = 0; i < sym->schema.nparams; i++) TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16, TH_F32));
   return TH_OK;
 }
 
@@ -75,8 +73,7 @@ th_status th_autocast_rule_promote(th_trace *tr, const th_symbol *sym, th_arg *a
   if (!c.seen) return TH_OK;
   /* the widest: float32 if any operand is float32 (or float16 meets bfloat16), else the one low dtype */
   th_dtype to = (c.seen & (1u << TH_F32)) || c.seen == F16_BF16 ? TH_F32 : c.seen == (1u << TH_F16) ? TH_F16 : TH_BF16;
-  for (int i = 0; i < sym->schema.nparams; i++)
-    TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16_F32, to));
+  for (int i = 0; i < sym->schema.nparams; i++) TH_TRY(th_autocast_cast(tr, &args[i], device_type, F16_BF16_F32, to));
   return TH_OK;
 }
 

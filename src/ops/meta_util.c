@@ -21,8 +21,7 @@ th_dtype th_meta_number_type(const th_arg *a) {
     case TH_ARG_BOOL: return TH_BOOL;
     case TH_ARG_INT: return TH_I64;
     case TH_ARG_FLOAT: return TH_F64;
-    case TH_ARG_VALUE:
-      return a->u.value->dtype == TH_BOOL ? TH_BOOL : a->u.value->dtype == TH_F64 ? TH_F64 : TH_I64;
+    case TH_ARG_VALUE: return a->u.value->dtype == TH_BOOL ? TH_BOOL : a->u.value->dtype == TH_F64 ? TH_F64 : TH_I64;
     default: return TH_I64;
   }
 }
@@ -89,8 +88,8 @@ th_status th_meta_int(const char *op, const char *what, const th_arg *a, int64_t
 th_status th_meta_int_list(const char *op, const char *what, const th_arg *a, int64_t out[TH_MAX_DIMS], int *n) {
   if (a->kind == TH_ARG_INT || a->kind == TH_ARG_VALUE) {
     if (a->kind == TH_ARG_VALUE && (a->u.value->is_tensor || a->u.value->dtype == TH_F64))
-      return th_error(TH_ERR_TYPE, "%s%sexpected %s to be an int or a sequence of ints, but got %s", pfx(op),
-                      sep(op), what, th_arg_kind_name(a));
+      return th_error(TH_ERR_TYPE, "%s%sexpected %s to be an int or a sequence of ints, but got %s", pfx(op), sep(op),
+                      what, th_arg_kind_name(a));
     TH_TRY(th_meta_int(op, what, a, &out[0]));
     *n = 1;
     return TH_OK;
@@ -106,8 +105,8 @@ th_status th_meta_int_list(const char *op, const char *what, const th_arg *a, in
     bool ok = x->kind == TH_ARG_INT || x->kind == TH_ARG_BOOL ||
               (x->kind == TH_ARG_VALUE && !x->u.value->is_tensor && x->u.value->dtype != TH_F64);
     if (!ok)
-      return th_error(TH_ERR_TYPE, "%s%sexpected %s to be a sequence of ints, but element %d is %s", pfx(op),
-                      sep(op), what, k, th_arg_kind_name(x));
+      return th_error(TH_ERR_TYPE, "%s%sexpected %s to be a sequence of ints, but element %d is %s", pfx(op), sep(op),
+                      what, k, th_arg_kind_name(x));
     TH_TRY(th_meta_int(op, what, x, &out[k]));
   }
   *n = a->u.seq.n;
@@ -118,8 +117,8 @@ th_status th_meta_check_shape(const char *op, const int64_t *shape, int ndim) {
   for (int d = 0; d < ndim; d++)
     if (shape[d] < 0) {
       char buf[TH_META_SHAPE_BUF];
-      return th_error(TH_ERR_RUNTIME, "%s%sTrying to create tensor with negative dimension %" PRId64 ": %s",
-                      pfx(op), sep(op), shape[d], th_meta_shape_str(shape, ndim, buf, sizeof buf));
+      return th_error(TH_ERR_RUNTIME, "%s%sTrying to create tensor with negative dimension %" PRId64 ": %s", pfx(op),
+                      sep(op), shape[d], th_meta_shape_str(shape, ndim, buf, sizeof buf));
     }
   return TH_OK;
 }
@@ -205,18 +204,18 @@ const char *th_meta_numbertype_name(th_dtype pytype) {
 
 const char *th_meta_dtype_repr(th_dtype dt) {
   static const char *const reprs[TH_DTYPE_COUNT] = {
-      [TH_BOOL] = "thunder.dtypes.bool8",
-      [TH_U8] = "thunder.dtypes.uint8",
-      [TH_I8] = "thunder.dtypes.int8",
-      [TH_I16] = "thunder.dtypes.int16",
-      [TH_I32] = "thunder.dtypes.int32",
-      [TH_I64] = "thunder.dtypes.int64",
-      [TH_F16] = "thunder.dtypes.float16",
-      [TH_BF16] = "thunder.dtypes.bfloat16",
-      [TH_F32] = "thunder.dtypes.float32",
-      [TH_F64] = "thunder.dtypes.float64",
-      [TH_F8E4M3FN] = "thunder.dtypes.float8_e4m3fn",
-      [TH_F8E5M2] = "thunder.dtypes.float8_e5m2",
+    [TH_BOOL] = "thunder.dtypes.bool8",
+    [TH_U8] = "thunder.dtypes.uint8",
+    [TH_I8] = "thunder.dtypes.int8",
+    [TH_I16] = "thunder.dtypes.int16",
+    [TH_I32] = "thunder.dtypes.int32",
+    [TH_I64] = "thunder.dtypes.int64",
+    [TH_F16] = "thunder.dtypes.float16",
+    [TH_BF16] = "thunder.dtypes.bfloat16",
+    [TH_F32] = "thunder.dtypes.float32",
+    [TH_F64] = "thunder.dtypes.float64",
+    [TH_F8E4M3FN] = "thunder.dtypes.float8_e4m3fn",
+    [TH_F8E5M2] = "thunder.dtypes.float8_e5m2",
   };
   return (unsigned)dt < TH_DTYPE_COUNT ? reprs[dt] : "thunder.dtypes.<invalid>";
 }

@@ -22,7 +22,7 @@ typedef struct reg_op {
   th_symbol sym; /* first: the core sees &op->sym */
   th_meta_fn meta;
   th_autocast_rule_fn autocast;
-  th_meta_ex_fn meta_ex;             /* th_op_register_ex: these instead, with user */
+  th_meta_ex_fn meta_ex; /* th_op_register_ex: these instead, with user */
   th_autocast_rule_ex_fn autocast_ex;
   void *user;
 } reg_op;
@@ -85,12 +85,12 @@ static th_status reg_meta(th_trace *tr, const th_symbol *sym, const th_arg *args
   memset(metas, 0, sizeof metas);
   int n = fixed >= 0 ? fixed : TH_META_MAX_OUTPUTS;
   th_clear_error();
-  th_status st = op->meta_ex ? op->meta_ex(args, sc->nparams, metas, &n, op->user)
-                             : op->meta(args, sc->nparams, metas, &n);
+  th_status st =
+    op->meta_ex ? op->meta_ex(args, sc->nparams, metas, &n, op->user) : op->meta(args, sc->nparams, metas, &n);
   if (st != TH_OK) return th_op_callback_error(sym->qualname, st, "its meta");
   if (fixed >= 0 ? n != fixed : (n < 0 || n > TH_META_MAX_OUTPUTS))
-    return th_error(TH_ERR_RUNTIME, "%s: its meta produced %d outputs, but its schema returns %s%d", sym->qualname,
-                    n, fixed >= 0 ? "" : "at most ", fixed >= 0 ? fixed : TH_META_MAX_OUTPUTS);
+    return th_error(TH_ERR_RUNTIME, "%s: its meta produced %d outputs, but its schema returns %s%d", sym->qualname, n,
+                    fixed >= 0 ? "" : "at most ", fixed >= 0 ? fixed : TH_META_MAX_OUTPUTS);
   th_arg *items = n ? th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n) : NULL;
   if (n && !items) return TH_ERR_NOMEM;
   for (int i = 0; i < n; i++) {
@@ -167,13 +167,17 @@ static th_status check_qualname(const char *q, const char **last) {
       return th_error(TH_ERR_VALUE,
                       "th_op_register: invalid op name '%s': expected 'module.name' made of Python identifiers", q);
     if (parts++ == 0 && th_op_module_reserved(p))
-      return th_error(TH_ERR_VALUE, "th_op_register: invalid op name '%s': the module '%s' is reserved for "
-                      "built-in ops", q, p);
+      return th_error(TH_ERR_VALUE,
+                      "th_op_register: invalid op name '%s': the module '%s' is reserved for "
+                      "built-in ops",
+                      q, p);
     if (!dot) break;
   }
   if (parts < 2)
-    return th_error(TH_ERR_VALUE, "th_op_register: invalid op name '%s': expected 'module.name' (a module is "
-                    "needed, as Thunder prints `module.name(...)`)", q);
+    return th_error(TH_ERR_VALUE,
+                    "th_op_register: invalid op name '%s': expected 'module.name' (a module is "
+                    "needed, as Thunder prints `module.name(...)`)",
+                    q);
   *last = strrchr(q, '.') + 1;
   return TH_OK;
 }
@@ -182,14 +186,16 @@ static th_status tags_to_internal(unsigned tags, bool has_rule, unsigned *out) {
   const unsigned policies = TH_OPF_AUTOCAST_LOWER | TH_OPF_AUTOCAST_FP32 | TH_OPF_AUTOCAST_PROMOTE;
   const unsigned allowed = TH_OPF_PRIM | TH_OPF_RANDOM | TH_OPF_VIEW | policies;
   if (tags & ~allowed)
-    return th_error(TH_ERR_VALUE, "th_op_register: unsupported tags 0x%x (a registered op may carry TH_OPF_PRIM, "
+    return th_error(TH_ERR_VALUE,
+                    "th_op_register: unsupported tags 0x%x (a registered op may carry TH_OPF_PRIM, "
                     "TH_OPF_RANDOM, TH_OPF_VIEW and one TH_OPF_AUTOCAST_* policy; in-place and utility ops cannot "
-                    "be registered)", tags & ~allowed);
+                    "be registered)",
+                    tags & ~allowed);
   unsigned p = tags & policies;
   if (p & (p - 1)) return th_error(TH_ERR_VALUE, "th_op_register: more than one TH_OPF_AUTOCAST_* policy");
   if (p && has_rule)
     return th_error(TH_ERR_VALUE, "th_op_register: give either an autocast rule function or a TH_OPF_AUTOCAST_* "
-                    "policy, not both");
+                                  "policy, not both");
   unsigned t = 0;
   if (tags & TH_OPF_RANDOM) t |= TH_TAG_RANDOM | TH_TAG_DONT_DCE;
   if (tags & TH_OPF_VIEW) t |= TH_TAG_VIEW;
@@ -225,8 +231,8 @@ static th_status op_register(const char *qualname, const char *schema, th_meta_f
   size_t nmlen;
   th_status st = th_schema_parse(schema, scratch, true, &parsed, &nm, &nmlen);
   if (st == TH_OK && (nmlen != strlen(last) || strncmp(nm, last, nmlen)))
-    st = th_error(TH_ERR_VALUE, "th_op_register: the schema of '%s' names the op '%.*s'; expected '%s(...)'",
-                  qualname, (int)(nmlen > 100 ? 100 : nmlen), nm, last);
+    st = th_error(TH_ERR_VALUE, "th_op_register: the schema of '%s' names the op '%.*s'; expected '%s(...)'", qualname,
+                  (int)(nmlen > 100 ? 100 : nmlen), nm, last);
   if (st == TH_OK && parsed.ret == TH_RT_TUPLE && parsed.nret > TH_META_MAX_OUTPUTS)
     st = th_error(TH_ERR_VALUE, "th_op_register: '%s' returns %d tensors; at most %d", qualname, parsed.nret,
                   TH_META_MAX_OUTPUTS);
@@ -278,4 +284,3 @@ th_status th_op_register_ex(const char *qualname, const char *schema, th_meta_ex
                             th_autocast_rule_ex_fn autocast, unsigned tags, void *user) {
   return op_register(qualname, schema, NULL, meta, NULL, autocast, tags, user);
 }
-

@@ -15,9 +15,9 @@
 #include "ops/ops_internal.h"
 
 static th_symbol table[TH_OP_COUNT + 1] = {
-#define TH_PRIM(nm, sch, tg, mt, cx) \
+#define TH_PRIM(nm, sch, tg, mt, cx)                                                                                   \
   {TH_OP_prims_##nm, "prims", #nm, "prims." #nm, sch, tg, true, mt, NULL, cx, NULL, {0, NULL, TH_RT_NONE, 0}, NULL},
-#define TH_TORCH(nm, sch, tg, dc, al) \
+#define TH_TORCH(nm, sch, tg, dc, al)                                                                                  \
   {TH_OP_ltorch_##nm, "ltorch", #nm, "ltorch." #nm, sch, tg, false, NULL, dc, NULL, al, {0, NULL, TH_RT_NONE, 0}, NULL},
 #include "ops/ops.def"
 #undef TH_PRIM
@@ -47,9 +47,18 @@ static bool parse_default(th_arena *arena, const char *s, size_t n, th_arg *out)
   if (n == 0 || n >= sizeof buf) return false;
   memcpy(buf, s, n);
   buf[n] = 0;
-  if (!strcmp(buf, "None")) { *out = th_arg_none(); return true; }
-  if (!strcmp(buf, "True")) { *out = th_arg_bool(true); return true; }
-  if (!strcmp(buf, "False")) { *out = th_arg_bool(false); return true; }
+  if (!strcmp(buf, "None")) {
+    *out = th_arg_none();
+    return true;
+  }
+  if (!strcmp(buf, "True")) {
+    *out = th_arg_bool(true);
+    return true;
+  }
+  if (!strcmp(buf, "False")) {
+    *out = th_arg_bool(false);
+    return true;
+  }
   if (buf[0] == '\'' || buf[0] == '"') {
     if (n < 2 || buf[n - 1] != buf[0]) return false;
     const char *str = th_arena_strndup(arena, buf + 1, n - 2);
@@ -95,11 +104,14 @@ static bool parse_default(th_arena *arena, const char *s, size_t n, th_arg *out)
 }
 
 static bool parse_type(const char *t, size_t n, th_ptype *type, bool *optional) {
-  static const struct { const char *name; th_ptype type; } types[] = {
-    {"Tensor[]", TH_PT_TENSOR_LIST}, {"Tensor", TH_PT_TENSOR}, {"TensorOrScalar", TH_PT_TENSOR_OR_SCALAR},
-    {"Scalar", TH_PT_SCALAR}, {"int[]", TH_PT_INT_LIST}, {"int", TH_PT_INT}, {"float", TH_PT_FLOAT},
-    {"bool", TH_PT_BOOL}, {"str", TH_PT_STR}, {"ScalarType", TH_PT_DTYPE}, {"Device", TH_PT_DEVICE},
-    {"Any", TH_PT_ANY},
+  static const struct {
+    const char *name;
+    th_ptype type;
+  } types[] = {
+    {"Tensor[]", TH_PT_TENSOR_LIST}, {"Tensor", TH_PT_TENSOR},  {"TensorOrScalar", TH_PT_TENSOR_OR_SCALAR},
+    {"Scalar", TH_PT_SCALAR},        {"int[]", TH_PT_INT_LIST}, {"int", TH_PT_INT},
+    {"float", TH_PT_FLOAT},          {"bool", TH_PT_BOOL},      {"str", TH_PT_STR},
+    {"ScalarType", TH_PT_DTYPE},     {"Device", TH_PT_DEVICE},  {"Any", TH_PT_ANY},
   };
   *optional = n > 0 && t[n - 1] == '?';
   if (*optional) n--;
@@ -182,7 +194,8 @@ th_status th_schema_parse(const char *text, th_arena *arena, bool strict, th_sch
     const char *sp = memchr(start, ' ', len);
     if (!sp) return schema_error(text, "parameter '%.*s' needs a type and a name", (int)len, start);
     if (!parse_type(start, (size_t)(sp - start), &pr->type, &pr->optional))
-      return schema_error(text, "unknown type '%.*s' (expected Tensor, Tensor?, Tensor[], TensorOrScalar, "
+      return schema_error(text,
+                          "unknown type '%.*s' (expected Tensor, Tensor?, Tensor[], TensorOrScalar, "
                           "Scalar, int, int[], float, bool, str, ScalarType, Device or Any, '?' for optional)",
                           (int)(sp - start), start);
     const char *nm = sp + 1;
@@ -219,9 +232,12 @@ th_status th_schema_parse(const char *text, th_arena *arena, bool strict, th_sch
   size_t rl = strlen(r);
   while (rl && r[rl - 1] == ' ') rl--;
   out->nret = 0;
-  if (rl == 8 && !strncmp(r, "Tensor[]", 8)) out->ret = TH_RT_TENSOR_LIST;
-  else if (rl == 6 && !strncmp(r, "Tensor", 6)) out->ret = TH_RT_TENSOR;
-  else if (rl == 4 && !strncmp(r, "None", 4)) out->ret = TH_RT_NONE;
+  if (rl == 8 && !strncmp(r, "Tensor[]", 8))
+    out->ret = TH_RT_TENSOR_LIST;
+  else if (rl == 6 && !strncmp(r, "Tensor", 6))
+    out->ret = TH_RT_TENSOR;
+  else if (rl == 4 && !strncmp(r, "None", 4))
+    out->ret = TH_RT_NONE;
   else if (rl && *r == '(' && r[rl - 1] == ')') {
     out->ret = TH_RT_TUPLE;
     int k = 0;
@@ -231,13 +247,18 @@ th_status th_schema_parse(const char *text, th_arena *arena, bool strict, th_sch
       if (strncmp(q, "Tensor", 6)) return schema_error(text, "a returned tuple holds Tensors only");
       q = skip_ws(q + 6);
       k++;
-      if (*q == ',') { q++; continue; }
+      if (*q == ',') {
+        q++;
+        continue;
+      }
       if (*q == ')' && q == r + rl - 1) break;
       return schema_error(text, "a returned tuple holds Tensors only");
     }
     out->nret = k;
-  } else if (!strict) out->ret = TH_RT_ANY;
-  else return schema_error(text, "the return type must be Tensor, Tensor[], (Tensor, ...) or None");
+  } else if (!strict)
+    out->ret = TH_RT_ANY;
+  else
+    return schema_error(text, "the return type must be Tensor, Tensor[], (Tensor, ...) or None");
   return TH_OK;
 }
 

@@ -6,9 +6,9 @@
 #include "core/ir.h"
 #include "ops/ops.h"
 
-#define TH_PRIM(name, schema, tags, meta, cexpr) \
+#define TH_PRIM(name, schema, tags, meta, cexpr)                                                                       \
   th_status meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out);
-#define TH_TORCH(name, schema, tags, decomp, aliases) \
+#define TH_TORCH(name, schema, tags, decomp, aliases)                                                                  \
   th_status decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out);
 #include "ops/ops.def"
 #undef TH_PRIM

@@ -40,8 +40,8 @@ typedef struct th_vjp_entry {
 } th_vjp_entry;
 
 /* The registration arrays of the family files (and their lengths). */
-#define TH_VJP_TABLE(family)                            \
-  extern const th_vjp_entry th_vjp_table_##family[];   \
+#define TH_VJP_TABLE(family)                                                                                           \
+  extern const th_vjp_entry th_vjp_table_##family[];                                                                   \
   extern const int th_vjp_table_##family##_n;
 TH_VJP_TABLE(prims_elementwise)
 TH_VJP_TABLE(prims_creation)

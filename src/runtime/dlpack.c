@@ -98,15 +98,15 @@ void *th_tensor_to_dlpack(th_tensor *t) {
   th_tensor_retain(t);
   e->tensor = t;
   e->managed = (DLManagedTensor){
-      .dl_tensor = {.data = th_tensor_data(t),
-                    .device = {.device_type = kDLCPU, .device_id = 0},
-                    .ndim = t->ndim,
-                    .dtype = dl_dtype(t->dtype),
-                    .shape = e->shape,
-                    .strides = e->strides,
-                    .byte_offset = 0},
-      .manager_ctx = e,
-      .deleter = dl_export_delete,
+    .dl_tensor = {.data = th_tensor_data(t),
+                  .device = {.device_type = kDLCPU, .device_id = 0},
+                  .ndim = t->ndim,
+                  .dtype = dl_dtype(t->dtype),
+                  .shape = e->shape,
+                  .strides = e->strides,
+                  .byte_offset = 0},
+    .manager_ctx = e,
+    .deleter = dl_export_delete,
   };
   return &e->managed;
 }
@@ -127,8 +127,7 @@ static bool is_own_export(const DLManagedTensor *m, th_dtype dt) {
   if (dt != t->dtype || d->ndim != t->ndim || d->byte_offset != 0 || d->data != th_tensor_data(t) ||
       d->shape != e->shape || d->strides != e->strides)
     return false;
-  return memcmp(e->shape, t->shape, sizeof e->shape) == 0 &&
-         memcmp(e->strides, t->strides, sizeof e->strides) == 0;
+  return memcmp(e->shape, t->shape, sizeof e->shape) == 0 && memcmp(e->strides, t->strides, sizeof e->strides) == 0;
 }
 
 th_tensor *th_tensor_from_dlpack(void *managed) {
@@ -146,8 +145,8 @@ th_tensor *th_tensor_from_dlpack(void *managed) {
   }
   th_dtype dt;
   if (!from_dl_dtype(d->dtype, &dt)) {
-    th_error(TH_ERR_TYPE, "%s: unsupported DLPack dtype (code=%u, bits=%u, lanes=%u)", who,
-             (unsigned)d->dtype.code, (unsigned)d->dtype.bits, (unsigned)d->dtype.lanes);
+    th_error(TH_ERR_TYPE, "%s: unsupported DLPack dtype (code=%u, bits=%u, lanes=%u)", who, (unsigned)d->dtype.code,
+             (unsigned)d->dtype.bits, (unsigned)d->dtype.lanes);
     return NULL;
   }
   if (is_own_export(m, dt)) { /* our own tensor coming back: a view of the same storage */
@@ -157,8 +156,8 @@ th_tensor *th_tensor_from_dlpack(void *managed) {
     return v;
   }
   if (d->ndim < 0 || d->ndim > TH_MAX_DIMS) {
-    th_error(d->ndim < 0 ? TH_ERR_VALUE : TH_ERR_NOT_IMPLEMENTED, "%s: expected 0 <= ndim <= %d, but got %d",
-             who, TH_MAX_DIMS, d->ndim);
+    th_error(d->ndim < 0 ? TH_ERR_VALUE : TH_ERR_NOT_IMPLEMENTED, "%s: expected 0 <= ndim <= %d, but got %d", who,
+             TH_MAX_DIMS, d->ndim);
     return NULL;
   }
   char *data = d->data ? (char *)d->data + d->byte_offset : NULL;

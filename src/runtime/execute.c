@@ -52,8 +52,8 @@ typedef enum { OUT_SLOT, OUT_NUMBER, OUT_NONE } out_kind;
 
 typedef struct th_out {
   out_kind kind;
-  int32_t slot;     /* OUT_SLOT */
-  th_dtype dtype;   /* OUT_NUMBER: TH_BOOL / TH_I64 / TH_F64 */
+  int32_t slot;   /* OUT_SLOT */
+  th_dtype dtype; /* OUT_NUMBER: TH_BOOL / TH_I64 / TH_F64 */
   double f;
   int64_t i;
 } th_out;
@@ -65,27 +65,27 @@ struct th_program {
   int ntraces;           /* the compile stages' traces (owned), in order, and their names */
   th_trace *traces[MAX_STAGES];
   const char *stage_names[MAX_STAGES];
-  void *resources;       /* what the steps' data point into (owned: the fuser's compiled regions), or NULL */
+  void *resources; /* what the steps' data point into (owned: the fuser's compiled regions), or NULL */
   void (*resources_free)(void *resources);
-  th_arena *arena;      /* everything below */
+  th_arena *arena; /* everything below */
   int nsteps;
   th_step *steps;
   int nslots;
-  th_tensor **slots;    /* bindings of the current run; all NULL between runs */
+  th_tensor **slots; /* bindings of the current run; all NULL between runs */
   const th_value **slot_value;
   uint32_t nids;
-  int32_t *slot_of;     /* value id -> slot, -1 if none */
-  int ninputs;          /* run-time inputs: one per tensor input, a collection input's leaves */
+  int32_t *slot_of;             /* value id -> slot, -1 if none */
+  int ninputs;                  /* run-time inputs: one per tensor input, a collection input's leaves */
   const th_value **input_value; /* per run-time input: its value (NULL: an unused item printed `_`) */
-  int32_t *input_slot;  /* per run-time input: its slot, -1 if none */
-  bool *bind_input;     /* false: the input is never used (not even returned) */
+  int32_t *input_slot;          /* per run-time input: its slot, -1 if none */
+  bool *bind_input;             /* false: the input is never used (not even returned) */
   int nouts;
   th_out *outs;
   bool has_device_override;
   th_device device_override;
-  uint64_t rng_seed;    /* the generator state (seed, offset) */
+  uint64_t rng_seed; /* the generator state (seed, offset) */
   uint64_t rng_offset;
-  atomic_bool running;  /* a run is in progress (th_program_run refuses a second one) */
+  atomic_bool running; /* a run is in progress (th_program_run refuses a second one) */
 };
 
 struct th_rt_env {
@@ -215,9 +215,18 @@ bool th_rt_number(th_rt_env *env, const th_arg *a, double *f, int64_t *i, bool *
   int64_t iv = 0;
   bool fl = false;
   switch (a->kind) {
-    case TH_ARG_BOOL: iv = a->u.b; fv = (double)iv; break;
-    case TH_ARG_INT: iv = a->u.i; fv = (double)iv; break;
-    case TH_ARG_FLOAT: fv = a->u.f; fl = true; break;
+    case TH_ARG_BOOL:
+      iv = a->u.b;
+      fv = (double)iv;
+      break;
+    case TH_ARG_INT:
+      iv = a->u.i;
+      fv = (double)iv;
+      break;
+    case TH_ARG_FLOAT:
+      fv = a->u.f;
+      fl = true;
+      break;
     case TH_ARG_VALUE: {
       const th_value *v = a->u.value;
       if (v->is_tensor) return false;
@@ -266,11 +275,13 @@ th_status th_rt_set(th_rt_env *env, const th_value *v, th_tensor *t) {
   if (v->is_tensor ? !matches(t, v) : t->ndim != 0) {
     char got[160], want[160];
     shape_string(t->dtype, t->ndim, t->shape, got, sizeof got);
-    if (v->is_tensor) shape_string(v->dtype, v->ndim, v->shape, want, sizeof want);
-    else snprintf(want, sizeof want, "a 0-dim tensor");
+    if (v->is_tensor)
+      shape_string(v->dtype, v->ndim, v->shape, want, sizeof want);
+    else
+      snprintf(want, sizeof want, "a 0-dim tensor");
     th_tensor_release(t);
-    return th_error(TH_ERR_RUNTIME, "kernel produced %s for %s, but the trace records %s", got,
-                    v->name ? v->name : "?", want);
+    return th_error(TH_ERR_RUNTIME, "kernel produced %s for %s, but the trace records %s", got, v->name ? v->name : "?",
+                    want);
   }
   th_tensor_release(env->slots[s]);
   env->slots[s] = t;
@@ -310,9 +321,7 @@ void th_rt_philox_block(uint64_t seed, uint64_t block, uint32_t out[4]) {
   th_rt_philox4x32_10(ctr, key, out);
 }
 
-void th_rt_random4(th_rt_env *env, uint32_t out[4]) {
-  th_rt_philox_block(env->p->rng_seed, env->p->rng_offset++, out);
-}
+void th_rt_random4(th_rt_env *env, uint32_t out[4]) { th_rt_philox_block(env->p->rng_seed, env->p->rng_offset++, out); }
 
 void th_rt_rng_state(th_rt_env *env, uint64_t blocks, uint64_t *seed, uint64_t *offset) {
   *seed = env->p->rng_seed;
@@ -322,7 +331,10 @@ void th_rt_rng_state(th_rt_env *env, uint64_t blocks, uint64_t *seed, uint64_t *
 
 th_status th_program_get_rng_state(const th_program *p, uint64_t *seed, uint64_t *offset) {
   if (!p || !seed || !offset)
-    return th_error(TH_ERR_VALUE, "th_program_get_rng_state: %s is NULL", !p ? "the program" : !seed ? "seed" : "offset");
+    return th_error(TH_ERR_VALUE, "th_program_get_rng_state: %s is NULL",
+                    !p      ? "the program"
+                    : !seed ? "seed"
+                            : "offset");
   *seed = p->rng_seed;
   *offset = p->rng_offset;
   return TH_OK;
@@ -415,9 +427,21 @@ static void plan_outputs(th_program *p, const th_arg *a, th_out *outs, int *n) {
       }
       break;
     }
-    case TH_ARG_BOOL: o.kind = OUT_NUMBER; o.dtype = TH_BOOL; o.i = a->u.b; break;
-    case TH_ARG_INT: o.kind = OUT_NUMBER; o.dtype = TH_I64; o.i = a->u.i; break;
-    case TH_ARG_FLOAT: o.kind = OUT_NUMBER; o.dtype = TH_F64; o.f = a->u.f; break;
+    case TH_ARG_BOOL:
+      o.kind = OUT_NUMBER;
+      o.dtype = TH_BOOL;
+      o.i = a->u.b;
+      break;
+    case TH_ARG_INT:
+      o.kind = OUT_NUMBER;
+      o.dtype = TH_I64;
+      o.i = a->u.i;
+      break;
+    case TH_ARG_FLOAT:
+      o.kind = OUT_NUMBER;
+      o.dtype = TH_F64;
+      o.f = a->u.f;
+      break;
     default: break; /* None and non-numeric constants: a NULL entry */
   }
   if (outs) outs[*n] = o;
@@ -478,8 +502,8 @@ static th_status build(th_program *p, const th_rt_claim *claims, int nclaims) {
   int nsteps = 0;
   for (int i = 0; i < nb; i++) nsteps += is_step(bs[i]);
   if (nsteps != nclaims)
-    return th_error(TH_ERR_VALUE, "th_program_build: %s() has %d steps, but %d claims were given", et->fn_name,
-                    nsteps, nclaims);
+    return th_error(TH_ERR_VALUE, "th_program_build: %s() has %d steps, but %d claims were given", et->fn_name, nsteps,
+                    nclaims);
   p->steps = ALLOC(p, nsteps, th_step);
   if (!p->steps) return TH_ERR_NOMEM;
   for (int i = 0; i < nb; i++) {
@@ -494,8 +518,7 @@ static th_status build(th_program *p, const th_rt_claim *claims, int nclaims) {
   }
 
   /* producers, last uses and the return */
-  build_ctx c = {p, ALLOC(p, p->nslots, int32_t), ALLOC(p, p->nslots, int32_t),
-                 ALLOC(p, p->nslots, bool), 0};
+  build_ctx c = {p, ALLOC(p, p->nslots, int32_t), ALLOC(p, p->nslots, int32_t), ALLOC(p, p->nslots, bool), 0};
   if (!c.last_use || !c.def || !c.is_out) return TH_ERR_NOMEM;
   for (int s = 0; s < p->nslots; s++) c.last_use[s] = c.def[s] = -1;
   for (c.step = 0; c.step < p->nsteps; c.step++) {
@@ -568,8 +591,8 @@ th_status th_program_build(const th_rt_program_spec *spec, th_program **out) {
   }
   if (!p) return th_error(TH_ERR_NOMEM, "out of memory building a program");
   if (spec->ntraces < 1 || spec->ntraces > MAX_STAGES) {
-    st = th_error(TH_ERR_VALUE, "th_program_build: expected between 1 and %d traces, got %d", MAX_STAGES,
-                  spec->ntraces);
+    st =
+      th_error(TH_ERR_VALUE, "th_program_build: expected between 1 and %d traces, got %d", MAX_STAGES, spec->ntraces);
     goto fail;
   }
   if (spec->nclaims < 0 || (spec->nclaims > 0 && !spec->claims)) {
@@ -651,9 +674,12 @@ static th_tensor *number_tensor(const th_out *o) {
   th_tensor *t = th_tensor_empty(o->dtype, 0, NULL);
   if (!t) return NULL;
   void *d = th_tensor_data(t);
-  if (o->dtype == TH_BOOL) *(uint8_t *)d = o->i != 0;
-  else if (o->dtype == TH_F64) *(double *)d = o->f;
-  else *(int64_t *)d = o->i;
+  if (o->dtype == TH_BOOL)
+    *(uint8_t *)d = o->i != 0;
+  else if (o->dtype == TH_F64)
+    *(double *)d = o->f;
+  else
+    *(int64_t *)d = o->i;
   return t;
 }
 
@@ -712,8 +738,10 @@ static th_status program_run(th_program *p, int ninputs, th_tensor *const *input
       res[i] = number_tensor(o);
     } else if (o->kind == OUT_SLOT) {
       res[i] = o->slot >= 0 ? p->slots[o->slot] : NULL;
-      if (res[i]) th_tensor_retain(res[i]);
-      else th_error(TH_ERR_RUNTIME, "%s() has no value for output %d", p->trace->fn_name, i);
+      if (res[i])
+        th_tensor_retain(res[i]);
+      else
+        th_error(TH_ERR_RUNTIME, "%s() has no value for output %d", p->trace->fn_name, i);
     } else {
       continue;
     }
@@ -752,8 +780,10 @@ static int env_threads(const char *name) {
 
 th_status th_set_num_threads(int n) {
   if (n < 0 || n > 4096)
-    return th_error(TH_ERR_VALUE, "th_set_num_threads: n: expected 0 (the default) or a count in [1, 4096], but "
-                    "got %d", n);
+    return th_error(TH_ERR_VALUE,
+                    "th_set_num_threads: n: expected 0 (the default) or a count in [1, 4096], but "
+                    "got %d",
+                    n);
   atomic_store(&g_num_threads, n);
   return TH_OK;
 }
@@ -783,14 +813,15 @@ void th_rt_threads_restore(int had) {
 /* A run binds the program's slots, so a second run of the same program while one is in progress (a
  * kernel that calls back into it, e.g. a Python kernel calling its own jitted function, or another
  * thread) is refused instead of corrupting the first. */
-th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs,
-                         th_tensor ***outputs) {
+th_status th_program_run(th_program *p, int ninputs, th_tensor *const *inputs, int *noutputs, th_tensor ***outputs) {
   if (!p || !noutputs || !outputs) return program_run(p, ninputs, inputs, noutputs, outputs);
   if (atomic_exchange(&p->running, true)) {
     *noutputs = 0;
     *outputs = NULL;
-    return th_error(TH_ERR_RUNTIME, "%s(): this program is already running (a kernel called it again, or another "
-                    "thread runs it); one program is not re-entrant", p->trace->fn_name);
+    return th_error(TH_ERR_RUNTIME,
+                    "%s(): this program is already running (a kernel called it again, or another "
+                    "thread runs it); one program is not re-entrant",
+                    p->trace->fn_name);
   }
   int had = th_rt_threads_enter();
   th_status st = program_run(p, ninputs, inputs, noutputs, outputs);

@@ -45,8 +45,8 @@ static th_status parse_descr(const char *path, const char *descr, th_dtype *out)
     const char *code;
     th_dtype dt;
   } table[] = {
-      {"b1", TH_BOOL}, {"u1", TH_U8},  {"i1", TH_I8},  {"i2", TH_I16}, {"i4", TH_I32},
-      {"i8", TH_I64},  {"f2", TH_F16}, {"f4", TH_F32}, {"f8", TH_F64},
+    {"b1", TH_BOOL}, {"u1", TH_U8},  {"i1", TH_I8},  {"i2", TH_I16}, {"i4", TH_I32},
+    {"i8", TH_I64},  {"f2", TH_F16}, {"f4", TH_F32}, {"f8", TH_F64},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     if (strcmp(s, table[i].code) != 0) continue;
@@ -58,8 +58,8 @@ static th_status parse_descr(const char *path, const char *descr, th_dtype *out)
     *out = table[i].dt;
     return TH_OK;
   }
-  return th_error(TH_ERR_IO, "%s: '%s': unsupported dtype descr '%s' (supported: b1 u1 i1 i2 i4 i8 f2 f4 f8)",
-                  who, path, descr);
+  return th_error(TH_ERR_IO, "%s: '%s': unsupported dtype descr '%s' (supported: b1 u1 i1 i2 i4 i8 f2 f4 f8)", who,
+                  path, descr);
 }
 
 /* ---- header dict parser --------------------------------------------------------------------------- */
@@ -71,13 +71,12 @@ typedef struct hdr_parser {
 } hdr_parser;
 
 static th_status hdr_fail(hdr_parser *h, const char *what) {
-  return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: %s at offset %zu of the header dict",
-                  h->path, what, h->pos);
+  return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: %s at offset %zu of the header dict", h->path, what,
+                  h->pos);
 }
 
 static void hdr_ws(hdr_parser *h) {
-  while (h->s[h->pos] == ' ' || h->s[h->pos] == '\t' || h->s[h->pos] == '\n' || h->s[h->pos] == '\r')
-    h->pos++;
+  while (h->s[h->pos] == ' ' || h->s[h->pos] == '\t' || h->s[h->pos] == '\n' || h->s[h->pos] == '\r') h->pos++;
 }
 
 static bool hdr_eat(hdr_parser *h, char c) {
@@ -151,8 +150,8 @@ static th_status hdr_shape(hdr_parser *h, int *ndim, int64_t *shape) {
   if (!hdr_eat(h, ')')) {
     for (;;) {
       if (n == TH_MAX_DIMS)
-        return th_error(TH_ERR_IO, "reading .npy: '%s': arrays of more than %d dimensions are not supported",
-                        h->path, TH_MAX_DIMS);
+        return th_error(TH_ERR_IO, "reading .npy: '%s': arrays of more than %d dimensions are not supported", h->path,
+                        TH_MAX_DIMS);
       TH_TRY(hdr_int(h, &shape[n++]));
       trailing_comma = hdr_eat(h, ',');
       if (hdr_eat(h, ')')) break;
@@ -198,8 +197,7 @@ static th_status parse_header(const char *path, const char *text, npy_header *ou
     } else {
       return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: unexpected key '%s'", path, key);
     }
-    if (*seen)
-      return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: duplicate key '%s'", path, key);
+    if (*seen) return th_error(TH_ERR_IO, "reading .npy: '%s': malformed header: duplicate key '%s'", path, key);
     *seen = true;
     if (hdr_eat(&h, ',')) continue;
     if (hdr_eat(&h, '}')) break;
@@ -222,8 +220,7 @@ static uint32_t le32(const unsigned char *p) {
 }
 
 /* Reads the preamble and header; on success *data_start is the file offset of the data. */
-static th_status read_header(const char *path, FILE *f, uint64_t fsize, npy_header *hdr,
-                             uint64_t *data_start) {
+static th_status read_header(const char *path, FILE *f, uint64_t fsize, npy_header *hdr, uint64_t *data_start) {
   static const char *const who = "reading .npy";
   unsigned char pre[12];
   size_t got = fread(pre, 1, 8, f);
@@ -234,8 +231,8 @@ static th_status read_header(const char *path, FILE *f, uint64_t fsize, npy_head
     return th_error(TH_ERR_IO, "%s: '%s': file is truncated after %zu bytes of the preamble", who, path, got);
   unsigned major = pre[6], minor = pre[7];
   if (minor != 0 || major < 1 || major > 3)
-    return th_error(TH_ERR_IO, "%s: '%s': unsupported .npy format version %u.%u (supported: 1.0, 2.0, 3.0)",
-                    who, path, major, minor);
+    return th_error(TH_ERR_IO, "%s: '%s': unsupported .npy format version %u.%u (supported: 1.0, 2.0, 3.0)", who, path,
+                    major, minor);
   size_t lenbytes = major == 1 ? 2 : 4;
   TH_TRY(th_rt_read_exact(who, path, f, pre + 8, lenbytes, "the header length"));
   uint32_t hlen = major == 1 ? (uint32_t)pre[8] | (uint32_t)pre[9] << 8 : le32(pre + 8);
@@ -243,8 +240,8 @@ static th_status read_header(const char *path, FILE *f, uint64_t fsize, npy_head
   if (hlen > NPY_MAX_HEADER)
     return th_error(TH_ERR_IO, "%s: '%s': header length %u is implausibly large", who, path, hlen);
   if (pre_len + hlen > fsize)
-    return th_error(TH_ERR_IO, "%s: '%s': file is truncated: the header needs %u bytes, only %llu are left",
-                    who, path, hlen, (unsigned long long)(fsize - pre_len));
+    return th_error(TH_ERR_IO, "%s: '%s': file is truncated: the header needs %u bytes, only %llu are left", who, path,
+                    hlen, (unsigned long long)(fsize - pre_len));
   char *text = th_malloc((size_t)hlen + 1);
   if (!text) return th_error(TH_ERR_NOMEM, "%s: out of memory reading '%s'", who, path);
   th_status st = th_rt_read_exact(who, path, f, text, hlen, "the header");
@@ -278,8 +275,7 @@ static th_status read_file(const char *path, FILE *f, uint64_t fsize, th_tensor 
   }
   uint64_t avail = fsize - start;
   if (avail < nbytes)
-    return th_error(TH_ERR_IO,
-                    "%s: '%s': file is truncated: the data needs %llu bytes, only %llu are present", who,
+    return th_error(TH_ERR_IO, "%s: '%s': file is truncated: the data needs %llu bytes, only %llu are present", who,
                     path, (unsigned long long)nbytes, (unsigned long long)avail);
   if (avail > nbytes)
     return th_error(TH_ERR_IO, "%s: '%s': %llu unexpected bytes after the %llu bytes of data", who, path,
@@ -343,8 +339,8 @@ th_status th_npy_write(const char *path, const th_tensor *t) {
   if (!t) return th_error(TH_ERR_VALUE, "%s: the tensor is NULL", who);
   const char *descr = npy_descr(t->dtype);
   if (!descr)
-    return th_error(TH_ERR_TYPE, "%s: cannot write '%s': NumPy has no %s dtype; use .safetensors instead",
-                    who, path ? path : "(null)", th_dtype_name(t->dtype));
+    return th_error(TH_ERR_TYPE, "%s: cannot write '%s': NumPy has no %s dtype; use .safetensors instead", who,
+                    path ? path : "(null)", th_dtype_name(t->dtype));
   if (t->device.type != TH_CPU) return th_error(TH_ERR_DEVICE, "%s: only CPU tensors can be written", who);
 
   /* The dict exactly as numpy 1.24's _write_array_header prints it. */

@@ -20,11 +20,11 @@ typedef struct th_rt_claim {
  * in `names` (static strings). */
 typedef struct th_rt_program_spec {
   int ntraces;
-  th_trace **traces;       /* taken, also on failure */
+  th_trace **traces; /* taken, also on failure */
   const char *const *names;
   const th_rt_claim *claims; /* one per step (top-level bsym not tagged UTILITY) of the last trace, in order */
   int nclaims;
-  void *resources;          /* taken, also on failure: what claims' data point into (the fuser's regions) */
+  void *resources; /* taken, also on failure: what claims' data point into (the fuser's regions) */
   void (*resources_free)(void *resources);
   bool has_device_override; /* th_compile_options' */
   th_device device_override;

@@ -49,17 +49,15 @@ th_status th_rt_open_read(const char *who, const char *path, FILE **f, uint64_t 
   return TH_OK;
 }
 
-th_status th_rt_read_exact(const char *who, const char *path, FILE *f, void *buf, size_t n,
-                           const char *what) {
+th_status th_rt_read_exact(const char *who, const char *path, FILE *f, void *buf, size_t n, const char *what) {
   size_t got = n ? fread(buf, 1, n, f) : 0;
   if (got == n) return TH_OK;
   if (ferror(f)) {
     char eb[128];
-    return th_error(TH_ERR_IO, "%s: '%s': read error in %s: %s", who, path, what,
-                    errstr(errno, eb, sizeof eb));
+    return th_error(TH_ERR_IO, "%s: '%s': read error in %s: %s", who, path, what, errstr(errno, eb, sizeof eb));
   }
-  return th_error(TH_ERR_IO, "%s: '%s': file is truncated: %s needs %zu bytes, only %zu are left", who, path,
-                  what, n, got);
+  return th_error(TH_ERR_IO, "%s: '%s': file is truncated: %s needs %zu bytes, only %zu are left", who, path, what, n,
+                  got);
 }
 
 static th_status write_bytes(const char *who, const char *path, FILE *f, const void *p, size_t n) {
@@ -103,8 +101,7 @@ th_status th_rt_write_atomic(const char *who, const char *path, th_rt_write_fn w
   char eb[128];
   if (!path || !*path) return th_error(TH_ERR_IO, "%s: the path is empty", who);
   size_t len = strlen(path);
-  if (path[len - 1] == '/')
-    return th_error(TH_ERR_IO, "%s: cannot write '%s': it names a directory", who, path);
+  if (path[len - 1] == '/') return th_error(TH_ERR_IO, "%s: cannot write '%s': it names a directory", who, path);
 
   /* "<dir>/.th_tmp_XXXXXX", dir = everything up to the last '/' ("." if none). */
   const char *slash = strrchr(path, '/');
@@ -127,8 +124,8 @@ th_status th_rt_write_atomic(const char *who, const char *path, th_rt_write_fn w
       st = th_error(TH_ERR_IO, "%s: cannot write '%s': the directory '%.*s' does not exist", who, path,
                     (int)(slash ? (dirlen ? dirlen : 1) : 1), slash ? path : ".");
     else
-      st = th_error(TH_ERR_IO, "%s: cannot create a temporary file next to '%s': %s", who, path,
-                    errstr(e, eb, sizeof eb));
+      st =
+        th_error(TH_ERR_IO, "%s: cannot create a temporary file next to '%s': %s", who, path, errstr(e, eb, sizeof eb));
     th_free(tmp);
     return st;
   }

@@ -24,18 +24,9 @@
 #define ST_MAX_INT 9007199254740992.0       /* 2^53: integers above this are not exact in JSON */
 
 static const char *const st_dtype_names[TH_DTYPE_COUNT] = {
-    [TH_BOOL] = "BOOL",
-    [TH_U8] = "U8",
-    [TH_I8] = "I8",
-    [TH_I16] = "I16",
-    [TH_I32] = "I32",
-    [TH_I64] = "I64",
-    [TH_F16] = "F16",
-    [TH_BF16] = "BF16",
-    [TH_F32] = "F32",
-    [TH_F64] = "F64",
-    [TH_F8E4M3FN] = "F8_E4M3",
-    [TH_F8E5M2] = "F8_E5M2",
+  [TH_BOOL] = "BOOL",        [TH_U8] = "U8",          [TH_I8] = "I8",     [TH_I16] = "I16", [TH_I32] = "I32",
+  [TH_I64] = "I64",          [TH_F16] = "F16",        [TH_BF16] = "BF16", [TH_F32] = "F32", [TH_F64] = "F64",
+  [TH_F8E4M3FN] = "F8_E4M3", [TH_F8E5M2] = "F8_E5M2",
 };
 
 /* True when s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points > U+10FFFF). */
@@ -103,8 +94,7 @@ static bool json_uint(const cJSON *j, uint64_t *out) {
 static th_status parse_entry(const char *path, const cJSON *j, uint64_t data_len, st_entry *e) {
   static const char *const who = "reading .safetensors";
   const char *name = j->string;
-  if (!cJSON_IsObject(j))
-    return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': expected a JSON object", who, path, name);
+  if (!cJSON_IsObject(j)) return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': expected a JSON object", who, path, name);
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
   const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
   const cJSON *offs = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
@@ -128,8 +118,8 @@ static th_status parse_entry(const char *path, const cJSON *j, uint64_t data_len
     return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': \"shape\" must be an array", who, path, name);
   int nd = cJSON_GetArraySize(shape);
   if (nd > TH_MAX_DIMS)
-    return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': %d dimensions (at most %d are supported)", who, path,
-                    name, nd, TH_MAX_DIMS);
+    return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': %d dimensions (at most %d are supported)", who, path, name, nd,
+                    TH_MAX_DIMS);
   e->ndim = nd;
   /* numel * itemsize, saturated at UINT64_MAX (it is compared against a file-bounded size). */
   uint64_t nbytes = th_dtype_size(e->dtype), i = 0;
@@ -137,23 +127,21 @@ static th_status parse_entry(const char *path, const cJSON *j, uint64_t data_len
   cJSON_ArrayForEach(d, shape) {
     uint64_t v;
     if (!json_uint(d, &v))
-      return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': shape[%d] must be a non-negative integer", who, path,
-                      name, (int)i);
+      return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': shape[%d] must be a non-negative integer", who, path, name,
+                      (int)i);
     e->shape[i++] = (int64_t)v;
     nbytes = (v != 0 && nbytes > UINT64_MAX / v) ? UINT64_MAX : nbytes * v;
   }
 
-  if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
-      !json_uint(cJSON_GetArrayItem(offs, 0), &e->begin) || !json_uint(cJSON_GetArrayItem(offs, 1), &e->end))
-    return th_error(TH_ERR_IO,
-                    "%s: '%s': tensor '%s': \"data_offsets\" must be two non-negative integers [begin, end]",
+  if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(cJSON_GetArrayItem(offs, 0), &e->begin) ||
+      !json_uint(cJSON_GetArrayItem(offs, 1), &e->end))
+    return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': \"data_offsets\" must be two non-negative integers [begin, end]",
                     who, path, name);
   if (e->begin > e->end)
-    return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': data_offsets [%llu, %llu] end before they begin", who,
-                    path, name, (unsigned long long)e->begin, (unsigned long long)e->end);
+    return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': data_offsets [%llu, %llu] end before they begin", who, path,
+                    name, (unsigned long long)e->begin, (unsigned long long)e->end);
   if (e->end > data_len)
-    return th_error(TH_ERR_IO,
-                    "%s: '%s': tensor '%s': data_offsets [%llu, %llu] reach past the %llu-byte data buffer",
+    return th_error(TH_ERR_IO, "%s: '%s': tensor '%s': data_offsets [%llu, %llu] reach past the %llu-byte data buffer",
                     who, path, name, (unsigned long long)e->begin, (unsigned long long)e->end,
                     (unsigned long long)data_len);
   if (e->end - e->begin != nbytes)
@@ -161,8 +149,7 @@ static th_status parse_entry(const char *path, const cJSON *j, uint64_t data_len
                     "%s: '%s': tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, but a %s tensor of "
                     "this shape needs %llu",
                     who, path, name, (unsigned long long)e->begin, (unsigned long long)e->end,
-                    (unsigned long long)(e->end - e->begin), th_dtype_name(e->dtype),
-                    (unsigned long long)nbytes);
+                    (unsigned long long)(e->end - e->begin), th_dtype_name(e->dtype), (unsigned long long)nbytes);
   e->name = name;
   return TH_OK;
 }
@@ -170,21 +157,19 @@ static th_status parse_entry(const char *path, const cJSON *j, uint64_t data_len
 /* Checks "__metadata__": an object of string values. */
 static th_status check_metadata(const char *path, const cJSON *j) {
   if (!cJSON_IsObject(j))
-    return th_error(TH_ERR_IO, "reading .safetensors: '%s': \"__metadata__\" must be an object of strings",
-                    path);
+    return th_error(TH_ERR_IO, "reading .safetensors: '%s': \"__metadata__\" must be an object of strings", path);
   const cJSON *v;
   cJSON_ArrayForEach(v, j) {
     if (!cJSON_IsString(v))
-      return th_error(TH_ERR_IO, "reading .safetensors: '%s': \"__metadata__\" value \"%s\" must be a string",
-                      path, v->string);
+      return th_error(TH_ERR_IO, "reading .safetensors: '%s': \"__metadata__\" value \"%s\" must be a string", path,
+                      v->string);
   }
   return TH_OK;
 }
 
 /* Validates the parsed header into entries[0..n) (in header order) and checks that they tile the data
  * buffer. entries must have room for every member of root. */
-static th_status check_header(const char *path, const cJSON *root, uint64_t data_len, st_entry *entries,
-                              int *n_out) {
+static th_status check_header(const char *path, const cJSON *root, uint64_t data_len, st_entry *entries, int *n_out) {
   static const char *const who = "reading .safetensors";
   int n = 0;
   const cJSON *j;
@@ -213,8 +198,7 @@ static th_status check_header(const char *path, const cJSON *root, uint64_t data
   th_status st = TH_OK;
   for (int i = 1; i < n && st == TH_OK; i++)
     if (strcmp(byname[i - 1]->name, byname[i]->name) == 0)
-      st = th_error(TH_ERR_IO, "%s: '%s': tensor '%s' appears twice in the header", who, path,
-                    byname[i]->name);
+      st = th_error(TH_ERR_IO, "%s: '%s': tensor '%s' appears twice in the header", who, path, byname[i]->name);
   th_free(byname);
   TH_TRY(st);
 
@@ -228,17 +212,17 @@ static th_status check_header(const char *path, const cJSON *root, uint64_t data
   for (int i = 0; i < n && st == TH_OK; i++) {
     const st_entry *e = &sorted[i];
     if (e->begin < pos)
-      st = th_error(TH_ERR_IO, "%s: '%s': tensor '%s' (bytes [%llu, %llu)) overlaps tensor '%s'", who, path,
-                    e->name, (unsigned long long)e->begin, (unsigned long long)e->end, prev);
+      st = th_error(TH_ERR_IO, "%s: '%s': tensor '%s' (bytes [%llu, %llu)) overlaps tensor '%s'", who, path, e->name,
+                    (unsigned long long)e->begin, (unsigned long long)e->end, prev);
     else if (e->begin > pos)
-      st = th_error(TH_ERR_IO, "%s: '%s': a hole of %llu bytes in the data buffer before tensor '%s'", who,
-                    path, (unsigned long long)(e->begin - pos), e->name);
+      st = th_error(TH_ERR_IO, "%s: '%s': a hole of %llu bytes in the data buffer before tensor '%s'", who, path,
+                    (unsigned long long)(e->begin - pos), e->name);
     pos = e->end;
     prev = e->name;
   }
   if (st == TH_OK && pos != data_len)
-    st = th_error(TH_ERR_IO, "%s: '%s': %llu bytes at the end of the data buffer belong to no tensor", who,
-                  path, (unsigned long long)(data_len - pos));
+    st = th_error(TH_ERR_IO, "%s: '%s': %llu bytes at the end of the data buffer belong to no tensor", who, path,
+                  (unsigned long long)(data_len - pos));
   th_free(sorted);
   return st;
 }
@@ -273,8 +257,7 @@ static th_status read_tensors(const char *path, FILE *f, const st_entry *entries
   th_status st = TH_OK;
   for (int i = 0; i < n && st == TH_OK; i++) {
     const st_entry *e = &entries[order[i]];
-    st = th_rt_read_exact(who, path, f, th_tensor_data(tensors[order[i]]), (size_t)(e->end - e->begin),
-                          "tensor data");
+    st = th_rt_read_exact(who, path, f, th_tensor_data(tensors[order[i]]), (size_t)(e->end - e->begin), "tensor data");
   }
   th_free(order);
   return st;
@@ -285,8 +268,8 @@ static th_status read_file(const char *path, FILE *f, uint64_t fsize, int *n_out
   static const char *const who = "reading .safetensors";
   unsigned char lenbuf[8];
   if (fsize < 8)
-    return th_error(TH_ERR_IO, "%s: '%s': file is truncated: %llu bytes, less than the 8-byte header length",
-                    who, path, (unsigned long long)fsize);
+    return th_error(TH_ERR_IO, "%s: '%s': file is truncated: %llu bytes, less than the 8-byte header length", who, path,
+                    (unsigned long long)fsize);
   TH_TRY(th_rt_read_exact(who, path, f, lenbuf, 8, "the header length"));
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lenbuf[i];
@@ -309,8 +292,8 @@ static th_status read_file(const char *path, FILE *f, uint64_t fsize, int *n_out
     const char *end = NULL;
     root = cJSON_ParseWithOpts(text, &end, true);
     if (!root)
-      st = th_error(TH_ERR_IO, "%s: '%s': the header is not valid JSON (error at byte %lld of %llu)", who,
-                    path, end ? (long long)(end - text) : -1LL, (unsigned long long)hlen);
+      st = th_error(TH_ERR_IO, "%s: '%s': the header is not valid JSON (error at byte %lld of %llu)", who, path,
+                    end ? (long long)(end - text) : -1LL, (unsigned long long)hlen);
     else if (!cJSON_IsObject(root))
       st = th_error(TH_ERR_IO, "%s: '%s': the header is not a JSON object", who, path);
   }
@@ -344,8 +327,7 @@ static th_status read_file(const char *path, FILE *f, uint64_t fsize, int *n_out
 }
 
 th_status th_safetensors_read(const char *path, int *n, char ***names, th_tensor ***tensors) {
-  if (!n || !names || !tensors)
-    return th_error(TH_ERR_VALUE, "reading .safetensors: an output pointer is NULL");
+  if (!n || !names || !tensors) return th_error(TH_ERR_VALUE, "reading .safetensors: an output pointer is NULL");
   *n = 0;
   *names = NULL;
   *tensors = NULL;
@@ -411,14 +393,13 @@ static th_status write_body(FILE *f, void *ctx) {
   for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)w->header_len >> (8 * i));
   if (fwrite(len, 1, 8, f) != 8 || fwrite(w->header, 1, w->header_len, f) != w->header_len)
     return th_error(TH_ERR_IO, "writing .safetensors: cannot write '%s'", w->path);
-  for (int i = 0; i < w->n; i++)
-    TH_TRY(th_rt_write_tensor_data("writing .safetensors", w->path, f, w->items[i].t));
+  for (int i = 0; i < w->n; i++) TH_TRY(th_rt_write_tensor_data("writing .safetensors", w->path, f, w->items[i].t));
   return TH_OK;
 }
 
 /* Validates the arguments and fills items (in argument order). */
-static th_status check_write_args(const char *path, int n, const char *const *names,
-                                  th_tensor *const *tensors, st_item *items) {
+static th_status check_write_args(const char *path, int n, const char *const *names, th_tensor *const *tensors,
+                                  st_item *items) {
   static const char *const who = "writing .safetensors";
   for (int i = 0; i < n; i++) {
     if (!names[i]) return th_error(TH_ERR_VALUE, "%s: names[%d] is NULL", who, i);

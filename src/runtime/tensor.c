@@ -21,23 +21,19 @@
 /* Checks rank and sizes; on success *numel is the element count. `who` names the calling function in
  * the error message. The product of max(size, 1) (which bounds every contiguous stride) and the byte
  * size numel * itemsize must both fit in int64. */
-static th_status check_shape(const char *who, th_dtype dtype, int ndim, const int64_t *shape,
-                             int64_t *numel) {
-  if ((unsigned)dtype >= TH_DTYPE_COUNT)
-    return th_error(TH_ERR_VALUE, "%s: invalid dtype code %d", who, (int)dtype);
+static th_status check_shape(const char *who, th_dtype dtype, int ndim, const int64_t *shape, int64_t *numel) {
+  if ((unsigned)dtype >= TH_DTYPE_COUNT) return th_error(TH_ERR_VALUE, "%s: invalid dtype code %d", who, (int)dtype);
   if (ndim < 0 || ndim > TH_MAX_DIMS)
-    return th_error(ndim < 0 ? TH_ERR_VALUE : TH_ERR_NOT_IMPLEMENTED,
-                    "%s: expected 0 <= ndim <= %d, but got ndim=%d", who, TH_MAX_DIMS, ndim);
+    return th_error(ndim < 0 ? TH_ERR_VALUE : TH_ERR_NOT_IMPLEMENTED, "%s: expected 0 <= ndim <= %d, but got ndim=%d",
+                    who, TH_MAX_DIMS, ndim);
   if (ndim > 0 && !shape) return th_error(TH_ERR_VALUE, "%s: shape is NULL with ndim=%d", who, ndim);
   int64_t n = 1, span = 1;
   for (int i = 0; i < ndim; i++) {
     int64_t d = shape[i];
-    if (d < 0)
-      return th_error(TH_ERR_VALUE, "%s: expected shape[%d] >= 0, but got %lld", who, i, (long long)d);
+    if (d < 0) return th_error(TH_ERR_VALUE, "%s: expected shape[%d] >= 0, but got %lld", who, i, (long long)d);
     int64_t d1 = d > 0 ? d : 1;
     if (span > INT64_MAX / d1)
-      return th_error(TH_ERR_VALUE, "%s: shape overflows int64 (dimension %d of size %lld)", who, i,
-                      (long long)d);
+      return th_error(TH_ERR_VALUE, "%s: shape overflows int64 (dimension %d of size %lld)", who, i, (long long)d);
     span *= d1;
     n = d == 0 ? 0 : n * d; /* n <= span, cannot overflow */
   }
@@ -61,8 +57,8 @@ int64_t th_rt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride
 
 /* Number of bytes a (shape, strides, offset) view touches, counted from the storage base: 0 when
  * numel is 0, otherwise (offset + sum((size-1)*stride) + 1) * itemsize. False on int64 overflow. */
-static bool view_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
-                        size_t itemsize, uint64_t *bytes) {
+static bool view_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset, size_t itemsize,
+                        uint64_t *bytes) {
   for (int i = 0; i < ndim; i++)
     if (shape[i] == 0) {
       *bytes = 0;
@@ -113,8 +109,8 @@ static void storage_release(th_storage *s) {
 
 /* A tensor header over storage s (takes over the caller's reference to s). Strides NULL = contiguous.
  * NULL with TH_ERR_NOMEM set; the caller still holds its storage reference then. */
-static th_tensor *tensor_wrap(th_storage *s, th_dtype dtype, int ndim, const int64_t *shape,
-                              const int64_t *strides, int64_t offset) {
+static th_tensor *tensor_wrap(th_storage *s, th_dtype dtype, int ndim, const int64_t *shape, const int64_t *strides,
+                              int64_t offset) {
   th_tensor *t = th_malloc(sizeof *t);
   if (!t) {
     th_error(TH_ERR_NOMEM, "out of memory: cannot allocate a tensor");
@@ -165,8 +161,8 @@ static th_status check_strides(const char *who, int ndim, const int64_t *strides
   return TH_OK;
 }
 
-th_tensor *th_tensor_from_data(void *data, th_dtype dtype, int ndim, const int64_t *shape,
-                               const int64_t *strides, void (*deleter)(void *ctx), void *ctx) {
+th_tensor *th_tensor_from_data(void *data, th_dtype dtype, int ndim, const int64_t *shape, const int64_t *strides,
+                               void (*deleter)(void *ctx), void *ctx) {
   static const char who[] = "th_tensor_from_data";
   int64_t numel;
   if (check_shape(who, dtype, ndim, shape, &numel) != TH_OK) return NULL;
@@ -183,8 +179,8 @@ th_tensor *th_tensor_from_data(void *data, th_dtype dtype, int ndim, const int64
     return NULL;
   }
   if (data && (uintptr_t)data % th_dtype_size(dtype) != 0) {
-    th_error(TH_ERR_VALUE, "%s: data %p is not aligned to the %zu-byte size of %s", who, data,
-             th_dtype_size(dtype), th_dtype_name(dtype));
+    th_error(TH_ERR_VALUE, "%s: data %p is not aligned to the %zu-byte size of %s", who, data, th_dtype_size(dtype),
+             th_dtype_name(dtype));
     return NULL;
   }
   th_storage *s = th_malloc(sizeof *s);
@@ -202,8 +198,7 @@ th_tensor *th_tensor_from_data(void *data, th_dtype dtype, int ndim, const int64
   return t;
 }
 
-th_tensor *th_tensor_view(th_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
-                          int64_t offset) {
+th_tensor *th_tensor_view(th_tensor *t, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
   static const char who[] = "th_tensor_view";
   if (!t) {
     th_error(TH_ERR_VALUE, "%s: the tensor is NULL", who);
@@ -230,9 +225,8 @@ th_tensor *th_tensor_view(th_tensor *t, int ndim, const int64_t *shape, const in
     offset = -t->offset;
   }
   if (!ok) {
-    th_error(TH_ERR_INDEX,
-             "%s: the view (numel=%lld, offset=%lld) reaches past the end of its storage of %zu bytes", who,
-             (long long)numel, (long long)offset, t->storage->nbytes);
+    th_error(TH_ERR_INDEX, "%s: the view (numel=%lld, offset=%lld) reaches past the end of its storage of %zu bytes",
+             who, (long long)numel, (long long)offset, t->storage->nbytes);
     return NULL;
   }
   atomic_fetch_add_explicit(&t->storage->refcnt, 1, memory_order_relaxed);
@@ -327,9 +321,7 @@ void *th_tensor_data(const th_tensor *t) {
   return (char *)t->storage->data + (size_t)t->offset * th_dtype_size(t->dtype);
 }
 
-bool th_tensor_shares_storage(const th_tensor *a, const th_tensor *b) {
-  return a && b && a->storage == b->storage;
-}
+bool th_tensor_shares_storage(const th_tensor *a, const th_tensor *b) { return a && b && a->storage == b->storage; }
 
 /* Decodes one element at p (any alignment) as double. */
 static double decode(th_dtype dt, const void *p) {

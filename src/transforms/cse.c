@@ -67,8 +67,8 @@ static uint64_t hash_arg(uint64_t h, const th_arg *a) {
       }
       return h;
     case TH_ARG_SLICE:
-      h = mix(h, (uint64_t)a->u.slice.has_start | (uint64_t)a->u.slice.has_stop << 1 |
-                     (uint64_t)a->u.slice.has_step << 2);
+      h = mix(h,
+              (uint64_t)a->u.slice.has_start | (uint64_t)a->u.slice.has_stop << 1 | (uint64_t)a->u.slice.has_step << 2);
       if (a->u.slice.has_start) h = mix(h, (uint64_t)a->u.slice.start);
       if (a->u.slice.has_stop) h = mix(h, (uint64_t)a->u.slice.stop);
       if (a->u.slice.has_step) h = mix(h, (uint64_t)a->u.slice.step);
@@ -123,8 +123,7 @@ static uint64_t hash_bsym(const th_bsym *b) {
 }
 
 static bool bsym_key_eq(const th_bsym *a, const th_bsym *b) {
-  if (a->sym->id != b->sym->id || !str_eq(a->executor, b->executor) || a->nargs != b->nargs ||
-      a->nkwargs != b->nkwargs)
+  if (a->sym->id != b->sym->id || !str_eq(a->executor, b->executor) || a->nargs != b->nargs || a->nkwargs != b->nkwargs)
     return false;
   for (int i = 0; i < a->nargs; i++)
     if (!arg_eq(&a->args[i], &b->args[i])) return false;
@@ -276,11 +275,9 @@ th_status th_cse(const th_trace *tr, th_trace **out) {
   c.nids = nids;
   c.redundant = th_calloc(nids ? nids : 1, sizeof *c.redundant);
   c.target = th_calloc(nids ? nids : 1, sizeof *c.target);
-  if (!c.redundant || !c.target)
-    st = th_error(TH_ERR_NOMEM, "out of memory in common subexpression elimination");
+  if (!c.redundant || !c.target) st = th_error(TH_ERR_NOMEM, "out of memory in common subexpression elimination");
 
-  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++)
-    st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
+  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++) st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
   th_vec dels = {0}; /* the copied dels, filtered once every merge is known */
   for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) {
     const th_bsym *src = tr->bsyms.items[i];

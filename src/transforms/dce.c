@@ -24,7 +24,8 @@ th_status th_dce(const th_trace *tr, th_trace **out) {
     st = th_trace_set_provenance(nt, pss);
   }
   if (st != TH_OK) {
-    if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM) th_error(TH_ERR_NOMEM, "out of memory in dead code elimination");
+    if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM)
+      th_error(TH_ERR_NOMEM, "out of memory in dead code elimination");
     th_trace_free(nt);
     return st;
   }

@@ -123,8 +123,7 @@ th_status th_del_last_used(const th_trace *tr, th_trace **out) {
     if ((st = flush_del(nt, &c, rev, &nrev)) != TH_OK) goto done;
   }
 
-  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++)
-    st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
+  for (int i = 0; i < tr->inputs.n && st == TH_OK; i++) st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
   for (int k = nrev - 1; k >= 0 && st == TH_OK; k--) st = th_vec_push(nt->arena, &nt->bsyms, rev[k]);
   nt->has_return = tr->has_return;
   nt->nfusions = tr->nfusions;

@@ -91,8 +91,8 @@ static th_status replace_linear(th_trace *tr, const th_bsym *b, int index, const
   snprintf(text, sizeof text,
            "float8: %s = %s(%s, %s, %s) as dynamic per-tensor scaled %s (input) x %s (weight) with _scaled_mm",
            out->name ? out->name : "?", b->sym->qualname, xv->name ? xv->name : "?", wv->name ? wv->name : "?",
-           bias.kind == TH_ARG_VALUE && bias.u.value->name ? bias.u.value->name : "None",
-           th_dtype_name(o->input_dtype), th_dtype_name(o->weight_dtype));
+           bias.kind == TH_ARG_VALUE && bias.u.value->name ? bias.u.value->name : "None", th_dtype_name(o->input_dtype),
+           th_dtype_name(o->weight_dtype));
   TH_TRY(th_trace_add_comment(tr, text));
   th_arg xq, xinv, wq, winv, wt, x2, mm, y;
   TH_TRY(th_f8_quantize(tr, x, o->input_dtype, tag, "input", &xq, &xinv));
@@ -140,7 +140,7 @@ static th_status check_options(const th_float8_options *o) {
   }
   if (o->input_dtype == TH_F8E5M2 && o->weight_dtype == TH_F8E5M2)
     return th_error(TH_ERR_VALUE, "float8: input_dtype and weight_dtype cannot both be float8_e5m2 (_scaled_mm "
-                    "refuses two e5m2 operands, as PyTorch and cuBLASLt do)");
+                                  "refuses two e5m2 operands, as PyTorch and cuBLASLt do)");
   return TH_OK;
 }
 

@@ -38,9 +38,9 @@ typedef struct gctx {
   /* by value id (grown on demand) */
   uint32_t cap;
   bool *tracked;
-  th_arg *ct;   /* the cotangent accumulated for a value (VALUE) or NONE */
-  int32_t *rank; /* forward definition order + 1 (0: not a forward value) */
-  th_vec tape;  /* const th_bsym*: forward bsyms with rules, in order (fwd's copies) */
+  th_arg *ct;     /* the cotangent accumulated for a value (VALUE) or NONE */
+  int32_t *rank;  /* forward definition order + 1 (0: not a forward value) */
+  th_vec tape;    /* const th_bsym*: forward bsyms with rules, in order (fwd's copies) */
   const bool *rg; /* per input */
   bool remat;     /* rematerialize (remat.c) before choosing the saved values */
 } gctx;
@@ -179,7 +179,8 @@ static th_status redecompose(gctx *c, const th_bsym *b, int depth, th_bsym **who
   remap r = {{0}, NULL};
   vlist to = {0};
   th_status st = th_call_kw(scratch, sym, npos, pos, nkw, kwn, kw, &out);
-  if (st == TH_OK && scratch->bsyms.n != 1) st = th_error(TH_ERR_RUNTIME, "grad: decomposing %s recorded %d bsyms", sym->qualname, scratch->bsyms.n);
+  if (st == TH_OK && scratch->bsyms.n != 1)
+    st = th_error(TH_ERR_RUNTIME, "grad: decomposing %s recorded %d bsyms", sym->qualname, scratch->bsyms.n);
   const th_bsym *nb = st == TH_OK ? scratch->bsyms.items[0] : NULL;
   if (st == TH_OK) st = values_of(&nb->out, &r.from);
   if (st == TH_OK) st = values_of(&b->out, &to);
@@ -213,7 +214,7 @@ static th_status fwd_bsym(gctx *c, const th_bsym *b, int depth) {
   if (sym->id == TH_OP_prims_comment) return depth == 0 ? fwd_copy(c, b, NULL) : TH_OK;
   if (sym->id == TH_OP_prims_unpack_sequence)
     return th_error(TH_ERR_NOT_IMPLEMENTED, "grad: cannot differentiate a trace with collection inputs (a backward "
-                    "trace: double backward is not supported)");
+                                            "trace: double backward is not supported)");
   if (sym->id == TH_OP_prims_python_return || (sym->tags & TH_TAG_UTILITY))
     return th_error(TH_ERR_VALUE, "grad: unexpected %s in the trace body", sym->qualname);
   if (!args_tracked(c, b)) return fwd_copy(c, b, NULL);
@@ -300,7 +301,8 @@ static th_status bwd_bsym(gctx *c, const th_bsym *b) {
       TH_TRY(accumulate(c, b, a->u.value, *g));
     } else if ((a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST) && g->kind == TH_ARG_TUPLE) {
       for (int k = 0; k < a->u.seq.n && k < g->u.seq.n; k++)
-        if (a->u.seq.items[k].kind == TH_ARG_VALUE) TH_TRY(accumulate(c, b, a->u.seq.items[k].u.value, g->u.seq.items[k]));
+        if (a->u.seq.items[k].kind == TH_ARG_VALUE)
+          TH_TRY(accumulate(c, b, a->u.seq.items[k].u.value, g->u.seq.items[k]));
     }
   }
   return TH_OK;
@@ -429,8 +431,10 @@ static th_status finish(gctx *c, const vlist *cots, double t0) {
   th_value **nums = th_malloc(sizeof(th_value *) * (size_t)(saved.n + 1));
   if (!tens || !nums) st = th_error(TH_ERR_NOMEM, "grad: out of memory");
   for (int i = 0; st == TH_OK && i < saved.n; i++) {
-    if (saved.v[i]->is_tensor) tens[nt++] = saved.v[i];
-    else nums[no++] = saved.v[i];
+    if (saved.v[i]->is_tensor)
+      tens[nt++] = saved.v[i];
+    else
+      nums[no++] = saved.v[i];
   }
   bool oom = false;
   /* the forward's return */
@@ -543,7 +547,8 @@ static th_status run(gctx *c, double t0) {
   /* forward order, for the saved values */
   rank_ctx rk = {c, 0, TH_OK};
   for (int i = 0; i < tr->inputs.n; i++) rank_cb(tr->inputs.items[i], &rk);
-  for (int i = 0; i < c->fwd->bsyms.n; i++) th_arg_foreach_value(&((const th_bsym *)c->fwd->bsyms.items[i])->out, rank_cb, &rk);
+  for (int i = 0; i < c->fwd->bsyms.n; i++)
+    th_arg_foreach_value(&((const th_bsym *)c->fwd->bsyms.items[i])->out, rank_cb, &rk);
   TH_TRY(rk.st);
 
   /* 2. cotangents: one per tensor of the return, like it */
@@ -559,8 +564,10 @@ static th_status run(gctx *c, double t0) {
     if (st == TH_OK && cots.oom) st = th_error(TH_ERR_NOMEM, "grad: out of memory");
     if (st == TH_OK && is_tracked(c, o)) {
       th_arg *cur = &c->ct[o->id];
-      if (cur->kind == TH_ARG_VALUE) st = th_tu_call2(c->bwd, TH_OP_ltorch_add, *cur, th_arg_value(g), cur);
-      else *cur = th_arg_value(g);
+      if (cur->kind == TH_ARG_VALUE)
+        st = th_tu_call2(c->bwd, TH_OP_ltorch_add, *cur, th_arg_value(g), cur);
+      else
+        *cur = th_arg_value(g);
     }
   }
   th_free(flat.v);
@@ -583,8 +590,8 @@ static th_status run(gctx *c, double t0) {
   return st;
 }
 
-th_status th_transform_grad_remat(const th_trace *tr, const th_grad_options *opts, bool rematerialize,
-                                  th_trace **fwd, th_trace **bwd) {
+th_status th_transform_grad_remat(const th_trace *tr, const th_grad_options *opts, bool rematerialize, th_trace **fwd,
+                                  th_trace **bwd) {
   if (!tr || !fwd || !bwd)
     return th_error(TH_ERR_VALUE, "th_transform_grad: %s is NULL", !tr ? "the trace" : !fwd ? "fwd" : "bwd");
   double t0 = th_pass_clock_ms();
@@ -600,9 +607,10 @@ th_status th_transform_grad_remat(const th_trace *tr, const th_grad_options *opt
     rg[i] = opts && opts->requires_grad ? opts->requires_grad[i] : fl;
     if (rg[i] && !fl) {
       th_free(rg);
-      return th_error(TH_ERR_VALUE, "grad: input '%s' (%s) cannot require grad: only Tensors of floating point dtype "
-                      "can require gradients", v->name ? v->name : "?",
-                      v->is_tensor ? th_dtype_name(v->dtype) : "not a tensor");
+      return th_error(TH_ERR_VALUE,
+                      "grad: input '%s' (%s) cannot require grad: only Tensors of floating point dtype "
+                      "can require gradients",
+                      v->name ? v->name : "?", v->is_tensor ? th_dtype_name(v->dtype) : "not a tensor");
     }
   }
   gctx c;
@@ -650,12 +658,12 @@ th_status th_grad_forward_layout(const th_trace *fwd, th_grad_layout *out) {
   const th_arg *s = d ? &r.u.seq.items[1] : NULL;
   bool ok = d && d->kind == TH_ARG_DICT && d->u.seq.n == 3 && !strcmp(d->u.seq.keys[0], "output") &&
             !strcmp(d->u.seq.keys[1], "flat_args") && !strcmp(d->u.seq.keys[2], "flat_output") &&
-            d->u.seq.items[1].kind == TH_ARG_LIST && d->u.seq.items[2].kind == TH_ARG_TUPLE && s->kind == TH_ARG_TUPLE &&
-            s->u.seq.n == 2 && s->u.seq.items[0].kind == TH_ARG_TUPLE && s->u.seq.items[1].kind == TH_ARG_TUPLE;
+            d->u.seq.items[1].kind == TH_ARG_LIST && d->u.seq.items[2].kind == TH_ARG_TUPLE &&
+            s->kind == TH_ARG_TUPLE && s->u.seq.n == 2 && s->u.seq.items[0].kind == TH_ARG_TUPLE &&
+            s->u.seq.items[1].kind == TH_ARG_TUPLE;
   if (!ok)
-    return th_error(TH_ERR_VALUE,
-                    "th_grad_forward_layout: expected a forward trace of th_transform_grad, returning "
-                    "({'output': ..., 'flat_args': [...], 'flat_output': (...)}, ((...), (...)))");
+    return th_error(TH_ERR_VALUE, "th_grad_forward_layout: expected a forward trace of th_transform_grad, returning "
+                                  "({'output': ..., 'flat_args': [...], 'flat_output': (...)}, ((...), (...)))");
   out->noutput = count_leaves(&d->u.seq.items[0]);
   out->nflat_args = d->u.seq.items[1].u.seq.n;
   out->nflat_output = d->u.seq.items[2].u.seq.n;

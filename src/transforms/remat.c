@@ -60,7 +60,8 @@ static void flow_edge(flow *f, int u, int v, int64_t c) {
   if (f->oom) return;
   if (f->ne + 2 > f->cap) {
     int nc = f->cap ? f->cap * 2 : 256;
-    int *nx = th_realloc(f->next, sizeof(int) * (size_t)nc), *nt = nx ? th_realloc(f->to, sizeof(int) * (size_t)nc) : NULL;
+    int *nx = th_realloc(f->next, sizeof(int) * (size_t)nc),
+        *nt = nx ? th_realloc(f->to, sizeof(int) * (size_t)nc) : NULL;
     if (nx) f->next = nx;
     if (nt) f->to = nt;
     int64_t *ncap = nt ? th_realloc(f->c, sizeof(int64_t) * (size_t)nc) : NULL;
@@ -153,13 +154,13 @@ typedef struct rctx {
   const th_trace *fwd;
   th_trace *bwd;
   uint32_t nid;
-  uint8_t *fl;     /* by id */
-  int32_t *prod;   /* by id: index of the forward bsym defining it, -1 */
-  int32_t *node;   /* by id: index in the cut graph, -1 */
-  int32_t *first;  /* by id: the first backward bsym (or recomputed copy) reading it */
-  th_value **bw;   /* by id: the backward's copy of a recomputed bsym's output */
-  int8_t *cheap;   /* by forward bsym: -1 unknown, 0, 1 */
-  th_value **cl;   /* the cut graph's values (closure) */
+  uint8_t *fl;    /* by id */
+  int32_t *prod;  /* by id: index of the forward bsym defining it, -1 */
+  int32_t *node;  /* by id: index in the cut graph, -1 */
+  int32_t *first; /* by id: the first backward bsym (or recomputed copy) reading it */
+  th_value **bw;  /* by id: the backward's copy of a recomputed bsym's output */
+  int8_t *cheap;  /* by forward bsym: -1 unknown, 0, 1 */
+  th_value **cl;  /* the cut graph's values (closure) */
   int ncl;
   th_status st;
 } rctx;
@@ -247,8 +248,10 @@ typedef struct tensors_ctx {
 
 static void tensors_cb(th_value *v, void *p) {
   tensors_ctx *t = p;
-  if (v->is_tensor) t->n++;
-  else t->other = true;
+  if (v->is_tensor)
+    t->n++;
+  else
+    t->other = true;
 }
 
 /* Forward bsym k may be copied into the backward. */
@@ -304,7 +307,6 @@ static void first_cb(th_value *v, void *p) {
   first_ctx *f = p;
   if (v->id < f->r->nid && (f->r->fl[v->id] & F_RECOMP) && f->at < f->r->first[v->id]) f->r->first[v->id] = f->at;
 }
-
 
 typedef struct pos_ctx {
   rctx *r;
@@ -408,7 +410,8 @@ static th_status emit(rctx *r, const bool *rec, int *nrecomputed) {
     if (st == TH_OK) st = th_vec_push(bwd->arena, &bwd->bsyms, b);
   }
   th_free(items);
-  if (st == TH_OK && next != ni) st = th_error(TH_ERR_RUNTIME, "grad: rematerialization: a recomputed bsym was not placed");
+  if (st == TH_OK && next != ni)
+    st = th_error(TH_ERR_RUNTIME, "grad: rematerialization: a recomputed bsym was not placed");
   if (st == TH_OK && nrecomputed) *nrecomputed = ni;
   return st;
 }
@@ -463,7 +466,8 @@ static th_status remat(rctx *r, int nneeded, th_value *const *needed, int *nreco
     changed = false;
     for (int k = 0; k < nf; k++) {
       const th_bsym *b = fwd->bsyms.items[k];
-      if ((b->sym->tags & TH_TAG_VIEW) && any_flag(r, b, F_UNSTABLE, true)) changed |= set_flags(r, b, F_UNSTABLE, true);
+      if ((b->sym->tags & TH_TAG_VIEW) && any_flag(r, b, F_UNSTABLE, true))
+        changed |= set_flags(r, b, F_UNSTABLE, true);
     }
   }
   for (int i = 0; i < nneeded; i++)
@@ -530,7 +534,8 @@ static th_status remat(rctx *r, int nneeded, th_value *const *needed, int *nreco
       rec[r->prod[v->id]] = true;
       th_bsym_foreach_value(producer(r, v), TH_BSYM_INPUTS, walk_cb, &w);
     }
-    if (w.bad) st = th_error(TH_ERR_RUNTIME, "grad: rematerialization: the cut leaves a value neither saved nor recomputable");
+    if (w.bad)
+      st = th_error(TH_ERR_RUNTIME, "grad: rematerialization: the cut leaves a value neither saved nor recomputable");
   }
   if (st == TH_OK) st = emit(r, rec, nrecomputed);
   flow_free(&f);

@@ -44,7 +44,8 @@ TH_TEST_HELPER th_program *compile_execs(const th_trace *tr, const char *const *
 
 /* Runs tr compiled with ex[0..nex): the outputs (*nout of them, the caller's: release_all), or NULL
  * with the error in th_last_error when the run fails. */
-TH_TEST_HELPER th_tensor **run_execs(const th_trace *tr, const char *const *ex, int nex, th_tensor **in, int nin, int *nout) {
+TH_TEST_HELPER th_tensor **run_execs(const th_trace *tr, const char *const *ex, int nex, th_tensor **in, int nin,
+                                     int *nout) {
   th_program *p = compile_execs(tr, ex, nex, false);
   th_tensor **out = NULL;
   th_status st = th_program_run(p, nin, in, nout, &out);

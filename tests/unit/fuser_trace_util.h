@@ -14,7 +14,6 @@ TH_TEST_HELPER uint32_t rnd(void) {
   return (uint32_t)(rng >> 11);
 }
 
-
 TH_TEST_HELPER th_trace *partition(const th_trace *tr, th_fuser_strategy s) {
   th_trace *out = NULL;
   if (th_fuser_partition(tr, s, NULL, 0, &out) != TH_OK) fail_msg("partition: %s", th_last_error());
@@ -128,7 +127,8 @@ TH_TEST_HELPER void tuple_str(char *buf, size_t n, int nd, const int64_t *s) {
   snprintf(buf + k, n - k, nd == 1 ? ",)" : ")");
 }
 
-TH_TEST_HELPER th_tensor **run_with(const th_trace *tr, const char *const *ex, int nex, th_tensor **in, int nin, int *nout) {
+TH_TEST_HELPER th_tensor **run_with(const th_trace *tr, const char *const *ex, int nex, th_tensor **in, int nin,
+                                    int *nout) {
   th_program *p = compile_with(tr, ex, nex);
   th_tensor **out = NULL;
   if (th_program_run(p, nin, in, nout, &out) != TH_OK) fail_msg("run: %s", th_last_error());

@@ -276,7 +276,7 @@ static void sweep_f16_f16c(void **state) {
  * gives 0x7fc0 for every NaN. So subnormal inputs are left out (counted) and NaN inputs are compared for
  * NaN-ness only; everything else must match exactly. */
 __attribute__((target("avx512bf16,avx512vl"))) static uint64_t block_bf16_hw(uint32_t hi, sweep_log *log,
-                                                                            uint64_t *excluded) {
+                                                                             uint64_t *excluded) {
   uint64_t bad = 0, skipped = 0;
   for (uint32_t lo = 0; lo < 0x10000u; lo += 4) {
     uint32_t in[4];
@@ -312,9 +312,9 @@ static void sweep_bf16_avx512bf16(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(sweep_f16_f16c),        cmocka_unit_test(sweep_f16_reference),
-      cmocka_unit_test(sweep_bf16_avx512bf16), cmocka_unit_test(sweep_bf16_reference),
-      cmocka_unit_test(sweep_e4m3fn_reference), cmocka_unit_test(sweep_e5m2_reference),
+    cmocka_unit_test(sweep_f16_f16c),         cmocka_unit_test(sweep_f16_reference),
+    cmocka_unit_test(sweep_bf16_avx512bf16),  cmocka_unit_test(sweep_bf16_reference),
+    cmocka_unit_test(sweep_e4m3fn_reference), cmocka_unit_test(sweep_e5m2_reference),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,8 +77,7 @@ static const th_bsym *bsym(const th_trace *tr, int i) {
 /* Top-level bsym i is `qualname` and its (single) output has dtype dt. */
 static void expect_bsym(const th_trace *tr, int i, const char *qualname, th_dtype dt) {
   const th_bsym *b = bsym(tr, i);
-  if (strcmp(th_bsym_qualname(b), qualname))
-    fail_msg("bsym %d: expected %s, got %s", i, qualname, th_bsym_qualname(b));
+  if (strcmp(th_bsym_qualname(b), qualname)) fail_msg("bsym %d: expected %s, got %s", i, qualname, th_bsym_qualname(b));
   assert_int_equal(dtype_of(th_bsym_output(b)), dt);
 }
 
@@ -255,7 +254,7 @@ static void test_nested_and_disabled_regions(void **state) {
   got[5] = dtype_of(call2(tr, "ltorch.matmul", a, b)); /* bf16: the cuda region is not this call's */
   pop(tr);
   pop(tr);
-  th_arg c = call2(tr, "ltorch.matmul", a, b);         /* no region: f32, no converts */
+  th_arg c = call2(tr, "ltorch.matmul", a, b); /* no region: f32, no converts */
   th_dtype want[6] = {TH_BF16, TH_F32, TH_F16, TH_F32, TH_BF16, TH_BF16};
   for (int i = 0; i < 6; i++) assert_int_equal(got[i], want[i]);
   assert_int_equal(dtype_of(c), TH_F32);
@@ -447,8 +446,7 @@ static void test_region_errors(void **state) {
   (void)state;
   th_trace *tr = new_trace();
   assert_int_equal(th_trace_autocast_push(tr, TH_CPU, TH_F32, true), TH_ERR_VALUE);
-  assert_string_equal(th_last_error(),
-                      "autocast: `dtype` is expected to be either float16 or bfloat16, but float32");
+  assert_string_equal(th_last_error(), "autocast: `dtype` is expected to be either float16 or bfloat16, but float32");
   assert_int_equal(th_trace_autocast_push(tr, TH_CPU, TH_F64, true), TH_ERR_VALUE);
   assert_non_null(strstr(th_last_error(), "but float64"));
   assert_int_equal(th_trace_autocast_push(tr, TH_CUDA, TH_F8E4M3FN, true), TH_ERR_VALUE);
@@ -654,15 +652,14 @@ static void test_function_path_oom(void **state) {
 
 static void test_function_path_keeps_comments_and_parsed_ops(void **state) {
   (void)state;
-  const char *text =
-      "def computation(x, w, b):\n"
-      "  # x: \"cpu f32[8, 16]\"\n"
-      "  # w: \"cpu f32[4, 16]\"\n"
-      "  # b: \"cpu f32[4]\"\n"
-      "  t0 = torch.nn.functional.linear(x, w, b)  # t0: \"cpu f32[8, 4]\"\n"
-      "  t1 = ltorch.softmax(t0, -1, dtype=None)  # t1: \"cpu f32[8, 4]\"\n"
-      "  t2 = ltorch.mse_loss(t1, t0)  # t2: \"cpu f32[]\"\n"
-      "  return (t1, t2)\n";
+  const char *text = "def computation(x, w, b):\n"
+                     "  # x: \"cpu f32[8, 16]\"\n"
+                     "  # w: \"cpu f32[4, 16]\"\n"
+                     "  # b: \"cpu f32[4]\"\n"
+                     "  t0 = torch.nn.functional.linear(x, w, b)  # t0: \"cpu f32[8, 4]\"\n"
+                     "  t1 = ltorch.softmax(t0, -1, dtype=None)  # t1: \"cpu f32[8, 4]\"\n"
+                     "  t2 = ltorch.mse_loss(t1, t0)  # t2: \"cpu f32[]\"\n"
+                     "  return (t1, t2)\n";
   th_trace *tr = NULL;
   assert_int_equal(th_trace_parse(text, "p.py", &tr), TH_OK);
   th_trace *ac = NULL;
@@ -705,14 +702,13 @@ static void test_function_path_fusion_region(void **state) {
   (void)state;
   /* an unknown executor op with its decomposition printed underneath becomes a region: copied when
    * none of its inputs changed, refused when one did */
-  const char *ok_text =
-      "def computation(x, y):\n"
-      "  # x: \"cpu f32[2, 2]\"\n"
-      "  # y: \"cpu f32[2, 2]\"\n"
-      "  [t0] = nvFusion0(x, y)\n"
-      "    # t0 = prims.add(x, y)  # t0: \"cpu f32[2, 2]\"\n"
-      "  t1 = ltorch.matmul(t0, y)  # t1: \"cpu f32[2, 2]\"\n"
-      "  return t1\n";
+  const char *ok_text = "def computation(x, y):\n"
+                        "  # x: \"cpu f32[2, 2]\"\n"
+                        "  # y: \"cpu f32[2, 2]\"\n"
+                        "  [t0] = nvFusion0(x, y)\n"
+                        "    # t0 = prims.add(x, y)  # t0: \"cpu f32[2, 2]\"\n"
+                        "  t1 = ltorch.matmul(t0, y)  # t1: \"cpu f32[2, 2]\"\n"
+                        "  return t1\n";
   th_trace *tr = NULL, *ac = NULL;
   assert_int_equal(th_trace_parse(ok_text, "ok.py", &tr), TH_OK);
   if (th_transform_autocast(tr, TH_BF16, &ac) != TH_OK) fail_msg("%s", th_last_error());
@@ -721,14 +717,13 @@ static void test_function_path_fusion_region(void **state) {
   assert_int_equal(dtype_of(th_trace_output(ac)), TH_BF16);
   th_trace_free(ac);
   th_trace_free(tr);
-  const char *bad_text =
-      "def computation(x, y):\n"
-      "  # x: \"cpu f32[2, 2]\"\n"
-      "  # y: \"cpu f32[2, 2]\"\n"
-      "  t0 = ltorch.matmul(x, y)  # t0: \"cpu f32[2, 2]\"\n"
-      "  [t1] = nvFusion0(t0, y)\n"
-      "    # t1 = prims.add(t0, y)  # t1: \"cpu f32[2, 2]\"\n"
-      "  return t1\n";
+  const char *bad_text = "def computation(x, y):\n"
+                         "  # x: \"cpu f32[2, 2]\"\n"
+                         "  # y: \"cpu f32[2, 2]\"\n"
+                         "  t0 = ltorch.matmul(x, y)  # t0: \"cpu f32[2, 2]\"\n"
+                         "  [t1] = nvFusion0(t0, y)\n"
+                         "    # t1 = prims.add(t0, y)  # t1: \"cpu f32[2, 2]\"\n"
+                         "  return t1\n";
   assert_int_equal(th_trace_parse(bad_text, "bad.py", &tr), TH_OK);
   ac = NULL;
   assert_int_equal(th_transform_autocast(tr, TH_BF16, &ac), TH_ERR_NOT_IMPLEMENTED);
@@ -816,27 +811,27 @@ static void test_execution_hand_computed_bf16(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_seed000_prims_linear_in_region),
-      cmocka_unit_test(test_mixed_dtypes_on_prims),
-      cmocka_unit_test(test_ltorch_linear_bias_and_no_cast_inside_decomposition),
-      cmocka_unit_test(test_two_linears_convert_each_time),
-      cmocka_unit_test(test_cpu_tensors_in_cuda_region),
-      cmocka_unit_test(test_nested_and_disabled_regions),
-      cmocka_unit_test(test_f64_integer_and_bool_left_alone),
-      cmocka_unit_test(test_fp32_policy_cpu_and_cuda),
-      cmocka_unit_test(test_promote_policy),
-      cmocka_unit_test(test_lower_policy_other_ops),
-      cmocka_unit_test(test_symbol_with_its_own_rule),
-      cmocka_unit_test(test_region_errors),
-      cmocka_unit_test(test_region_push_oom),
-      cmocka_unit_test(test_function_path_seed001),
-      cmocka_unit_test(test_function_path_equals_region_path),
-      cmocka_unit_test(test_function_path_f_and_g),
-      cmocka_unit_test(test_function_path_errors),
-      cmocka_unit_test(test_function_path_oom),
-      cmocka_unit_test(test_function_path_keeps_comments_and_parsed_ops),
-      cmocka_unit_test(test_function_path_fusion_region),
-      cmocka_unit_test(test_execution_hand_computed_bf16),
+    cmocka_unit_test(test_seed000_prims_linear_in_region),
+    cmocka_unit_test(test_mixed_dtypes_on_prims),
+    cmocka_unit_test(test_ltorch_linear_bias_and_no_cast_inside_decomposition),
+    cmocka_unit_test(test_two_linears_convert_each_time),
+    cmocka_unit_test(test_cpu_tensors_in_cuda_region),
+    cmocka_unit_test(test_nested_and_disabled_regions),
+    cmocka_unit_test(test_f64_integer_and_bool_left_alone),
+    cmocka_unit_test(test_fp32_policy_cpu_and_cuda),
+    cmocka_unit_test(test_promote_policy),
+    cmocka_unit_test(test_lower_policy_other_ops),
+    cmocka_unit_test(test_symbol_with_its_own_rule),
+    cmocka_unit_test(test_region_errors),
+    cmocka_unit_test(test_region_push_oom),
+    cmocka_unit_test(test_function_path_seed001),
+    cmocka_unit_test(test_function_path_equals_region_path),
+    cmocka_unit_test(test_function_path_f_and_g),
+    cmocka_unit_test(test_function_path_errors),
+    cmocka_unit_test(test_function_path_oom),
+    cmocka_unit_test(test_function_path_keeps_comments_and_parsed_ops),
+    cmocka_unit_test(test_function_path_fusion_region),
+    cmocka_unit_test(test_execution_hand_computed_bf16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

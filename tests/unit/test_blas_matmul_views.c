@@ -49,8 +49,8 @@ static double at(const th_tensor *t, const int64_t *idx) {
 }
 
 /* x, y: views (shape, strides) over fresh f32 buffers of xspan / yspan elements; same batch shape. */
-static void mm_case(int nd, const int64_t *xs, const int64_t *xst, int64_t xspan, const int64_t *ys,
-                    const int64_t *yst, int64_t yspan) {
+static void mm_case(int nd, const int64_t *xs, const int64_t *xst, int64_t xspan, const int64_t *ys, const int64_t *yst,
+                    int64_t yspan) {
   char text[800], sx[160] = "", sy[160] = "";
   for (int d = 0; d < nd; d++) {
     snprintf(sx + strlen(sx), sizeof sx - strlen(sx), "%s%lld", d ? ", " : "", (long long)xs[d]);
@@ -108,11 +108,11 @@ static void test_matmul_batched_views(void **state) {
   mm_case(5, (int64_t[]){2, 3, 2, 5, 6}, (int64_t[]){30, 120, 60, 6, 1}, 360, (int64_t[]){2, 3, 2, 6, 4},
           (int64_t[]){48, 0, 24, 1, 6}, 96);
   /* x broadcast along the leading dim (stride 0) */
-  mm_case(4, (int64_t[]){2, 3, 5, 6}, (int64_t[]){0, 30, 6, 1}, 90, (int64_t[]){2, 3, 6, 4},
-          (int64_t[]){24, 48, 4, 1}, 144);
+  mm_case(4, (int64_t[]){2, 3, 5, 6}, (int64_t[]){0, 30, 6, 1}, 90, (int64_t[]){2, 3, 6, 4}, (int64_t[]){24, 48, 4, 1},
+          144);
   /* overlapping batch: x's batch strides (1, 2) are below its matrix span */
-  mm_case(4, (int64_t[]){2, 3, 5, 6}, (int64_t[]){1, 2, 6, 1}, 36, (int64_t[]){2, 3, 6, 4},
-          (int64_t[]){72, 24, 4, 1}, 144);
+  mm_case(4, (int64_t[]){2, 3, 5, 6}, (int64_t[]){1, 2, 6, 1}, 36, (int64_t[]){2, 3, 6, 4}, (int64_t[]){72, 24, 4, 1},
+          144);
   /* 8-D with size-1 batch dims, both sides permuted */
   mm_case(8, (int64_t[]){2, 1, 2, 2, 1, 2, 3, 2}, (int64_t[]){6, 6, 12, 48, 6, 24, 2, 1}, 96,
           (int64_t[]){2, 1, 2, 2, 1, 2, 2, 3}, (int64_t[]){6, 1, 48, 12, 1, 24, 1, 2}, 96);
@@ -123,7 +123,7 @@ static void test_matmul_batched_views(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_matmul_batched_views),
+    cmocka_unit_test(test_matmul_batched_views),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

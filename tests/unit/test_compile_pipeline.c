@@ -211,10 +211,10 @@ static void test_stage_accessors_out_of_range(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_stages_in_order),
-      cmocka_unit_test(test_skip_stages),
-      cmocka_unit_test(test_prepare),
-      cmocka_unit_test(test_stage_accessors_out_of_range),
+    cmocka_unit_test(test_stages_in_order),
+    cmocka_unit_test(test_skip_stages),
+    cmocka_unit_test(test_prepare),
+    cmocka_unit_test(test_stage_accessors_out_of_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,9 +59,9 @@ static void test_dtype_codes(void **state) {
     th_dtype dt;
     uint8_t code, bits;
   } want[] = {
-      {TH_BOOL, 6, 8},        {TH_U8, kDLUInt, 8},    {TH_I8, kDLInt, 8},     {TH_I16, kDLInt, 16},
-      {TH_I32, kDLInt, 32},   {TH_I64, kDLInt, 64},   {TH_F16, kDLFloat, 16}, {TH_BF16, kDLBfloat, 16},
-      {TH_F32, kDLFloat, 32}, {TH_F64, kDLFloat, 64}, {TH_F8E4M3FN, 10, 8},   {TH_F8E5M2, 12, 8},
+    {TH_BOOL, 6, 8},        {TH_U8, kDLUInt, 8},    {TH_I8, kDLInt, 8},     {TH_I16, kDLInt, 16},
+    {TH_I32, kDLInt, 32},   {TH_I64, kDLInt, 64},   {TH_F16, kDLFloat, 16}, {TH_BF16, kDLBfloat, 16},
+    {TH_F32, kDLFloat, 32}, {TH_F64, kDLFloat, 64}, {TH_F8E4M3FN, 10, 8},   {TH_F8E5M2, 12, 8},
   };
   assert_int_equal(sizeof want / sizeof want[0], TH_DTYPE_COUNT);
   int64_t shape[1] = {5};
@@ -192,9 +192,9 @@ static void test_import_rejects(void **state) {
   assert_int_equal(th_last_status(), TH_ERR_TYPE);
   assert_non_null(strstr(th_last_error(), "lanes=4"));
 
-  static const DLDataType bad[] = {
-      {kDLUInt, 16, 1},    {kDLUInt, 32, 1},         {kDLInt, 4, 1}, {kDLFloat, 8, 1}, {kDLBfloat, 32, 1},
-      {kDLComplex, 64, 1}, {kDLOpaqueHandle, 64, 1}, {6, 16, 1},     {11, 8, 1},       {200, 8, 1}};
+  static const DLDataType bad[] = {{kDLUInt, 16, 1},   {kDLUInt, 32, 1},    {kDLInt, 4, 1},           {kDLFloat, 8, 1},
+                                   {kDLBfloat, 32, 1}, {kDLComplex, 64, 1}, {kDLOpaqueHandle, 64, 1}, {6, 16, 1},
+                                   {11, 8, 1},         {200, 8, 1}};
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     make_foreign(&f, &deleted);
     f.m.dl_tensor.dtype = bad[k];
@@ -275,9 +275,9 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_export_fields),   cmocka_unit_test(test_dtype_codes),
-      cmocka_unit_test(test_import_foreign),  cmocka_unit_test(test_import_rejects),
-      cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_export_fields),   cmocka_unit_test(test_dtype_codes),
+    cmocka_unit_test(test_import_foreign),  cmocka_unit_test(test_import_rejects),
+    cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

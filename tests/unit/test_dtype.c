@@ -45,18 +45,18 @@ static const struct {
   size_t size;
   bool is_float, is_fp8, is_low, is_int;
 } expected[] = {
-    {TH_BOOL, "bool", "b8", 1, false, false, false, false},
-    {TH_U8, "uint8", "u8", 1, false, false, false, true},
-    {TH_I8, "int8", "i8", 1, false, false, false, true},
-    {TH_I16, "int16", "i16", 2, false, false, false, true},
-    {TH_I32, "int32", "i32", 4, false, false, false, true},
-    {TH_I64, "int64", "i64", 8, false, false, false, true},
-    {TH_F16, "float16", "f16", 2, true, false, true, false},
-    {TH_BF16, "bfloat16", "bf16", 2, true, false, true, false},
-    {TH_F32, "float32", "f32", 4, true, false, false, false},
-    {TH_F64, "float64", "f64", 8, true, false, false, false},
-    {TH_F8E4M3FN, "float8_e4m3fn", "f8_e4m3fn", 1, true, true, true, false},
-    {TH_F8E5M2, "float8_e5m2", "f8_e5m2", 1, true, true, true, false},
+  {TH_BOOL, "bool", "b8", 1, false, false, false, false},
+  {TH_U8, "uint8", "u8", 1, false, false, false, true},
+  {TH_I8, "int8", "i8", 1, false, false, false, true},
+  {TH_I16, "int16", "i16", 2, false, false, false, true},
+  {TH_I32, "int32", "i32", 4, false, false, false, true},
+  {TH_I64, "int64", "i64", 8, false, false, false, true},
+  {TH_F16, "float16", "f16", 2, true, false, true, false},
+  {TH_BF16, "bfloat16", "bf16", 2, true, false, true, false},
+  {TH_F32, "float32", "f32", 4, true, false, false, false},
+  {TH_F64, "float64", "f64", 8, true, false, false, false},
+  {TH_F8E4M3FN, "float8_e4m3fn", "f8_e4m3fn", 1, true, true, true, false},
+  {TH_F8E5M2, "float8_e5m2", "f8_e5m2", 1, true, true, true, false},
 };
 #define N_EXPECTED (sizeof expected / sizeof expected[0])
 
@@ -101,9 +101,23 @@ static void test_parse(void **state) {
   expect_parse("thunder.dtypes.ui8", TH_U8);
 
   th_dtype dt = TH_F32;
-  static const char *const bad[] = {"", "float", "f33", "torch.", "torch.f32", "torch.ui8", "Float32", "float32 ",
-                                    " float32", "torch.torch.float32", "dtypes.torch.float32", "thunder.", "fp8",
-                                    "float8_e4m3", "f8e4m3fn", "complex64", "dtypes.dtypes.f32"};
+  static const char *const bad[] = {"",
+                                    "float",
+                                    "f33",
+                                    "torch.",
+                                    "torch.f32",
+                                    "torch.ui8",
+                                    "Float32",
+                                    "float32 ",
+                                    " float32",
+                                    "torch.torch.float32",
+                                    "dtypes.torch.float32",
+                                    "thunder.",
+                                    "fp8",
+                                    "float8_e4m3",
+                                    "f8e4m3fn",
+                                    "complex64",
+                                    "dtypes.dtypes.f32"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     if (th_dtype_parse(bad[i], &dt)) fail_msg("th_dtype_parse(\"%s\") accepted", bad[i]);
   }
@@ -134,9 +148,9 @@ static void test_device(void **state) {
   assert_true(d.type == TH_CUDA && d.index == 7);
   assert_true(th_device_parse("cuda:2147483647", &d));
   assert_int_equal(d.index, 2147483647);
-  static const char *const bad[] = {"",       "gpu",     "CPU",   "cuda:",   "cuda:-1",        "cuda:+1",
-                                    "cuda:01", "cuda:1x", "cuda: 1", "cpu:0", "cuda:2147483648", "cuda0",
-                                    "meta:0", "cuda:99999999999999999999"};
+  static const char *const bad[] = {
+    "",        "gpu",     "CPU",   "cuda:",           "cuda:-1", "cuda:+1", "cuda:01",
+    "cuda:1x", "cuda: 1", "cpu:0", "cuda:2147483648", "cuda0",   "meta:0",  "cuda:99999999999999999999"};
   d = (th_device){TH_META, 0};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     if (th_device_parse(bad[i], &d)) fail_msg("th_device_parse(\"%s\") accepted", bad[i]);
@@ -288,14 +302,14 @@ static void test_f16_bf16_spot(void **state) {
   assert_int_equal(th_f32_to_f16(65520.0f), 0x7c00);
   assert_int_equal(th_f32_to_f16(INFINITY), 0x7c00);
   assert_int_equal(th_f32_to_f16(-INFINITY), 0xfc00);
-  assert_int_equal(th_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);         /* tie to even */
-  assert_int_equal(th_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);     /* tie to even, up */
-  assert_int_equal(th_f32_to_f16(0x1p-24f), 0x0001);                /* smallest subnormal */
-  assert_int_equal(th_f32_to_f16(0x1p-25f), 0x0000);                /* tie to 0 */
+  assert_int_equal(th_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);     /* tie to even */
+  assert_int_equal(th_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02); /* tie to even, up */
+  assert_int_equal(th_f32_to_f16(0x1p-24f), 0x0001);            /* smallest subnormal */
+  assert_int_equal(th_f32_to_f16(0x1p-25f), 0x0000);            /* tie to 0 */
   assert_int_equal(th_f32_to_f16(1.5f * 0x1p-25f), 0x0001);
   assert_int_equal(th_f32_to_f16(3 * 0x1p-25f), 0x0002);
   assert_int_equal(th_f32_to_f16(5 * 0x1p-25f), 0x0002);
-  assert_int_equal(th_f32_to_f16(0x1p-14f - 0x1p-26f), 0x0400);     /* rounds up to the smallest normal */
+  assert_int_equal(th_f32_to_f16(0x1p-14f - 0x1p-26f), 0x0400); /* rounds up to the smallest normal */
   assert_int_equal(th_f32_to_f16(-0.0f), 0x8000);
   assert_int_equal(th_f32_to_f16(float_of(0x00000001u)), 0x0000);
   /* NaN: vcvtps2ph keeps sign and top payload bits and sets the quiet bit (torch 1.13's scalar
@@ -348,13 +362,13 @@ static void test_fp8_spot(void **state) {
   assert_int_equal(th_f32_to_f8e4m3fn(float_of(0x7f800001u), false), 0x7f); /* a signaling NaN */
   assert_int_equal(th_f32_to_f8e4m3fn(-0.0f, false), 0x80);
   assert_int_equal(th_f32_to_f8e4m3fn(0.0f, false), 0x00);
-  assert_int_equal(th_f32_to_f8e4m3fn(0x1p-9f, false), 0x01);   /* smallest subnormal */
-  assert_int_equal(th_f32_to_f8e4m3fn(0x1p-10f, false), 0x00);  /* tie to 0 */
+  assert_int_equal(th_f32_to_f8e4m3fn(0x1p-9f, false), 0x01);  /* smallest subnormal */
+  assert_int_equal(th_f32_to_f8e4m3fn(0x1p-10f, false), 0x00); /* tie to 0 */
   assert_int_equal(th_f32_to_f8e4m3fn(0x1.000002p-10f, false), 0x01);
   assert_int_equal(th_f32_to_f8e4m3fn(3 * 0x1p-10f, false), 0x02); /* 1.5 quanta: tie to even 2 */
   assert_int_equal(th_f32_to_f8e4m3fn(-0x1p-9f, false), 0x81);
-  assert_int_equal(th_f32_to_f8e4m3fn(7 * 0x1p-9f, false), 0x07);  /* largest subnormal */
-  assert_int_equal(th_f32_to_f8e4m3fn(0x1p-6f, false), 0x08);      /* smallest normal */
+  assert_int_equal(th_f32_to_f8e4m3fn(7 * 0x1p-9f, false), 0x07);   /* largest subnormal */
+  assert_int_equal(th_f32_to_f8e4m3fn(0x1p-6f, false), 0x08);       /* smallest normal */
   assert_int_equal(th_f32_to_f8e4m3fn(15 * 0x1p-10f, false), 0x08); /* 7.5 quanta: tie to even 8 */
   /* e4m3fn, saturating */
   assert_int_equal(th_f32_to_f8e4m3fn(500.0f, true), 0x7e);
@@ -394,17 +408,17 @@ static void test_fp8_spot(void **state) {
 }
 
 /* ---- typed load/store (values from torch 1.13 on x86-64: tensor.to(dtype)) ---------------------------- */
-static const double cast_inputs[] = {NAN, INFINITY, -INFINITY, 1e20, -1e20, 300.7, -1.5, -129.7, 3e9, -3e9,
-                                     131077.0, 0x1p31, -0x1p31 - 1, 0x1p63, 40000.5};
+static const double cast_inputs[] = {NAN, INFINITY, -INFINITY, 1e20,   -1e20,       300.7,  -1.5,   -129.7,
+                                     3e9, -3e9,     131077.0,  0x1p31, -0x1p31 - 1, 0x1p63, 40000.5};
 #define N_CAST (sizeof cast_inputs / sizeof cast_inputs[0])
 static const int64_t cast_u8[N_CAST] = {0, 0, 0, 0, 0, 44, 255, 127, 0, 0, 5, 0, 255, 0, 64};
 static const int64_t cast_i8[N_CAST] = {0, 0, 0, 0, 0, 44, -1, 127, 0, 0, 5, 0, 0, 0, 64};
 static const int64_t cast_i16[N_CAST] = {0, 0, 0, 0, 0, 300, -1, -129, 0, 0, 5, 0, 0, 0, -25536};
-static const int64_t cast_i32[N_CAST] = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, 300, -1, -129,
-                                         INT32_MIN, INT32_MIN, 131077, INT32_MIN, INT32_MIN, INT32_MIN, 40000};
-static const int64_t cast_i64[N_CAST] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, 300, -1, -129,
-                                         3000000000, -3000000000, 131077, 2147483648, -2147483649, INT64_MIN,
-                                         40000};
+static const int64_t cast_i32[N_CAST] = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, 300,       -1,   -129,
+                                         INT32_MIN, INT32_MIN, 131077,    INT32_MIN, INT32_MIN, INT32_MIN, 40000};
+static const int64_t cast_i64[N_CAST] = {INT64_MIN, INT64_MIN,  INT64_MIN,   INT64_MIN,  INT64_MIN,
+                                         300,       -1,         -129,        3000000000, -3000000000,
+                                         131077,    2147483648, -2147483649, INT64_MIN,  40000};
 
 static void check_casts(th_dtype dt, const int64_t *want) {
   for (size_t i = 0; i < N_CAST; i++) {
@@ -531,17 +545,17 @@ static void test_store_float_formats(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_names_sizes_predicates),
-      cmocka_unit_test(test_parse),
-      cmocka_unit_test(test_device),
-      cmocka_unit_test(test_decode_all_codes),
-      cmocka_unit_test(test_decode_nan_bits),
-      cmocka_unit_test(test_round_trip_all_codes),
-      cmocka_unit_test(test_f16_bf16_spot),
-      cmocka_unit_test(test_fp8_spot),
-      cmocka_unit_test(test_store_integer_casts),
-      cmocka_unit_test(test_store_bool_and_int64),
-      cmocka_unit_test(test_store_float_formats),
+    cmocka_unit_test(test_names_sizes_predicates),
+    cmocka_unit_test(test_parse),
+    cmocka_unit_test(test_device),
+    cmocka_unit_test(test_decode_all_codes),
+    cmocka_unit_test(test_decode_nan_bits),
+    cmocka_unit_test(test_round_trip_all_codes),
+    cmocka_unit_test(test_f16_bf16_spot),
+    cmocka_unit_test(test_fp8_spot),
+    cmocka_unit_test(test_store_integer_casts),
+    cmocka_unit_test(test_store_bool_and_int64),
+    cmocka_unit_test(test_store_float_formats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,10 +59,14 @@ static void gen_value(char *p, th_dtype dt, int64_t j, int mode) {
   static const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 0.5, 1.5, 2.5, -2.5, 1.0, -1.0};
   if (th_dtype_is_float(dt)) {
     double v;
-    if (mode == V_GENERAL && j % 5 == 3) v = special[(j / 5) % 11];
-    else if (mode == V_SMALL) v = (double)((int64_t)(next_u64() % 7) - 2);
-    else if (mode == V_POSITIVE) v = unif(0.05, 4.0);
-    else v = unif(-4.0, 4.0);
+    if (mode == V_GENERAL && j % 5 == 3)
+      v = special[(j / 5) % 11];
+    else if (mode == V_SMALL)
+      v = (double)((int64_t)(next_u64() % 7) - 2);
+    else if (mode == V_POSITIVE)
+      v = unif(0.05, 4.0);
+    else
+      v = unif(-4.0, 4.0);
     if (mode == V_NONZERO && v == 0) v = 1;
     th_store_f64(p, dt, v);
     return;
@@ -70,14 +74,14 @@ static void gen_value(char *p, th_dtype dt, int64_t j, int mode) {
   int64_t v;
   uint64_t r = next_u64();
   switch (mode) {
-  case V_SMALL: v = (int64_t)(r % 9) - 3; break;
-  case V_POSITIVE: v = (int64_t)(r % 7) + 1; break;
-  default:
-    switch (dt) {
-    case TH_BOOL: v = (int64_t)(r & 1); break;
-    case TH_I64: v = j % 7 == 0 ? (j % 14 ? INT64_MIN : INT64_MAX) : (int64_t)(r >> 20) - ((int64_t)1 << 43); break;
-    default: v = (int64_t)r; break; /* the store keeps the low bits: the whole range */
-    }
+    case V_SMALL: v = (int64_t)(r % 9) - 3; break;
+    case V_POSITIVE: v = (int64_t)(r % 7) + 1; break;
+    default:
+      switch (dt) {
+        case TH_BOOL: v = (int64_t)(r & 1); break;
+        case TH_I64: v = j % 7 == 0 ? (j % 14 ? INT64_MIN : INT64_MAX) : (int64_t)(r >> 20) - ((int64_t)1 << 43); break;
+        default: v = (int64_t)r; break; /* the store keeps the low bits: the whole range */
+      }
   }
   if (mode == V_NONZERO && (v == 0 || (dt != TH_I64 && (v & 0xff) == 0))) v = 1;
   th_store_i64(p, dt, v);
@@ -92,10 +96,10 @@ static th_tensor *make(th_dtype dt, int nd, const int64_t *shape, int lay, int m
   if (nd > 0) memcpy(bshape, shape, sizeof(int64_t) * (size_t)nd);
   if (nd != 2) lay = L_CONTIG;
   switch (lay) {
-  case L_TRANSPOSED: bshape[0] = shape[1], bshape[1] = shape[0], strides[0] = 1, strides[1] = shape[0]; break;
-  case L_STRIDED: bshape[1] = 2 * shape[1] + 1, strides[0] = bshape[1], strides[1] = 2, offset = 1; break;
-  case L_EXPANDED: bshape[0] = 1, strides[0] = 0, strides[1] = 1; break;
-  default: th_rt_contiguous_strides(nd, shape, strides); break;
+    case L_TRANSPOSED: bshape[0] = shape[1], bshape[1] = shape[0], strides[0] = 1, strides[1] = shape[0]; break;
+    case L_STRIDED: bshape[1] = 2 * shape[1] + 1, strides[0] = bshape[1], strides[1] = 2, offset = 1; break;
+    case L_EXPANDED: bshape[0] = 1, strides[0] = 0, strides[1] = 1; break;
+    default: th_rt_contiguous_strides(nd, shape, strides); break;
   }
   th_tensor *base = th_tensor_empty(dt, bnd, bshape);
   assert_non_null(base);
@@ -413,7 +417,8 @@ static void test_unary_edges(void **state) {
   /* round is half to even */
   tc_begin(&c);
   x = th_tensor_empty(TH_F64, 1, s1);
-  ((double *)th_tensor_data(x))[0] = 0.5, ((double *)th_tensor_data(x))[1] = 1.5, ((double *)th_tensor_data(x))[2] = -2.5;
+  ((double *)th_tensor_data(x))[0] = 0.5, ((double *)th_tensor_data(x))[1] = 1.5,
+           ((double *)th_tensor_data(x))[2] = -2.5;
   a[0] = tc_arg(&c, x);
   y = must_eval(&c, "prims.round", 1, a);
   assert_true(getf(y, 0) == 0 && getf(y, 1) == 2 && getf(y, 2) == -2);
@@ -485,8 +490,8 @@ static bool is_compare(const char *op) {
 }
 
 /* Checks y = op(x0, x1) elementwise (x0/x1 may be NULL: the numbers na/nb instead). */
-static void check_binary(const char *op, const th_tensor *y, const th_tensor *x0, const th_tensor *x1,
-                         double na, double nb, th_dtype dt, const char *what) {
+static void check_binary(const char *op, const th_tensor *y, const th_tensor *x0, const th_tensor *x1, double na,
+                         double nb, th_dtype dt, const char *what) {
   int64_t n = th_tensor_numel(y);
   bool cmp = is_compare(op);
   for (int64_t i = 0; i < n; i++) {
@@ -509,9 +514,9 @@ static void check_binary(const char *op, const th_tensor *y, const th_tensor *x0
 
 static void test_binary(void **state) {
   (void)state;
-  static const char *const ops[] = {"add", "sub", "mul", "div", "pow", "fmod", "remainder", "atan2", "maximum",
-                                    "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt",
-                                    "le", "gt", "ge"};
+  static const char *const ops[] = {
+    "add",         "sub",        "mul",         "div", "pow", "fmod", "remainder", "atan2", "maximum", "minimum",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "eq",  "ne",  "lt",   "le",        "gt",    "ge"};
   const int64_t shape[2] = {6, 9};
   int runs = 0, skipped = 0;
   for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
@@ -638,7 +643,8 @@ static void test_binary_scalars(void **state) {
     tcase c;
     tc_begin(&c);
     int64_t big[2] = {517, 263};
-    th_tensor *x = make(big_dt[k], 2, big, L_TRANSPOSED, V_GENERAL), *z = make(big_dt[k], 2, big, L_EXPANDED, V_GENERAL);
+    th_tensor *x = make(big_dt[k], 2, big, L_TRANSPOSED, V_GENERAL),
+              *z = make(big_dt[k], 2, big, L_EXPANDED, V_GENERAL);
     th_arg a[2] = {tc_arg(&c, x), tc_arg(&c, z)};
     int stage;
     th_tensor *y = tc_eval(&c, "prims.maximum", 2, a, &stage);
@@ -730,8 +736,8 @@ static void test_where(void **state) {
 
 static void test_convert(void **state) {
   (void)state;
-  const th_dtype dts[] = {TH_BOOL, TH_U8, TH_I8, TH_I16, TH_I32, TH_I64, TH_F16, TH_BF16, TH_F32, TH_F64,
-                          TH_F8E4M3FN, TH_F8E5M2};
+  const th_dtype dts[] = {TH_BOOL, TH_U8,   TH_I8,  TH_I16, TH_I32,      TH_I64,
+                          TH_F16,  TH_BF16, TH_F32, TH_F64, TH_F8E4M3FN, TH_F8E5M2};
   const int64_t shape[2] = {4, 6};
   int runs = 0;
   for (int s = 0; s < 12; s++)
@@ -744,8 +750,10 @@ static void test_convert(void **state) {
       assert_int_equal(y->dtype, dts[d]);
       for (int64_t i = 0; i < 24; i++) {
         char want[8];
-        if (th_dtype_is_float(dts[s])) th_store_f64(want, dts[d], getf(x, i));
-        else th_store_i64(want, dts[d], geti(x, i));
+        if (th_dtype_is_float(dts[s]))
+          th_store_f64(want, dts[d], getf(x, i));
+        else
+          th_store_i64(want, dts[d], geti(x, i));
         bool both_nan = th_dtype_is_float(dts[d]) && isnan(th_load_f64(want, dts[d])) && isnan(getf(y, i));
         if (!both_nan && memcmp(want, at(y, i), th_dtype_size(dts[d])))
           fail_msg("convert %s -> %s [%lld]: %.9g", th_dtype_name(dts[s]), th_dtype_name(dts[d]), (long long)i,
@@ -800,8 +808,8 @@ static void test_convert(void **state) {
 
 /* Reference of one reduction over dims mask of x (2-D or 3-D), output element o (row-major over the
  * kept dims). Returns the float64 value; *idx the argmax/argmin flat index. */
-static double ref_reduce(const char *op, const th_tensor *x, const bool *mask, int64_t o, double corr,
-                         double *mean_out, int64_t *iacc) {
+static double ref_reduce(const char *op, const th_tensor *x, const bool *mask, int64_t o, double corr, double *mean_out,
+                         int64_t *iacc) {
   int nd = x->ndim;
   int64_t kept_idx[TH_MAX_DIMS] = {0}, rest = o;
   for (int d = nd - 1; d >= 0; d--)
@@ -869,8 +877,8 @@ static double ref_reduce(const char *op, const th_tensor *x, const bool *mask, i
   return m2 / (dof > 0 ? dof : 0);
 }
 
-static void check_reduction(const char *op, th_tensor *x, const bool *mask, th_tensor *y, th_tensor *mean,
-                            double corr, const char *what) {
+static void check_reduction(const char *op, th_tensor *x, const bool *mask, th_tensor *y, th_tensor *mean, double corr,
+                            const char *what) {
   int64_t nout = th_tensor_numel(y);
   bool exact = !th_dtype_is_float(x->dtype);
   bool arg = !strcmp(op, "argmax") || !strcmp(op, "argmin");
@@ -889,8 +897,7 @@ static void check_reduction(const char *op, th_tensor *x, const bool *mask, th_t
     double got = getf(y, o), w = round_f(y->dtype, want);
     bool ok = close_to(got, w, y->dtype);
     if (!ok && !isnan(w) && !isinf(w)) ok = fabs(got - w) <= 1e-13 * (double)nred * fmax(1, fabs(w)) * 1e3;
-    if (!ok)
-      fail_msg("%s %s %s [%lld]: got %.12g want %.12g", op, th_dtype_name(x->dtype), what, (long long)o, got, w);
+    if (!ok) fail_msg("%s %s %s [%lld]: got %.12g want %.12g", op, th_dtype_name(x->dtype), what, (long long)o, got, w);
     /* an infinite mean may come out NaN: Welford's running mean is order-dependent there (PyTorch
      * gives var_mean([1, inf]) mean inf but var_mean([inf, 1]) mean NaN) */
     bool inf_mean_ok = mean && isinf(m) && (isnan(getf(mean, o)) || getf(mean, o) == m);
@@ -1077,13 +1084,13 @@ static void test_reduction_edges(void **state) {
       double mean = s / (double)big[0];
       for (int64_t i = 0; i < big[0]; i++) m2 += (getf(x, i) - mean) * (getf(x, i) - mean);
       switch (k) {
-      case 0: assert_true(fabs(getf(outs[0], 0) - s) <= 1e-6 * fabs(s)); break;
-      case 1: assert_true(getf(outs[0], 0) == mx); break;
-      case 2:
-        assert_true(close_to(getf(outs[0], 0), m2 / (double)(big[0] - 1), TH_F32));
-        assert_true(close_to(getf(outs[1], 0), mean, TH_F32));
-        break;
-      default: assert_int_equal(geti(outs[0], 0), amin); break;
+        case 0: assert_true(fabs(getf(outs[0], 0) - s) <= 1e-6 * fabs(s)); break;
+        case 1: assert_true(getf(outs[0], 0) == mx); break;
+        case 2:
+          assert_true(close_to(getf(outs[0], 0), m2 / (double)(big[0] - 1), TH_F32));
+          assert_true(close_to(getf(outs[1], 0), mean, TH_F32));
+          break;
+        default: assert_int_equal(geti(outs[0], 0), amin); break;
       }
       for (int j = 0; j < nout; j++) th_tensor_release(outs[j]);
       free(outs);
@@ -1131,9 +1138,12 @@ static void check_fast_case(th_dtype dt, int nd, const int64_t *shape, int ndims
   for (int64_t f = 0; f < total; f++) {
     uint64_t h = (uint64_t)f * 0x9e3779b97f4a7c15ull;
     double v = getf(x, f);
-    if (h % 977 == 5) v = NAN;
-    else if (h % 1013 == 7) v = (h & 1) ? INFINITY : -INFINITY;
-    else if (h % 31 == 3) v = (h & 2) ? 0.0 : -0.0;
+    if (h % 977 == 5)
+      v = NAN;
+    else if (h % 1013 == 7)
+      v = (h & 1) ? INFINITY : -INFINITY;
+    else if (h % 31 == 3)
+      v = (h & 2) ? 0.0 : -0.0;
     th_store_f64((char *)at(x, f), dt, v);
   }
   bool mask[TH_MAX_DIMS] = {false};
@@ -1161,7 +1171,8 @@ static void check_fast_case(th_dtype dt, int nd, const int64_t *shape, int ndims
   /* references, output by output */
   int64_t no = th_tensor_numel(outs[0]);
   double *sum = calloc((size_t)no, sizeof *sum), *sabs = calloc((size_t)no, sizeof *sabs);
-  double *mx = malloc(sizeof *mx * (size_t)no), *mn = malloc(sizeof *mn * (size_t)no), *m2 = calloc((size_t)no, sizeof *m2);
+  double *mx = malloc(sizeof *mx * (size_t)no), *mn = malloc(sizeof *mn * (size_t)no),
+         *m2 = calloc((size_t)no, sizeof *m2);
   int64_t *cnt = calloc((size_t)no, sizeof *cnt);
   bool *nan = calloc((size_t)no, sizeof *nan);
   for (int64_t o = 0; o < no; o++) mx[o] = -INFINITY, mn[o] = INFINITY;
@@ -1287,8 +1298,7 @@ static void test_views(void **state) {
     assert_int_equal(y->shape[0], 2);
     assert_int_equal(y->shape[1], 2);
     for (int64_t r = 0; r < 2; r++)
-      for (int64_t q = 0; q < 2; q++)
-        assert_memory_equal(at(y, r * 2 + q), at(x, (1 + 2 * r) * 6 + 1 + 3 * q), 8);
+      for (int64_t q = 0; q < 2; q++) assert_memory_equal(at(y, r * 2 + q), at(x, (1 + 2 * r) * 6 + 1 + 3 * q), 8);
     th_tensor_release(y);
     tc_end(&c);
 
@@ -1350,11 +1360,11 @@ static void test_flip_cat_take_clone(void **state) {
     tcase c;
     tc_begin(&c);
     th_tensor *x = make(TH_I64, 2, s2, k ? L_TRANSPOSED : L_STRIDED, V_GENERAL);
-    th_arg items[2], a[2] = {tc_arg(&c, x), k ? int_tuple(items, 1, (int64_t[]){1}) : int_tuple(items, 2, (int64_t[]){0, 1})};
+    th_arg items[2],
+      a[2] = {tc_arg(&c, x), k ? int_tuple(items, 1, (int64_t[]){1}) : int_tuple(items, 2, (int64_t[]){0, 1})};
     th_tensor *y = must_eval(&c, "prims.flip", 2, a);
     for (int64_t r = 0; r < 4; r++)
-      for (int64_t q = 0; q < 5; q++)
-        assert_int_equal(geti(y, r * 5 + q), geti(x, (k ? r : 3 - r) * 5 + 4 - q));
+      for (int64_t q = 0; q < 5; q++) assert_int_equal(geti(y, r * 5 + q), geti(x, (k ? r : 3 - r) * 5 + 4 - q));
     th_tensor_release(y);
     tc_end(&c);
   }
@@ -1517,8 +1527,10 @@ static void test_creation(void **state) {
       }
       assert_int_equal(stage, ST_OK);
       char want[8];
-      if (k) th_store_f64(want, dt, 2.75);
-      else th_store_i64(want, dt, -3);
+      if (k)
+        th_store_f64(want, dt, 2.75);
+      else
+        th_store_i64(want, dt, -3);
       for (int64_t i = 0; i < 15; i++) assert_memory_equal(at(outs[0], i), want, th_dtype_size(dt));
       th_tensor_release(outs[0]);
       free(outs);
@@ -1600,8 +1612,8 @@ static void check_matmul(const th_tensor *x, const th_tensor *w, const th_tensor
         }
         double tol = y->dtype == TH_F64 ? 1e-12 : y->dtype == TH_F32 ? 1e-5 : y->dtype == TH_F16 ? 2e-3 : 1.6e-2;
         if (fabs(getf(y, o) - s) > tol * fmax(1.0, mag))
-          fail_msg("matmul %s %s [%lld]: got %.9g want %.9g", what, th_dtype_name(y->dtype), (long long)o,
-                   getf(y, o), s);
+          fail_msg("matmul %s %s [%lld]: got %.9g want %.9g", what, th_dtype_name(y->dtype), (long long)o, getf(y, o),
+                   s);
       }
 }
 
@@ -1612,15 +1624,15 @@ static void test_matmul(void **state) {
     int64_t xs[3], ws[3];
     int xl, wl;
   } cases[] = {
-      {1, 1, {7}, {7}, L_CONTIG, L_CONTIG},
-      {1, 2, {6}, {6, 5}, L_CONTIG, L_TRANSPOSED},
-      {2, 1, {4, 6}, {6}, L_STRIDED, L_CONTIG},
-      {2, 2, {5, 7}, {7, 3}, L_TRANSPOSED, L_STRIDED},
-      {2, 2, {3, 0}, {0, 4}, L_CONTIG, L_CONTIG}, /* K = 0: zeros */
-      {3, 3, {2, 3, 4}, {2, 4, 5}, L_CONTIG, L_CONTIG},
-      {1, 3, {4}, {2, 4, 3}, L_CONTIG, L_CONTIG},
-      {3, 1, {2, 3, 4}, {4}, L_CONTIG, L_CONTIG},
-      {2, 2, {33, 300}, {300, 530}, L_CONTIG, L_TRANSPOSED}, /* crosses the 128 x 512 packing blocks */
+    {1, 1, {7}, {7}, L_CONTIG, L_CONTIG},
+    {1, 2, {6}, {6, 5}, L_CONTIG, L_TRANSPOSED},
+    {2, 1, {4, 6}, {6}, L_STRIDED, L_CONTIG},
+    {2, 2, {5, 7}, {7, 3}, L_TRANSPOSED, L_STRIDED},
+    {2, 2, {3, 0}, {0, 4}, L_CONTIG, L_CONTIG}, /* K = 0: zeros */
+    {3, 3, {2, 3, 4}, {2, 4, 5}, L_CONTIG, L_CONTIG},
+    {1, 3, {4}, {2, 4, 3}, L_CONTIG, L_CONTIG},
+    {3, 1, {2, 3, 4}, {4}, L_CONTIG, L_CONTIG},
+    {2, 2, {33, 300}, {300, 530}, L_CONTIG, L_TRANSPOSED}, /* crosses the 128 x 512 packing blocks */
   };
   const th_dtype dts[] = {TH_F32, TH_F64, TH_BF16, TH_F16, TH_I64, TH_I32};
   int runs = 0, skipped = 0;
@@ -1730,25 +1742,25 @@ static void test_alloc_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_table_complete),
-      cmocka_unit_test(test_unary),
-      cmocka_unit_test(test_unary_edges),
-      cmocka_unit_test(test_binary),
-      cmocka_unit_test(test_binary_scalars),
-      cmocka_unit_test(test_integer_division_by_zero),
-      cmocka_unit_test(test_where),
-      cmocka_unit_test(test_convert),
-      cmocka_unit_test(test_reductions),
-      cmocka_unit_test(test_reduction_edges),
-      cmocka_unit_test(test_reduction_fast_paths),
-      cmocka_unit_test(test_views),
-      cmocka_unit_test(test_reshape),
-      cmocka_unit_test(test_flip_cat_take_clone),
-      cmocka_unit_test(test_copy_and_device_put),
-      cmocka_unit_test(test_creation),
-      cmocka_unit_test(test_matmul),
-      cmocka_unit_test(test_linear),
-      cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_table_complete),
+    cmocka_unit_test(test_unary),
+    cmocka_unit_test(test_unary_edges),
+    cmocka_unit_test(test_binary),
+    cmocka_unit_test(test_binary_scalars),
+    cmocka_unit_test(test_integer_division_by_zero),
+    cmocka_unit_test(test_where),
+    cmocka_unit_test(test_convert),
+    cmocka_unit_test(test_reductions),
+    cmocka_unit_test(test_reduction_edges),
+    cmocka_unit_test(test_reduction_fast_paths),
+    cmocka_unit_test(test_views),
+    cmocka_unit_test(test_reshape),
+    cmocka_unit_test(test_flip_cat_take_clone),
+    cmocka_unit_test(test_copy_and_device_put),
+    cmocka_unit_test(test_creation),
+    cmocka_unit_test(test_matmul),
+    cmocka_unit_test(test_linear),
+    cmocka_unit_test(test_alloc_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,8 +44,10 @@ static void test_var_f64_sum_overflow(void **state) {
   (void)state;
   /* [4, 100] of 1e306: every row's (and column's) variance is 0 (PyTorch 1.13: torch.full((4, 100),
    * 1e306, dtype=torch.float64).var(1) == 0, Welford); the row sum 1e308 * ... overflows float64 */
-  const char *rows = "def computation(x):\n  # x: \"cpu f64[4, 100]\"\n  t0 = prims.var(x, (1,), correction=1)\n  return t0\n";
-  const char *cols = "def computation(x):\n  # x: \"cpu f64[100, 4]\"\n  t0 = prims.var(x, (0,), correction=1)\n  return t0\n";
+  const char *rows =
+    "def computation(x):\n  # x: \"cpu f64[4, 100]\"\n  t0 = prims.var(x, (1,), correction=1)\n  return t0\n";
+  const char *cols =
+    "def computation(x):\n  # x: \"cpu f64[100, 4]\"\n  t0 = prims.var(x, (0,), correction=1)\n  return t0\n";
   for (int layout = 0; layout < 2; layout++) {
     th_trace *tr = parse(layout ? cols : rows);
     int64_t shape[2] = {layout ? 100 : 4, layout ? 4 : 100};
@@ -56,8 +58,8 @@ static void test_var_f64_sum_overflow(void **state) {
     if (!out) fail_msg("run: %s", th_last_error());
     for (int k = 0; k < 4; k++)
       if (at(out[0], k) != 0.0)
-        fail_msg("eager var over the %s of constant 1e306 (float64): output %d is %g, PyTorch gives 0", layout ? "columns" : "rows", k,
-                 at(out[0], k));
+        fail_msg("eager var over the %s of constant 1e306 (float64): output %d is %g, PyTorch gives 0",
+                 layout ? "columns" : "rows", k, at(out[0], k));
     release_all(out, nout);
     th_tensor_release(x);
     th_trace_free(tr);
@@ -122,10 +124,11 @@ static void test_row_extremes_specials(void **state) {
     for (int li = 0; li < 7; li++) {
       int64_t n = lens[li];
       char text[512];
-      snprintf(text, sizeof text,
-               "def computation(x):\n  # x: \"cpu %s[3, %lld]\"\n  t0 = prims.amax(x, (1,))\n  t1 = prims.amin(x, (1,))\n"
-               "  return (t0, t1)\n",
-               dname(dts[di]), (long long)n);
+      snprintf(
+        text, sizeof text,
+        "def computation(x):\n  # x: \"cpu %s[3, %lld]\"\n  t0 = prims.amax(x, (1,))\n  t1 = prims.amin(x, (1,))\n"
+        "  return (t0, t1)\n",
+        dname(dts[di]), (long long)n);
       th_trace *tr = parse(text);
       int64_t shape[2] = {3, n};
       for (int sp = 0; sp < 3; sp++)
@@ -153,8 +156,8 @@ static void test_row_extremes_specials(void **state) {
             double gx = at(out[0], r), gn = at(out[1], r);
             bool okx = gx == mx[r] || (isnan(gx) && isnan(mx[r])), okn = gn == mn[r] || (isnan(gn) && isnan(mn[r]));
             if (!okx || !okn)
-              fail_msg("%s\nspecial %g at %lld: row %d amax %g (want %g) amin %g (want %g)", text, special, (long long)pos,
-                       r, gx, mx[r], gn, mn[r]);
+              fail_msg("%s\nspecial %g at %lld: row %d amax %g (want %g) amin %g (want %g)", text, special,
+                       (long long)pos, r, gx, mx[r], gn, mn[r]);
           }
           release_all(out, nout);
           th_tensor_release(x);
@@ -210,10 +213,10 @@ static void test_columns_limit_unaligned(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_var_f64_sum_overflow),
-      cmocka_unit_test(test_negzero_sums),
-      cmocka_unit_test(test_row_extremes_specials),
-      cmocka_unit_test(test_columns_limit_unaligned),
+    cmocka_unit_test(test_var_f64_sum_overflow),
+    cmocka_unit_test(test_negzero_sums),
+    cmocka_unit_test(test_row_extremes_specials),
+    cmocka_unit_test(test_columns_limit_unaligned),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

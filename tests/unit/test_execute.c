@@ -80,10 +80,14 @@ static th_tensor *rand_tensor(th_dtype dt, int nd, const int64_t *shape) {
   int64_t n = th_tensor_numel(t);
   for (int64_t i = 0; i < n; i++) {
     float x = (float)urand();
-    if (dt == TH_F32) ((float *)th_tensor_data(t))[i] = x;
-    else if (dt == TH_BF16) ((uint16_t *)th_tensor_data(t))[i] = th_f32_to_bf16(x);
-    else if (dt == TH_F64) ((double *)th_tensor_data(t))[i] = x;
-    else fail();
+    if (dt == TH_F32)
+      ((float *)th_tensor_data(t))[i] = x;
+    else if (dt == TH_BF16)
+      ((uint16_t *)th_tensor_data(t))[i] = th_f32_to_bf16(x);
+    else if (dt == TH_F64)
+      ((double *)th_tensor_data(t))[i] = x;
+    else
+      fail();
   }
   return t;
 }
@@ -179,8 +183,7 @@ static void test_output_flattening(void **state) {
   th_value *x = input(tr, "x", TH_F32, 1, shape);
   th_value *t0 = call1(tr, "prims.neg", x);
   th_arg inner[2] = {th_arg_bool(true), th_arg_value(t0)};
-  th_arg items[5] = {th_arg_value(x), th_arg_none(), th_arg_int(3), th_arg_float(2.5),
-                     th_arg_list(2, inner)};
+  th_arg items[5] = {th_arg_value(x), th_arg_none(), th_arg_int(3), th_arg_float(2.5), th_arg_list(2, inner)};
   assert_int_equal(th_trace_set_return(tr, th_arg_tuple(5, items)), TH_OK);
   th_program *p = compile(tr, NULL, 0);
   th_tensor *in = rand_tensor(TH_F32, 1, shape);
@@ -371,21 +374,20 @@ static void test_dce(void **state) {
 /* DCE of a parsed trace with dels: a del of a removed value loses it, an emptied del goes */
 static void test_dce_dels(void **state) {
   (void)state;
-  const char *text =
-      "import thunder\n"
-      "import thunder.core.prims as prims\n"
-      "import torch\n"
-      "\n"
-      "def computation(x):\n"
-      "  # x: \"cpu f32[4]\"\n"
-      "  t0 = prims.neg(x)  # t0: \"cpu f32[4]\"\n"
-      "  t1 = prims.exp(x)  # t1: \"cpu f32[4]\"\n"
-      "  t3 = prims.exp(t1)  # t3: \"cpu f32[4]\"\n"
-      "  del x\n"
-      "  t2 = prims.neg(t0)  # t2: \"cpu f32[4]\"\n"
-      "  del t0, t1\n"
-      "  del t3\n"
-      "  return (t2,)\n";
+  const char *text = "import thunder\n"
+                     "import thunder.core.prims as prims\n"
+                     "import torch\n"
+                     "\n"
+                     "def computation(x):\n"
+                     "  # x: \"cpu f32[4]\"\n"
+                     "  t0 = prims.neg(x)  # t0: \"cpu f32[4]\"\n"
+                     "  t1 = prims.exp(x)  # t1: \"cpu f32[4]\"\n"
+                     "  t3 = prims.exp(t1)  # t3: \"cpu f32[4]\"\n"
+                     "  del x\n"
+                     "  t2 = prims.neg(t0)  # t2: \"cpu f32[4]\"\n"
+                     "  del t0, t1\n"
+                     "  del t3\n"
+                     "  return (t2,)\n";
   th_trace *tr = NULL;
   if (th_trace_parse(text, "dels.py", &tr) != TH_OK) fail_msg("%s", th_last_error());
   th_trace *d = NULL;
@@ -460,10 +462,10 @@ static const th_bsym *find_op(const th_trace *tr, th_op_id id) {
 
 /* How a test input is laid out in memory. */
 enum {
-  L_CONTIG,   /* contiguous */
-  L_T,        /* the last two dims transposed (column-major matrices) */
-  L_STEP,     /* every other element of a twice larger tensor in the last two dims (needs a copy) */
-  L_BATCH_T,  /* the first two (batch) dims transposed (do not collapse: needs a copy) */
+  L_CONTIG,  /* contiguous */
+  L_T,       /* the last two dims transposed (column-major matrices) */
+  L_STEP,    /* every other element of a twice larger tensor in the last two dims (needs a copy) */
+  L_BATCH_T, /* the first two (batch) dims transposed (do not collapse: needs a copy) */
 };
 
 /* A tensor of `shape` with random values laid out as `lay`; *base gets the storage owner (or NULL). */
@@ -497,8 +499,7 @@ static th_tensor *laid_out(th_dtype dt, int nd, const int64_t *shape, int lay, t
 
 /* x @ y for one pair of shapes and layouts, through blas (checked claimed) and through eager alone;
  * both against the float64 reference. */
-static void matmul_case(th_dtype dt, int an, const int64_t *as, int bn, const int64_t *bs, int lay_a,
-                        int lay_b) {
+static void matmul_case(th_dtype dt, int an, const int64_t *as, int bn, const int64_t *bs, int lay_a, int lay_b) {
   th_trace *tr = th_trace_new(NULL);
   th_value *x = input(tr, "x", dt, an, as), *y = input(tr, "y", dt, bn, bs);
   th_value *t0 = call2(tr, "prims.matmul", x, y);
@@ -684,8 +685,7 @@ static int blas_worker(void *p) {
         for (int64_t i = 0; i < M; i++)
           for (int64_t j = 0; j < N; j++) {
             double s = 0;
-            for (int64_t q = 0; q < K; q++)
-              s += (double)((i * K + q) % 5 - 2) * (double)((j * K + q) % 3 - 1);
+            for (int64_t q = 0; q < K; q++) s += (double)((i * K + q) % 5 - 2) * (double)((j * K + q) % 3 - 1);
             if (th_tensor_get_f64(o[0], i * N + j) != s) c->failures++;
           }
         free_outputs(nout, o);
@@ -745,8 +745,7 @@ static th_status probe_neg(th_rt_env *env, const th_bsym *b) {
   if (probe_mode == 2) return TH_OK;
   th_tensor *o = th_rt_alloc_output(env, b->out.u.value);
   if (!o) return th_last_status();
-  for (int64_t i = 0; i < th_tensor_numel(o); i++)
-    ((float *)th_tensor_data(o))[i] = -(float)th_tensor_get_f64(x, i);
+  for (int64_t i = 0; i < th_tensor_numel(o); i++) ((float *)th_tensor_data(o))[i] = -(float)th_tensor_get_f64(x, i);
   return TH_OK;
 }
 
@@ -896,8 +895,7 @@ static void test_fusion_region_unpacked(void **state) {
   assert_true(has_op(et, TH_OP_prims_exp));
   th_tensor *in = rand_tensor(TH_F32, 1, shape);
   th_tensor **out = run(p, 1, &in, 1);
-  for (int i = 0; i < 4; i++)
-    assert_float_equal(th_tensor_get_f64(out[0], i), exp(-th_tensor_get_f64(in, i)), 1e-6);
+  for (int i = 0; i < 4; i++) assert_float_equal(th_tensor_get_f64(out[0], i), exp(-th_tensor_get_f64(in, i)), 1e-6);
   free_outputs(1, out);
   th_tensor_release(in);
   th_program_free(p);
@@ -1005,14 +1003,14 @@ static th_trace *uniform_trace(void) {
 /* Two dropout-like draws in one trace, as ltorch.uniform_like records them: the generator's state,
  * then a uniform read from it. */
 static const char rng_trace_text[] =
-    "def computation():\n"
-    "  (s0, o0) = prims.get_and_update_rng_state(16, device=devices.Device(\"cpu\"))\n"
-    "  u0 = prims.uniform_philox((64,), 0.0, 1.0, device=devices.Device(\"cpu\"), dtype=dtypes.float32, seed=s0, "
-    "offset=o0)\n"
-    "  (s1, o1) = prims.get_and_update_rng_state(16, device=devices.Device(\"cpu\"))\n"
-    "  u1 = prims.uniform_philox((64,), 0.0, 1.0, device=devices.Device(\"cpu\"), dtype=dtypes.float32, seed=s1, "
-    "offset=o1)\n"
-    "  return (u0, u1, s0, o0, o1)\n";
+  "def computation():\n"
+  "  (s0, o0) = prims.get_and_update_rng_state(16, device=devices.Device(\"cpu\"))\n"
+  "  u0 = prims.uniform_philox((64,), 0.0, 1.0, device=devices.Device(\"cpu\"), dtype=dtypes.float32, seed=s0, "
+  "offset=o0)\n"
+  "  (s1, o1) = prims.get_and_update_rng_state(16, device=devices.Device(\"cpu\"))\n"
+  "  u1 = prims.uniform_philox((64,), 0.0, 1.0, device=devices.Device(\"cpu\"), dtype=dtypes.float32, seed=s1, "
+  "offset=o1)\n"
+  "  return (u0, u1, s0, o0, o1)\n";
 
 static int count_equal(const th_tensor *a, const th_tensor *b, int n) {
   int same = 0;
@@ -1125,9 +1123,10 @@ static void test_rng_state_errors(void **state) {
   assert_non_null(strstr(th_last_error(), "blocks: expected a count >= 0, but got -1"));
   /* an offset past the end of the stream: an error, not a wrapped (shared) stream */
   th_trace *wrap = NULL;
-  const char *wrap_text = "def computation():\n"
-                          "  (s0, o0) = prims.get_and_update_rng_state(4611686018427387904, device=devices.Device(\"cpu\"))\n"
-                          "  return s0\n";
+  const char *wrap_text =
+    "def computation():\n"
+    "  (s0, o0) = prims.get_and_update_rng_state(4611686018427387904, device=devices.Device(\"cpu\"))\n"
+    "  return s0\n";
   if (th_trace_parse(wrap_text, "wrap.py", &wrap) != TH_OK) fail_msg("%s", th_last_error());
   th_program *wp = NULL;
   assert_int_equal(th_program_compile(wrap, NULL, &wp), TH_OK);
@@ -1241,30 +1240,30 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_elementwise_program),
-      cmocka_unit_test(test_output_flattening),
-      cmocka_unit_test(test_executor_errors),
-      cmocka_unit_test(test_input_checks),
-      cmocka_unit_test(test_device_check),
-      cmocka_unit_test(test_dce),
-      cmocka_unit_test(test_dce_dels),
-      cmocka_unit_test(test_matmul_f32),
-      cmocka_unit_test(test_matmul_bf16),
-      cmocka_unit_test(test_linear_f32),
-      cmocka_unit_test(test_linear_bf16),
-      cmocka_unit_test(test_matmul_f64_goes_to_eager),
-      cmocka_unit_test(test_blas_cache_threads),
-      cmocka_unit_test(test_intermediates_released),
-      cmocka_unit_test(test_output_buffers_reused),
-      cmocka_unit_test(test_kernel_errors),
-      cmocka_unit_test(test_fusion_region_unpacked),
-      cmocka_unit_test(test_torch_ops_decomposed),
-      cmocka_unit_test(test_philox_known_answers),
-      cmocka_unit_test(test_random_streams),
-      cmocka_unit_test(test_rng_state_values),
-      cmocka_unit_test(test_rng_state_cse),
-      cmocka_unit_test(test_rng_state_errors),
-      cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_elementwise_program),
+    cmocka_unit_test(test_output_flattening),
+    cmocka_unit_test(test_executor_errors),
+    cmocka_unit_test(test_input_checks),
+    cmocka_unit_test(test_device_check),
+    cmocka_unit_test(test_dce),
+    cmocka_unit_test(test_dce_dels),
+    cmocka_unit_test(test_matmul_f32),
+    cmocka_unit_test(test_matmul_bf16),
+    cmocka_unit_test(test_linear_f32),
+    cmocka_unit_test(test_linear_bf16),
+    cmocka_unit_test(test_matmul_f64_goes_to_eager),
+    cmocka_unit_test(test_blas_cache_threads),
+    cmocka_unit_test(test_intermediates_released),
+    cmocka_unit_test(test_output_buffers_reused),
+    cmocka_unit_test(test_kernel_errors),
+    cmocka_unit_test(test_fusion_region_unpacked),
+    cmocka_unit_test(test_torch_ops_decomposed),
+    cmocka_unit_test(test_philox_known_answers),
+    cmocka_unit_test(test_random_streams),
+    cmocka_unit_test(test_rng_state_values),
+    cmocka_unit_test(test_rng_state_cse),
+    cmocka_unit_test(test_rng_state_errors),
+    cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,9 +64,12 @@ static th_tensor *tensor2(th_dtype dt, int64_t d0, int64_t d1, const double *val
   th_tensor *t = th_tensor_new(dt, 2, shape);
   assert_non_null(t);
   for (int64_t i = 0; i < d0 * d1; i++) {
-    if (dt == TH_F32) ((float *)th_tensor_data(t))[i] = (float)vals[i];
-    else if (dt == TH_F64) ((double *)th_tensor_data(t))[i] = vals[i];
-    else fail_msg("tensor2: unsupported dtype");
+    if (dt == TH_F32)
+      ((float *)th_tensor_data(t))[i] = (float)vals[i];
+    else if (dt == TH_F64)
+      ((double *)th_tensor_data(t))[i] = vals[i];
+    else
+      fail_msg("tensor2: unsupported dtype");
   }
   return t;
 }
@@ -130,7 +133,8 @@ static th_status split_rows_meta(const th_arg *args, int nargs, th_tensor_meta *
   assert_int_equal(*nout, TH_META_MAX_OUTPUTS);
   int64_t n = args[1].u.i;
   th_tensor_meta m = th_tensor_meta_of(args[0].u.value);
-  if (n <= 0 || m.ndim < 1 || m.shape[0] % n) return th_set_error(TH_ERR_RUNTIME, "cannot split into %lld", (long long)n);
+  if (n <= 0 || m.ndim < 1 || m.shape[0] % n)
+    return th_set_error(TH_ERR_RUNTIME, "cannot split into %lld", (long long)n);
   m.shape[0] /= n;
   for (int64_t i = 0; i < n; i++) out[i] = m;
   *nout = (int)n;
@@ -205,7 +209,8 @@ static th_status scale_kernel(th_kernel_ctx *k) {
     return th_set_error(TH_ERR_RUNTIME, "alpha is not a float");
   th_tensor *y = th_kernel_output(k, 0);
   if (!y) return th_last_status();
-  for (int64_t i = 0; i < th_tensor_numel(a); i++) ((float *)th_tensor_data(y))[i] = (float)(th_tensor_get_f64(a, i) * alpha);
+  for (int64_t i = 0; i < th_tensor_numel(a); i++)
+    ((float *)th_tensor_data(y))[i] = (float)(th_tensor_get_f64(a, i) * alpha);
   return TH_OK;
 }
 
@@ -225,13 +230,12 @@ static int setup_ops(void **state) {
   assert_int_equal(th_op_register("myex.linear_like", "linear_like(Tensor x, Tensor w) -> Tensor", linear_like_meta,
                                   NULL, TH_OPF_AUTOCAST_LOWER),
                    TH_OK);
-  assert_int_equal(th_op_register("myex.scale", "scale(Tensor a, /, *, float alpha=2.0) -> Tensor", like_first_meta,
-                                  NULL, 0),
-                   TH_OK);
+  assert_int_equal(
+    th_op_register("myex.scale", "scale(Tensor a, /, *, float alpha=2.0) -> Tensor", like_first_meta, NULL, 0), TH_OK);
   assert_int_equal(th_op_register("myex.pair", "pair(Tensor a) -> (Tensor, Tensor)", like_first_meta, NULL, 0), TH_OK);
-  assert_int_equal(th_op_register("myex.nested.split_rows", "split_rows(Tensor a, int n) -> Tensor[]",
-                                  split_rows_meta, NULL, 0),
-                   TH_OK);
+  assert_int_equal(
+    th_op_register("myex.nested.split_rows", "split_rows(Tensor a, int n) -> Tensor[]", split_rows_meta, NULL, 0),
+    TH_OK);
   return 0;
 }
 
@@ -290,12 +294,11 @@ static void test_register_record_print_verify(void **state) {
   assert_null(back);
 
   /* a printed trace whose registered op disagrees with its meta fails verification */
-  const char *bad =
-      "def computation(x, w):\n"
-      "  # x: \"cpu f32[2, 3]\"\n"
-      "  # w: \"cpu f32[4, 3]\"\n"
-      "  t0 = myex.linear_like(x, w)  # t0: \"cpu f32[2, 5]\"\n"
-      "  return t0\n";
+  const char *bad = "def computation(x, w):\n"
+                    "  # x: \"cpu f32[2, 3]\"\n"
+                    "  # w: \"cpu f32[4, 3]\"\n"
+                    "  t0 = myex.linear_like(x, w)  # t0: \"cpu f32[2, 5]\"\n"
+                    "  return t0\n";
   back = NULL;
   th_status st = th_trace_parse(bad, "<bad>", &back);
   if (st == TH_OK) st = th_trace_verify(back);
@@ -340,8 +343,9 @@ static void test_meta_errors(void **state) {
 static void test_register_errors(void **state) {
   (void)state;
   const char *sch = "f(Tensor a) -> Tensor";
-  expect_error(th_op_register("myex.linear_like", "linear_like(Tensor x, Tensor w) -> Tensor", linear_like_meta, NULL, 0),
-               TH_ERR_VALUE, "op 'myex.linear_like' is already registered");
+  expect_error(
+    th_op_register("myex.linear_like", "linear_like(Tensor x, Tensor w) -> Tensor", linear_like_meta, NULL, 0),
+    TH_ERR_VALUE, "op 'myex.linear_like' is already registered");
   expect_error(th_op_register("prims.f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "reserved");
   expect_error(th_op_register("torch.f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "reserved");
   expect_error(th_op_register("dtypes.f", sch, like_first_meta, NULL, 0), TH_ERR_VALUE, "reserved");
@@ -360,19 +364,19 @@ static void test_register_errors(void **state) {
   static const struct {
     const char *schema, *why;
   } bad[] = {
-      {"f(Tensr a) -> Tensor", "unknown type 'Tensr'"},
-      {"f(Tensor a -> Tensor", "missing ')'"},
-      {"f(Tensor a)", "expected '->'"},
-      {"f(Tensor a) -> Any", "the return type must be"},
-      {"f(Tensor a) -> (Tensor, int)", "a returned tuple holds Tensors only"},
-      {"f(Tensor a, Tensor a) -> Tensor", "duplicate parameter 'a'"},
-      {"f(Tensor a, int n=1, int m) -> Tensor", "without a default follows one with a default"},
-      {"f(Tensor a, int n=None) -> Tensor", "not optional"},
-      {"f(Tensor a, int n=abc) -> Tensor", "cannot read the default of 'n'"},
-      {"f(Tensor) -> Tensor", "needs a type and a name"},
-      {"f(Tensor 1a) -> Tensor", "not a Python identifier"},
-      {"g(Tensor a) -> Tensor", "names the op 'g'; expected 'f(...)'"},
-      {"f Tensor a -> Tensor", "expected 'name(parameters) -> returns'"},
+    {"f(Tensr a) -> Tensor", "unknown type 'Tensr'"},
+    {"f(Tensor a -> Tensor", "missing ')'"},
+    {"f(Tensor a)", "expected '->'"},
+    {"f(Tensor a) -> Any", "the return type must be"},
+    {"f(Tensor a) -> (Tensor, int)", "a returned tuple holds Tensors only"},
+    {"f(Tensor a, Tensor a) -> Tensor", "duplicate parameter 'a'"},
+    {"f(Tensor a, int n=1, int m) -> Tensor", "without a default follows one with a default"},
+    {"f(Tensor a, int n=None) -> Tensor", "not optional"},
+    {"f(Tensor a, int n=abc) -> Tensor", "cannot read the default of 'n'"},
+    {"f(Tensor) -> Tensor", "needs a type and a name"},
+    {"f(Tensor 1a) -> Tensor", "not a Python identifier"},
+    {"g(Tensor a) -> Tensor", "names the op 'g'; expected 'f(...)'"},
+    {"f Tensor a -> Tensor", "expected 'name(parameters) -> returns'"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     th_status st = th_op_register("bad.f", bad[i].schema, like_first_meta, NULL, 0);
@@ -472,8 +476,9 @@ static void test_autocast_rule_function(void **state) {
   assert_int_equal(th_op_register("acx.fp32", "fp32(Tensor a, *, ScalarType? dtype=None) -> Tensor", like_first_meta,
                                   NULL, TH_OPF_AUTOCAST_FP32),
                    TH_OK);
-  expect_error(th_op_register("acx.both", "both(Tensor a) -> Tensor", like_first_meta, mixed_rule, TH_OPF_AUTOCAST_LOWER),
-               TH_ERR_VALUE, "not both");
+  expect_error(
+    th_op_register("acx.both", "both(Tensor a) -> Tensor", like_first_meta, mixed_rule, TH_OPF_AUTOCAST_LOWER),
+    TH_ERR_VALUE, "not both");
 
   th_trace *tr = th_trace_new(NULL);
   th_value *a = input(tr, "a", TH_F32, 2, 2), *b = input(tr, "b", TH_BF16, 2, 2);
@@ -662,8 +667,10 @@ static void test_executor_errors(void **state) {
   expect_error(th_executor_add_impl(ex, "myex.nope", linear_like_kernel, NULL), TH_ERR_VALUE, "unknown op 'myex.nope'");
   expect_error(th_executor_add_impl(ex, "mul", mul_f32_kernel, NULL), TH_ERR_VALUE, "'mul' names ltorch.mul");
   expect_error(th_executor_add_impl(ex, "myex.linear_like", NULL, NULL), TH_ERR_VALUE, "the kernel is NULL");
-  expect_error(th_executor_add_impl(NULL, "myex.linear_like", linear_like_kernel, NULL), TH_ERR_VALUE, "executor is NULL");
-  expect_error(th_executor_add_impl(ex, "prims.python_return", linear_like_kernel, NULL), TH_ERR_VALUE, "computes nothing");
+  expect_error(th_executor_add_impl(NULL, "myex.linear_like", linear_like_kernel, NULL), TH_ERR_VALUE,
+               "executor is NULL");
+  expect_error(th_executor_add_impl(ex, "prims.python_return", linear_like_kernel, NULL), TH_ERR_VALUE,
+               "computes nothing");
   assert_int_equal(th_executor_add_impl(ex, "myex.pair", linear_like_kernel, NULL), TH_OK);
   expect_error(th_executor_add_impl(ex, "myex.pair", linear_like_kernel, NULL), TH_ERR_VALUE,
                "executor 'errex' already implements myex.pair");
@@ -697,7 +704,8 @@ static void test_executor_errors(void **state) {
   assert_int_equal(th_executor_add_impl(ex, "errex.lazy", lazy_kernel, NULL), TH_OK);
   static const struct {
     const char *op, *msg;
-  } cases[] = {{"errex.fails", "errex.fails: boom at run time"}, {"errex.lazy", "errex.lazy: the kernel did not produce t0"}};
+  } cases[] = {{"errex.fails", "errex.fails: boom at run time"},
+               {"errex.lazy", "errex.lazy: the kernel did not produce t0"}};
   for (int i = 0; i < 2; i++) {
     tr = th_trace_new(NULL);
     th_arg a = th_arg_value(input(tr, "a", TH_F32, 2, 2));
@@ -883,7 +891,8 @@ static void test_num_threads(void **state) {
   th_tensor_release(out);
 
   /* errors change nothing */
-  expect_error(th_set_num_threads(-1), TH_ERR_VALUE, "th_set_num_threads: n: expected 0 (the default) or a count in "
+  expect_error(th_set_num_threads(-1), TH_ERR_VALUE,
+               "th_set_num_threads: n: expected 0 (the default) or a count in "
                "[1, 4096], but got -1");
   expect_error(th_set_num_threads(5000), TH_ERR_VALUE, "but got 5000");
   assert_int_equal(th_get_num_threads(), 1);
@@ -919,17 +928,17 @@ static void test_num_threads(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_register_record_print_verify),
-      cmocka_unit_test(test_meta_errors),
-      cmocka_unit_test(test_register_errors),
-      cmocka_unit_test(test_autocast_lower_seed000),
-      cmocka_unit_test(test_autocast_rule_function),
-      cmocka_unit_test(test_user_executor_runs),
-      cmocka_unit_test(test_checker_falls_back),
-      cmocka_unit_test(test_executor_errors),
-      cmocka_unit_test(test_fault_injection),
-      cmocka_unit_test(test_threads),
-      cmocka_unit_test(test_num_threads),
+    cmocka_unit_test(test_register_record_print_verify),
+    cmocka_unit_test(test_meta_errors),
+    cmocka_unit_test(test_register_errors),
+    cmocka_unit_test(test_autocast_lower_seed000),
+    cmocka_unit_test(test_autocast_rule_function),
+    cmocka_unit_test(test_user_executor_runs),
+    cmocka_unit_test(test_checker_falls_back),
+    cmocka_unit_test(test_executor_errors),
+    cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_num_threads),
   };
   return cmocka_run_group_tests(tests, setup_ops, NULL);
 }

@@ -159,12 +159,12 @@ static void test_decode_tables(void **state) {
 /* Edge inputs for every cast: overflow, the rounding midpoints at the top, NaN, infinities,
  * subnormals (and the ties between them), negative zero. */
 static const float edge_inputs[] = {
-    0.0f, -0.0f, 1.0f, -1.0f, 4.48f, -8.96f, 2.24f, 448.0f, -448.0f, 449.0f, 463.99f, 464.0f, 464.01f, 479.0f,
-    480.0f, 500.0f, -500.0f, 1e6f, -1e30f, 57344.0f, 60000.0f, 61439.0f, 61440.0f, 61441.0f, 65536.0f, 70000.0f,
-    -70000.0f, INFINITY, -INFINITY, NAN, -NAN,
-    0x1p-9f, 0x1p-10f, 0x3p-10f, 0x1.8p-9f, 0x1p-6f, 0x1.fp-7f, 0x7p-9f, 0xfp-10f, -0x1p-10f, -0x3p-11f, 0x1p-11f,
-    0x1p-16f, 0x1p-17f, 0x3p-17f, 0x1p-14f, 0x1.ep-15f, -0x1p-17f, 0x1p-30f, -0x1p-126f, 0x1p-149f,
-    0.1f, -0.3f, 3.14159f, 1000.0f, 12345.0f, -0.0078125f,
+  0.0f,      -0.0f,    1.0f,     -1.0f,    4.48f,     -8.96f,   2.24f,       448.0f,    -448.0f,   449.0f,
+  463.99f,   464.0f,   464.01f,  479.0f,   480.0f,    500.0f,   -500.0f,     1e6f,      -1e30f,    57344.0f,
+  60000.0f,  61439.0f, 61440.0f, 61441.0f, 65536.0f,  70000.0f, -70000.0f,   INFINITY,  -INFINITY, NAN,
+  -NAN,      0x1p-9f,  0x1p-10f, 0x3p-10f, 0x1.8p-9f, 0x1p-6f,  0x1.fp-7f,   0x7p-9f,   0xfp-10f,  -0x1p-10f,
+  -0x3p-11f, 0x1p-11f, 0x1p-16f, 0x1p-17f, 0x3p-17f,  0x1p-14f, 0x1.ep-15f,  -0x1p-17f, 0x1p-30f,  -0x1p-126f,
+  0x1p-149f, 0.1f,     -0.3f,    3.14159f, 1000.0f,   12345.0f, -0.0078125f,
 };
 #define NEDGE ((int)(sizeof edge_inputs / sizeof edge_inputs[0]))
 
@@ -197,7 +197,7 @@ static void test_scalar_casts(void **state) {
       }
     }
   /* the reference's own anchors (reference §8.1 / scenario 23) */
-  assert_int_equal(ref_encode(E4, 464.0f, false), 0x7e); /* tie to even: 448 */
+  assert_int_equal(ref_encode(E4, 464.0f, false), 0x7e);  /* tie to even: 448 */
   assert_int_equal(ref_encode(E4, 464.01f, false), 0x7e); /* saturates (torch >= 2.12) */
   assert_int_equal(ref_encode(E4, -INFINITY, false), 0xfe);
   assert_int_equal(ref_encode(E4, 1000.0f, false), 0x7e);
@@ -256,8 +256,8 @@ static void test_worked_example(void **state) {
   th_value *x = input(tr, "x", TH_F32, 1, &n);
   th_arg amax = call1(tr, "ltorch.amax", call1(tr, "ltorch.abs", V(x)));
   th_arg s = call2(tr, "ltorch.true_divide", th_arg_float(448.0), call2(tr, "ltorch.clamp", amax, th_arg_float(1e-12)));
-  th_arg q = to_dtype(tr, call3(tr, "ltorch.clamp", call2(tr, "ltorch.mul", V(x), s), th_arg_float(-448.0),
-                                th_arg_float(448.0)), E4);
+  th_arg q = to_dtype(
+    tr, call3(tr, "ltorch.clamp", call2(tr, "ltorch.mul", V(x), s), th_arg_float(-448.0), th_arg_float(448.0)), E4);
   th_arg y = call2(tr, "ltorch.true_divide", call1(tr, "ltorch.float", q), s);
   th_arg outs[2] = {q, y};
   assert_int_equal(th_trace_set_return(tr, th_arg_tuple(2, outs)), TH_OK);
@@ -271,8 +271,10 @@ static void test_worked_example(void **state) {
     th_tensor **o = run(p, 1, &in, &nout);
     const uint8_t *codes = th_tensor_data(o[0]);
     for (int i = 0; i < 4; i++) {
-      if (ref_decode(E4, codes[i]) != qs[i]) fail_msg("%s: q[%d] = %g, expected %g", execs[e][0], i, ref_decode(E4, codes[i]), qs[i]);
-      if (fabs(at(o[1], i) - ys[i]) > 1e-4) fail_msg("%s: y[%d] = %.6f, expected %.5f", execs[e][0], i, at(o[1], i), ys[i]);
+      if (ref_decode(E4, codes[i]) != qs[i])
+        fail_msg("%s: q[%d] = %g, expected %g", execs[e][0], i, ref_decode(E4, codes[i]), qs[i]);
+      if (fabs(at(o[1], i) - ys[i]) > 1e-4)
+        fail_msg("%s: y[%d] = %.6f, expected %.5f", execs[e][0], i, at(o[1], i), ys[i]);
       /* the round trip is lossy: y is not x (no cast elimination turned q.float() back into x*s) */
       if (i < 3) assert_true(at(o[1], i) != xs[i]);
     }
@@ -304,12 +306,13 @@ static void ref_gemm(th_dtype fa, th_dtype fb, int64_t M, int64_t N, int64_t K, 
 /* th_eg_fp8_gemm on every ISA this CPU has, with row-major, transposed and strided operands. */
 static void test_gemm_isas(void **state) {
   (void)state;
-  static const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 1}, {3, 1, 4}, {6, 16, 16}, {7, 33, 5}, {13, 300, 37},
-                                      {121, 20, 530}, {130, 517, 70}, {1, 700, 65}, {64, 1, 1}};
+  static const int64_t shapes[][3] = {{1, 1, 1},     {1, 5, 1},      {3, 1, 4},      {6, 16, 16},  {7, 33, 5},
+                                      {13, 300, 37}, {121, 20, 530}, {130, 517, 70}, {1, 700, 65}, {64, 1, 1}};
   int ran[3] = {0};
   for (int isa = 0; isa < 3; isa++) {
     if (!th_eg_isa_supported((th_eg_isa)isa)) {
-      print_message("fp8 GEMM: %s micro-kernel not available on this CPU (not tested)\n", th_eg_isa_name((th_eg_isa)isa));
+      print_message("fp8 GEMM: %s micro-kernel not available on this CPU (not tested)\n",
+                    th_eg_isa_name((th_eg_isa)isa));
       continue;
     }
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -334,8 +337,8 @@ static void test_gemm_isas(void **state) {
             double v = guard[i * ldc + j];
             if (fabs(v - want) > tol)
               fail_msg("%s %lldx%lldx%lld layout %d: C[%lld,%lld] = %.9g, expected %.9g (tol %g)",
-                       th_eg_isa_name((th_eg_isa)isa), (long long)M, (long long)K, (long long)N, layout,
-                       (long long)i, (long long)j, v, want, tol);
+                       th_eg_isa_name((th_eg_isa)isa), (long long)M, (long long)K, (long long)N, layout, (long long)i,
+                       (long long)j, v, want, tol);
           }
         for (int64_t i = 0; i < M; i++) assert_true(guard[i * ldc + N] == 0.0f); /* padding untouched */
         free(guard);
@@ -418,8 +421,8 @@ static void scaled_mm_case(int64_t M, int64_t K, int64_t N, th_dtype fa, th_dtyp
         if (!(fabs(got - want) <= tol))
           fail_msg("_scaled_mm %lldx%lldx%lld %s x %s%s%s -> %s: [%lld,%lld] = %.9g, expected %.9g (tol %g)",
                    (long long)M, (long long)K, (long long)N, th_dtype_name(fa), th_dtype_name(fb),
-                   b_colmajor ? " (b column-major)" : "", bias ? " + bias" : "", th_dtype_name(want_dt),
-                   (long long)i, (long long)j, got, want, tol);
+                   b_colmajor ? " (b column-major)" : "", bias ? " + bias" : "", th_dtype_name(want_dt), (long long)i,
+                   (long long)j, got, want, tol);
       }
     release_all(o, nout);
     th_program_free(p);
@@ -433,20 +436,21 @@ static void scaled_mm_case(int64_t M, int64_t K, int64_t N, th_dtype fa, th_dtyp
 
 static void test_scaled_mm_shapes(void **state) {
   (void)state;
-  static const int64_t shapes[][3] = {{1, 1, 1}, {1, 7, 1}, {5, 1, 3}, {1, 64, 300}, {300, 64, 1},
-                                      {16, 32, 64}, {33, 260, 17}, {70, 40, 600}};
+  static const int64_t shapes[][3] = {{1, 1, 1},    {1, 7, 1},    {5, 1, 3},     {1, 64, 300},
+                                      {300, 64, 1}, {16, 32, 64}, {33, 260, 17}, {70, 40, 600}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const int64_t M = shapes[i][0], K = shapes[i][1], N = shapes[i][2];
-    scaled_mm_case(M, K, N, E4, E4, true, false, false, TH_BF16, TH_BF16);       /* PyTorch's layout, default: e4m3fn out */
-    scaled_mm_case(M, K, N, E4, E4, true, false, true, TH_BF16, TH_BF16);        /* bf16 out */
-    scaled_mm_case(M, K, N, E4, E5, false, true, true, TH_F32, TH_F32);         /* row-major b, f32 + f32 bias */
-    scaled_mm_case(M, K, N, E5, E4, true, true, true, TH_BF16, TH_BF16);        /* e5m2 activation */
-    scaled_mm_case(M, K, N, E4, E4, true, true, true, TH_F16, TH_F16);          /* f16 out */
+    scaled_mm_case(M, K, N, E4, E4, true, false, false, TH_BF16, TH_BF16); /* PyTorch's layout, default: e4m3fn out */
+    scaled_mm_case(M, K, N, E4, E4, true, false, true, TH_BF16, TH_BF16);  /* bf16 out */
+    scaled_mm_case(M, K, N, E4, E5, false, true, true, TH_F32, TH_F32);    /* row-major b, f32 + f32 bias */
+    scaled_mm_case(M, K, N, E5, E4, true, true, true, TH_BF16, TH_BF16);   /* e5m2 activation */
+    scaled_mm_case(M, K, N, E4, E4, true, true, true, TH_F16, TH_F16);     /* f16 out */
   }
   scaled_mm_case(9, 19, 11, E4, E4, true, true, true, TH_F32, TH_BF16); /* bf16 bias, f32 out (PyTorch's pairing) */
   scaled_mm_case(9, 19, 11, E4, E4, false, false, true, TH_F64, TH_F64);
-  scaled_mm_case(9, 19, 11, E5, E4, true, true, false, TH_BF16, TH_BF16); /* default e5m2 out (inf on overflow), bf16 bias */
-  scaled_mm_case(9, 19, 11, E4, E5, true, true, true, E4, TH_F32);        /* e4m3fn out (saturating), f32 bias */
+  scaled_mm_case(9, 19, 11, E5, E4, true, true, false, TH_BF16,
+                 TH_BF16);                                         /* default e5m2 out (inf on overflow), bf16 bias */
+  scaled_mm_case(9, 19, 11, E4, E5, true, true, true, E4, TH_F32); /* e4m3fn out (saturating), f32 bias */
   scaled_mm_case(40, 300, 7, E4, E4, true, false, true, E5, TH_BF16);
   /* the portable micro-kernel through the program too */
   setenv("THUNDER_FP8_GEMM", "portable", 1);
@@ -496,7 +500,8 @@ static void test_scaled_mm_special(void **state) {
   y = callk(tr, "ltorch._scaled_mm", 5, args5, 1, kwn, kw);
   assert_int_equal(th_trace_set_return(tr, y), TH_OK);
   p = compile(tr, NULL, 0);
-  th_tensor *ins5[5] = {tensor(E4, 2, z2), tensor(E4, 2, z3), scalar_f32(1.0f), scalar_f32(1.0f), tensor(TH_F32, 1, &n3)};
+  th_tensor *ins5[5] = {tensor(E4, 2, z2), tensor(E4, 2, z3), scalar_f32(1.0f), scalar_f32(1.0f),
+                        tensor(TH_F32, 1, &n3)};
   float *bd = th_tensor_data(ins5[4]);
   bd[0] = 1.5f, bd[1] = -2.0f, bd[2] = 0.25f;
   o = run(p, 5, ins5, &nout);
@@ -514,7 +519,8 @@ static void test_scaled_mm_errors(void **state) {
   int64_t s23[2] = {2, 3}, s32[2] = {3, 4}, s42[2] = {4, 2}, s3 = 3, s2 = 2, s4 = 4, s5 = 5;
   int64_t s234[3] = {2, 3, 4};
   th_value *a = input(tr, "a", E4, 2, s23), *b = input(tr, "b", E4, 2, s32), *b5 = input(tr, "b5", E5, 2, s32);
-  th_value *a5 = input(tr, "a5", E5, 2, s23), *af = input(tr, "af", TH_F32, 2, s23), *bf = input(tr, "bf", TH_BF16, 2, s32);
+  th_value *a5 = input(tr, "a5", E5, 2, s23), *af = input(tr, "af", TH_F32, 2, s23),
+           *bf = input(tr, "bf", TH_BF16, 2, s32);
   th_value *a3 = input(tr, "a3", E4, 3, s234), *bk = input(tr, "bk", E4, 2, s42), *a1 = input(tr, "a1", E4, 1, &s3);
   th_value *sa = input(tr, "sa", TH_F32, 0, NULL), *sd = input(tr, "sd", TH_F64, 0, NULL);
   th_value *sv = input(tr, "sv", TH_F32, 1, &s2), *sbf = input(tr, "sbf", TH_BF16, 0, NULL);
@@ -528,31 +534,49 @@ static void test_scaled_mm_errors(void **state) {
     th_status st;
     const char *msg;
   } cases[] = {
-      {5, 1, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Expected mat1 to be Float8 matrix got Float"},
-      {0, 6, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Expected mat2 to be Float8 matrix got BFloat16"},
-      {7, 1, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: mat1 must be a matrix, but it has 3 dimensions"},
-      {9, 1, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: mat1 must be a matrix, but it has 1 dimensions"},
-      {0, 8, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x2)"},
-      {4, 2, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Multiplication of two Float8_e5m2 matrices is not supported"},
-      {0, 1, 10, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Both scale_a and scale_b must be float (fp32) tensors, but scale_a is Double"},
-      {0, 1, 0, 12, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Both scale_a and scale_b must be float (fp32) tensors, but scale_b is BFloat16"},
-      {0, 1, 11, 0, -1, -1, 0, 0, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: only tensor-wise scaling is supported: scale_a must have one element"},
-      {0, 1, 0, 0, 14, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be a vector of size 4 (mat2.shape[1]), but got shape [5]"},
-      {0, 1, 0, 0, 17, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be a vector of size 4 (mat2.shape[1]), but got shape [4, 2]"},
-      {0, 1, 0, 0, 15, -1, 1, TH_BF16, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be BFloat16 to compute BFloat16 output, but got Float"},
-      {0, 1, 0, 0, 16, -1, 1, TH_F32, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be Float or BFloat16 to compute Float output, but got Half"},
-      {0, 1, 0, 0, 16, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be BFloat16 or Float to compute Float8_e4m3fn output, but got Half"},
-      {0, 1, 0, 0, 16, -1, 1, E5, TH_ERR_RUNTIME, "ltorch._scaled_mm: Bias must be BFloat16 or Float to compute Float8_e5m2 output, but got Half"},
-      {0, 1, 0, 0, -1, -1, 1, TH_I32, TH_ERR_RUNTIME, "ltorch._scaled_mm: out_dtype must be a floating point dtype"},
-      {0, 1, 0, 0, -1, 0, 0, 0, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: scale_result with an fp8 output (out_dtype=float8_e4m3fn) is not supported"},
-      {0, 1, 0, 0, -1, 0, 1, E5, TH_ERR_NOT_IMPLEMENTED, "ltorch._scaled_mm: scale_result with an fp8 output (out_dtype=float8_e5m2) is not supported"},
-      {0, 1, 0, 0, -1, 10, 1, TH_BF16, TH_ERR_RUNTIME, "ltorch._scaled_mm: scale_result must be a float32 tensor with one element, but got float64 with 1 elements"},
-      {0, 1, 0, 0, -1, 11, 1, TH_BF16, TH_ERR_RUNTIME, "ltorch._scaled_mm: scale_result must be a float32 tensor with one element, but got float32 with 2 elements"},
+    {5, 1, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Expected mat1 to be Float8 matrix got Float"},
+    {0, 6, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: Expected mat2 to be Float8 matrix got BFloat16"},
+    {7, 1, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: mat1 must be a matrix, but it has 3 dimensions"},
+    {9, 1, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME, "ltorch._scaled_mm: mat1 must be a matrix, but it has 1 dimensions"},
+    {0, 8, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x2)"},
+    {4, 2, 0, 0, -1, -1, 0, 0, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Multiplication of two Float8_e5m2 matrices is not supported"},
+    {0, 1, 10, 0, -1, -1, 0, 0, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Both scale_a and scale_b must be float (fp32) tensors, but scale_a is Double"},
+    {0, 1, 0, 12, -1, -1, 0, 0, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Both scale_a and scale_b must be float (fp32) tensors, but scale_b is BFloat16"},
+    {0, 1, 11, 0, -1, -1, 0, 0, TH_ERR_NOT_IMPLEMENTED,
+     "ltorch._scaled_mm: only tensor-wise scaling is supported: scale_a must have one element"},
+    {0, 1, 0, 0, 14, -1, 0, 0, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Bias must be a vector of size 4 (mat2.shape[1]), but got shape [5]"},
+    {0, 1, 0, 0, 17, -1, 0, 0, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Bias must be a vector of size 4 (mat2.shape[1]), but got shape [4, 2]"},
+    {0, 1, 0, 0, 15, -1, 1, TH_BF16, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Bias must be BFloat16 to compute BFloat16 output, but got Float"},
+    {0, 1, 0, 0, 16, -1, 1, TH_F32, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Bias must be Float or BFloat16 to compute Float output, but got Half"},
+    {0, 1, 0, 0, 16, -1, 0, 0, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Bias must be BFloat16 or Float to compute Float8_e4m3fn output, but got Half"},
+    {0, 1, 0, 0, 16, -1, 1, E5, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: Bias must be BFloat16 or Float to compute Float8_e5m2 output, but got Half"},
+    {0, 1, 0, 0, -1, -1, 1, TH_I32, TH_ERR_RUNTIME, "ltorch._scaled_mm: out_dtype must be a floating point dtype"},
+    {0, 1, 0, 0, -1, 0, 0, 0, TH_ERR_NOT_IMPLEMENTED,
+     "ltorch._scaled_mm: scale_result with an fp8 output (out_dtype=float8_e4m3fn) is not supported"},
+    {0, 1, 0, 0, -1, 0, 1, E5, TH_ERR_NOT_IMPLEMENTED,
+     "ltorch._scaled_mm: scale_result with an fp8 output (out_dtype=float8_e5m2) is not supported"},
+    {0, 1, 0, 0, -1, 10, 1, TH_BF16, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: scale_result must be a float32 tensor with one element, but got float64 with 1 elements"},
+    {0, 1, 0, 0, -1, 11, 1, TH_BF16, TH_ERR_RUNTIME,
+     "ltorch._scaled_mm: scale_result must be a float32 tensor with one element, but got float32 with 2 elements"},
   };
   th_value *vals[] = {a, b, b5, NULL, a5, af, bf, a3, bk, a1, sd, sv, sbf, bias4, bias5, bias4f, bias4h, bias2d};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     th_value *sav = cases[i].sa ? vals[cases[i].sa] : sa, *sbv = cases[i].sb ? vals[cases[i].sb] : sa;
-    th_arg args[6] = {V(vals[cases[i].a]), V(vals[cases[i].b]), V(sav), V(sbv),
+    th_arg args[6] = {V(vals[cases[i].a]),
+                      V(vals[cases[i].b]),
+                      V(sav),
+                      V(sbv),
                       cases[i].bias >= 0 ? V(vals[cases[i].bias]) : th_arg_none(),
                       cases[i].sr >= 0 ? V(cases[i].sr ? vals[cases[i].sr] : sa) : th_arg_none()};
     static const char *const kwn[1] = {"out_dtype"};
@@ -571,8 +595,10 @@ static void test_scaled_mm_errors(void **state) {
   pargs[0] = V(a);
   pargs[5] = th_arg_dtype(E4); /* the prim has no fp8 outputs (ltorch._scaled_mm records a cast after it) */
   assert_int_equal(th_trace_call(tr, "prims.scaled_mm", 6, pargs, 0, NULL, NULL, &out), TH_ERR_VALUE);
-  assert_string_equal(th_last_error(), "prims.scaled_mm: out_dtype must be float16, bfloat16, float32 or float64 "
-                      "(ltorch._scaled_mm records an fp8 output as a float32 product and a cast), but got float8_e4m3fn");
+  assert_string_equal(
+    th_last_error(),
+    "prims.scaled_mm: out_dtype must be float16, bfloat16, float32 or float64 "
+    "(ltorch._scaled_mm records an fp8 output as a float32 product and a cast), but got float8_e4m3fn");
   pargs[5] = th_arg_none();
   assert_int_equal(th_trace_call(tr, "prims.scaled_mm", 6, pargs, 0, NULL, NULL, &out), TH_ERR_TYPE);
   /* fp8 tensors stay out of plain matmuls */
@@ -615,7 +641,7 @@ static void test_scaled_mm_signature(void **state) {
   th_arg sr_args[6] = {V(a), V(b), V(sa), V(sa), th_arg_none(), V(sa)};
   static const char *const kwn[1] = {"out_dtype"};
   th_arg kw[1] = {th_arg_dtype(TH_BF16)};
-  th_arg z = callk(tr, "ltorch._scaled_mm", 6, sr_args, 1, kwn, kw); /* scale_result, bf16 out: ignored */
+  th_arg z = callk(tr, "ltorch._scaled_mm", 6, sr_args, 1, kwn, kw);    /* scale_result, bf16 out: ignored */
   th_arg q = callk(tr, "ltorch._scaled_mm", 4, sr_args, 0, NULL, NULL); /* default: float8_e4m3fn out */
   assert_int_equal(th_value_dtype(z.u.value), TH_BF16);
   assert_int_equal(th_value_dtype(q.u.value), E4);
@@ -652,7 +678,8 @@ static void ref_fp8_linear(const float *x, int64_t rows, int64_t K, const float 
     double maxv = fmt[t] == E4 ? 448.0 : 57344.0;
     float scale = (float)(maxv / (double)fmaxf(amax, 1e-12f)); /* one rounding, as f32 division */
     q[t] = malloc((size_t)cnt[t]);
-    for (int64_t i = 0; i < cnt[t]; i++) q[t][i] = (uint8_t)ref_encode(fmt[t], (float)((double)srcs[t][i] * scale), true);
+    for (int64_t i = 0; i < cnt[t]; i++)
+      q[t][i] = (uint8_t)ref_encode(fmt[t], (float)((double)srcs[t][i] * scale), true);
     inv[t] = (float)(1.0 / (double)scale);
   }
   double s = (double)inv[0] * (double)inv[1];
@@ -675,7 +702,8 @@ static void ref_fp8_linear(const float *x, int64_t rows, int64_t K, const float 
 static void fill(th_tensor *t, double lo, double hi) {
   int64_t n = th_tensor_numel(t);
   size_t es = th_dtype_size(th_tensor_dtype(t));
-  for (int64_t i = 0; i < n; i++) th_store_f64((char *)th_tensor_data(t) + i * (int64_t)es, th_tensor_dtype(t), urand(lo, hi));
+  for (int64_t i = 0; i < n; i++)
+    th_store_f64((char *)th_tensor_data(t) + i * (int64_t)es, th_tensor_dtype(t), urand(lo, hi));
 }
 
 /* float copies of a tensor's values (exact for f32/bf16) */
@@ -972,7 +1000,8 @@ static void test_seed003_runs(void **state) {
     size_t n = nl ? (size_t)(nl - ln + 1) : strlen(ln);
     char *hit = strstr(ln, "Float8Tensor(");
     if (hit && hit < ln + n && !strstr(ln, "import"))
-      strcat(cut, "  input_fp8 = prims.convert_element_type(t197, dtypes.bfloat16)  # input_fp8: \"cuda:0 bf16[16, 32]\"\n");
+      strcat(cut,
+             "  input_fp8 = prims.convert_element_type(t197, dtypes.bfloat16)  # input_fp8: \"cuda:0 bf16[16, 32]\"\n");
     else
       strncat(cut, ln, n);
     ln += n;
@@ -1070,20 +1099,20 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_decode_tables),
-      cmocka_unit_test(test_scalar_casts),
-      cmocka_unit_test(test_program_casts),
-      cmocka_unit_test(test_worked_example),
-      cmocka_unit_test(test_gemm_isas),
-      cmocka_unit_test(test_scaled_mm_shapes),
-      cmocka_unit_test(test_scaled_mm_special),
-      cmocka_unit_test(test_scaled_mm_errors),
-      cmocka_unit_test(test_scaled_mm_signature),
-      cmocka_unit_test(test_float8_mlp),
-      cmocka_unit_test(test_float8_bf16_and_autocast),
-      cmocka_unit_test(test_float8_options),
-      cmocka_unit_test(test_seed003_runs),
-      cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_decode_tables),
+    cmocka_unit_test(test_scalar_casts),
+    cmocka_unit_test(test_program_casts),
+    cmocka_unit_test(test_worked_example),
+    cmocka_unit_test(test_gemm_isas),
+    cmocka_unit_test(test_scaled_mm_shapes),
+    cmocka_unit_test(test_scaled_mm_special),
+    cmocka_unit_test(test_scaled_mm_errors),
+    cmocka_unit_test(test_scaled_mm_signature),
+    cmocka_unit_test(test_float8_mlp),
+    cmocka_unit_test(test_float8_bf16_and_autocast),
+    cmocka_unit_test(test_float8_options),
+    cmocka_unit_test(test_seed003_runs),
+    cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -97,7 +97,8 @@ static th_tensor *tensor(th_dtype dt, int nd, const int64_t *shape) {
 static void fill(th_tensor *t, double lo, double hi) {
   int64_t n = th_tensor_numel(t);
   size_t es = th_dtype_size(th_tensor_dtype(t));
-  for (int64_t i = 0; i < n; i++) th_store_f64((char *)th_tensor_data(t) + i * (int64_t)es, th_tensor_dtype(t), urand(lo, hi));
+  for (int64_t i = 0; i < n; i++)
+    th_store_f64((char *)th_tensor_data(t) + i * (int64_t)es, th_tensor_dtype(t), urand(lo, hi));
 }
 
 static double at(const th_tensor *t, int64_t i) { return th_tensor_get_f64(t, i); }
@@ -190,8 +191,8 @@ static mlp build_mlp(th_dtype dt, int xnd, const char *w1name) {
   }
   th_value *in[NIN];
   int64_t sw[3][2] = {{96, 64}, {64, 96}, {32, 64}}, nb[2] = {96, 64};
-  const char *names[NIN] = {"x", w1name, "t_fc1_bias", "t_fc2_weight", "t_fc2_bias", "t_fc3_weight",
-                            "z1", "z2", "z3", "u1", "u2"};
+  const char *names[NIN] = {"x",  w1name, "t_fc1_bias", "t_fc2_weight", "t_fc2_bias", "t_fc3_weight",
+                            "z1", "z2",   "z3",         "u1",           "u2"};
   for (int i = 0; i < NIN; i++) {
     int64_t s[3];
     int nd;
@@ -231,9 +232,12 @@ static void mlp_inputs(const mlp *m, th_dtype dt, th_tensor **in, th_tensor **co
   for (int i = 0; i < NIN; i++) {
     const th_value *v = th_trace_input(m->tr, i);
     in[i] = tensor(dt, th_value_ndim(v), th_value_shape(v));
-    if (i == IX) fill(in[i], -2, 2);
-    else if (i == IW1 || i == IW2 || i == IW3) fill(in[i], -0.25, 0.25);
-    else if (i == IB1 || i == IB2) fill(in[i], -0.1, 0.1);
+    if (i == IX)
+      fill(in[i], -2, 2);
+    else if (i == IW1 || i == IW2 || i == IW3)
+      fill(in[i], -0.25, 0.25);
+    else if (i == IB1 || i == IB2)
+      fill(in[i], -0.1, 0.1);
   }
   int64_t s[3];
   memcpy(s, m->xs, sizeof s);
@@ -256,8 +260,8 @@ typedef struct {
 } grad_run;
 
 /* float8 (options o) then grad (requires_grad rg, NULL = every floating input), run on in/cots. */
-static grad_run run_grad(const th_trace *f8, const bool *rg, th_tensor **in, th_tensor **cots,
-                         const char *const *execs, int nexecs) {
+static grad_run run_grad(const th_trace *f8, const bool *rg, th_tensor **in, th_tensor **cots, const char *const *execs,
+                         int nexecs) {
   grad_run r;
   th_trace *fwd = NULL, *bwd = NULL;
   th_grad_options go = {rg, NIN};
@@ -374,7 +378,9 @@ static void check_forward_layer(const char *name, const th_tensor *X, const th_t
 }
 
 static double gelu(double s) { return 0.5 * s * (1 + erf(s / sqrt(2.0))); }
-static double dgelu(double s) { return 0.5 * (1 + erf(s / sqrt(2.0))) + s * exp(-0.5 * s * s) / sqrt(2 * 3.14159265358979323846); }
+static double dgelu(double s) {
+  return 0.5 * (1 + erf(s / sqrt(2.0))) + s * exp(-0.5 * s * s) / sqrt(2 * 3.14159265358979323846);
+}
 
 /* The unquantized MLP's gradients in float64 (grad[i] for input i, malloc'd; NULL for z, u). */
 static void unquantized_grads(const mlp *m, th_tensor **in, const th_tensor *ct, double **grad) {
@@ -469,8 +475,10 @@ static void check_mlp_grads(th_dtype dt, int xnd, th_dtype fx, th_dtype fw, cons
   int e5_casts = count_code(r.bwd_text, "dtype=dtypes.float8_e5m2");
   assert_int_equal(e5_casts, (fw == E5 ? 3 : 0) + (fx == E5 ? 3 : 0) + 3);
   assert_non_null(strstr(r.bwd_text, "fc1_grad_output_fp8_"));
-  if (fx == E5 || fw == E5) assert_non_null(strstr(r.bwd_text, "fc1_grad_output_e4m3_fp8_"));
-  else assert_null(strstr(r.bwd_text, "_e4m3_"));
+  if (fx == E5 || fw == E5)
+    assert_non_null(strstr(r.bwd_text, "fc1_grad_output_e4m3_fp8_"));
+  else
+    assert_null(strstr(r.bwd_text, "_e4m3_"));
   assert_non_null(strstr(r.bwd_text, "fc3_grad_output_inv_scale_"));
   assert_null(strstr(r.bwd_text, "prims.linear("));
   assert_int_equal(r.saved_fp8, 0);
@@ -480,7 +488,8 @@ static void check_mlp_grads(th_dtype dt, int xnd, th_dtype fx, th_dtype fw, cons
     const th_tensor *a = r.fwd_out[k], *b = o8[k];
     assert_int_equal(th_tensor_numel(a), th_tensor_numel(b));
     for (int64_t i = 0; i < th_tensor_numel(a); i++)
-      if (at(a, i) != at(b, i)) fail_msg("output %d [%lld]: %.9g with grad, %.9g without", k, (long long)i, at(a, i), at(b, i));
+      if (at(a, i) != at(b, i))
+        fail_msg("output %d [%lld]: %.9g with grad, %.9g without", k, (long long)i, at(a, i), at(b, i));
   }
   /* the layer inputs (x, a1, a2); fc3's output is s3 (z3 = 0): the recipe on the program's a2 */
   const th_tensor *X[3] = {in[IX], r.fwd_out[1], r.fwd_out[2]};
@@ -684,10 +693,10 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mlp_f32),          cmocka_unit_test(test_mlp_bf16),
-      cmocka_unit_test(test_e5m2_operands),    cmocka_unit_test(test_weights_only),
-      cmocka_unit_test(test_digit_names),      cmocka_unit_test(test_scaled_mm_refused),
-      cmocka_unit_test(test_output_op_errors), cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_mlp_f32),          cmocka_unit_test(test_mlp_bf16),
+    cmocka_unit_test(test_e5m2_operands),    cmocka_unit_test(test_weights_only),
+    cmocka_unit_test(test_digit_names),      cmocka_unit_test(test_scaled_mm_refused),
+    cmocka_unit_test(test_output_op_errors), cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

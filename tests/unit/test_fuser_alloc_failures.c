@@ -86,7 +86,7 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -252,12 +252,12 @@ static void test_dump_and_cached_load(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sha256),
-      cmocka_unit_test(test_cache_reused),
-      cmocka_unit_test(test_cache_dir_created),
-      cmocka_unit_test(test_damaged_cache_entry),
-      cmocka_unit_test(test_concurrent_processes),
-      cmocka_unit_test(test_dump_and_cached_load),
+    cmocka_unit_test(test_sha256),
+    cmocka_unit_test(test_cache_reused),
+    cmocka_unit_test(test_cache_dir_created),
+    cmocka_unit_test(test_damaged_cache_entry),
+    cmocka_unit_test(test_concurrent_processes),
+    cmocka_unit_test(test_dump_and_cached_load),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -56,9 +56,9 @@
 /* ---- a dlopen/rename hook (this executable's definitions interpose libc's for the library) ---- */
 enum { HOOK_OFF, HOOK_VANISH, HOOK_VANISH_AND_REPLACE };
 static int hook_mode;
-static char hook_path[1200];        /* the cache entry the hook acts on */
-static ino_t planted_ino;           /* HOOK_VANISH_AND_REPLACE: the entry "another process" renamed in */
-static bool planted_clobbered;      /* that entry was gone when this process renamed its own build over it */
+static char hook_path[1200];   /* the cache entry the hook acts on */
+static ino_t planted_ino;      /* HOOK_VANISH_AND_REPLACE: the entry "another process" renamed in */
+static bool planted_clobbered; /* that entry was gone when this process renamed its own build over it */
 static int hook_renames;
 
 static void *(*real_dlopen_fn(void))(const char *, int) {
@@ -254,8 +254,9 @@ static void test_bound_spellings(void **state) {
   fresh_cache(xdg, sizeof xdg, dir, sizeof dir, "spell");
   setenv("THUNDER_CACHE_MAX_MB", "0", 1);
   expect_ok(0.5); /* the entry the refused spellings would hit */
-  static const char *const bad[] = {" 1", "1 ", "-0", "0x10", "1.0", "+", "+-1", "1073741825",
-                                    "18446744073709551616", "-9223372036854775808", "\t1", "1\n"};
+  static const char *const bad[] = {
+    " 1",  "1 ", "-0", "0x10", "1.0", "+", "+-1", "1073741825", "18446744073709551616", "-9223372036854775808",
+    "\t1", "1\n"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     setenv("THUNDER_CACHE_MAX_MB", bad[i], 1);
     long h0 = th_fuser_stat_cache_hits(), c0 = th_fuser_stat_compiles();
@@ -270,17 +271,20 @@ static void test_bound_spellings(void **state) {
   static const struct {
     const char *v; /* NULL: unset */
     bool trims;
-  } good[] = {{"+1", true}, {"01", true}, {"0000000001", true}, {"", false}, {NULL, false},
-              {"1073741824", false}, {"0", false}};
+  } good[] = {{"+1", true},  {"01", true},          {"0000000001", true}, {"", false},
+              {NULL, false}, {"1073741824", false}, {"0", false}};
   for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
     make_file(dir, "fusion-old.so", 2 << 20, 3 * 86400);
     make_file(dir, "tmp-old.c", 10, 3 * 86400);
-    if (good[i].v) setenv("THUNDER_CACHE_MAX_MB", good[i].v, 1);
-    else unsetenv("THUNDER_CACHE_MAX_MB");
+    if (good[i].v)
+      setenv("THUNDER_CACHE_MAX_MB", good[i].v, 1);
+    else
+      unsetenv("THUNDER_CACHE_MAX_MB");
     expect_ok(1.5 + (double)i); /* a build */
     bool gone = kind_of(dir, "fusion-old.so") == 0;
-    if (gone != good[i].trims) fail_msg("THUNDER_CACHE_MAX_MB='%s': old kernel %s", good[i].v ? good[i].v : "(unset)",
-                                        gone ? "removed" : "kept");
+    if (gone != good[i].trims)
+      fail_msg("THUNDER_CACHE_MAX_MB='%s': old kernel %s", good[i].v ? good[i].v : "(unset)",
+               gone ? "removed" : "kept");
     /* a bound scans (the day-old tmp file goes); no bound ("0") scans nothing */
     bool tmp_gone = kind_of(dir, "tmp-old.c") == 0;
     assert_true(tmp_gone == (!good[i].v || strcmp(good[i].v, "0") != 0));
@@ -302,8 +306,10 @@ static void test_trim_skips_non_kernels(void **state) {
   assert_int_equal(mkdir(path, 0700), 0);
   make_file(path, "keep", 100, 10 * 86400);
   /* symlinks named as kernels and as temporaries, all old themselves */
-  static const char *const links[][2] = {{"fusion-link.so", "big"}, {"fusion-dirlink.so", "sub"},
-                                         {"fusion-dangling.so", "nothing-here"}, {"tmp-link", "big"},
+  static const char *const links[][2] = {{"fusion-link.so", "big"},
+                                         {"fusion-dirlink.so", "sub"},
+                                         {"fusion-dangling.so", "nothing-here"},
+                                         {"tmp-link", "big"},
                                          {"tmp-dirlink", "sub"}};
   for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
     snprintf(target, sizeof target, "%s/%s", out, links[i][1]);
@@ -323,8 +329,8 @@ static void test_trim_skips_non_kernels(void **state) {
   assert_int_equal(mkfifo(path, 0600), 0);
   set_age(dir, "fusion-fifo.so", 10 * 86400);
   /* look-alike names, regular and old */
-  static const char *const alike[] = {"fusion-a.so.bak", "xfusion-a.so", "FUSION-A.so", "fusion-a.SO", "tmpx-a.c",
-                                      "fusion-a.so~", "Tmp-a.c"};
+  static const char *const alike[] = {"fusion-a.so.bak", "xfusion-a.so", "FUSION-A.so", "fusion-a.SO",
+                                      "tmpx-a.c",        "fusion-a.so~", "Tmp-a.c"};
   for (size_t i = 0; i < sizeof alike / sizeof *alike; i++) make_file(dir, alike[i], 512 << 10, 10 * 86400);
   /* three old kernels of 256 KiB: with the real one, under 1 MiB unless something above is counted */
   for (int k = 0; k < 3; k++) {
@@ -464,7 +470,7 @@ static void test_hit_loses_entry_to_trim(void **state) {
   hook_mode = HOOK_VANISH;
   long c0 = th_fuser_stat_compiles();
   expect_ok(6.5);
-  assert_int_equal(hook_mode, HOOK_OFF); /* the hook ran */
+  assert_int_equal(hook_mode, HOOK_OFF);              /* the hook ran */
   assert_int_equal(th_fuser_stat_compiles(), c0 + 1); /* rebuilt */
   assert_int_equal(kind_of(dir, name), S_IFREG);
   hook_path[0] = 0;
@@ -549,8 +555,8 @@ static void test_foreign_caches(void **state) {
   tmp_cache(xdg, sizeof xdg, dir, sizeof dir);
   assert_int_equal(cli_run(xdg, 8.5, false), 0);
   make_file(dir, "fusion-old.so", 2 << 20, 5 * 86400);
-  snprintf(cmd, sizeof cmd, "chmod 755 '%s' && chmod 644 '%s'/cc-*.txt && touch -d '3 days ago' '%s'/fusion-*.so",
-           dir, dir, dir);
+  snprintf(cmd, sizeof cmd, "chmod 755 '%s' && chmod 644 '%s'/cc-*.txt && touch -d '3 days ago' '%s'/fusion-*.so", dir,
+           dir, dir);
   assert_int_equal(system(cmd), 0);
   assert_int_equal(cli_run(xdg, 8.5, true), 0);
   assert_int_equal(kind_of(dir, "fusion-old.so"), S_IFREG);
@@ -686,8 +692,10 @@ static void test_cache_bound(void **state) {
     setenv("THUNDER_CACHE_MAX_MB", bad[i], 1);
     assert_int_equal(compile_text(prog), TH_ERR_VALUE);
     char want[200];
-    snprintf(want, sizeof want, "THUNDER_CACHE_MAX_MB: expected the kernel cache's bound in MiB, an integer from 0 "
-                                "(no bound) to 1073741824, got '%s'", bad[i]);
+    snprintf(want, sizeof want,
+             "THUNDER_CACHE_MAX_MB: expected the kernel cache's bound in MiB, an integer from 0 "
+             "(no bound) to 1073741824, got '%s'",
+             bad[i]);
     if (!strstr(th_last_error(), want)) fail_msg("'%s': %s", bad[i], th_last_error());
   }
   assert_int_equal(count_files(dir, "fusion-", ".so"), NFAKE + 1);
@@ -735,7 +743,7 @@ static void test_cache_bound(void **state) {
     } else {
       assert_true(first_kept == NFAKE); /* removed ones are a prefix of the use order */
     }
-  assert_true(total <= target);                                          /* removed enough */
+  assert_true(total <= target);                                               /* removed enough */
   assert_true(first_kept > 0 && total + fake_bytes[first_kept - 1] > target); /* and no more */
 
   /* the running estimate: trim.txt holds the kernels' total as the scan left it and when it ran; a build
@@ -773,8 +781,8 @@ static void test_cache_bound(void **state) {
     now_bytes += (long long)st.st_blocks * 512;
   }
   pclose(ls);
-  assert_true(when2 == when);      /* no scan */
-  assert_true(est2 == now_bytes);  /* the new kernel added: the estimate is still exact */
+  assert_true(when2 == when);     /* no scan */
+  assert_true(est2 == now_bytes); /* the new kernel added: the estimate is still exact */
   make_kernel_file(dir, "fusion-planted.so", 2 << 20, 30 * 86400);
   tf = fopen(tpath, "w");
   assert_non_null(tf);
@@ -818,15 +826,15 @@ static void test_cache_bound(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bound_spellings),
-      cmocka_unit_test(test_trim_skips_non_kernels),
-      cmocka_unit_test(test_bound_below_one_kernel),
-      cmocka_unit_test(test_concurrent_bounded),
-      cmocka_unit_test(test_hit_loses_entry_to_trim),
-      cmocka_unit_test(test_hit_race_spares_rebuilt_entry),
-      cmocka_unit_test(test_foreign_caches),
-      cmocka_unit_test(test_readonly_foreign_cache_compiles),
-      cmocka_unit_test(test_cache_bound),
+    cmocka_unit_test(test_bound_spellings),
+    cmocka_unit_test(test_trim_skips_non_kernels),
+    cmocka_unit_test(test_bound_below_one_kernel),
+    cmocka_unit_test(test_concurrent_bounded),
+    cmocka_unit_test(test_hit_loses_entry_to_trim),
+    cmocka_unit_test(test_hit_race_spares_rebuilt_entry),
+    cmocka_unit_test(test_foreign_caches),
+    cmocka_unit_test(test_readonly_foreign_cache_compiles),
+    cmocka_unit_test(test_cache_bound),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

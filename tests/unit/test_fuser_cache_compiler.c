@@ -244,14 +244,14 @@ static void test_wrapper_failures(void **state) {
   static const struct {
     const char *mode, *msg;
   } cases[] = {
-      {"failpart", "failed on a generated kernel (exit 3): b6 part boom"},
-      {"faillink", "failed linking the generated kernels (exit 4): b6 link boom"},
-      {"zeropart", "failed linking the generated kernels"},
-      {"zerolink", "exited 0 but wrote no object file"},
-      {"killpart", "failed on a generated kernel (killed by signal 9)"},
-      {"killlink", "failed linking the generated kernels (killed by signal 9)"},
-      {"junklink", "built an object that does not load"},
-      {"bigerr", "failed on a generated kernel (exit 1): xxxx"},
+    {"failpart", "failed on a generated kernel (exit 3): b6 part boom"},
+    {"faillink", "failed linking the generated kernels (exit 4): b6 link boom"},
+    {"zeropart", "failed linking the generated kernels"},
+    {"zerolink", "exited 0 but wrote no object file"},
+    {"killpart", "failed on a generated kernel (killed by signal 9)"},
+    {"killlink", "failed linking the generated kernels (killed by signal 9)"},
+    {"junklink", "built an object that does not load"},
+    {"bigerr", "failed on a generated kernel (exit 1): xxxx"},
   };
   char *text = gen(5, 3);
   th_trace *tr = parse(text);
@@ -640,8 +640,10 @@ static void test_cc_with_arguments(void **state) {
   th_program *p = NULL;
   assert_int_equal(th_program_compile(tr, &o, &p), TH_ERR_RUNTIME);
   assert_non_null(strstr(th_last_error(), "cc -include /nonexistent/thunder-test.h failed"));
-  if (old) setenv("CC", old, 1);
-  else unsetenv("CC");
+  if (old)
+    setenv("CC", old, 1);
+  else
+    unsetenv("CC");
   free(old);
   th_trace_free(tr);
 }
@@ -678,8 +680,10 @@ static void test_missing_compiler(void **state) {
   free(out);
   th_tensor_release(a);
   th_program_free(p);
-  if (old) setenv("CC", old, 1);
-  else unsetenv("CC");
+  if (old)
+    setenv("CC", old, 1);
+  else
+    unsetenv("CC");
   free(old);
   th_trace_free(lone);
   th_trace_free(tr);
@@ -787,8 +791,10 @@ static void test_parallel_parts(void **state) {
   assert_int_equal(count_files(dir, "tmp-", ""), 0);
   unsetenv("THUNDER_FUSER_JOBS");
   unsetenv("THUNDER_TEST_CC_LOG");
-  if (old_cc) setenv("CC", old_cc, 1);
-  else unsetenv("CC");
+  if (old_cc)
+    setenv("CC", old_cc, 1);
+  else
+    unsetenv("CC");
   free(old_cc);
   setenv("XDG_CACHE_HOME", FUSER_TEST_CACHE, 1);
   th_tensor_release(want[0]);
@@ -802,11 +808,11 @@ static void test_parallel_parts(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_jobs_matrix), cmocka_unit_test(test_wrapper_failures),
-      cmocka_unit_test(test_fork_concurrent), cmocka_unit_test(test_threads),
-      cmocka_unit_test(test_jobs_env), cmocka_unit_test(test_cc_limits_readonly_cache_sigchld),
-      cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_missing_compiler),
-      cmocka_unit_test(test_parallel_parts),
+    cmocka_unit_test(test_jobs_matrix),       cmocka_unit_test(test_wrapper_failures),
+    cmocka_unit_test(test_fork_concurrent),   cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_jobs_env),          cmocka_unit_test(test_cc_limits_readonly_cache_sigchld),
+    cmocka_unit_test(test_cc_with_arguments), cmocka_unit_test(test_missing_compiler),
+    cmocka_unit_test(test_parallel_parts),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

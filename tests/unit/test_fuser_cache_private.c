@@ -68,14 +68,14 @@ FILE *fopen(const char *path, const char *mode) {
 static char scratch[64]; /* /tmp/th-privbuild-XXXXXX, 0755: nobody may traverse it */
 
 /* ---- children ---- */
-#define CHECK(cond, code, ...)                                                                                    \
-  do {                                                                                                        \
-    if (!(cond)) {                                                                                            \
-      fprintf(stderr, "child %ld: ", (long)getpid());                                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                           \
-      fprintf(stderr, "\n");                                                                                  \
-      _exit(code);                                                                                            \
-    }                                                                                                         \
+#define CHECK(cond, code, ...)                                                                                         \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      fprintf(stderr, "child %ld: ", (long)getpid());                                                                  \
+      fprintf(stderr, __VA_ARGS__);                                                                                    \
+      fprintf(stderr, "\n");                                                                                           \
+      _exit(code);                                                                                                     \
+    }                                                                                                                  \
   } while (0)
 
 static void become_nobody(void) {
@@ -84,16 +84,17 @@ static void become_nobody(void) {
 
 /* Runs fn(arg) in a forked child (as nobody when asked) with XDG_CACHE_HOME xdg and TMPDIR tmpdir (NULL:
  * unset); fn returns the exit code (0: passed). Fails the test unless the child exits 0. */
-static void in_child(const char *what, bool nobody, const char *xdg, const char *tmpdir, int (*fn)(void *),
-                     void *arg) {
+static void in_child(const char *what, bool nobody, const char *xdg, const char *tmpdir, int (*fn)(void *), void *arg) {
   fflush(NULL);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
     if (nobody) become_nobody();
     setenv("XDG_CACHE_HOME", xdg, 1);
-    if (tmpdir) setenv("TMPDIR", tmpdir, 1);
-    else unsetenv("TMPDIR");
+    if (tmpdir)
+      setenv("TMPDIR", tmpdir, 1);
+    else
+      unsetenv("TMPDIR");
     _exit(fn(arg));
   }
   int status = 0;
@@ -213,7 +214,8 @@ static int misses_in_a_row(void *arg) {
   CHECK(th_fuser_stat_cache_hits() == h0 + 1 && th_fuser_stat_compiles() == c0, 2, "the hit compiled");
   for (int i = 0; i < 10; i++) CHECK(run_prog(10.5 + i) == TH_OK, 3, "miss %d: %s", i, th_last_error());
   CHECK(run_prog(10.5) == TH_OK, 4, "repeated miss: %s", th_last_error());
-  CHECK(th_fuser_stat_compiles() == c0 + 11, 5, "compiles %ld, expected 11 (nothing kept)", th_fuser_stat_compiles() - c0);
+  CHECK(th_fuser_stat_compiles() == c0 + 11, 5, "compiles %ld, expected 11 (nothing kept)",
+        th_fuser_stat_compiles() - c0);
   int fds1 = count_fds();
   CHECK(fds1 == fds0, 6, "%d descriptors open before, %d after", fds0, fds1);
   CHECK(count_entries(p->tmpdir) == 0, 7, "%d entries left in $TMPDIR", count_entries(p->tmpdir));
@@ -238,7 +240,7 @@ static void test_misses_in_a_row(void **state) {
 /* ---- $TMPDIR variants ---- */
 typedef struct {
   double k;
-  th_status want;       /* TH_OK or TH_ERR_RUNTIME */
+  th_status want;        /* TH_OK or TH_ERR_RUNTIME */
   const char *in_msg[3]; /* substrings the error must hold */
 } expect_run;
 
@@ -608,12 +610,12 @@ static void test_cpu_in_key(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_misses_in_a_row), cmocka_unit_test(test_tmpdir_variants),
-      cmocka_unit_test(test_version_file),    cmocka_unit_test(test_damaged_entry),
-      cmocka_unit_test(test_concurrent),      cmocka_unit_test(test_two_threads),
-      cmocka_unit_test(test_xdg_is_file),     cmocka_unit_test(test_cache_path_is_file),
-      cmocka_unit_test(test_effective_uid),   cmocka_unit_test(test_version_capture_and_leftovers),
-      cmocka_unit_test(test_emfile_keeps_entry), cmocka_unit_test(test_cpu_in_key),
+    cmocka_unit_test(test_misses_in_a_row),    cmocka_unit_test(test_tmpdir_variants),
+    cmocka_unit_test(test_version_file),       cmocka_unit_test(test_damaged_entry),
+    cmocka_unit_test(test_concurrent),         cmocka_unit_test(test_two_threads),
+    cmocka_unit_test(test_xdg_is_file),        cmocka_unit_test(test_cache_path_is_file),
+    cmocka_unit_test(test_effective_uid),      cmocka_unit_test(test_version_capture_and_leftovers),
+    cmocka_unit_test(test_emfile_keeps_entry), cmocka_unit_test(test_cpu_in_key),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -103,11 +103,12 @@ static void golden(const char *name, const char *text) {
 static void test_golden(void **state) {
   (void)state;
   /* softmax over the last dim: a row nest, max then sum of exp, then the outputs */
-  golden("softmax", "def computation(x):\n  # x: \"cpu f32[4, 6]\"\n"
-                    "  t0 = prims.amax(x, (1,))\n  t1 = prims.broadcast_in_dim(t0, (4, 1), (0,))\n"
-                    "  t2 = prims.broadcast_in_dim(t1, (4, 6), (0, 1))\n  t3 = prims.sub(x, t2)\n"
-                    "  t4 = prims.exp(t3)\n  t5 = prims.sum(t4, (1,))\n  t6 = prims.broadcast_in_dim(t5, (4, 1), (0,))\n"
-                    "  t7 = prims.broadcast_in_dim(t6, (4, 6), (0, 1))\n  t8 = prims.div(t4, t7)\n  return t8\n");
+  golden("softmax",
+         "def computation(x):\n  # x: \"cpu f32[4, 6]\"\n"
+         "  t0 = prims.amax(x, (1,))\n  t1 = prims.broadcast_in_dim(t0, (4, 1), (0,))\n"
+         "  t2 = prims.broadcast_in_dim(t1, (4, 6), (0, 1))\n  t3 = prims.sub(x, t2)\n"
+         "  t4 = prims.exp(t3)\n  t5 = prims.sum(t4, (1,))\n  t6 = prims.broadcast_in_dim(t5, (4, 1), (0,))\n"
+         "  t7 = prims.broadcast_in_dim(t6, (4, 6), (0, 1))\n  t8 = prims.div(t4, t7)\n  return t8\n");
   /* layer norm of bf16 input in f32: var_mean's two passes, weight and bias read broadcast */
   golden("layer_norm",
          "def computation(x, w, b):\n  # x: \"cpu bf16[2, 3, 8]\"\n  # w: \"cpu f32[8]\"\n  # b: \"cpu f32[8]\"\n"
@@ -181,10 +182,10 @@ static void test_gelu_tanh_tail(void **state) {
   (void)state;
   static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
   static const char *const tails[] = {
-      "  t6 = prims.add(1.0, t5)\n  t7 = prims.mul(0.5, x)\n  t8 = prims.mul(t7, t6)\n  return (t8, t4)\n",
-      "  t6 = prims.add(t5, 1.0)\n  t7 = prims.mul(x, 0.5)\n  t8 = prims.mul(t6, t7)\n  return (t8, t4)\n",
-      "  t6 = prims.add(1.0, t5)\n  t7 = prims.mul(0.5, x)\n  t8 = prims.mul(t7, t6)\n  return (t8, t4, t6)\n",
-      "  t6 = prims.add(1.0, t5)\n  t7 = prims.mul(0.25, x)\n  t8 = prims.mul(t7, t6)\n  return (t8, t4)\n",
+    "  t6 = prims.add(1.0, t5)\n  t7 = prims.mul(0.5, x)\n  t8 = prims.mul(t7, t6)\n  return (t8, t4)\n",
+    "  t6 = prims.add(t5, 1.0)\n  t7 = prims.mul(x, 0.5)\n  t8 = prims.mul(t6, t7)\n  return (t8, t4)\n",
+    "  t6 = prims.add(1.0, t5)\n  t7 = prims.mul(0.5, x)\n  t8 = prims.mul(t7, t6)\n  return (t8, t4, t6)\n",
+    "  t6 = prims.add(1.0, t5)\n  t7 = prims.mul(0.25, x)\n  t8 = prims.mul(t7, t6)\n  return (t8, t4)\n",
   };
   enum { N = 20011 };
   int64_t n = N;
@@ -259,7 +260,8 @@ static void test_gelu_tail_near_minus_one(void **state) {
   snprintf(text, sizeof text,
            "def computation(x, z):\n  # x: \"cpu f32[%lld]\"\n  # z: \"cpu f32[%lld]\"\n"
            "  t0 = prims.tanh(z)\n  t1 = prims.mul(x, 0.5)\n  t2 = prims.add(t0, 1.0)\n  t3 = prims.mul(t1, t2)\n"
-           "  return t3\n", (long long)n, (long long)n);
+           "  return t3\n",
+           (long long)n, (long long)n);
   th_trace *tr = parse(text);
   th_tensor *x = th_tensor_new(TH_F32, 1, &n), *z = th_tensor_new(TH_F32, 1, &n);
   float *xp = th_tensor_data(x), *zp = th_tensor_data(z);
@@ -287,11 +289,9 @@ static void test_gelu_tail_near_minus_one(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_codegen_structure),
-      cmocka_unit_test(test_golden),
-      cmocka_unit_test(test_signbit_vectorized),
-      cmocka_unit_test(test_gelu_tanh_tail),
-      cmocka_unit_test(test_gelu_tail_near_minus_one),
+    cmocka_unit_test(test_codegen_structure),        cmocka_unit_test(test_golden),
+    cmocka_unit_test(test_signbit_vectorized),       cmocka_unit_test(test_gelu_tanh_tail),
+    cmocka_unit_test(test_gelu_tail_near_minus_one),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -102,9 +102,10 @@ static void test_column_plan(void **state) {
   assert_int_equal(regions_with(p, TH_OP_prims_sum), 0);
   th_trace_free(p);
   /* var over the leading dim: Welford per column, one walk */
-  expect_column_nest("def computation(x):\n  # x: \"cpu f32[6, 10]\"\n"
-                     "  t0 = prims.mul(x, 2.0)\n  t1 = prims.var(t0, (0,), correction=1)\n  t2 = prims.sqrt(t1)\n  return t2\n",
-                     3, 1);
+  expect_column_nest(
+    "def computation(x):\n  # x: \"cpu f32[6, 10]\"\n"
+    "  t0 = prims.mul(x, 2.0)\n  t1 = prims.var(t0, (0,), correction=1)\n  t2 = prims.sqrt(t1)\n  return t2\n",
+    3, 1);
   /* a column result broadcast back over the domain (x - x.mean(0)) needs a second walk: the subtraction
    * is not in the sum's region */
   p = partitioned("def computation(x):\n  # x: \"cpu f32[6, 10]\"\n"
@@ -186,28 +187,36 @@ static void column_case(const ccase *c) {
   /* the trace */
   char text[2048];
   size_t n = 0;
-  n += (size_t)snprintf(text + n, sizeof text - n, "def computation(xi%s%s):\n", c->bias ? ", b" : "", c->scale ? ", w" : "");
+  n += (size_t)snprintf(text + n, sizeof text - n, "def computation(xi%s%s):\n", c->bias ? ", b" : "",
+                        c->scale ? ", w" : "");
   n += (size_t)snprintf(text + n, sizeof text - n, "  # xi: \"cpu %s%s\"\n", dt, ins);
   if (c->bias) n += (size_t)snprintf(text + n, sizeof text - n, "  # b: \"cpu %s%s\"\n", dt, ks);
   if (c->scale) n += (size_t)snprintf(text + n, sizeof text - n, "  # w: \"cpu %s%s\"\n", dt, ks);
-  n += (size_t)snprintf(text + n, sizeof text - n, "  x = %s\n", c->transposed ? "prims.transpose(xi, (1, 0))" : "ltorch.neg(xi)");
+  n += (size_t)snprintf(text + n, sizeof text - n, "  x = %s\n",
+                        c->transposed ? "prims.transpose(xi, (1, 0))" : "ltorch.neg(xi)");
   const char *cur = "x";
   if (c->bias) {
     char bd[32] = "(";
     for (int d = r; d < nd; d++) snprintf(bd + strlen(bd), sizeof bd - strlen(bd), "%d, ", d);
     bd[strlen(bd) - 2] = ')', bd[strlen(bd) - 1] = 0;
     if (nd - r == 1) snprintf(bd, sizeof bd, "(%d,)", r);
-    n += (size_t)snprintf(text + n, sizeof text - n, "  bb = prims.broadcast_in_dim(b, %s, %s)\n  xb = ltorch.add(x, bb, alpha=None)\n", kt, bd);
+    n += (size_t)snprintf(text + n, sizeof text - n,
+                          "  bb = prims.broadcast_in_dim(b, %s, %s)\n  xb = ltorch.add(x, bb, alpha=None)\n", kt, bd);
     cur = "xb";
   }
   /* y = 1.5 x (int64: 3 x); a product multiplies by 1 (its factors stay near 1 in magnitude) */
   n += (size_t)snprintf(text + n, sizeof text - n, "  y = ltorch.mul(%s, %s)\n", cur,
-                        prod ? (c->dt == TH_I64 ? "1" : "1.0") : c->dt == TH_I64 ? "3" : "1.5");
+                        prod              ? (c->dt == TH_I64 ? "1" : "1.0")
+                        : c->dt == TH_I64 ? "3"
+                                          : "1.5");
   bool var = !strcmp(c->op, "var");
   if (var)
     n += (size_t)snprintf(text + n, sizeof text - n, "  s = ltorch.var(y, %s, correction=1)\n", r == 1 ? "(0,)" : red);
   else
-    n += (size_t)snprintf(text + n, sizeof text - n, "  s = ltorch.%s(y, %s, False)\n", c->op, prod ? "0" : r == 1 ? "(0,)" : red);
+    n += (size_t)snprintf(text + n, sizeof text - n, "  s = ltorch.%s(y, %s, False)\n", c->op,
+                          prod     ? "0"
+                          : r == 1 ? "(0,)"
+                                   : red);
   const char *res = "s";
   if (c->scale) {
     n += (size_t)snprintf(text + n, sizeof text - n, "  o = ltorch.mul(s, w)\n");
@@ -230,15 +239,19 @@ static void column_case(const ccase *c) {
     double v = value_at(e, c->dt, specials);
     if (prod && c->dt != TH_I64) v = 1.0 + v / 64.0; /* near 1: no overflow */
     if (prod && c->dt == TH_I64) v = (double)(e % 3 == 0 ? -1 : 1);
-    if (c->dt == TH_I64) th_store_i64((char *)th_tensor_data(in[0]) + at * (int64_t)es, c->dt, (int64_t)v);
-    else th_store_f64((char *)th_tensor_data(in[0]) + at * (int64_t)es, c->dt, v);
+    if (c->dt == TH_I64)
+      th_store_i64((char *)th_tensor_data(in[0]) + at * (int64_t)es, c->dt, (int64_t)v);
+    else
+      th_store_f64((char *)th_tensor_data(in[0]) + at * (int64_t)es, c->dt, v);
   }
   for (int k = 1; k < nin; k++) {
     in[k] = th_tensor_new(c->dt, nd - r, c->shape + r);
     for (int64_t j = 0; j < nk; j++) {
       double v = c->dt == TH_I64 ? (double)(j % 5 - 2) : 0.25 * (double)(j % 7) - 0.75;
-      if (c->dt == TH_I64) th_store_i64((char *)th_tensor_data(in[k]) + j * (int64_t)es, c->dt, (int64_t)v);
-      else th_store_f64((char *)th_tensor_data(in[k]) + j * (int64_t)es, c->dt, v);
+      if (c->dt == TH_I64)
+        th_store_i64((char *)th_tensor_data(in[k]) + j * (int64_t)es, c->dt, (int64_t)v);
+      else
+        th_store_f64((char *)th_tensor_data(in[k]) + j * (int64_t)es, c->dt, v);
     }
   }
   /* run */
@@ -255,7 +268,9 @@ static void column_case(const ccase *c) {
     bool nan = false;
     for (int64_t q = 0; q < nred; q++) {
       int64_t e = q * nk + k;
-      double x = th_load_f64((const char *)th_tensor_data(in[0]) + (c->transposed ? (e % c->shape[1]) * c->shape[0] + e / c->shape[1] : e) * (int64_t)es, c->dt);
+      double x = th_load_f64((const char *)th_tensor_data(in[0]) +
+                               (c->transposed ? (e % c->shape[1]) * c->shape[0] + e / c->shape[1] : e) * (int64_t)es,
+                             c->dt);
       if (c->dt == TH_I64) {
         int64_t xi = -(int64_t)x;
         if (c->transposed) xi = (int64_t)x;
@@ -291,8 +306,9 @@ static void column_case(const ccase *c) {
       int64_t want = !strcmp(c->op, "sum") || !strcmp(c->op, "prod") ? iacc : iext;
       if (c->scale) want = (int64_t)((uint64_t)want * (uint64_t)(int64_t)w); /* int64 wraps, as the kernels */
       int64_t got = th_load_i64((const char *)th_tensor_data(out[0]) + k * 8, TH_I64);
-      if (got != want) fail_msg("%s\nthreads %d column %lld: got %lld want %lld", text, c->threads, (long long)k,
-                                (long long)got, (long long)want);
+      if (got != want)
+        fail_msg("%s\nthreads %d column %lld: got %lld want %lld", text, c->threads, (long long)k, (long long)got,
+                 (long long)want);
       continue;
     }
     double got = th_load_f64((const char *)th_tensor_data(out[0]) + k * (int64_t)es, c->dt);
@@ -301,7 +317,9 @@ static void column_case(const ccase *c) {
       long double mean = acc / (long double)nred, m2 = 0;
       for (int64_t q = 0; q < nred; q++) {
         int64_t e = q * nk + k;
-        double x = th_load_f64((const char *)th_tensor_data(in[0]) + (c->transposed ? (e % c->shape[1]) * c->shape[0] + e / c->shape[1] : e) * (int64_t)es, c->dt);
+        double x = th_load_f64((const char *)th_tensor_data(in[0]) +
+                                 (c->transposed ? (e % c->shape[1]) * c->shape[0] + e / c->shape[1] : e) * (int64_t)es,
+                               c->dt);
         double y = c->transposed ? x : -x;
         if (c->bias) {
           y += th_load_f64((const char *)th_tensor_data(in[1]) + k * (int64_t)es, c->dt);
@@ -317,11 +335,12 @@ static void column_case(const ccase *c) {
       double rounded = th_load_f64(buf, c->dt);
       if (c->scale) th_store_f64(buf, c->dt, rounded * w), rounded = th_load_f64(buf, c->dt);
       double k2 = c->dt == TH_BF16 ? 65536 : c->dt == TH_F16 ? 8192 : 1, u = c->dt == TH_F64 ? 0x1p-53 : 0x1p-24;
-      double bound = (1e-9 * fabs(want) + 2 * u * k2 * fabs(want)) * fmax(1.0, fabs(w)) + 2 * u * k2 * fabs(rounded) + 1e-300;
+      double bound =
+        (1e-9 * fabs(want) + 2 * u * k2 * fabs(want)) * fmax(1.0, fabs(w)) + 2 * u * k2 * fabs(rounded) + 1e-300;
       bool ok = isnan(rounded) ? isnan(got) : isinf(rounded) ? got == rounded : fabs(got - rounded) <= bound;
       if (!ok)
-        fail_msg("%s\nthreads %d column %lld: var got %.17g want %.17g (bound %.3g)", text, c->threads, (long long)k, got,
-                 rounded, bound);
+        fail_msg("%s\nthreads %d column %lld: var got %.17g want %.17g (bound %.3g)", text, c->threads, (long long)k,
+                 got, rounded, bound);
       continue;
     }
     if (!strcmp(c->op, "amax") || !strcmp(c->op, "amin")) {
@@ -341,7 +360,7 @@ static void column_case(const ccase *c) {
         fail_msg("%s\nthreads %d column %lld: got %.17g want %.17g", text, c->threads, (long long)k, got, rounded);
       continue;
     }
-    double u = c->dt == TH_F64 ? 0x1p-53 : 0x1p-24; /* the kernel accumulates in float64 */
+    double u = c->dt == TH_F64 ? 0x1p-53 : 0x1p-24;                    /* the kernel accumulates in float64 */
     double k2 = c->dt == TH_BF16 ? 65536 : c->dt == TH_F16 ? 8192 : 1; /* 2 u k2 |x|: a rounding to the dtype */
     double order = prod ? (double)nred * 0x1p-52 * fabs(want) : (double)nred * 0x1p-53 * (double)sabs;
     double bound = (order + 2 * u * k2 * fabs(want)) * fmax(1.0, fabs(w)) + 2 * u * k2 * fabs(rounded) + 1e-300;
@@ -450,8 +469,8 @@ static void test_fused_columns_fewer_threads(void **state) {
       fail_msg("fused column sum with fewer threads than requested: column %d got %.9g want %.9g", k, at(out[1], k),
                want_sum[k]);
     if (!(fabs(at(outp[0], k) - want_prod[k]) <= 1e-12 * fabs(want_prod[k])))
-      fail_msg("fused column prod with fewer threads than requested: column %d got %.17g want %.17g", k,
-               at(outp[0], k), want_prod[k]);
+      fail_msg("fused column prod with fewer threads than requested: column %d got %.17g want %.17g", k, at(outp[0], k),
+               want_prod[k]);
   }
   release_all(out, nout);
   release_all(outp, noutp);
@@ -465,8 +484,9 @@ static void test_fused_columns_empty(void **state) {
   (void)state;
   int64_t shape[2] = {0, 9};
   th_tensor *x = th_tensor_new(TH_F32, 2, shape);
-  th_trace *ts = parse("def computation(x):\n  # x: \"cpu f32[0, 9]\"\n  t0 = prims.mul(x, 2.0)\n  t1 = prims.sum(t0, (0,))\n"
-                       "  t2 = prims.add(t1, 1.0)\n  return t2\n");
+  th_trace *ts =
+    parse("def computation(x):\n  # x: \"cpu f32[0, 9]\"\n  t0 = prims.mul(x, 2.0)\n  t1 = prims.sum(t0, (0,))\n"
+          "  t2 = prims.add(t1, 1.0)\n  return t2\n");
   int nout = 0;
   th_tensor **out = run_fused(ts, &x, 1, &nout, true); /* must fuse */
   for (int k = 0; k < 9; k++) assert_true(at(out[0], k) == 1.0);
@@ -475,17 +495,20 @@ static void test_fused_columns_empty(void **state) {
   /* amax over the empty dim: refused already by prims.amax's meta, with PyTorch's message */
   th_trace *ta = NULL;
   assert_int_not_equal(th_trace_parse("def computation(x):\n  # x: \"cpu f32[0, 9]\"\n  t0 = prims.mul(x, 2.0)\n"
-                                      "  t1 = prims.amax(t0, (0,))\n  return t1\n", "<test>", &ta), TH_OK);
-  if (!strstr(th_last_error(), "non-zero size")) fail_msg("amax over an empty dim: unexpected error: %s", th_last_error());
+                                      "  t1 = prims.amax(t0, (0,))\n  return t1\n",
+                                      "<test>", &ta),
+                       TH_OK);
+  if (!strstr(th_last_error(), "non-zero size"))
+    fail_msg("amax over an empty dim: unexpected error: %s", th_last_error());
   th_tensor_release(x);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_column_plan),
-      cmocka_unit_test(test_column_values),
-      cmocka_unit_test(test_fused_columns_fewer_threads),
-      cmocka_unit_test(test_fused_columns_empty),
+    cmocka_unit_test(test_column_plan),
+    cmocka_unit_test(test_column_values),
+    cmocka_unit_test(test_fused_columns_fewer_threads),
+    cmocka_unit_test(test_fused_columns_empty),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -103,8 +103,10 @@ static void one_case(int id, dcase *c) {
         snprintf(buf, sizeof buf, "prims.where(%sp%d, %s, %s)", P, i, x, y);
         break;
       case 6:
-        if (isint) snprintf(buf, sizeof buf, "prims.bitwise_xor(%s, %s)", x, y);
-        else snprintf(buf, sizeof buf, "prims.tanh(%s)", x), c->transc = true;
+        if (isint)
+          snprintf(buf, sizeof buf, "prims.bitwise_xor(%s, %s)", x, y);
+        else
+          snprintf(buf, sizeof buf, "prims.tanh(%s)", x), c->transc = true;
         break;
       case 7: {
         th_dtype other = isint ? TH_F64 : cdt == TH_F64 ? TH_F32 : TH_BF16;
@@ -113,8 +115,10 @@ static void one_case(int id, dcase *c) {
         break;
       }
       default:
-        if (isint) snprintf(buf, sizeof buf, "prims.sign(%s)", x);
-        else snprintf(buf, sizeof buf, "prims.exp(%s)", x), c->transc = true;
+        if (isint)
+          snprintf(buf, sizeof buf, "prims.sign(%s)", x);
+        else
+          snprintf(buf, sizeof buf, "prims.exp(%s)", x), c->transc = true;
         break;
     }
     SB_ADD(d_body, "  %sw%d = %s\n", P, i, buf);
@@ -166,8 +170,8 @@ static int differential_batch(int first, int ncases) {
       bool same = (isnan(x) && isnan(y)) || x == y;
       double tol = c->dt == TH_BF16 ? 1e-2 : 1e-5;
       if (!same && (!c->transc || !(fabs(x - y) <= tol * (1 + fabs(x)))))
-        fail_msg("case %d output %d element %lld: eager %.17g, fuser %.17g\n%s", first + o / 2, o % 2, (long long)q,
-                 x, y, text);
+        fail_msg("case %d output %d element %lld: eager %.17g, fuser %.17g\n%s", first + o / 2, o % 2, (long long)q, x,
+                 y, text);
     }
     th_tensor_release(r1[o]);
     th_tensor_release(r2[o]);
@@ -190,7 +194,7 @@ static void test_differential(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_differential),
+    cmocka_unit_test(test_differential),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -56,9 +56,9 @@
 static struct {
   long cases;
   uint64_t seed;
-  int group;     /* cases per trace */
-  long only;     /* --case K: run case K alone (-1: all) */
-  int verbose;   /* -v: a line per trace; -v -v: rejected ops, per-output bound statistics; three: the
+  int group;   /* cases per trace */
+  long only;   /* --case K: run case K alone (-1: all) */
+  int verbose; /* -v: a line per trace; -v -v: rejected ops, per-output bound statistics; three: the
                     traces; four: every prim's bounds */
 } cfg = {240, 20250101, 12, -1, 0};
 
@@ -242,15 +242,16 @@ static void push_value(gen_t *g, th_value *v, bool input) {
 }
 
 static void push_out(gen_t *g, const th_arg *o) {
-  if (o->kind == TH_ARG_VALUE) push_value(g, o->u.value, false);
+  if (o->kind == TH_ARG_VALUE)
+    push_value(g, o->u.value, false);
   else if (o->kind == TH_ARG_TUPLE || o->kind == TH_ARG_LIST)
     for (int i = 0; i < o->u.seq.n; i++) push_out(g, &o->u.seq.items[i]);
 }
 
 /* Records op; on success the outputs join the pool. A rejection (dtype or shape the op refuses) is
  * fine: nothing is recorded and the generator tries something else. */
-static bool rec(gen_t *g, const char *op, int n, const th_arg *args, int nkw, const char *const *kwn,
-                const th_arg *kwv, th_arg *out) {
+static bool rec(gen_t *g, const char *op, int n, const th_arg *args, int nkw, const char *const *kwn, const th_arg *kwv,
+                th_arg *out) {
   th_arg o;
   if (th_trace_call(g->G->tr, op, n, args, nkw, kwn, kwv, &o) != TH_OK) {
     g->G->ops_rejected++;
@@ -315,9 +316,9 @@ static th_arg V(gen_t *g, int i) { return th_arg_value(g->v[i]); }
 /* ---- inputs ------------------------------------------------------------------------------------------- */
 
 static th_dtype random_dtype(rng_t *r) {
-  static const th_dtype table[] = {TH_F32, TH_F32, TH_F32, TH_F32, TH_F32, TH_F32, TH_BF16, TH_BF16, TH_BF16,
-                                   TH_F16, TH_F16, TH_F64, TH_F64, TH_I64, TH_I64, TH_I32, TH_I16, TH_I8,
-                                   TH_U8,  TH_BOOL, TH_BOOL};
+  static const th_dtype table[] = {TH_F32,  TH_F32,  TH_F32, TH_F32, TH_F32, TH_F32,  TH_BF16,
+                                   TH_BF16, TH_BF16, TH_F16, TH_F16, TH_F64, TH_F64,  TH_I64,
+                                   TH_I64,  TH_I32,  TH_I16, TH_I8,  TH_U8,  TH_BOOL, TH_BOOL};
   return table[rn(r, (int)(sizeof table / sizeof *table))];
 }
 
@@ -380,8 +381,10 @@ static void case_inputs(gen_t *g) {
       th_arg args[2] = {th_arg_value(x), th_arg_list(nd, pv)};
       if (nd == 2 && chance(&g->r, 50)) {
         th_arg t[3] = {th_arg_value(x), th_arg_int(0), th_arg_int(1)};
-        if (inv[0] == 1) rec(g, "ltorch.transpose", 3, t, 0, NULL, NULL, NULL);
-        else rec(g, "ltorch.permute", 2, args, 0, NULL, NULL, NULL);
+        if (inv[0] == 1)
+          rec(g, "ltorch.transpose", 3, t, 0, NULL, NULL, NULL);
+        else
+          rec(g, "ltorch.permute", 2, args, 0, NULL, NULL, NULL);
       } else {
         rec(g, "ltorch.permute", 2, args, 0, NULL, NULL, NULL);
       }
@@ -485,7 +488,7 @@ static bool op_unary(gen_t *g) {
 #include "ops/unary.def"
 #undef TH_UNARY
 #undef TH_UNARY_TORCH
-      "relu", "gelu", "silu"};
+    "relu", "gelu", "silu"};
   int a = pick(g, C_ANY);
   if (a < 0) return false;
   const char *op = ops[rn(&g->r, (int)(sizeof ops / sizeof *ops))];
@@ -510,11 +513,11 @@ static bool divides(const char *op) {
 }
 
 static bool op_binary(gen_t *g) {
-  static const char *const ops[] = {"add",  "sub",     "mul",         "div",         "true_divide", "floor_divide",
-                                    "remainder", "fmod", "pow",       "atan2",       "maximum",     "minimum",
-                                    "eq",   "ne",      "lt",          "le",          "gt",          "ge",
-                                    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
-                                    "bitwise_xor", "add", "mul",      "sub"};
+  static const char *const ops[] = {
+    "add",         "sub",        "mul",         "div",     "true_divide", "floor_divide", "remainder",
+    "fmod",        "pow",        "atan2",       "maximum", "minimum",     "eq",           "ne",
+    "lt",          "le",         "gt",          "ge",      "logical_and", "logical_or",   "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "add",     "mul",         "sub"};
   int a = pick(g, C_ANY);
   if (a < 0) return false;
   const char *op = ops[rn(&g->r, (int)(sizeof ops / sizeof *ops))];
@@ -729,7 +732,8 @@ static bool op_layout(gen_t *g) {
   int k = rn(&g->r, 15);
   switch (k) {
     case 0: { /* transpose */
-      th_arg args[3] = {V(g, a), th_arg_int(rn(&g->r, span)), th_arg_int(rn(&g->r, span) - (chance(&g->r, 30) ? span : 0))};
+      th_arg args[3] = {V(g, a), th_arg_int(rn(&g->r, span)),
+                        th_arg_int(rn(&g->r, span) - (chance(&g->r, 30) ? span : 0))};
       return rec(g, "ltorch.transpose", 3, args, 0, NULL, NULL, NULL);
     }
     case 1: { /* permute */
@@ -753,15 +757,19 @@ static bool op_layout(gen_t *g) {
       } else if (m == 1 && nd >= 2) {
         int d = rn(&g->r, nd - 1);
         for (int i = 0; i < nd; i++) {
-          if (i == d) ns[nn++] = s[i] * s[i + 1], i++;
-          else ns[nn++] = s[i];
+          if (i == d)
+            ns[nn++] = s[i] * s[i + 1], i++;
+          else
+            ns[nn++] = s[i];
         }
       } else if (m == 2 && nd < TH_MAX_DIMS) {
         int d = rn(&g->r, nd);
         int64_t f = s[d] % 2 == 0 && s[d] > 0 ? 2 : 1;
         for (int i = 0; i < nd; i++) {
-          if (i == d) ns[nn++] = f, ns[nn++] = s[i] / f;
-          else ns[nn++] = s[i];
+          if (i == d)
+            ns[nn++] = f, ns[nn++] = s[i] / f;
+          else
+            ns[nn++] = s[i];
         }
       } else {
         int d = rn(&g->r, nd + 1);
@@ -831,8 +839,7 @@ static bool op_layout(gen_t *g) {
     case 9: { /* cat / stack with a same-shaped partner or itself */
       int b = a;
       for (int i = 0; i < g->nv; i++)
-        if (i != a && vnd(g->v[i]) == nd && !memcmp(vsh(g->v[i]), s, sizeof(int64_t) * (size_t)nd) &&
-            chance(&g->r, 50))
+        if (i != a && vnd(g->v[i]) == nd && !memcmp(vsh(g->v[i]), s, sizeof(int64_t) * (size_t)nd) && chance(&g->r, 50))
           b = i;
       if (2 * th_value_numel(x) > NUMEL_MAX) return false;
       th_arg ts[2] = {V(g, a), V(g, b)};
@@ -888,7 +895,7 @@ static bool op_convert(gen_t *g) {
     return rec(g, "ltorch.type_as", 2, args, 0, NULL, NULL, NULL);
   }
   static const char *const m[] = {"ltorch.float", "ltorch.half", "ltorch.bfloat16", "ltorch.double",
-                                  "ltorch.long", "ltorch.int", "ltorch.bool"};
+                                  "ltorch.long",  "ltorch.int",  "ltorch.bool"};
   th_arg args[1] = {V(g, a)};
   return rec(g, m[rn(&g->r, 7)], 1, args, 0, NULL, NULL, NULL);
 }
@@ -939,8 +946,9 @@ static bool op_prims(gen_t *g) {
     th_dtype dx = vdt(x);
     const char *kn[2] = {"device", "dtype"};
     th_arg kv[2] = {th_arg_device((th_device){TH_CPU, 0}), th_arg_dtype(dx)};
-    th_arg args[2] = {th_arg_tuple(nd, it), is_float(dx) ? th_arg_float(0.375) : dx == TH_BOOL ? th_arg_bool(true)
-                                                                                                 : th_arg_int(3)};
+    th_arg args[2] = {th_arg_tuple(nd, it), is_float(dx)    ? th_arg_float(0.375)
+                                            : dx == TH_BOOL ? th_arg_bool(true)
+                                                            : th_arg_int(3)};
     th_arg c;
     if (!rec(g, "prims.full", 2, args, 2, kn, kv, &c)) return false;
     th_arg add[2] = {V(g, a), c};
@@ -992,8 +1000,14 @@ static void gen_case(group_t *G, long cid) {
   int nops = 2 + rn(&g->r, 7), done = 0;
   for (int tries = 0; done < nops && tries < 6 * nops; tries++) {
     int k = rn(&g->r, 100);
-    bool ok = k < 26 ? op_unary(g) : k < 52 ? op_binary(g) : k < 59 ? op_ternary(g) : k < 72 ? op_reduction(g)
-              : k < 84 ? op_layout(g) : k < 92 ? op_convert(g) : k < 98 ? op_prims(g) : op_matmul(g);
+    bool ok = k < 26   ? op_unary(g)
+              : k < 52 ? op_binary(g)
+              : k < 59 ? op_ternary(g)
+              : k < 72 ? op_reduction(g)
+              : k < 84 ? op_layout(g)
+              : k < 92 ? op_convert(g)
+              : k < 98 ? op_prims(g)
+                       : op_matmul(g);
     done += ok;
   }
   for (int i = 0; i < g->nv && G->nouts < 1024; i++) {
@@ -1012,8 +1026,8 @@ typedef struct {
   int nd;
   int64_t shape[TH_MAX_DIMS];
   int64_t n;
-  double *x; /* eager values, row-major */
-  double *e; /* bound per element: 0 = bit-exact, INFINITY = unchecked */
+  double *x;     /* eager values, row-major */
+  double *e;     /* bound per element: 0 = bit-exact, INFINITY = unchecked */
   int64_t *orig; /* per element, the value element it is a copy of (data movement; NULL: itself) */
   th_tensor *t;
 } ventry;
@@ -1149,15 +1163,15 @@ static void set_all(ventry *o, double e) {
 
 /* Elementwise rules (see the file comment). */
 enum {
-  R_LIP1,   /* neg abs: |f(x') - f(x)| <= |x' - x|, exact */
-  R_STEP,   /* monotone step functions: floor ceil round trunc sign signbit */
-  R_ISF,    /* isfinite */
-  R_NOTB,   /* bitwise_not */
-  R_CRU,    /* correctly rounded unary: sqrt reciprocal */
-  R_TRU,    /* libm unary: a few ulps */
-  R_CRB,    /* correctly rounded binary: add sub mul div */
-  R_TRB,    /* libm binary: pow atan2 */
-  R_FMOD,   /* fmod (exact), remainder (one rounding) */
+  R_LIP1, /* neg abs: |f(x') - f(x)| <= |x' - x|, exact */
+  R_STEP, /* monotone step functions: floor ceil round trunc sign signbit */
+  R_ISF,  /* isfinite */
+  R_NOTB, /* bitwise_not */
+  R_CRU,  /* correctly rounded unary: sqrt reciprocal */
+  R_TRU,  /* libm unary: a few ulps */
+  R_CRB,  /* correctly rounded binary: add sub mul div */
+  R_TRB,  /* libm binary: pow atan2 */
+  R_FMOD, /* fmod (exact), remainder (one rounding) */
   R_REM,
   R_MINMAX, /* maximum minimum */
   R_CMP,    /* comparisons */
@@ -1166,35 +1180,84 @@ enum {
 };
 
 enum {
-  F_EXP, F_EXP2, F_EXPM1, F_LOG, F_LOG2, F_LOG10, F_LOG1P, F_SIN, F_COS, F_TAN, F_TANH, F_SINH, F_COSH, F_ASIN,
-  F_ACOS, F_ATAN, F_ASINH, F_ACOSH, F_ATANH, F_ERF, F_ERFC, F_RSQRT, F_LGAMMA, F_SQRT, F_RECIP, F_FLOOR, F_CEIL,
-  F_ROUND, F_TRUNC, F_SIGN, F_SIGNBIT, F_NONE,
-  F_ADD, F_SUB, F_MUL, F_DIV, F_POW, F_ATAN2, F_CMP_EQ, F_CMP_NE, F_CMP_LT, F_CMP_LE, F_CMP_GT, F_CMP_GE
+  F_EXP,
+  F_EXP2,
+  F_EXPM1,
+  F_LOG,
+  F_LOG2,
+  F_LOG10,
+  F_LOG1P,
+  F_SIN,
+  F_COS,
+  F_TAN,
+  F_TANH,
+  F_SINH,
+  F_COSH,
+  F_ASIN,
+  F_ACOS,
+  F_ATAN,
+  F_ASINH,
+  F_ACOSH,
+  F_ATANH,
+  F_ERF,
+  F_ERFC,
+  F_RSQRT,
+  F_LGAMMA,
+  F_SQRT,
+  F_RECIP,
+  F_FLOOR,
+  F_CEIL,
+  F_ROUND,
+  F_TRUNC,
+  F_SIGN,
+  F_SIGNBIT,
+  F_NONE,
+  F_ADD,
+  F_SUB,
+  F_MUL,
+  F_DIV,
+  F_POW,
+  F_ATAN2,
+  F_CMP_EQ,
+  F_CMP_NE,
+  F_CMP_LT,
+  F_CMP_LE,
+  F_CMP_GT,
+  F_CMP_GE
 };
 
 static const struct {
   const char *name;
   int rule, fn;
 } ERULES[] = {
-    {"neg", R_LIP1, F_NONE},       {"abs", R_LIP1, F_NONE},        {"floor", R_STEP, F_FLOOR},
-    {"ceil", R_STEP, F_CEIL},      {"round", R_STEP, F_ROUND},     {"trunc", R_STEP, F_TRUNC},
-    {"sign", R_STEP, F_SIGN},      {"signbit", R_STEP, F_SIGNBIT}, {"isfinite", R_ISF, F_NONE},
-    {"bitwise_not", R_NOTB, F_NONE}, {"sqrt", R_CRU, F_SQRT},      {"reciprocal", R_CRU, F_RECIP},
-    {"exp", R_TRU, F_EXP},         {"exp2", R_TRU, F_EXP2},        {"expm1", R_TRU, F_EXPM1},
-    {"log", R_TRU, F_LOG},         {"log2", R_TRU, F_LOG2},        {"log10", R_TRU, F_LOG10},
-    {"log1p", R_TRU, F_LOG1P},     {"sin", R_TRU, F_SIN},          {"cos", R_TRU, F_COS},
-    {"tan", R_TRU, F_TAN},         {"tanh", R_TRU, F_TANH},        {"sinh", R_TRU, F_SINH},
-    {"cosh", R_TRU, F_COSH},       {"asin", R_TRU, F_ASIN},        {"acos", R_TRU, F_ACOS},
-    {"atan", R_TRU, F_ATAN},       {"asinh", R_TRU, F_ASINH},      {"acosh", R_TRU, F_ACOSH},
-    {"atanh", R_TRU, F_ATANH},     {"erf", R_TRU, F_ERF},          {"erfc", R_TRU, F_ERFC},
-    {"rsqrt", R_TRU, F_RSQRT},     {"lgamma", R_TRU, F_LGAMMA},    {"add", R_CRB, F_ADD},
-    {"sub", R_CRB, F_SUB},         {"mul", R_CRB, F_MUL},          {"div", R_CRB, F_DIV},
-    {"pow", R_TRB, F_POW},         {"atan2", R_TRB, F_ATAN2},      {"fmod", R_FMOD, F_NONE},
-    {"remainder", R_REM, F_NONE},  {"maximum", R_MINMAX, F_NONE},  {"minimum", R_MINMAX, F_NONE},
-    {"eq", R_CMP, F_CMP_EQ},       {"ne", R_CMP, F_CMP_NE},        {"lt", R_CMP, F_CMP_LT},
-    {"le", R_CMP, F_CMP_LE},       {"gt", R_CMP, F_CMP_GT},        {"ge", R_CMP, F_CMP_GE},
-    {"bitwise_and", R_LOGIC, F_NONE}, {"bitwise_or", R_LOGIC, F_NONE}, {"bitwise_xor", R_LOGIC, F_NONE},
-    {"where", R_WHERE, F_NONE},
+  {"neg", R_LIP1, F_NONE},         {"abs", R_LIP1, F_NONE},
+  {"floor", R_STEP, F_FLOOR},      {"ceil", R_STEP, F_CEIL},
+  {"round", R_STEP, F_ROUND},      {"trunc", R_STEP, F_TRUNC},
+  {"sign", R_STEP, F_SIGN},        {"signbit", R_STEP, F_SIGNBIT},
+  {"isfinite", R_ISF, F_NONE},     {"bitwise_not", R_NOTB, F_NONE},
+  {"sqrt", R_CRU, F_SQRT},         {"reciprocal", R_CRU, F_RECIP},
+  {"exp", R_TRU, F_EXP},           {"exp2", R_TRU, F_EXP2},
+  {"expm1", R_TRU, F_EXPM1},       {"log", R_TRU, F_LOG},
+  {"log2", R_TRU, F_LOG2},         {"log10", R_TRU, F_LOG10},
+  {"log1p", R_TRU, F_LOG1P},       {"sin", R_TRU, F_SIN},
+  {"cos", R_TRU, F_COS},           {"tan", R_TRU, F_TAN},
+  {"tanh", R_TRU, F_TANH},         {"sinh", R_TRU, F_SINH},
+  {"cosh", R_TRU, F_COSH},         {"asin", R_TRU, F_ASIN},
+  {"acos", R_TRU, F_ACOS},         {"atan", R_TRU, F_ATAN},
+  {"asinh", R_TRU, F_ASINH},       {"acosh", R_TRU, F_ACOSH},
+  {"atanh", R_TRU, F_ATANH},       {"erf", R_TRU, F_ERF},
+  {"erfc", R_TRU, F_ERFC},         {"rsqrt", R_TRU, F_RSQRT},
+  {"lgamma", R_TRU, F_LGAMMA},     {"add", R_CRB, F_ADD},
+  {"sub", R_CRB, F_SUB},           {"mul", R_CRB, F_MUL},
+  {"div", R_CRB, F_DIV},           {"pow", R_TRB, F_POW},
+  {"atan2", R_TRB, F_ATAN2},       {"fmod", R_FMOD, F_NONE},
+  {"remainder", R_REM, F_NONE},    {"maximum", R_MINMAX, F_NONE},
+  {"minimum", R_MINMAX, F_NONE},   {"eq", R_CMP, F_CMP_EQ},
+  {"ne", R_CMP, F_CMP_NE},         {"lt", R_CMP, F_CMP_LT},
+  {"le", R_CMP, F_CMP_LE},         {"gt", R_CMP, F_CMP_GT},
+  {"ge", R_CMP, F_CMP_GE},         {"bitwise_and", R_LOGIC, F_NONE},
+  {"bitwise_or", R_LOGIC, F_NONE}, {"bitwise_xor", R_LOGIC, F_NONE},
+  {"where", R_WHERE, F_NONE},
 };
 
 static long double fu(int fn, long double x) {
@@ -1282,16 +1345,18 @@ static double elementwise_bound(int rule, int fn, th_dtype odt, const opnd *o, i
     case R_LIP1: E = ex[0]; break;
     case R_STEP:
       /* a NaN's sign is unspecified (IEEE 754: operations need not keep it), so signbit(NaN) may differ */
-      if (fn == F_SIGNBIT && isnan(x[0])) E = 1;
-      else E = ex[0] == 0 ? 0 : mono_bound(fn, x[0], ex[0]);
+      if (fn == F_SIGNBIT && isnan(x[0]))
+        E = 1;
+      else
+        E = ex[0] == 0 ? 0 : mono_bound(fn, x[0], ex[0]);
       break;
-    case R_ISF:
-      E = ex[0] == 0 ? 0 : (fabs(x[0]) + ex[0] < maxfin(o[0].v ? o[0].v->dt : TH_F64) ? 0 : 1);
-      break;
+    case R_ISF: E = ex[0] == 0 ? 0 : (fabs(x[0]) + ex[0] < maxfin(o[0].v ? o[0].v->dt : TH_F64) ? 0 : 1); break;
     case R_NOTB: E = ex[0] == 0 ? 0 : obool ? 1 : INFINITY; break;
     case R_CRU:
-      if (ex[0] == 0) E = 0;
-      else if (fn == F_RECIP && x[0] - ex[0] <= 0 && x[0] + ex[0] >= 0) E = INFINITY;
+      if (ex[0] == 0)
+        E = 0;
+      else if (fn == F_RECIP && x[0] - ex[0] <= 0 && x[0] + ex[0] >= 0)
+        E = INFINITY;
       else {
         double D = mono_bound(fn, x[0], ex[0]);
         E = D + ulp(odt, fabs(r) + D);
@@ -1305,14 +1370,19 @@ static double elementwise_bound(int rule, int fn, th_dtype odt, const opnd *o, i
       }
       double D = 0;
       if (ex[0] > 0) {
-        if (fn == F_SIN || fn == F_COS) D = ex[0] < 2 ? ex[0] : 2;
-        else if (fn == F_TAN) D = fabs(x[0]) + ex[0] < 1.5 ? mono_bound(fn, x[0], ex[0]) : INFINITY;
+        if (fn == F_SIN || fn == F_COS)
+          D = ex[0] < 2 ? ex[0] : 2;
+        else if (fn == F_TAN)
+          D = fabs(x[0]) + ex[0] < 1.5 ? mono_bound(fn, x[0], ex[0]) : INFINITY;
         else if (fn == F_COSH) {
           D = mono_bound(fn, x[0], ex[0]);
           if (x[0] - ex[0] < 0 && x[0] + ex[0] > 0) D = fmax(D, fabs((double)(coshl(x[0]) - 1)));
-        } else if (fn == F_LGAMMA) D = INFINITY;
-        else if (fn == F_RSQRT && x[0] - ex[0] <= 0) D = INFINITY;
-        else D = mono_bound(fn, x[0], ex[0]);
+        } else if (fn == F_LGAMMA)
+          D = INFINITY;
+        else if (fn == F_RSQRT && x[0] - ex[0] <= 0)
+          D = INFINITY;
+        else
+          D = mono_bound(fn, x[0], ex[0]);
       }
       /* each side within 2-3 ulps of the true value (glibc; the fuser's own float math library); lgamma
        * loses relative accuracy near its zeros */
@@ -1356,8 +1426,10 @@ static double elementwise_bound(int rule, int fn, th_dtype odt, const opnd *o, i
     }
     case R_FMOD:
     case R_REM: /* x - q b with q = trunc (fmod) or floor (remainder) of x / b: continuous while q stays */
-      if (esum == 0) E = rule == R_REM && isfinite(r) ? ulp(odt, r) : 0;
-      else if (ex[1] > 0 || x[1] == 0 || oint || obool) E = INFINITY;
+      if (esum == 0)
+        E = rule == R_REM && isfinite(r) ? ulp(odt, r) : 0;
+      else if (ex[1] > 0 || x[1] == 0 || oint || obool)
+        E = INFINITY;
       else {
         long double q1 = ((long double)x[0] - ex[0]) / x[1], q2 = ((long double)x[0] + ex[0]) / x[1];
         bool same_q = rule == R_FMOD ? truncl(q1) == truncl(q2) : floorl(q1) == floorl(q2);
@@ -1368,8 +1440,10 @@ static double elementwise_bound(int rule, int fn, th_dtype odt, const opnd *o, i
     case R_CMP: E = esum == 0 ? 0 : (isnan(x[0]) || isnan(x[1]) || fabs(x[0] - x[1]) <= esum) ? 1 : 0; break;
     case R_LOGIC: E = esum == 0 ? 0 : obool ? 1 : INFINITY; break;
     case R_WHERE:
-      if (ex[0] == 0) E = x[0] != 0 ? ex[1] : ex[2];
-      else E = fmax(ex[1], ex[2]) + fabs(x[1] - x[2]);
+      if (ex[0] == 0)
+        E = x[0] != 0 ? ex[1] : ex[2];
+      else
+        E = fmax(ex[1], ex[2]) + fabs(x[1] - x[2]);
       break;
     default: E = INFINITY; break;
   }
@@ -1435,14 +1509,14 @@ static void reduction_bound(const vtable *vt, const char *op, ventry **outs, int
                             const bool *red, double correction) {
   int64_t nout = outs[0]->n;
   int64_t *map = malloc(sizeof(int64_t) * (size_t)(in->n ? in->n : 1));
-  long double *s1 = calloc((size_t)(nout ? nout : 1), sizeof(long double));  /* sum x, or prod |x| */
-  long double *sa = calloc((size_t)(nout ? nout : 1), sizeof(long double));  /* sum |x|, prod (|x| + e) */
-  long double *se = calloc((size_t)(nout ? nout : 1), sizeof(long double));  /* sum e */
-  long double *sq = calloc((size_t)(nout ? nout : 1), sizeof(long double));  /* var: sum (x - m)^2 */
-  long double *sd = calloc((size_t)(nout ? nout : 1), sizeof(long double));  /* var: sum |x - m| */
-  long double *md = calloc((size_t)(nout ? nout : 1), sizeof(long double));  /* var: max |x - m| */
-  long double *sv = calloc((size_t)(nout ? nout : 1), sizeof(long double));  /* var propagation */
-  double *me = calloc((size_t)(nout ? nout : 1), sizeof(double));            /* max e */
+  long double *s1 = calloc((size_t)(nout ? nout : 1), sizeof(long double)); /* sum x, or prod |x| */
+  long double *sa = calloc((size_t)(nout ? nout : 1), sizeof(long double)); /* sum |x|, prod (|x| + e) */
+  long double *se = calloc((size_t)(nout ? nout : 1), sizeof(long double)); /* sum e */
+  long double *sq = calloc((size_t)(nout ? nout : 1), sizeof(long double)); /* var: sum (x - m)^2 */
+  long double *sd = calloc((size_t)(nout ? nout : 1), sizeof(long double)); /* var: sum |x - m| */
+  long double *md = calloc((size_t)(nout ? nout : 1), sizeof(long double)); /* var: max |x - m| */
+  long double *sv = calloc((size_t)(nout ? nout : 1), sizeof(long double)); /* var propagation */
+  double *me = calloc((size_t)(nout ? nout : 1), sizeof(double));           /* max e */
   bool *bad = calloc((size_t)(nout ? nout : 1), sizeof(bool));
   bool *nonfin = calloc((size_t)(nout ? nout : 1), sizeof(bool)); /* an exact NaN or infinity *in* */
   int64_t *cnt = calloc((size_t)(nout ? nout : 1), sizeof(int64_t));
@@ -1499,8 +1573,10 @@ static void reduction_bound(const vtable *vt, const char *op, ventry **outs, int
     for (int64_t k = 0; k < in->n; k++) {
       int64_t j = map[k];
       double x = amx ? in->x[k] : -in->x[k];
-      if (isnan(x) || !isfinite(in->e[k])) sep[j] = false;
-      else if (at[j] < 0 || x > best[j]) best[j] = x, at[j] = k;
+      if (isnan(x) || !isfinite(in->e[k]))
+        sep[j] = false;
+      else if (at[j] < 0 || x > best[j])
+        best[j] = x, at[j] = k;
     }
     for (int64_t k = 0; k < in->n; k++) {
       int64_t j = map[k];
@@ -1522,7 +1598,8 @@ static void reduction_bound(const vtable *vt, const char *op, ventry **outs, int
      * within (n - 1) u sum|x| (first order) of the exact sum; eager adds in float64 and rounds once */
     long double n = (long double)cnt[j], gam = 1.01L * (n > 1 ? n - 1 : 0) * urel(dt) / 2;
     double E;
-    if (bad[j]) E = INFINITY;
+    if (bad[j])
+      E = INFINITY;
     else if (nonfin[j] && strcmp(op, "argmax") && strcmp(op, "argmin")) {
       E = 0; /* exact NaNs and infinities give the same NaN or infinity in any order */
       if (nouts > 1) outs[1]->e[j] = 0;
@@ -1533,7 +1610,8 @@ static void reduction_bound(const vtable *vt, const char *op, ventry **outs, int
       if (!exact_type && n > 2) E += (double)(gam * sa[j]) + utiny(dt) * (double)n;
       if (!exact_type && (n > 2 || E > 0)) E += ulp(dt, fabs(outs[0]->x[j]) + E);
     } else if (prod) {
-      if (exact_type) E = se[j] == 0 ? 0 : INFINITY;
+      if (exact_type)
+        E = se[j] == 0 ? 0 : INFINITY;
       else {
         E = se[j] == 0 ? 0 : (double)(sa[j] - s1[j]);
         if (n > 2 || se[j] > 0) E += (double)(gam * sa[j]) + utiny(dt) * (double)n;
@@ -1544,7 +1622,8 @@ static void reduction_bound(const vtable *vt, const char *op, ventry **outs, int
       E = se[j] == 0 || sep[j] ? 0 : INFINITY;
     } else if (var) {
       long double N = n - correction;
-      if (N <= 0) E = se[j] == 0 ? 0 : INFINITY;
+      if (N <= 0)
+        E = se[j] == 0 ? 0 : INFINITY;
       else {
         /* a two-pass (or Welford-class) var with every operation rounded to dt (unit roundoff u): the
          * mean is off by d <= (n + 1) u sum|x| / n; the deviations by d + u (|x - m| + d), whose first
@@ -1611,11 +1690,16 @@ static void propagate(vtable *vt, const th_bsym *b, prop_stats *ps) {
       th_dtype d = o[0]->dt;
       for (int64_t i = 0; i < in0->n; i++) {
         double x = in0->x[i], e = in0->e[i], E;
-        if (e == 0) E = 0;
-        else if (!isfinite(x) || !isfinite(e)) E = d == TH_BOOL ? 1 : INFINITY;
-        else if (d == TH_BOOL) E = fabs(x) <= e ? 1 : 0;
-        else if (!th_dtype_is_float(d)) E = fabs(x) + e + 1 >= maxfin(d) ? INFINITY : e + 1;
-        else E = fabs(x) + e >= maxfin(d) ? INFINITY : e + ulp(d, fabs(x) + e);
+        if (e == 0)
+          E = 0;
+        else if (!isfinite(x) || !isfinite(e))
+          E = d == TH_BOOL ? 1 : INFINITY;
+        else if (d == TH_BOOL)
+          E = fabs(x) <= e ? 1 : 0;
+        else if (!th_dtype_is_float(d))
+          E = fabs(x) + e + 1 >= maxfin(d) ? INFINITY : e + 1;
+        else
+          E = fabs(x) + e >= maxfin(d) ? INFINITY : e + ulp(d, fabs(x) + e);
         o[0]->e[i] = E;
       }
       return;
@@ -1751,7 +1835,7 @@ static void propagate(vtable *vt, const th_bsym *b, prop_stats *ps) {
       bool maybe_same = na >= s0 + 2 && ops[s0].v && ops[s0 + 1].v && ops[s0].v->n == ops[s0 + 1].v->n;
       for (int64_t i = 0; i < o[0]->n; i++) {
         bool same = maybe_same && origin(vt, ops[s0].v, ops[s0].v->nd ? i : 0) ==
-                                      origin(vt, ops[s0 + 1].v, ops[s0 + 1].v->nd ? i : 0);
+                                    origin(vt, ops[s0 + 1].v, ops[s0 + 1].v->nd ? i : 0);
         o[0]->e[i] = elementwise_bound(ERULES[r].rule, ERULES[r].fn, o[0]->dt, ops, na, o[0]->x[i], i, same);
         if (same && (ERULES[r].rule == R_MINMAX || ERULES[r].rule == R_WHERE)) /* the value itself */
           set_origin(o[0], i, origin(vt, ops[s0].v, ops[s0].v->nd ? i : 0));
@@ -1872,10 +1956,10 @@ typedef struct {
   char err[1024];
   mismatch mm[8];
   int nmm;
-  bool inject;       /* the self-test: corrupt one exact and one bounded fused element (inject_errors) */
-  int injected;      /* how many it corrupted */
-  bool *case_bad; /* per case slot */
-  int *case_fused;  /* fused bsyms per case slot */
+  bool inject;     /* the self-test: corrupt one exact and one bounded fused element (inject_errors) */
+  int injected;    /* how many it corrupted */
+  bool *case_bad;  /* per case slot */
+  int *case_fused; /* fused bsyms per case slot */
   bool *case_region;
 } diff_run;
 
@@ -1983,7 +2067,8 @@ static bool differential(diff_run *d, fuzz_stats *st) {
     snprintf(d->err, sizeof d->err, "internal: %d eager values for %d names", nea, norder);
     goto done;
   }
-  for (int i = 0; i < th_trace_num_inputs(te) && i < d->ninputs; i++) vt_add(&vt, th_value_name(th_trace_input(te, i)), d->inputs[i]);
+  for (int i = 0; i < th_trace_num_inputs(te) && i < d->ninputs; i++)
+    vt_add(&vt, th_value_name(th_trace_input(te, i)), d->inputs[i]);
   for (int i = 0; i < norder; i++) vt_add(&vt, order[i], ea[i]);
 
   /* 2. the bounds, prim by prim */
@@ -2006,7 +2091,8 @@ static bool differential(diff_run *d, fuzz_stats *st) {
           nz += e->e[j] == 0;
           if (e->e[j] < INFINITY && e->e[j] > w) w = e->e[j];
         }
-        if (e) printf("    %s %s: n=%lld exact=%ld unchecked=%ld widest=%.3g\n", q, e->name, (long long)e->n, nz, ninf, w);
+        if (e)
+          printf("    %s %s: n=%lld exact=%ld unchecked=%ld widest=%.3g\n", q, e->name, (long long)e->n, nz, ninf, w);
       }
     }
   }
@@ -2116,9 +2202,9 @@ static bool differential(diff_run *d, fuzz_stats *st) {
           if (rel > worst) worst = rel;
         }
       }
-      printf("  out %d %s (case %ld) %s n=%lld exact=%ld unchecked=%ld loose=%ld worst E/(1+|x|)=%.3g\n", o,
-             e->name, cslot >= 0 && cslot < d->ncases ? d->case_ids[cslot] : -1L, th_dtype_short(e->dt),
-             (long long)e->n, ne, nu, nl, worst);
+      printf("  out %d %s (case %ld) %s n=%lld exact=%ld unchecked=%ld loose=%ld worst E/(1+|x|)=%.3g\n", o, e->name,
+             cslot >= 0 && cslot < d->ncases ? d->case_ids[cslot] : -1L, th_dtype_short(e->dt), (long long)e->n, ne, nu,
+             nl, worst);
     }
     if (why) {
       if (cslot >= 0 && cslot < d->ncases) d->case_bad[cslot] = true;
@@ -2222,8 +2308,10 @@ static void free_run(diff_run *d) {
 static bool user_strategy;
 static void set_strategy(long first) {
   if (user_strategy) return;
-  if (first >= 0 && (first / cfg.group) % 3 == 2) setenv("THUNDER_FUSER_STRATEGY", "consecutive", 1);
-  else unsetenv("THUNDER_FUSER_STRATEGY");
+  if (first >= 0 && (first / cfg.group) % 3 == 2)
+    setenv("THUNDER_FUSER_STRATEGY", "consecutive", 1);
+  else
+    unsetenv("THUNDER_FUSER_STRATEGY");
 }
 
 /* Runs case cid alone (or the ncases cases from cid together, as in their group) and prints it: the
@@ -2246,8 +2334,10 @@ static bool report_case(long cid, int ncases, int reported) {
              (unsigned long long)cfg.seed, cfg.group);
     else
       printf("\n==== fuser fuzz: case %ld (seed %llu) ====\n", cid, (unsigned long long)cfg.seed);
-    if (!ok) printf("error: %s\n", d.err);
-    else if (!d.nmm) printf("(the case alone matches: the mismatch needs the other cases of its group)\n");
+    if (!ok)
+      printf("error: %s\n", d.err);
+    else if (!d.nmm)
+      printf("(the case alone matches: the mismatch needs the other cases of its group)\n");
     th_value *rv[1024];
     int nr = flatten_values(th_trace_output(bg->G.tr), rv, 1024);
     for (int i = 0; i < d.nmm; i++) {
@@ -2375,16 +2465,17 @@ static void test_fuzz(void **state) {
     free(bg);
   }
   double dt = seconds() - t0;
-  printf("fuser fuzz: seed %llu, %ld cases in %ld traces, %.1f s (fused compiles %.1f s)\n", (unsigned long long)cfg.seed,
-         st.cases, st.groups, dt, st.seconds_fused_compile);
+  printf("fuser fuzz: seed %llu, %ld cases in %ld traces, %.1f s (fused compiles %.1f s)\n",
+         (unsigned long long)cfg.seed, st.cases, st.groups, dt, st.seconds_fused_compile);
   printf("  ops recorded %ld (rejected by their metas: %ld)\n", ops_ok, ops_rej);
   printf("  cases with at least one fusion region: %ld of %ld (%.0f%%); fused bsyms per case: %.2f; regions: %ld\n",
          st.cases_fused, st.cases, st.cases ? 100.0 * (double)st.cases_fused / (double)st.cases : 0.0,
          st.cases ? (double)st.fused_bsyms / (double)st.cases : 0.0, st.regions);
-  printf("  elements compared: %ld bit-exact, %ld within a propagated bound (%ld of them wider than 2 ulps and 0.1%% of 1 + |x|), "
-         "%ld unchecked (non-finite bound)%s%s\n",
-         st.exact, st.tolerant, st.loose, st.unchecked, st.unknown_ops ? "; prims without a bound rule:" : "",
-         st.unknown_names);
+  printf(
+    "  elements compared: %ld bit-exact, %ld within a propagated bound (%ld of them wider than 2 ulps and 0.1%% of 1 + |x|), "
+    "%ld unchecked (non-finite bound)%s%s\n",
+    st.exact, st.tolerant, st.loose, st.unchecked, st.unknown_ops ? "; prims without a bound rule:" : "",
+    st.unknown_names);
   if (st.zero_sign) printf("  note: %ld exact elements differ only in the sign of zero\n", st.zero_sign);
   int reported = 0;
   for (int i = 0; i < nbad && reported < 5; i++) {
@@ -2432,10 +2523,11 @@ static void test_checker_detects_errors(void **state) {
   }
   if (!exact || !bound || d.nmm != 2) {
     for (int i = 0; i < d.nmm; i++)
-      printf("output %d element %lld: eager %.17g, fused %.17g, bound %.3g: %s\n", d.mm[i].out,
-             (long long)d.mm[i].elem, d.mm[i].eager, d.mm[i].fused, d.mm[i].bound, d.mm[i].why);
+      printf("output %d element %lld: eager %.17g, fused %.17g, bound %.3g: %s\n", d.mm[i].out, (long long)d.mm[i].elem,
+             d.mm[i].eager, d.mm[i].fused, d.mm[i].bound, d.mm[i].why);
     fail_msg("the checker found %d differences; expected exactly the two it injected (seed 7, cases 0..7; see "
-             "`--seed 7 --case K` for a real mismatch)", d.nmm);
+             "`--seed 7 --case K` for a real mismatch)",
+             d.nmm);
   }
   free_run(&d);
   free_group(bg);
@@ -2459,11 +2551,16 @@ int main(int argc, char **argv) {
   if ((e = getenv("THUNDER_FUZZ_GROUP")) && *e) cfg.group = (int)parse_long(e, "THUNDER_FUZZ_GROUP");
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) cfg.verbose++;
-    else if (i + 1 < argc && !strcmp(a, "--cases")) cfg.cases = parse_long(argv[++i], a);
-    else if (i + 1 < argc && !strcmp(a, "--seed")) cfg.seed = (uint64_t)parse_long(argv[++i], a);
-    else if (i + 1 < argc && !strcmp(a, "--group")) cfg.group = (int)parse_long(argv[++i], a);
-    else if (i + 1 < argc && !strcmp(a, "--case")) cfg.only = parse_long(argv[++i], a);
+    if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
+      cfg.verbose++;
+    else if (i + 1 < argc && !strcmp(a, "--cases"))
+      cfg.cases = parse_long(argv[++i], a);
+    else if (i + 1 < argc && !strcmp(a, "--seed"))
+      cfg.seed = (uint64_t)parse_long(argv[++i], a);
+    else if (i + 1 < argc && !strcmp(a, "--group"))
+      cfg.group = (int)parse_long(argv[++i], a);
+    else if (i + 1 < argc && !strcmp(a, "--case"))
+      cfg.only = parse_long(argv[++i], a);
     else {
       fprintf(stderr, "usage: %s [--cases N] [--seed S] [--group G] [--case K] [--verbose]\n", argv[0]);
       return 2;

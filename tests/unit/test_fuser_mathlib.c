@@ -43,9 +43,9 @@ typedef void (*arr_fn)(const float *x, float *y, long n);
 typedef double (*ref_fn)(double);
 
 /* the in-process versions: one loop per function */
-#define TH_ARR(fn)                                                                                      \
-  static void in_##fn(const float *x, float *y, long n) {                                               \
-    for (long i = 0; i < n; i++) y[i] = th_m_##fn##f(x[i]);                                             \
+#define TH_ARR(fn)                                                                                                     \
+  static void in_##fn(const float *x, float *y, long n) {                                                              \
+    for (long i = 0; i < n; i++) y[i] = th_m_##fn##f(x[i]);                                                            \
   }
 TH_ARR(exp)
 TH_ARR(exp2)
@@ -65,24 +65,25 @@ static const struct {
   ref_fn ref;
   float hard[NHARD]; /* 2^19 consecutive bit patterns are swept around each */
 } FNS[NFN] = {
-    /* overflow, underflow to 0, first subnormal result, the reduction's switch points, 1 +- ulp */
-    {"exp", in_exp, exp,
-     {88.72284f, -103.97208f, -87.33655f, 0.34657359f, -0.34657359f, 0x1p-24f, -0x1p-25f, 1.0f}},
-    {"exp2", in_exp2, exp2, {128.0f, -150.0f, -126.0f, 0.5f, -0.5f, 0x1p-24f, -0x1p-25f, 1.0f}},
-    /* overflow, rounding to -1, the k = -24/-25 switch, the tiny-x cut, subnormals, reduction switches */
-    {"expm1", in_expm1, expm1,
-     {88.72284f, -17.32868f, -16.98f, 0x1p-25f, -0x1p-25f, 0x1p-149f, 0.34657359f, -0.34657359f}},
-    /* subnormals and the normal boundary, 1, the reduction's split points, the largest floats */
-    {"log", in_log, log,
-     {0x1p-149f, 0x1p-126f, 1.0f, 0x1.6a09e6p-1f, 0x1.6a09e6p+0f, 0x1.fffffep127f, 2.0f, 0.5f}},
-    {"log2", in_log2, log2,
-     {0x1p-149f, 0x1p-126f, 1.0f, 0x1.6a09e6p-1f, 0x1.6a09e6p+0f, 0x1.fffffep127f, 2.0f, 0.5f}},
-    /* tiny both signs, -1, the direct-polynomial range's ends, 1 + x exact vs rounded, the largest */
-    {"log1p", in_log1p, log1p,
-     {0x1p-149f, -0x1p-149f, -1.0f, -0x1.2bec34p-2f, 0x1.a827ap-2f, 0x1p24f, 0x1.fffffep127f, 1.0f}},
-    /* rounding to 1 and the clamp (both signs), where x^2 / 3 drops out, tiny, the largest error */
-    {"tanh", in_tanh, tanh, {9.01091f, -9.01091f, 9.1f, -9.1f, 0x1p-12f, 0x1p-149f, -0x1p-149f, 8.4949f}},
-    {"erf", in_erf, erf, {1.0f, -1.0f, 3.9192059f, -3.9192059f, 4.0f, 0x1p-149f, -0x1p-149f, 0x1p-12f}},
+  /* overflow, underflow to 0, first subnormal result, the reduction's switch points, 1 +- ulp */
+  {"exp", in_exp, exp, {88.72284f, -103.97208f, -87.33655f, 0.34657359f, -0.34657359f, 0x1p-24f, -0x1p-25f, 1.0f}},
+  {"exp2", in_exp2, exp2, {128.0f, -150.0f, -126.0f, 0.5f, -0.5f, 0x1p-24f, -0x1p-25f, 1.0f}},
+  /* overflow, rounding to -1, the k = -24/-25 switch, the tiny-x cut, subnormals, reduction switches */
+  {"expm1",
+   in_expm1,
+   expm1,
+   {88.72284f, -17.32868f, -16.98f, 0x1p-25f, -0x1p-25f, 0x1p-149f, 0.34657359f, -0.34657359f}},
+  /* subnormals and the normal boundary, 1, the reduction's split points, the largest floats */
+  {"log", in_log, log, {0x1p-149f, 0x1p-126f, 1.0f, 0x1.6a09e6p-1f, 0x1.6a09e6p+0f, 0x1.fffffep127f, 2.0f, 0.5f}},
+  {"log2", in_log2, log2, {0x1p-149f, 0x1p-126f, 1.0f, 0x1.6a09e6p-1f, 0x1.6a09e6p+0f, 0x1.fffffep127f, 2.0f, 0.5f}},
+  /* tiny both signs, -1, the direct-polynomial range's ends, 1 + x exact vs rounded, the largest */
+  {"log1p",
+   in_log1p,
+   log1p,
+   {0x1p-149f, -0x1p-149f, -1.0f, -0x1.2bec34p-2f, 0x1.a827ap-2f, 0x1p24f, 0x1.fffffep127f, 1.0f}},
+  /* rounding to 1 and the clamp (both signs), where x^2 / 3 drops out, tiny, the largest error */
+  {"tanh", in_tanh, tanh, {9.01091f, -9.01091f, 9.1f, -9.1f, 0x1p-12f, 0x1p-149f, -0x1p-149f, 8.4949f}},
+  {"erf", in_erf, erf, {1.0f, -1.0f, 3.9192059f, -3.9192059f, 4.0f, 0x1p-149f, -0x1p-149f, 0x1p-12f}},
 };
 
 static uint32_t bits_of(float x) {
@@ -182,8 +183,9 @@ static int write_kernel(const char *path, int *loop_line) {
   }
   emit(f, &line, "void k_gelu(const float *restrict x, float *restrict y, long n) {\n#pragma omp simd\n");
   loop_line[NFN] = line;
-  emit(f, &line, "  for (long i = 0; i < n; i++) { const float v = x[i]; y[i] = 0.5f * v * (1.0f + "
-                 "tanh(0.7978845608f * (v + 0.044715f * v * v * v))); }\n}\n");
+  emit(f, &line,
+       "  for (long i = 0; i < n; i++) { const float v = x[i]; y[i] = 0.5f * v * (1.0f + "
+       "tanh(0.7978845608f * (v + 0.044715f * v * v * v))); }\n}\n");
   fclose(f);
   return 0;
 }
@@ -205,9 +207,9 @@ static int build_kernel(int which, const char *src, const int *loop_line) {
   const char *cc = getenv("CC");
   if (!cc || !cc[0]) cc = "cc";
   /* the fuser's flags (src/executors/fuser/compile.c), warnings as errors, then the variant's */
-  char *argv[24] = {(char *)cc, "-O3", "-march=native", "-std=c11", "-ffp-contract=off", "-fwrapv", "-fopenmp",
-                    "-fPIC", "-shared", "-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Werror", "-o", so,
-                    (char *)src, "-lm"};
+  char *argv[24] = {(char *)cc, "-O3",     "-march=native", "-std=c11", "-ffp-contract=off", "-fwrapv",  "-fopenmp",
+                    "-fPIC",    "-shared", "-Wall",         "-Wextra",  "-Wpedantic",        "-Wshadow", "-Werror",
+                    "-o",       so,        (char *)src,     "-lm"};
   int n = 18;
   if (which == K_NOFMA) argv[n++] = "-mno-fma";
   argv[n] = optflag;
@@ -291,38 +293,92 @@ typedef struct {
 } special;
 
 static const special SPECIALS[] = {
-    /* exp */
-    {F_EXP, NAN, NAN}, {F_EXP, INFINITY, INFINITY}, {F_EXP, -INFINITY, 0.0f}, {F_EXP, 0.0f, 1.0f},
-    {F_EXP, -0.0f, 1.0f}, {F_EXP, 89.0f, INFINITY}, {F_EXP, 1000.0f, INFINITY}, {F_EXP, -104.0f, 0.0f},
-    {F_EXP, -1000.0f, 0.0f}, {F_EXP, 0x1p-149f, 1.0f}, {F_EXP, -0x1p-149f, 1.0f},
-    /* exp2; 2^-150 is the tie between 0 and 2^-149 and rounds to even */
-    {F_EXP2, NAN, NAN}, {F_EXP2, INFINITY, INFINITY}, {F_EXP2, -INFINITY, 0.0f}, {F_EXP2, -0.0f, 1.0f},
-    {F_EXP2, 128.0f, INFINITY}, {F_EXP2, -150.0f, 0.0f}, {F_EXP2, -149.5f, 0x1p-149f},
-    {F_EXP2, 0.5f, 0x1.6a09e6p+0f},
-    /* expm1 */
-    {F_EXPM1, NAN, NAN}, {F_EXPM1, INFINITY, INFINITY}, {F_EXPM1, -INFINITY, -1.0f}, {F_EXPM1, 0.0f, 0.0f},
-    {F_EXPM1, -0.0f, -0.0f}, {F_EXPM1, 0x1p-149f, 0x1p-149f}, {F_EXPM1, -0x1p-149f, -0x1p-149f},
-    {F_EXPM1, 0x1p-30f, 0x1p-30f}, {F_EXPM1, -18.0f, -1.0f}, {F_EXPM1, -100.0f, -1.0f},
-    {F_EXPM1, 89.0f, INFINITY},
-    /* log */
-    {F_LOG, NAN, NAN}, {F_LOG, INFINITY, INFINITY}, {F_LOG, -INFINITY, NAN}, {F_LOG, 0.0f, -INFINITY},
-    {F_LOG, -0.0f, -INFINITY}, {F_LOG, -1.0f, NAN}, {F_LOG, -0x1p-149f, NAN}, {F_LOG, 1.0f, 0.0f},
-    /* log2 */
-    {F_LOG2, NAN, NAN}, {F_LOG2, INFINITY, INFINITY}, {F_LOG2, -INFINITY, NAN}, {F_LOG2, 0.0f, -INFINITY},
-    {F_LOG2, -0.0f, -INFINITY}, {F_LOG2, -2.0f, NAN}, {F_LOG2, 1.0f, 0.0f},
-    /* log1p */
-    {F_LOG1P, NAN, NAN}, {F_LOG1P, INFINITY, INFINITY}, {F_LOG1P, -INFINITY, NAN},
-    {F_LOG1P, -1.0f, -INFINITY}, {F_LOG1P, -2.0f, NAN}, {F_LOG1P, -1.0000001f, NAN}, {F_LOG1P, 0.0f, 0.0f},
-    {F_LOG1P, -0.0f, -0.0f}, {F_LOG1P, 0x1p-149f, 0x1p-149f}, {F_LOG1P, -0x1p-149f, -0x1p-149f},
-    {F_LOG1P, 0x1p-30f, 0x1p-30f},
-    /* tanh */
-    {F_TANH, NAN, NAN}, {F_TANH, INFINITY, 1.0f}, {F_TANH, -INFINITY, -1.0f}, {F_TANH, 0.0f, 0.0f},
-    {F_TANH, -0.0f, -0.0f}, {F_TANH, 0x1p-149f, 0x1p-149f}, {F_TANH, -0x1p-149f, -0x1p-149f},
-    {F_TANH, 20.0f, 1.0f}, {F_TANH, -20.0f, -1.0f}, {F_TANH, 3e38f, 1.0f}, {F_TANH, 9.1f, 1.0f},
-    {F_TANH, -9.1f, -1.0f}, {F_TANH, 9.05f, 1.0f}, {F_TANH, 0x1p-13f, 0x1p-13f},
-    /* erf */
-    {F_ERF, NAN, NAN}, {F_ERF, INFINITY, 1.0f}, {F_ERF, -INFINITY, -1.0f}, {F_ERF, 0.0f, 0.0f},
-    {F_ERF, -0.0f, -0.0f}, {F_ERF, 5.0f, 1.0f}, {F_ERF, -5.0f, -1.0f}, {F_ERF, 3e38f, 1.0f},
+  /* exp */
+  {F_EXP, NAN, NAN},
+  {F_EXP, INFINITY, INFINITY},
+  {F_EXP, -INFINITY, 0.0f},
+  {F_EXP, 0.0f, 1.0f},
+  {F_EXP, -0.0f, 1.0f},
+  {F_EXP, 89.0f, INFINITY},
+  {F_EXP, 1000.0f, INFINITY},
+  {F_EXP, -104.0f, 0.0f},
+  {F_EXP, -1000.0f, 0.0f},
+  {F_EXP, 0x1p-149f, 1.0f},
+  {F_EXP, -0x1p-149f, 1.0f},
+  /* exp2; 2^-150 is the tie between 0 and 2^-149 and rounds to even */
+  {F_EXP2, NAN, NAN},
+  {F_EXP2, INFINITY, INFINITY},
+  {F_EXP2, -INFINITY, 0.0f},
+  {F_EXP2, -0.0f, 1.0f},
+  {F_EXP2, 128.0f, INFINITY},
+  {F_EXP2, -150.0f, 0.0f},
+  {F_EXP2, -149.5f, 0x1p-149f},
+  {F_EXP2, 0.5f, 0x1.6a09e6p+0f},
+  /* expm1 */
+  {F_EXPM1, NAN, NAN},
+  {F_EXPM1, INFINITY, INFINITY},
+  {F_EXPM1, -INFINITY, -1.0f},
+  {F_EXPM1, 0.0f, 0.0f},
+  {F_EXPM1, -0.0f, -0.0f},
+  {F_EXPM1, 0x1p-149f, 0x1p-149f},
+  {F_EXPM1, -0x1p-149f, -0x1p-149f},
+  {F_EXPM1, 0x1p-30f, 0x1p-30f},
+  {F_EXPM1, -18.0f, -1.0f},
+  {F_EXPM1, -100.0f, -1.0f},
+  {F_EXPM1, 89.0f, INFINITY},
+  /* log */
+  {F_LOG, NAN, NAN},
+  {F_LOG, INFINITY, INFINITY},
+  {F_LOG, -INFINITY, NAN},
+  {F_LOG, 0.0f, -INFINITY},
+  {F_LOG, -0.0f, -INFINITY},
+  {F_LOG, -1.0f, NAN},
+  {F_LOG, -0x1p-149f, NAN},
+  {F_LOG, 1.0f, 0.0f},
+  /* log2 */
+  {F_LOG2, NAN, NAN},
+  {F_LOG2, INFINITY, INFINITY},
+  {F_LOG2, -INFINITY, NAN},
+  {F_LOG2, 0.0f, -INFINITY},
+  {F_LOG2, -0.0f, -INFINITY},
+  {F_LOG2, -2.0f, NAN},
+  {F_LOG2, 1.0f, 0.0f},
+  /* log1p */
+  {F_LOG1P, NAN, NAN},
+  {F_LOG1P, INFINITY, INFINITY},
+  {F_LOG1P, -INFINITY, NAN},
+  {F_LOG1P, -1.0f, -INFINITY},
+  {F_LOG1P, -2.0f, NAN},
+  {F_LOG1P, -1.0000001f, NAN},
+  {F_LOG1P, 0.0f, 0.0f},
+  {F_LOG1P, -0.0f, -0.0f},
+  {F_LOG1P, 0x1p-149f, 0x1p-149f},
+  {F_LOG1P, -0x1p-149f, -0x1p-149f},
+  {F_LOG1P, 0x1p-30f, 0x1p-30f},
+  /* tanh */
+  {F_TANH, NAN, NAN},
+  {F_TANH, INFINITY, 1.0f},
+  {F_TANH, -INFINITY, -1.0f},
+  {F_TANH, 0.0f, 0.0f},
+  {F_TANH, -0.0f, -0.0f},
+  {F_TANH, 0x1p-149f, 0x1p-149f},
+  {F_TANH, -0x1p-149f, -0x1p-149f},
+  {F_TANH, 20.0f, 1.0f},
+  {F_TANH, -20.0f, -1.0f},
+  {F_TANH, 3e38f, 1.0f},
+  {F_TANH, 9.1f, 1.0f},
+  {F_TANH, -9.1f, -1.0f},
+  {F_TANH, 9.05f, 1.0f},
+  {F_TANH, 0x1p-13f, 0x1p-13f},
+  /* erf */
+  {F_ERF, NAN, NAN},
+  {F_ERF, INFINITY, 1.0f},
+  {F_ERF, -INFINITY, -1.0f},
+  {F_ERF, 0.0f, 0.0f},
+  {F_ERF, -0.0f, -0.0f},
+  {F_ERF, 5.0f, 1.0f},
+  {F_ERF, -5.0f, -1.0f},
+  {F_ERF, 3e38f, 1.0f},
 };
 
 static int same(float a, float b) { return (isnan(a) && isnan(b)) || bits_of(a) == bits_of(b); }
@@ -372,8 +428,7 @@ static void test_kernel_vectorized_and_routed(void **state) {
       continue;
     }
     for (int i = 0; i <= NFN; i++) {
-      if (!k->vectorized[i])
-        fprintf(stderr, "%s: loop %s not vectorized\n", KWHO[w], i < NFN ? KNAMES[i] : "gelu");
+      if (!k->vectorized[i]) fprintf(stderr, "%s: loop %s not vectorized\n", KWHO[w], i < NFN ? KNAMES[i] : "gelu");
       assert_true(k->vectorized[i]);
     }
   }
@@ -491,16 +546,16 @@ static void check_accuracy(int fn) {
   const double bound = fn == F_TANH ? 1.0 : 2.0;
   for (int k = 0; k < NIMPL; k++) {
     if (!impl[k]) continue;
-    printf("  %-6s %-10s max %.3f ulp (at %a) over %ld inputs\n", FNS[fn].name, who[k], st[k].max,
-           (double)st[k].worst, st[k].n);
+    printf("  %-6s %-10s max %.3f ulp (at %a) over %ld inputs\n", FNS[fn].name, who[k], st[k].max, (double)st[k].worst,
+           st[k].n);
     assert_true(st[k].max <= bound);
   }
 }
 
-#define TH_ACC(fn, id)                                                                                  \
-  static void test_accuracy_##fn(void **state) {                                                        \
-    (void)state;                                                                                        \
-    check_accuracy(id);                                                                                 \
+#define TH_ACC(fn, id)                                                                                                 \
+  static void test_accuracy_##fn(void **state) {                                                                       \
+    (void)state;                                                                                                       \
+    check_accuracy(id);                                                                                                \
   }
 TH_ACC(exp, F_EXP)
 TH_ACC(exp2, F_EXP2)
@@ -548,12 +603,12 @@ static void test_x_sigmoid2(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_special_values),    cmocka_unit_test(test_kernel_vectorized_and_routed),
-      cmocka_unit_test(test_accuracy_exp),      cmocka_unit_test(test_accuracy_exp2),
-      cmocka_unit_test(test_accuracy_expm1),    cmocka_unit_test(test_accuracy_log),
-      cmocka_unit_test(test_accuracy_log2),     cmocka_unit_test(test_accuracy_log1p),
-      cmocka_unit_test(test_accuracy_tanh),     cmocka_unit_test(test_accuracy_erf),
-      cmocka_unit_test(test_x_sigmoid2),
+    cmocka_unit_test(test_special_values), cmocka_unit_test(test_kernel_vectorized_and_routed),
+    cmocka_unit_test(test_accuracy_exp),   cmocka_unit_test(test_accuracy_exp2),
+    cmocka_unit_test(test_accuracy_expm1), cmocka_unit_test(test_accuracy_log),
+    cmocka_unit_test(test_accuracy_log2),  cmocka_unit_test(test_accuracy_log1p),
+    cmocka_unit_test(test_accuracy_tanh),  cmocka_unit_test(test_accuracy_erf),
+    cmocka_unit_test(test_x_sigmoid2),
   };
   return cmocka_run_group_tests(tests, setup_kernels, teardown_kernels);
 }

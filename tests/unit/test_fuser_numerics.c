@@ -164,9 +164,18 @@ static th_tensor *tensor_of(th_dtype dt, int nd, const int64_t *shape, double (*
   return t;
 }
 
-static double gen_small(int64_t i) { (void)i; return (double)((int)(rnd() % 41) - 20) / 8.0; }
-static double gen_wide(int64_t i) { (void)i; return urand(-4, 4); }
-static double gen_prod(int64_t i) { (void)i; return urand(0.5, 1.5); }
+static double gen_small(int64_t i) {
+  (void)i;
+  return (double)((int)(rnd() % 41) - 20) / 8.0;
+}
+static double gen_wide(int64_t i) {
+  (void)i;
+  return urand(-4, 4);
+}
+static double gen_prod(int64_t i) {
+  (void)i;
+  return urand(0.5, 1.5);
+}
 static double gen_nan(int64_t i) { return i % 11 == 3 ? NAN : urand(-3, 3); }
 
 /* fused vs eager for tr on `in`; checks there is a region; rtol as compare(). */
@@ -206,8 +215,10 @@ static void reductions_case(int nd, const int64_t *shape, const char *dims, doub
     for (int k = 0; k < 2; k++) {
       const char *v = k ? "y" : "x";
       if (low)
-        ADD(body, "  f%s_%s = prims.convert_element_type(%s_%s, dtypes.float32)\n"
-                  "  u%s_%s = prims.convert_element_type(f%s_%s, dtypes.%s)\n", v, D, v, D, v, D, v, D, dname(dt));
+        ADD(body,
+            "  f%s_%s = prims.convert_element_type(%s_%s, dtypes.float32)\n"
+            "  u%s_%s = prims.convert_element_type(f%s_%s, dtypes.%s)\n",
+            v, D, v, D, v, D, v, D, dname(dt));
       else
         ADD(body, "  u%s_%s = prims.mul(%s_%s, %s)\n", v, D, v, D, isf ? "1.5" : "3");
     }
@@ -273,9 +284,9 @@ static void test_reductions(void **state) {
     int64_t shape[3];
     const char *dims;
   } cases[] = {
-      {2, {5, 7}, "(1,)"}, {3, {3, 4, 5}, "(1, 2)"}, {1, {300}, "(0,)"},      {2, {2, 3}, "(0, 1)"},
-      {2, {4, 1}, "(1,)"}, {3, {2, 5, 1}, "(1,)"},   {2, {1, 1}, "(0, 1)"},   {2, {4, 0}, "(1,)"},
-      {2, {0, 3}, "(1,)"}, {2, {2, 50000}, "(1,)"},  {1, {70000}, "(0,)"},     {2, {1, 70000}, "(1,)"},
+    {2, {5, 7}, "(1,)"}, {3, {3, 4, 5}, "(1, 2)"}, {1, {300}, "(0,)"},    {2, {2, 3}, "(0, 1)"},
+    {2, {4, 1}, "(1,)"}, {3, {2, 5, 1}, "(1,)"},   {2, {1, 1}, "(0, 1)"}, {2, {4, 0}, "(1,)"},
+    {2, {0, 3}, "(1,)"}, {2, {2, 50000}, "(1,)"},  {1, {70000}, "(0,)"},  {2, {1, 70000}, "(1,)"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
     reductions_case(cases[c].nd, cases[c].shape, cases[c].dims, NULL, NULL);
@@ -304,14 +315,14 @@ static void test_norms_vs_float64(void **state) {
             *b = tensor_of(TH_F32, 1, wshape, gen_wide);
   double *ref = malloc(sizeof(double) * R * C);
   const char *progs[] = {
-      "def computation(x):\n  # x: \"cpu f32[37, 129]\"\n  t0 = ltorch.softmax(x, 1)  # t0: \"cpu f32[37, 129]\"\n"
-      "  return t0\n",
-      "def computation(x):\n  # x: \"cpu f32[37, 129]\"\n  t0 = ltorch.log_softmax(x, -1)  # t0: \"cpu f32[37, 129]\"\n"
-      "  return t0\n",
-      "def computation(x, w, b):\n  # x: \"cpu f32[37, 129]\"\n  # w: \"cpu f32[129]\"\n  # b: \"cpu f32[129]\"\n"
-      "  t0 = ltorch.layer_norm(x, [129], w, b, 1e-05)  # t0: \"cpu f32[37, 129]\"\n  return t0\n",
-      "def computation(x, w):\n  # x: \"cpu f32[37, 129]\"\n  # w: \"cpu f32[129]\"\n"
-      "  t0 = ltorch.rms_norm(x, [129], w, 1e-06)  # t0: \"cpu f32[37, 129]\"\n  return t0\n",
+    "def computation(x):\n  # x: \"cpu f32[37, 129]\"\n  t0 = ltorch.softmax(x, 1)  # t0: \"cpu f32[37, 129]\"\n"
+    "  return t0\n",
+    "def computation(x):\n  # x: \"cpu f32[37, 129]\"\n  t0 = ltorch.log_softmax(x, -1)  # t0: \"cpu f32[37, 129]\"\n"
+    "  return t0\n",
+    "def computation(x, w, b):\n  # x: \"cpu f32[37, 129]\"\n  # w: \"cpu f32[129]\"\n  # b: \"cpu f32[129]\"\n"
+    "  t0 = ltorch.layer_norm(x, [129], w, b, 1e-05)  # t0: \"cpu f32[37, 129]\"\n  return t0\n",
+    "def computation(x, w):\n  # x: \"cpu f32[37, 129]\"\n  # w: \"cpu f32[129]\"\n"
+    "  t0 = ltorch.rms_norm(x, [129], w, 1e-06)  # t0: \"cpu f32[37, 129]\"\n  return t0\n",
   };
   static const char *const names[] = {"softmax", "log_softmax", "layer_norm", "rms_norm"};
   for (int k = 0; k < 4; k++) {
@@ -377,15 +388,15 @@ static void test_runtime_views(void **state) {
 static void test_input_layout_ops(void **state) {
   (void)state;
   th_trace *tr = parse(
-      "def computation(q, v, r):\n  # q: \"cpu f32[2, 5, 12]\"\n  # v: \"cpu f32[4]\"\n  # r: \"cpu f32[6, 4]\"\n"
-      "  s = prims.slice_prim(q, (0, 1, 4), (2, 5, 12), (1, 1, 1))\n"   /* [2, 4, 8] */
-      "  s4 = prims.reshape(s, (2, 4, 2, 4))\n  h = prims.transpose(s4, (0, 2, 1, 3))\n" /* [2, 2, 4, 4] */
-      "  vb = prims.broadcast_in_dim(v, (2, 2, 4, 4), (3,))\n"
-      "  rt = prims.transpose(r, (1, 0))\n  rr = prims.reshape(rt, (2, 2, 6))\n" /* not a view: copies */
-      "  rs = prims.slice_prim(rr, (0, 0, 0), (2, 2, 4), (1, 1, 1))\n  r4 = prims.broadcast_in_dim(rs, (2, 2, 4, 4), (0, 1, 2))\n"
-      "  sq = prims.squeeze(r4, ())\n"
-      "  t0 = prims.mul(h, vb)\n  t1 = prims.add(t0, sq)\n  t2 = prims.exp(t1)\n  t3 = prims.sub(t2, h)\n"
-      "  return t3\n");
+    "def computation(q, v, r):\n  # q: \"cpu f32[2, 5, 12]\"\n  # v: \"cpu f32[4]\"\n  # r: \"cpu f32[6, 4]\"\n"
+    "  s = prims.slice_prim(q, (0, 1, 4), (2, 5, 12), (1, 1, 1))\n"                    /* [2, 4, 8] */
+    "  s4 = prims.reshape(s, (2, 4, 2, 4))\n  h = prims.transpose(s4, (0, 2, 1, 3))\n" /* [2, 2, 4, 4] */
+    "  vb = prims.broadcast_in_dim(v, (2, 2, 4, 4), (3,))\n"
+    "  rt = prims.transpose(r, (1, 0))\n  rr = prims.reshape(rt, (2, 2, 6))\n" /* not a view: copies */
+    "  rs = prims.slice_prim(rr, (0, 0, 0), (2, 2, 4), (1, 1, 1))\n  r4 = prims.broadcast_in_dim(rs, (2, 2, 4, 4), (0, 1, 2))\n"
+    "  sq = prims.squeeze(r4, ())\n"
+    "  t0 = prims.mul(h, vb)\n  t1 = prims.add(t0, sq)\n  t2 = prims.exp(t1)\n  t3 = prims.sub(t2, h)\n"
+    "  return t3\n");
   int64_t sq_[3] = {2, 5, 12}, sv[1] = {4}, sr[2] = {6, 4};
   th_tensor *in[3] = {tensor_of(TH_F32, 3, sq_, gen_wide), tensor_of(TH_F32, 1, sv, gen_wide),
                       tensor_of(TH_F32, 2, sr, gen_wide)};
@@ -412,29 +423,30 @@ static void test_intermediate_layouts(void **state) {
 
 /* ---- dtypes ---------------------------------------------------------------------------------------------- */
 
-static const double specials[] = {0.0,     -0.0,     1.0,      -1.5,      NAN,        -NAN,      INFINITY,
-                                  -INFINITY, 448.0,  -464.0,   470.0,     500.0,      57344.0,   61440.0,
-                                  65504.0, 65520.0,  1e-8,     -3e-10,    1e30,       -1e30,     0.0625,
-                                  3.0e9,   -2.5e9,   2147483647.5, 255.7, -129.2,     300.0,     0.1};
+static const double specials[] = {0.0,       -0.0,    1.0,          -1.5,   NAN,    -NAN,    INFINITY,
+                                  -INFINITY, 448.0,   -464.0,       470.0,  500.0,  57344.0, 61440.0,
+                                  65504.0,   65520.0, 1e-8,         -3e-10, 1e30,   -1e30,   0.0625,
+                                  3.0e9,     -2.5e9,  2147483647.5, 255.7,  -129.2, 300.0,   0.1};
 static double gen_special(int64_t i) { return specials[i % (int64_t)(sizeof specials / sizeof *specials)]; }
 
 /* Round trips through f16, bf16 and both fp8 formats, and float -> integer/bool casts: bit for bit. */
 static void test_dtype_casts(void **state) {
   (void)state;
-  th_trace *tr = parse("def computation(x):\n  # x: \"cpu f32[7, 8]\"\n"
-                       "  a = prims.convert_element_type(x, dtypes.float8_e4m3fn)\n"
-                       "  b = prims.convert_element_type(a, dtypes.float32)\n  c = prims.mul(b, 2.0)\n"
-                       "  d = prims.convert_element_type(c, dtypes.float8_e5m2)\n"
-                       "  e = prims.convert_element_type(d, dtypes.float16)\n"
-                       "  f = prims.convert_element_type(x, dtypes.bfloat16)\n"
-                       "  g = prims.convert_element_type(f, dtypes.float16)\n"
-                       "  h = prims.convert_element_type(x, dtypes.float64)\n  i = prims.mul(h, 3.0)\n"
-                       "  j = prims.convert_element_type(i, dtypes.float16)\n"
-                       "  k8 = prims.convert_element_type(x, dtypes.int8)\n  k32 = prims.convert_element_type(i, dtypes.int32)\n"
-                       "  k64 = prims.convert_element_type(x, dtypes.int64)\n  ku = prims.convert_element_type(x, dtypes.uint8)\n"
-                       "  kb = prims.convert_element_type(x, dtypes.bool)\n  l = prims.convert_element_type(k8, dtypes.float16)\n"
-                       "  m = prims.convert_element_type(k64, dtypes.float8_e4m3fn)\n"
-                       "  return (a, d, e, g, j, k8, k32, k64, ku, kb, l, m)\n");
+  th_trace *tr =
+    parse("def computation(x):\n  # x: \"cpu f32[7, 8]\"\n"
+          "  a = prims.convert_element_type(x, dtypes.float8_e4m3fn)\n"
+          "  b = prims.convert_element_type(a, dtypes.float32)\n  c = prims.mul(b, 2.0)\n"
+          "  d = prims.convert_element_type(c, dtypes.float8_e5m2)\n"
+          "  e = prims.convert_element_type(d, dtypes.float16)\n"
+          "  f = prims.convert_element_type(x, dtypes.bfloat16)\n"
+          "  g = prims.convert_element_type(f, dtypes.float16)\n"
+          "  h = prims.convert_element_type(x, dtypes.float64)\n  i = prims.mul(h, 3.0)\n"
+          "  j = prims.convert_element_type(i, dtypes.float16)\n"
+          "  k8 = prims.convert_element_type(x, dtypes.int8)\n  k32 = prims.convert_element_type(i, dtypes.int32)\n"
+          "  k64 = prims.convert_element_type(x, dtypes.int64)\n  ku = prims.convert_element_type(x, dtypes.uint8)\n"
+          "  kb = prims.convert_element_type(x, dtypes.bool)\n  l = prims.convert_element_type(k8, dtypes.float16)\n"
+          "  m = prims.convert_element_type(k64, dtypes.float8_e4m3fn)\n"
+          "  return (a, d, e, g, j, k8, k32, k64, ku, kb, l, m)\n");
   int64_t s[2] = {7, 8};
   th_tensor *x = tensor_of(TH_F32, 2, s, gen_special);
   fused_vs_eager(tr, &x, 1, 0, "casts of special values");
@@ -523,11 +535,11 @@ static void test_f16_codec_helpers(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_f16_codec_helpers),
-      cmocka_unit_test(test_reductions),     cmocka_unit_test(test_norms_vs_float64),
-      cmocka_unit_test(test_runtime_views),  cmocka_unit_test(test_input_layout_ops),
-      cmocka_unit_test(test_intermediate_layouts), cmocka_unit_test(test_dtype_casts),
-      cmocka_unit_test(test_edge_shapes),      cmocka_unit_test(test_bf16_rounding_helper),
+    cmocka_unit_test(test_f16_codec_helpers),    cmocka_unit_test(test_reductions),
+    cmocka_unit_test(test_norms_vs_float64),     cmocka_unit_test(test_runtime_views),
+    cmocka_unit_test(test_input_layout_ops),     cmocka_unit_test(test_intermediate_layouts),
+    cmocka_unit_test(test_dtype_casts),          cmocka_unit_test(test_edge_shapes),
+    cmocka_unit_test(test_bf16_rounding_helper),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

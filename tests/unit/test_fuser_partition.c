@@ -150,8 +150,6 @@ static void test_copy_never_moved(void **state) {
   th_trace_free(tr);
 }
 
-
-
 /* Seed 004 with work to fuse around the copy_: regions never cross it, RETURN stays last. */
 static void test_regions_around_inplace_copy(void **state) {
   (void)state;
@@ -228,8 +226,10 @@ static void test_no_cycles(void **state) {
     for (int i = 0; i < p->bsyms.n; i++) {
       const th_bsym *b = bsym_at(p, i);
       if (b->sym->id == TH_OP_prims_maximum) i_max = i;
-      if (b->sym->id == TH_OP_DYNAMIC && i_r0 < 0) i_r0 = i;
-      else if (b->sym->id == TH_OP_DYNAMIC && i_r1 < 0) i_r1 = i;
+      if (b->sym->id == TH_OP_DYNAMIC && i_r0 < 0)
+        i_r0 = i;
+      else if (b->sym->id == TH_OP_DYNAMIC && i_r1 < 0)
+        i_r1 = i;
     }
     assert_true(i_r0 < i_max && i_max < i_r1);
     th_trace_free(p);
@@ -272,16 +272,16 @@ static void test_reductions_join(void **state) {
 static void test_norms_one_region(void **state) {
   (void)state;
   static const char *const progs[] = {
-      "def computation(x):\n  # x: \"cpu f32[8, 33]\"\n  t0 = ltorch.softmax(x, 1)  # t0: \"cpu f32[8, 33]\"\n"
-      "  return t0\n",
-      "def computation(x):\n  # x: \"cpu f32[8, 33]\"\n  t0 = ltorch.log_softmax(x, 1)  # t0: \"cpu f32[8, 33]\"\n"
-      "  return t0\n",
-      "def computation(x, w, b):\n  # x: \"cpu f32[2, 8, 33]\"\n  # w: \"cpu f32[33]\"\n  # b: \"cpu f32[33]\"\n"
-      "  t0 = ltorch.layer_norm(x, [33], w, b, 1e-05)  # t0: \"cpu f32[2, 8, 33]\"\n  return t0\n",
-      "def computation(x, w):\n  # x: \"cpu f32[2, 8, 33]\"\n  # w: \"cpu f32[33]\"\n"
-      "  t0 = ltorch.rms_norm(x, [33], w, 1e-06)  # t0: \"cpu f32[2, 8, 33]\"\n  return t0\n",
-      "def computation(x):\n  # x: \"cpu f32[8, 33]\"\n"
-      "  (t0, t1) = ltorch.var_mean(x, 1)\n  t2 = ltorch.sqrt(t0)  # t2: \"cpu f32[8]\"\n  return (t2, t1)\n",
+    "def computation(x):\n  # x: \"cpu f32[8, 33]\"\n  t0 = ltorch.softmax(x, 1)  # t0: \"cpu f32[8, 33]\"\n"
+    "  return t0\n",
+    "def computation(x):\n  # x: \"cpu f32[8, 33]\"\n  t0 = ltorch.log_softmax(x, 1)  # t0: \"cpu f32[8, 33]\"\n"
+    "  return t0\n",
+    "def computation(x, w, b):\n  # x: \"cpu f32[2, 8, 33]\"\n  # w: \"cpu f32[33]\"\n  # b: \"cpu f32[33]\"\n"
+    "  t0 = ltorch.layer_norm(x, [33], w, b, 1e-05)  # t0: \"cpu f32[2, 8, 33]\"\n  return t0\n",
+    "def computation(x, w):\n  # x: \"cpu f32[2, 8, 33]\"\n  # w: \"cpu f32[33]\"\n"
+    "  t0 = ltorch.rms_norm(x, [33], w, 1e-06)  # t0: \"cpu f32[2, 8, 33]\"\n  return t0\n",
+    "def computation(x):\n  # x: \"cpu f32[8, 33]\"\n"
+    "  (t0, t1) = ltorch.var_mean(x, 1)\n  t2 = ltorch.sqrt(t0)  # t2: \"cpu f32[8]\"\n  return (t2, t1)\n",
   };
   static const th_op_id reds[][2] = {{TH_OP_prims_amax, TH_OP_prims_sum},
                                      {TH_OP_prims_amax, TH_OP_prims_sum},
@@ -334,35 +334,35 @@ static void test_horizontal_merge(void **state) {
  * for the matmul. Everything up to the matmul is one region; the transposed fp8 weight is written
  * transposed (contiguous); results are eager's bit for bit (every op is exact). */
 static const char seed003[] =
-    "def computation(input, weight):\n"
-    "  # input: \"cpu bf16[16, 32]\"\n  # weight: \"cpu bf16[64, 32]\"\n"
-    "  t173 = prims.convert_element_type(input, dtypes.float32)\n  t174 = prims.abs(t173)\n"
-    "  t199 = prims.convert_element_type(weight, dtypes.float32)\n  t200 = prims.abs(t199)\n"
-    "  t177 = prims.amax(t174, (0, 1))\n  t203 = prims.amax(t200, (0, 1))\n"
-    "  t9 = prims.convert_element_type(t177, dtypes.float64)\n  t64 = prims.convert_element_type(t203, dtypes.float64)\n"
-    "  t180 = prims.ne(t9, t9)\n  t181 = prims.gt(t9, 1e-12)\n  t182 = prims.where(t181, t9, 1e-12)\n"
-    "  t14 = prims.where(t180, t9, t182)\n"
-    "  t206 = prims.ne(t64, t64)\n  t207 = prims.gt(t64, 1e-12)\n  t208 = prims.where(t207, t64, 1e-12)\n"
-    "  t68 = prims.where(t206, t64, t208)\n"
-    "  res = prims.div(448.0, t14)\n  scale = prims.convert_element_type(res, dtypes.float32)\n"
-    "  t187 = prims.broadcast_in_dim(scale, (16, 32), ())\n  t188 = prims.mul(t173, t187)\n"
-    "  t69 = prims.div(448.0, t68)\n  weight_scale = prims.convert_element_type(t69, dtypes.float32)\n"
-    "  t213 = prims.broadcast_in_dim(weight_scale, (64, 32), ())\n  t214 = prims.mul(t199, t213)\n"
-    "  t247 = prims.reciprocal(scale)\n"
-    "  t189 = prims.ne(t188, t188)\n  t190 = prims.gt(t188, -448.0)\n  t191 = prims.where(t190, t188, -448.0)\n"
-    "  t192 = prims.where(t189, t188, t191)\n  t193 = prims.ne(t192, t192)\n  t194 = prims.lt(t192, 448.0)\n"
-    "  t195 = prims.where(t194, t192, 448.0)\n  t196 = prims.where(t193, t192, t195)\n"
-    "  t248 = prims.reciprocal(weight_scale)\n"
-    "  t215 = prims.ne(t214, t214)\n  t216 = prims.gt(t214, -448.0)\n  t217 = prims.where(t216, t214, -448.0)\n"
-    "  t218 = prims.where(t215, t214, t217)\n  t219 = prims.ne(t218, t218)\n  t220 = prims.lt(t218, 448.0)\n"
-    "  t221 = prims.where(t220, t218, 448.0)\n  t222 = prims.where(t219, t218, t221)\n"
-    "  t197 = prims.convert_element_type(t196, dtypes.float8_e4m3fn)\n"
-    "  t223 = prims.convert_element_type(t222, dtypes.float8_e4m3fn)\n"
-    "  t241 = prims.reshape(t197, (16, 32))\n  t234 = prims.transpose(t223, (1, 0))\n"
-    "  t244 = prims.transpose(t234, (1, 0))\n  t245 = prims.clone(t244)\n  t246 = prims.transpose(t245, (1, 0))\n"
-    "  a16 = prims.convert_element_type(t241, dtypes.float32)\n  b16 = prims.convert_element_type(t246, dtypes.float32)\n"
-    "  t249 = prims.matmul(a16, b16)\n"
-    "  return (t249, t241, t246, t247, t248)\n";
+  "def computation(input, weight):\n"
+  "  # input: \"cpu bf16[16, 32]\"\n  # weight: \"cpu bf16[64, 32]\"\n"
+  "  t173 = prims.convert_element_type(input, dtypes.float32)\n  t174 = prims.abs(t173)\n"
+  "  t199 = prims.convert_element_type(weight, dtypes.float32)\n  t200 = prims.abs(t199)\n"
+  "  t177 = prims.amax(t174, (0, 1))\n  t203 = prims.amax(t200, (0, 1))\n"
+  "  t9 = prims.convert_element_type(t177, dtypes.float64)\n  t64 = prims.convert_element_type(t203, dtypes.float64)\n"
+  "  t180 = prims.ne(t9, t9)\n  t181 = prims.gt(t9, 1e-12)\n  t182 = prims.where(t181, t9, 1e-12)\n"
+  "  t14 = prims.where(t180, t9, t182)\n"
+  "  t206 = prims.ne(t64, t64)\n  t207 = prims.gt(t64, 1e-12)\n  t208 = prims.where(t207, t64, 1e-12)\n"
+  "  t68 = prims.where(t206, t64, t208)\n"
+  "  res = prims.div(448.0, t14)\n  scale = prims.convert_element_type(res, dtypes.float32)\n"
+  "  t187 = prims.broadcast_in_dim(scale, (16, 32), ())\n  t188 = prims.mul(t173, t187)\n"
+  "  t69 = prims.div(448.0, t68)\n  weight_scale = prims.convert_element_type(t69, dtypes.float32)\n"
+  "  t213 = prims.broadcast_in_dim(weight_scale, (64, 32), ())\n  t214 = prims.mul(t199, t213)\n"
+  "  t247 = prims.reciprocal(scale)\n"
+  "  t189 = prims.ne(t188, t188)\n  t190 = prims.gt(t188, -448.0)\n  t191 = prims.where(t190, t188, -448.0)\n"
+  "  t192 = prims.where(t189, t188, t191)\n  t193 = prims.ne(t192, t192)\n  t194 = prims.lt(t192, 448.0)\n"
+  "  t195 = prims.where(t194, t192, 448.0)\n  t196 = prims.where(t193, t192, t195)\n"
+  "  t248 = prims.reciprocal(weight_scale)\n"
+  "  t215 = prims.ne(t214, t214)\n  t216 = prims.gt(t214, -448.0)\n  t217 = prims.where(t216, t214, -448.0)\n"
+  "  t218 = prims.where(t215, t214, t217)\n  t219 = prims.ne(t218, t218)\n  t220 = prims.lt(t218, 448.0)\n"
+  "  t221 = prims.where(t220, t218, 448.0)\n  t222 = prims.where(t219, t218, t221)\n"
+  "  t197 = prims.convert_element_type(t196, dtypes.float8_e4m3fn)\n"
+  "  t223 = prims.convert_element_type(t222, dtypes.float8_e4m3fn)\n"
+  "  t241 = prims.reshape(t197, (16, 32))\n  t234 = prims.transpose(t223, (1, 0))\n"
+  "  t244 = prims.transpose(t234, (1, 0))\n  t245 = prims.clone(t244)\n  t246 = prims.transpose(t245, (1, 0))\n"
+  "  a16 = prims.convert_element_type(t241, dtypes.float32)\n  b16 = prims.convert_element_type(t246, dtypes.float32)\n"
+  "  t249 = prims.matmul(a16, b16)\n"
+  "  return (t249, t241, t246, t247, t248)\n";
 
 static void test_fp8_scaling_one_region(void **state) {
   (void)state;
@@ -408,7 +408,7 @@ static void test_fp8_scaling_one_region(void **state) {
         fail_msg("output %d element %lld: eager %.9g fused %.9g", o, (long long)i, x, y);
     }
   }
-  assert_true(th_tensor_is_contiguous(of[2])); /* the transposed fp8 weight, written transposed */
+  assert_true(th_tensor_is_contiguous(of[2]));  /* the transposed fp8 weight, written transposed */
   assert_false(th_tensor_is_contiguous(oe[2])); /* (eager's is a transposed view) */
   for (int o = 0; o < ne; o++) th_tensor_release(oe[o]), th_tensor_release(of[o]);
   free(oe);
@@ -503,7 +503,8 @@ static void test_broadcast_sinking(void **state) {
               *ze = th_tensor_data(oe[2]);
   for (int i = 0; i < 2 * 3 * 16 * 16; i++) {
     if (!(fabsf(yf[i] - ye[i]) <= 1e-6f)) fail_msg("softmax element %d: fused %g, eager %g", i, yf[i], ye[i]);
-    if (!(fabsf(zf[i] - ze[i]) <= 1e-6f * fabsf(ze[i]))) fail_msg("exp(e) + x element %d: fused %g, eager %g", i, zf[i], ze[i]);
+    if (!(fabsf(zf[i] - ze[i]) <= 1e-6f * fabsf(ze[i])))
+      fail_msg("exp(e) + x element %d: fused %g, eager %g", i, zf[i], ze[i]);
     if ((i % 16) > ((i / 16) % 16)) assert_true(yf[i] == 0.0f); /* masked: exactly 0 */
   }
   for (int i = 0; i < 4; i++) th_tensor_release(of[i]), th_tensor_release(oe[i]);
@@ -516,8 +517,9 @@ static void test_broadcast_sinking(void **state) {
   char text[2048] = "def computation(a, c, m):\n  # a: \"cpu f32[4]\"\n  # c: \"cpu f32[5, 4]\"\n  # m: \"cpu b8[4]\"\n"
                     "  t0 = prims.add(a, a)\n  w0 = prims.where(m, m, m)\n";
   for (int k = 1; k < 10; k++)
-    snprintf(text + strlen(text), sizeof text - strlen(text), "  t%d = prims.add(t%d, t%d)\n  w%d = prims.where(w%d, w%d, w%d)\n",
-             k, k - 1, k - 1, k, k - 1, k - 1, k - 1);
+    snprintf(text + strlen(text), sizeof text - strlen(text),
+             "  t%d = prims.add(t%d, t%d)\n  w%d = prims.where(w%d, w%d, w%d)\n", k, k - 1, k - 1, k, k - 1, k - 1,
+             k - 1);
   snprintf(text + strlen(text), sizeof text - strlen(text),
            "  b = prims.broadcast_in_dim(t9, (5, 4), (1,))\n  wb = prims.broadcast_in_dim(w9, (5, 4), (1,))\n"
            "  y = prims.add(b, c)\n  z = prims.where(wb, y, c)\n  return z\n");
@@ -557,19 +559,19 @@ static void test_sinking_respects_copy(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_chain_one_region),
-      cmocka_unit_test(test_dataflow_vs_consecutive),
-      cmocka_unit_test(test_gemm_convert_sunk),
-      cmocka_unit_test(test_copy_never_moved),
-      cmocka_unit_test(test_regions_around_inplace_copy),
-      cmocka_unit_test(test_effects_not_crossed),
-      cmocka_unit_test(test_no_cycles),
-      cmocka_unit_test(test_reductions_join),
-      cmocka_unit_test(test_norms_one_region),
-      cmocka_unit_test(test_horizontal_merge),
-      cmocka_unit_test(test_fp8_scaling_one_region),
-      cmocka_unit_test(test_broadcast_sinking),
-      cmocka_unit_test(test_sinking_respects_copy),
+    cmocka_unit_test(test_chain_one_region),
+    cmocka_unit_test(test_dataflow_vs_consecutive),
+    cmocka_unit_test(test_gemm_convert_sunk),
+    cmocka_unit_test(test_copy_never_moved),
+    cmocka_unit_test(test_regions_around_inplace_copy),
+    cmocka_unit_test(test_effects_not_crossed),
+    cmocka_unit_test(test_no_cycles),
+    cmocka_unit_test(test_reductions_join),
+    cmocka_unit_test(test_norms_one_region),
+    cmocka_unit_test(test_horizontal_merge),
+    cmocka_unit_test(test_fp8_scaling_one_region),
+    cmocka_unit_test(test_broadcast_sinking),
+    cmocka_unit_test(test_sinking_respects_copy),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

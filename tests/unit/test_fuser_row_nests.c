@@ -44,11 +44,11 @@
  * else recomputed (rows over the buffer length, strided rows). Each variant against a float64
  * reference: softmax p = e / sum(e), out = p / sum(p * p), and e itself. */
 static const char rowbuf_trace[] =
-    "def computation(x):\n  # x: \"cpu f32%s\"\n%s"
-    "  t0 = prims.amax(x1, (1,))\n  t1 = prims.broadcast_in_dim(t0, %s, (0,))\n  t2 = prims.sub(x1, t1)\n"
-    "  t3 = prims.exp(t2)\n  t4 = prims.sum(t3, (1,))\n  t5 = prims.broadcast_in_dim(t4, %s, (0,))\n"
-    "  t6 = prims.div(t3, t5)\n  t7 = prims.mul(t6, t6)\n  t8 = prims.sum(t7, (1,))\n"
-    "  t9 = prims.broadcast_in_dim(t8, %s, (0,))\n  t10 = prims.div(t6, t9)\n  return (t10, t3)\n";
+  "def computation(x):\n  # x: \"cpu f32%s\"\n%s"
+  "  t0 = prims.amax(x1, (1,))\n  t1 = prims.broadcast_in_dim(t0, %s, (0,))\n  t2 = prims.sub(x1, t1)\n"
+  "  t3 = prims.exp(t2)\n  t4 = prims.sum(t3, (1,))\n  t5 = prims.broadcast_in_dim(t4, %s, (0,))\n"
+  "  t6 = prims.div(t3, t5)\n  t7 = prims.mul(t6, t6)\n  t8 = prims.sum(t7, (1,))\n"
+  "  t9 = prims.broadcast_in_dim(t8, %s, (0,))\n  t10 = prims.div(t6, t9)\n  return (t10, t3)\n";
 
 static void rowbuf_case(int64_t R, int64_t C, bool transposed) {
   char in_shape[64], dom[64], text[2048];
@@ -56,8 +56,10 @@ static void rowbuf_case(int64_t R, int64_t C, bool transposed) {
   shape_str(in_shape, sizeof in_shape, 2, ishape);
   tuple_str(dom, sizeof dom, 2, dshape);
   char x1[128];
-  if (transposed) snprintf(x1, sizeof x1, "  x1 = prims.transpose(x, (1, 0))\n");
-  else snprintf(x1, sizeof x1, "  x1 = prims.reshape(x, %s)\n", dom);
+  if (transposed)
+    snprintf(x1, sizeof x1, "  x1 = prims.transpose(x, (1, 0))\n");
+  else
+    snprintf(x1, sizeof x1, "  x1 = prims.reshape(x, %s)\n", dom);
   snprintf(text, sizeof text, rowbuf_trace, in_shape, x1, dom, dom, dom);
   th_trace *tr = parse(text);
   th_tensor *x = random_tensor(TH_F32, 2, ishape);
@@ -115,11 +117,11 @@ static void test_row_buffers(void **state) {
   th_fuser_region_clear(&r);
   th_trace_free(p);
   th_trace_free(tr);
-  rowbuf_case(6, 1000, false);   /* buffered */
-  rowbuf_case(3, 20000, false);  /* rows over the buffer length: recomputed */
-  rowbuf_case(1000, 6, true);    /* strided rows: recomputed */
-  rowbuf_case(5, 4096, false);   /* exactly the buffer length */
-  rowbuf_case(5, 4097, false);   /* one over: recomputed */
+  rowbuf_case(6, 1000, false);  /* buffered */
+  rowbuf_case(3, 20000, false); /* rows over the buffer length: recomputed */
+  rowbuf_case(1000, 6, true);   /* strided rows: recomputed */
+  rowbuf_case(5, 4096, false);  /* exactly the buffer length */
+  rowbuf_case(5, 4097, false);  /* one over: recomputed */
 }
 
 /* A read whose inner dims reach only stride-0 dims of its view chain (a per-row input broadcast along the
@@ -175,15 +177,16 @@ static void test_invariant_reads(void **state) {
   char text[2048];
   for (int c = 0; c < 2; c++) {
     int64_t n = c ? 0 : 50; /* rows of length 0 read nothing */
-    snprintf(text, sizeof text,
-             "def computation(x, r, e, w, q):\n  # x: \"cpu f32[37, %lld]\"\n  # r: \"cpu f32[37]\"\n"
-             "  # e: \"cpu f32[37, 1]\"\n  # w: \"cpu f32[%lld]\"\n  # q: \"cpu f32[37]\"\n"
-             "  rb = prims.broadcast_in_dim(r, (37, %lld), (0,))\n  eb = prims.broadcast_in_dim(e, (37, %lld), (0, 1))\n"
-             "  wb = prims.broadcast_in_dim(w, (37, %lld), (1,))\n  q1 = prims.reshape(q, (37, 1))\n"
-             "  qb = prims.broadcast_in_dim(q1, (37, %lld), (0, 1))\n  t0 = prims.sub(x, rb)\n  t1 = prims.mul(t0, eb)\n"
-             "  t2 = prims.add(t1, wb)\n  t3 = prims.mul(t2, qb)\n  s = prims.sum(t3, (1,))\n"
-             "  sb = prims.broadcast_in_dim(s, (37, %lld), (0,))\n  y = prims.sub(t3, sb)\n  return (y, s)\n",
-             (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n);
+    snprintf(
+      text, sizeof text,
+      "def computation(x, r, e, w, q):\n  # x: \"cpu f32[37, %lld]\"\n  # r: \"cpu f32[37]\"\n"
+      "  # e: \"cpu f32[37, 1]\"\n  # w: \"cpu f32[%lld]\"\n  # q: \"cpu f32[37]\"\n"
+      "  rb = prims.broadcast_in_dim(r, (37, %lld), (0,))\n  eb = prims.broadcast_in_dim(e, (37, %lld), (0, 1))\n"
+      "  wb = prims.broadcast_in_dim(w, (37, %lld), (1,))\n  q1 = prims.reshape(q, (37, 1))\n"
+      "  qb = prims.broadcast_in_dim(q1, (37, %lld), (0, 1))\n  t0 = prims.sub(x, rb)\n  t1 = prims.mul(t0, eb)\n"
+      "  t2 = prims.add(t1, wb)\n  t3 = prims.mul(t2, qb)\n  s = prims.sum(t3, (1,))\n"
+      "  sb = prims.broadcast_in_dim(s, (37, %lld), (0,))\n  y = prims.sub(t3, sb)\n  return (y, s)\n",
+      (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n, (long long)n);
     const int64_t shapes[5][3] = {{37, n}, {37}, {37, 1}, {n}, {37}};
     const int ndims[5] = {2, 1, 2, 1, 1};
     inv_case(text, rows_names, 3, shapes, ndims, n > 0);
@@ -210,16 +213,20 @@ static char *section(const char *src, const char *from, const char *to) {
 
 static void pf_case(const char *body, const char *pf_from, const char *pf_to, bool bitwise) {
   static const char *const fused[] = {"fuser", "eager"}, *const eager[] = {"eager"};
-  static const int64_t shapes[][2] = {{7, 1}, {7, 63}, {7, 64}, {5, 65}, {3, 255}, {3, 256}, {4, 257}, {3, 1000}, {2, 5000}, {1, 100}, {9, 130}};
+  static const int64_t shapes[][2] = {{7, 1},   {7, 63},   {7, 64},   {5, 65},  {3, 255}, {3, 256},
+                                      {4, 257}, {3, 1000}, {2, 5000}, {1, 100}, {9, 130}};
   for (int c = 0; c < (int)(sizeof shapes / sizeof *shapes) + 1; c++) {
     bool tr_in = c == (int)(sizeof shapes / sizeof *shapes); /* last: x transposed (strided rows) */
     int64_t R = tr_in ? 6 : shapes[c][0], C = tr_in ? 70 : shapes[c][1];
     char text[1024];
     if (tr_in)
-      snprintf(text, sizeof text, "def computation(xt):\n  # xt: \"cpu f32[%lld, %lld]\"\n"
-               "  x = prims.transpose(xt, (1, 0))\n%s", (long long)C, (long long)R, body);
+      snprintf(text, sizeof text,
+               "def computation(xt):\n  # xt: \"cpu f32[%lld, %lld]\"\n"
+               "  x = prims.transpose(xt, (1, 0))\n%s",
+               (long long)C, (long long)R, body);
     else
-      snprintf(text, sizeof text, "def computation(x):\n  # x: \"cpu f32[%lld, %lld]\"\n%s", (long long)R, (long long)C, body);
+      snprintf(text, sizeof text, "def computation(x):\n  # x: \"cpu f32[%lld, %lld]\"\n%s", (long long)R, (long long)C,
+               body);
     for (int k = 0; k < 2; k++) { /* the shape placeholders RR and CC */
       char *at;
       while ((at = strstr(text, k ? "CC" : "RR"))) {
@@ -264,8 +271,8 @@ static void pf_case(const char *body, const char *pf_from, const char *pf_to, bo
     const float *f = th_tensor_data(of[0]), *g = th_tensor_data(oe[0]);
     for (int64_t e = 0; e < R * C; e++)
       if (bitwise ? memcmp(f + e, g + e, 4) != 0 : fabsf(f[e] - g[e]) > 2e-6f * fabsf(g[e]))
-        fail_msg("[%lld, %lld]%s element %lld: fused %a, eager %a", (long long)R, (long long)C, tr_in ? " (transposed)" : "",
-                 (long long)e, f[e], g[e]);
+        fail_msg("[%lld, %lld]%s element %lld: fused %a, eager %a", (long long)R, (long long)C,
+                 tr_in ? " (transposed)" : "", (long long)e, f[e], g[e]);
     th_tensor_release(of[0]), th_tensor_release(oe[0]), th_tensor_release(x);
     free(of), free(oe);
     th_trace_free(tr);
@@ -293,13 +300,14 @@ static void test_row_prefetch(void **state) {
  * row, e [R, 1] expanded, s 0-d; and the full sum of s broadcast to [R, C]: exact in int64 */
 static void test_invariant_row_reads(void **state) {
   (void)state;
-  th_trace *tr = parse("def computation(x, r, e, s):\n"
-                       "  # x: \"cpu i64[3, 8193]\"\n  # r: \"cpu i64[3]\"\n  # e: \"cpu i64[3, 1]\"\n  # s: \"cpu i64[]\"\n"
-                       "  rb = prims.broadcast_in_dim(r, (3, 8193), (0,))\n"
-                       "  eb = prims.broadcast_in_dim(e, (3, 8193), (0, 1))\n"
-                       "  sb = prims.broadcast_in_dim(s, (3, 8193), ())\n"
-                       "  t0 = prims.mul(rb, eb)\n  t1 = prims.add(x, t0)\n  t2 = prims.sub(t1, sb)\n"
-                       "  t3 = prims.sum(t2, (1,))\n  t4 = prims.sum(sb, (0, 1))\n  return (t3, t4)\n");
+  th_trace *tr =
+    parse("def computation(x, r, e, s):\n"
+          "  # x: \"cpu i64[3, 8193]\"\n  # r: \"cpu i64[3]\"\n  # e: \"cpu i64[3, 1]\"\n  # s: \"cpu i64[]\"\n"
+          "  rb = prims.broadcast_in_dim(r, (3, 8193), (0,))\n"
+          "  eb = prims.broadcast_in_dim(e, (3, 8193), (0, 1))\n"
+          "  sb = prims.broadcast_in_dim(s, (3, 8193), ())\n"
+          "  t0 = prims.mul(rb, eb)\n  t1 = prims.add(x, t0)\n  t2 = prims.sub(t1, sb)\n"
+          "  t3 = prims.sum(t2, (1,))\n  t4 = prims.sum(sb, (0, 1))\n  return (t3, t4)\n");
   int64_t sx[2] = {3, 8193}, sr[1] = {3}, se[2] = {3, 1};
   th_tensor *x = th_tensor_new(TH_I64, 2, sx), *r = th_tensor_new(TH_I64, 1, sr), *e = th_tensor_new(TH_I64, 2, se),
             *s = th_tensor_new(TH_I64, 0, NULL);
@@ -349,10 +357,10 @@ static char *first_region_source(const char *text) {
 static void test_reduction_only_regions_unchunked(void **state) {
   (void)state;
   static const char *const bodies[] = {
-      "  xf = prims.convert_element_type(x, dtypes.float32)\n  q = prims.mul(xf, xf)\n  s = prims.sum(q, (1,))\n"
-      "  return s\n",
-      "  a = prims.mul(x, 2.0)\n  v, m = prims.var_mean(a, (1,), correction=0)\n  return (v, m)\n",
-      "  a = prims.abs(x)\n  s = prims.amax(a, (1,))\n  return s\n",
+    "  xf = prims.convert_element_type(x, dtypes.float32)\n  q = prims.mul(xf, xf)\n  s = prims.sum(q, (1,))\n"
+    "  return s\n",
+    "  a = prims.mul(x, 2.0)\n  v, m = prims.var_mean(a, (1,), correction=0)\n  return (v, m)\n",
+    "  a = prims.abs(x)\n  s = prims.amax(a, (1,))\n  return s\n",
   };
   static const char *const dts[] = {"bf16", "f32", "f32"};
   for (int c = 0; c < 3; c++) {
@@ -395,8 +403,9 @@ static void int_case(int64_t R, int64_t C) {
       int64_t y = xp[r * C + j] - s, e = r * C + j;
       bool ok = ((int64_t *)th_tensor_data(o[2]))[e] == y && ((int32_t *)th_tensor_data(o[3]))[e] == (int32_t)y &&
                 ((int16_t *)th_tensor_data(o[4]))[e] == (int16_t)y && ((bool *)th_tensor_data(o[5]))[e] == (y > 0);
-      if (!ok) fail_msg("[%lld, %lld] element (%lld, %lld): y = %lld wrong in some output", (long long)R, (long long)C,
-                        (long long)r, (long long)j, (long long)y);
+      if (!ok)
+        fail_msg("[%lld, %lld] element (%lld, %lld): y = %lld wrong in some output", (long long)R, (long long)C,
+                 (long long)r, (long long)j, (long long)y);
     }
   }
   release_all(o, n);
@@ -420,22 +429,28 @@ static void softmax_case(int nd, const int64_t *shape, int r, bool tr_in, int na
   for (int d = 0; d < nd; d++) {
     snprintf(dom + strlen(dom), sizeof dom - strlen(dom), "%lld%s", (long long)shape[d], d + 1 < nd ? ", " : ")");
     snprintf(perm + strlen(perm), sizeof perm - strlen(perm), "%d%s", nd - 1 - d, d + 1 < nd ? ", " : ")");
-    if (d < nd - r) snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "%d, ", d);
-    else snprintf(red + strlen(red), sizeof red - strlen(red), "%d, ", d), ninner *= shape[d];
+    if (d < nd - r)
+      snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "%d, ", d);
+    else
+      snprintf(red + strlen(red), sizeof red - strlen(red), "%d, ", d), ninner *= shape[d];
     numel *= shape[d];
   }
   strcat(keep, ")"), strcat(red, ")");
   char ishape[96] = "[";
   for (int d = 0; d < nd; d++)
-    snprintf(ishape + strlen(ishape), sizeof ishape - strlen(ishape), "%lld%s", (long long)shape[tr_in ? nd - 1 - d : d],
-             d + 1 < nd ? ", " : "]");
+    snprintf(ishape + strlen(ishape), sizeof ishape - strlen(ishape), "%lld%s",
+             (long long)shape[tr_in ? nd - 1 - d : d], d + 1 < nd ? ", " : "]");
   len += (size_t)snprintf(text + len, sizeof text - len, "def computation(xi");
   for (int k = 0; k < nadd; k++) len += (size_t)snprintf(text + len, sizeof text - len, ", w%d", k);
   len += (size_t)snprintf(text + len, sizeof text - len, "):\n  # xi: \"cpu f64%s\"\n", ishape);
-  for (int k = 0; k < nadd; k++) len += (size_t)snprintf(text + len, sizeof text - len, "  # w%d: \"cpu f64%s\"\n", k, ishape);
-  if (tr_in) len += (size_t)snprintf(text + len, sizeof text - len, "  x0 = prims.transpose(xi, %s)\n", perm);
-  else len += (size_t)snprintf(text + len, sizeof text - len, "  x0 = prims.mul(xi, 1.0)\n");
-  for (int k = 0; k < nadd; k++) len += (size_t)snprintf(text + len, sizeof text - len, "  x%d = prims.add(x%d, w%d)\n", k + 1, k, k);
+  for (int k = 0; k < nadd; k++)
+    len += (size_t)snprintf(text + len, sizeof text - len, "  # w%d: \"cpu f64%s\"\n", k, ishape);
+  if (tr_in)
+    len += (size_t)snprintf(text + len, sizeof text - len, "  x0 = prims.transpose(xi, %s)\n", perm);
+  else
+    len += (size_t)snprintf(text + len, sizeof text - len, "  x0 = prims.mul(xi, 1.0)\n");
+  for (int k = 0; k < nadd; k++)
+    len += (size_t)snprintf(text + len, sizeof text - len, "  x%d = prims.add(x%d, w%d)\n", k + 1, k, k);
   snprintf(text + len, sizeof text - len,
            "  m = prims.amax(x%d, %s)\n  mb = prims.broadcast_in_dim(m, %s, %s)\n  t = prims.sub(x%d, mb)\n"
            "  e = prims.exp(t)\n  s = prims.sum(e, %s)\n  sb = prims.broadcast_in_dim(s, %s, %s)\n"
@@ -484,24 +499,25 @@ static void softmax_case(int nd, const int64_t *shape, int r, bool tr_in, int na
 
 static void test_f64_softmax_layouts(void **state) {
   (void)state;
-  static const int64_t cs[] = {1, 63, 64, 65, 255, 256, 257, 2049, 4097}; /* 2049: past 16 KiB; 4097: past the row buffers */
+  static const int64_t cs[] = {1,   63,  64,   65,  255,
+                               256, 257, 2049, 4097}; /* 2049: past 16 KiB; 4097: past the row buffers */
   for (int k = 0; k < (int)(sizeof cs / sizeof *cs); k++) softmax_case(2, (int64_t[]){4, cs[k]}, 1, false, 0);
-  softmax_case(2, (int64_t[]){1, 300}, 1, false, 0);              /* one row */
-  softmax_case(4, (int64_t[]){2, 3, 4, 40}, 2, false, 0);         /* two inner dims: ninner 160 */
-  softmax_case(4, (int64_t[]){2, 3, 4, 40}, 2, true, 0);          /* transposed: the strided walks */
-  softmax_case(3, (int64_t[]){3, 1, 1}, 1, false, 0);             /* rows of one element */
-  softmax_case(2, (int64_t[]){3, 70}, 1, false, 17);              /* 18 inputs + 2 outputs: over 16 slots */
+  softmax_case(2, (int64_t[]){1, 300}, 1, false, 0);      /* one row */
+  softmax_case(4, (int64_t[]){2, 3, 4, 40}, 2, false, 0); /* two inner dims: ninner 160 */
+  softmax_case(4, (int64_t[]){2, 3, 4, 40}, 2, true, 0);  /* transposed: the strided walks */
+  softmax_case(3, (int64_t[]){3, 1, 1}, 1, false, 0);     /* rows of one element */
+  softmax_case(2, (int64_t[]){3, 70}, 1, false, 17);      /* 18 inputs + 2 outputs: over 16 slots */
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_row_buffers),
-      cmocka_unit_test(test_invariant_reads),
-      cmocka_unit_test(test_row_prefetch),
-      cmocka_unit_test(test_invariant_row_reads),
-      cmocka_unit_test(test_reduction_only_regions_unchunked),
-      cmocka_unit_test(test_int_rows_exact_over_chunks),
-      cmocka_unit_test(test_f64_softmax_layouts),
+    cmocka_unit_test(test_row_buffers),
+    cmocka_unit_test(test_invariant_reads),
+    cmocka_unit_test(test_row_prefetch),
+    cmocka_unit_test(test_invariant_row_reads),
+    cmocka_unit_test(test_reduction_only_regions_unchunked),
+    cmocka_unit_test(test_int_rows_exact_over_chunks),
+    cmocka_unit_test(test_f64_softmax_layouts),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

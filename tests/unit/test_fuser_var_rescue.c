@@ -53,13 +53,13 @@ static void expect_close(double got, double want, const char *what, int c, int r
  * inf), 5 NaN in the middle, 6 ordinary values around 1e3 (the two-pass path). */
 static double row_value(int kind, int64_t j, int64_t n) {
   switch (kind) {
-  case 0: return 1e306;
-  case 1: return 1.7e308;
-  case 2: return j == n / 2 ? nextafter(1e306, INFINITY) : 1e306;
-  case 3: return j == 0 ? INFINITY : 2.5;
-  case 4: return j == n - 1 ? INFINITY : 2.5;
-  case 5: return j == n / 2 ? NAN : 2.5;
-  default: return 1e3 + 0.001 * (double)((j * 37) % 101);
+    case 0: return 1e306;
+    case 1: return 1.7e308;
+    case 2: return j == n / 2 ? nextafter(1e306, INFINITY) : 1e306;
+    case 3: return j == 0 ? INFINITY : 2.5;
+    case 4: return j == n - 1 ? INFINITY : 2.5;
+    case 5: return j == n / 2 ? NAN : 2.5;
+    default: return 1e3 + 0.001 * (double)((j * 37) % 101);
   }
 }
 
@@ -71,22 +71,42 @@ static void test_var_rescue_threads(void **state) {
     int64_t rowlen, rowstride, elstride, shape[3];
     int nd;
   } cases[] = {
-      /* one row of 60000 (parallel passes) */
-      {"def computation(x):\n  # x: \"cpu f64[3, 20000]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (0, 1), correction=1.0)\n  return (v, m)\n",
-       1, 60000, 60000, 1, {3, 20000}, 2},
-      /* 64 rows of 1024 (65536 elements: rows on threads) */
-      {"def computation(x):\n  # x: \"cpu f64[64, 1024]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (1,), correction=0.0)\n  return (v, m)\n",
-       64, 1024, 1024, 1, {64, 1024}, 2},
-      /* the same rows transposed (the strided walk on threads) */
-      {"def computation(x):\n  # x: \"cpu f64[1024, 64]\"\n  xt = prims.transpose(x, (1, 0))\n"
-       "  t = prims.mul(xt, 1.0)\n  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
-       64, 1024, 1, 64, {1024, 64}, 2},
-      /* rows of two inner dims, [4, 128, 256] over (1, 2): 32768 elements a row */
-      {"def computation(x):\n  # x: \"cpu f64[4, 128, 256]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (1, 2), correction=2.0)\n  return (v, m)\n",
-       4, 32768, 32768, 1, {4, 128, 256}, 3},
+    /* one row of 60000 (parallel passes) */
+    {"def computation(x):\n  # x: \"cpu f64[3, 20000]\"\n  t = prims.mul(x, 1.0)\n"
+     "  (v, m) = prims.var_mean(t, (0, 1), correction=1.0)\n  return (v, m)\n",
+     1,
+     60000,
+     60000,
+     1,
+     {3, 20000},
+     2},
+    /* 64 rows of 1024 (65536 elements: rows on threads) */
+    {"def computation(x):\n  # x: \"cpu f64[64, 1024]\"\n  t = prims.mul(x, 1.0)\n"
+     "  (v, m) = prims.var_mean(t, (1,), correction=0.0)\n  return (v, m)\n",
+     64,
+     1024,
+     1024,
+     1,
+     {64, 1024},
+     2},
+    /* the same rows transposed (the strided walk on threads) */
+    {"def computation(x):\n  # x: \"cpu f64[1024, 64]\"\n  xt = prims.transpose(x, (1, 0))\n"
+     "  t = prims.mul(xt, 1.0)\n  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
+     64,
+     1024,
+     1,
+     64,
+     {1024, 64},
+     2},
+    /* rows of two inner dims, [4, 128, 256] over (1, 2): 32768 elements a row */
+    {"def computation(x):\n  # x: \"cpu f64[4, 128, 256]\"\n  t = prims.mul(x, 1.0)\n"
+     "  (v, m) = prims.var_mean(t, (1, 2), correction=2.0)\n  return (v, m)\n",
+     4,
+     32768,
+     32768,
+     1,
+     {4, 128, 256},
+     3},
   };
   for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
     for (int variant = 0; variant < (cases[c].nrows == 1 ? 7 : 1); variant++) {
@@ -125,8 +145,7 @@ static void test_var_rescue_threads(void **state) {
 }
 
 static void expect_close_row(double got, double want, const char *what, int row) {
-  if (isnan(want) ? isnan(got) : (isinf(want) ? got == want : fabs(got - want) <= 1e-13 * fabs(want)))
-    return;
+  if (isnan(want) ? isnan(got) : (isinf(want) ? got == want : fabs(got - want) <= 1e-13 * fabs(want))) return;
   fail_msg("%s of row %d: got %.17g, want %.17g", what, row, got, want);
 }
 
@@ -144,18 +163,38 @@ static void test_f64_var_near_max(void **state) {
     int64_t shape[3];
     int nd;
   } cases[] = {
-      {"def computation(x):\n  # x: \"cpu f64[5, 100]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
-       5, 100, 100, 1, {5, 100}, 2},
-      {"def computation(x):\n  # x: \"cpu f64[2, 5, 20]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (1, 2), correction=1.0)\n  return (v, m)\n",
-       2, 100, 100, 1, {2, 5, 20}, 3},
-      {"def computation(x):\n  # x: \"cpu f64[100]\"\n  t = prims.mul(x, 1.0)\n"
-       "  (v, m) = prims.var_mean(t, (0,), correction=0.0)\n  return (v, m)\n",
-       1, 100, 100, 1, {100}, 1},
-      {"def computation(x):\n  # x: \"cpu f64[100, 5]\"\n  xt = prims.transpose(x, (1, 0))\n"
-       "  t = prims.mul(xt, 1.0)\n  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
-       5, 100, 1, 5, {100, 5}, 2},
+    {"def computation(x):\n  # x: \"cpu f64[5, 100]\"\n  t = prims.mul(x, 1.0)\n"
+     "  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
+     5,
+     100,
+     100,
+     1,
+     {5, 100},
+     2},
+    {"def computation(x):\n  # x: \"cpu f64[2, 5, 20]\"\n  t = prims.mul(x, 1.0)\n"
+     "  (v, m) = prims.var_mean(t, (1, 2), correction=1.0)\n  return (v, m)\n",
+     2,
+     100,
+     100,
+     1,
+     {2, 5, 20},
+     3},
+    {"def computation(x):\n  # x: \"cpu f64[100]\"\n  t = prims.mul(x, 1.0)\n"
+     "  (v, m) = prims.var_mean(t, (0,), correction=0.0)\n  return (v, m)\n",
+     1,
+     100,
+     100,
+     1,
+     {100},
+     1},
+    {"def computation(x):\n  # x: \"cpu f64[100, 5]\"\n  xt = prims.transpose(x, (1, 0))\n"
+     "  t = prims.mul(xt, 1.0)\n  (v, m) = prims.var_mean(t, (1,), correction=1.0)\n  return (v, m)\n",
+     5,
+     100,
+     1,
+     5,
+     {100, 5},
+     2},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     th_trace *tr = parse(cases[c].trace);
@@ -163,8 +202,11 @@ static void test_f64_var_near_max(void **state) {
     double *xp = th_tensor_data(x);
     for (int r = 0; r < cases[c].nrows; r++)
       for (int j = 0; j < cases[c].rowlen; j++) {
-        double v = r == 0 ? 1e306 : r == 1 ? 1.7e308 : r == 2 ? (j == 37 ? nextafter(1e306, INFINITY) : 1e306)
-                 : r == 3 ? (j == 5 ? INFINITY : 2.5) : 1e3 + 0.001 * ((j * 37) % 101);
+        double v = r == 0   ? 1e306
+                   : r == 1 ? 1.7e308
+                   : r == 2 ? (j == 37 ? nextafter(1e306, INFINITY) : 1e306)
+                   : r == 3 ? (j == 5 ? INFINITY : 2.5)
+                            : 1e3 + 0.001 * ((j * 37) % 101);
         xp[r * cases[c].rowstride + j * cases[c].elstride] = v;
       }
     th_tensor *in[1] = {x};
@@ -189,8 +231,8 @@ static void test_f64_var_near_max(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_f64_var_near_max),
-      cmocka_unit_test(test_var_rescue_threads),
+    cmocka_unit_test(test_f64_var_near_max),
+    cmocka_unit_test(test_var_rescue_threads),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

@@ -47,7 +47,10 @@ static void test_where_select(void **state) {
              "def computation(p, a, b):\n  # p: \"cpu i32[4099]\"\n  # a: \"cpu %s[4099]\"\n  # b: \"cpu %s[4099]\"\n"
              "  t0 = prims.gt(p, 0)\n  t1 = prims.where(t0, a, b)\n  t2 = prims.lt(p, -1)\n"
              "  t3 = prims.where(t2, %s, t1)\n  return t3\n",
-             dts[k], dts[k], tds[k] == TH_BOOL ? "True" : tds[k] == TH_I64 ? "7" : "-0.0");
+             dts[k], dts[k],
+             tds[k] == TH_BOOL  ? "True"
+             : tds[k] == TH_I64 ? "7"
+                                : "-0.0");
     th_trace *tr = parse(text);
     assert_int_equal(count_fused(tr, fused, 2), 4);
     int64_t n = 4099;
@@ -64,8 +67,9 @@ static void test_where_select(void **state) {
         bd[i * es + j] = (unsigned char)(r >> 48);
       }
       if (tds[k] == TH_BOOL) ad[i] &= 1, bd[i] &= 1;
-      if (tds[k] == TH_F32 && i % 7 == 0) memcpy(ad + i * es, &(uint32_t){0x7fa00001u + (uint32_t)i}, 4); /* NaN payloads */
-      if (tds[k] == TH_F32 && i % 11 == 0) memcpy(bd + i * es, &(uint32_t){0x80000000u}, 4);              /* -0.0 */
+      if (tds[k] == TH_F32 && i % 7 == 0)
+        memcpy(ad + i * es, &(uint32_t){0x7fa00001u + (uint32_t)i}, 4);                      /* NaN payloads */
+      if (tds[k] == TH_F32 && i % 11 == 0) memcpy(bd + i * es, &(uint32_t){0x80000000u}, 4); /* -0.0 */
     }
     int nout = 0, nref = 0;
     th_tensor **out = run_with(tr, fused, 2, in, 3, &nout), **ref = run_with(tr, eager, 1, in, 3, &nref);
@@ -141,8 +145,8 @@ static uint8_t rbyte(void) {
 typedef struct {
   const char *name;
   th_dtype dt;
-  const char *cst;          /* the constant's trace literal */
-  unsigned char cbits[8];   /* its bits in dt (little endian) */
+  const char *cst;        /* the constant's trace literal */
+  unsigned char cbits[8]; /* its bits in dt (little endian) */
 } where_dtype;
 
 static void where_case(const where_dtype *w) {
@@ -183,7 +187,8 @@ static void where_case(const where_dtype *w) {
   const uint8_t *od = th_tensor_data(o);
   for (int r = 0; r < R; r++)
     for (int c = 0; c < C; c++) {
-      const uint8_t *want = pd[r * C + c] > 0 ? (qd[r * C + c] ? ad + r * es : bd + ((size_t)c * R + r) * es) : w->cbits;
+      const uint8_t *want =
+        pd[r * C + c] > 0 ? (qd[r * C + c] ? ad + r * es : bd + ((size_t)c * R + r) * es) : w->cbits;
       if (memcmp(od + ((size_t)r * C + c) * es, want, es))
         fail_msg("where %s [%d, %d]: fused bits differ from the selected input's", w->name, r, c);
     }
@@ -195,22 +200,22 @@ static void where_case(const where_dtype *w) {
 static void test_where_all_dtypes(void **state) {
   (void)state;
   static const where_dtype cases[] = {
-      {"u8", TH_U8, "255", {0xff}},
-      {"i8", TH_I8, "-128", {0x80}},
-      {"i16", TH_I16, "-32768", {0x00, 0x80}},
-      {"i32", TH_I32, "2147483647", {0xff, 0xff, 0xff, 0x7f}},
-      {"i64", TH_I64, "-9223372036854775807", {0x01, 0, 0, 0, 0, 0, 0, 0x80}},
-      {"f16", TH_F16, "-0.0", {0x00, 0x80}},
-      {"f64", TH_F64, "-float('inf')", {0, 0, 0, 0, 0, 0, 0xf0, 0xff}},
-      {"b8", TH_BOOL, "True", {0x01}},
+    {"u8", TH_U8, "255", {0xff}},
+    {"i8", TH_I8, "-128", {0x80}},
+    {"i16", TH_I16, "-32768", {0x00, 0x80}},
+    {"i32", TH_I32, "2147483647", {0xff, 0xff, 0xff, 0x7f}},
+    {"i64", TH_I64, "-9223372036854775807", {0x01, 0, 0, 0, 0, 0, 0, 0x80}},
+    {"f16", TH_F16, "-0.0", {0x00, 0x80}},
+    {"f64", TH_F64, "-float('inf')", {0, 0, 0, 0, 0, 0, 0xf0, 0xff}},
+    {"b8", TH_BOOL, "True", {0x01}},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) where_case(&cases[k]);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_where_select),
-      cmocka_unit_test(test_where_all_dtypes),
+    cmocka_unit_test(test_where_select),
+    cmocka_unit_test(test_where_all_dtypes),
   };
   return cmocka_run_group_tests(tests, setup_cache, NULL);
 }

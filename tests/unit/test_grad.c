@@ -30,10 +30,10 @@
 
 static const th_device CPU = {TH_CPU, 0};
 
-#define assert_near(a, b, tol) \
-  do { \
-    double a_ = (a), b_ = (b); \
-    if (!(fabs(a_ - b_) <= (tol))) fail_msg("%s = %.17g, expected %.17g (+- %g)", #a, a_, b_, (double)(tol)); \
+#define assert_near(a, b, tol)                                                                                         \
+  do {                                                                                                                 \
+    double a_ = (a), b_ = (b);                                                                                         \
+    if (!(fabs(a_ - b_) <= (tol))) fail_msg("%s = %.17g, expected %.17g (+- %g)", #a, a_, b_, (double)(tol));          \
   } while (0)
 
 /* ---- helpers ---------------------------------------------------------------------------------------- */
@@ -58,7 +58,9 @@ static th_arg callk(th_trace *tr, const char *op, int n, const th_arg *args, int
   if (th_trace_call(tr, op, n, args, nk, kn, kw, &out) != TH_OK) fail_msg("%s: %s", op, th_last_error());
   return out;
 }
-static th_arg call(th_trace *tr, const char *op, int n, const th_arg *args) { return callk(tr, op, n, args, 0, NULL, NULL); }
+static th_arg call(th_trace *tr, const char *op, int n, const th_arg *args) {
+  return callk(tr, op, n, args, 0, NULL, NULL);
+}
 static th_arg call1(th_trace *tr, const char *op, th_arg a) { return call(tr, op, 1, &a); }
 static th_arg call2(th_trace *tr, const char *op, th_arg a, th_arg b) {
   th_arg args[2] = {a, b};
@@ -95,9 +97,12 @@ static void fill(th_tensor *t, double lo, double hi) {
 
 static double get(const th_tensor *t, int64_t i) { return th_tensor_get_f64(t, i); }
 static void set(th_tensor *t, int64_t i, double x) {
-  if (th_tensor_dtype(t) == TH_F64) ((double *)th_tensor_data(t))[i] = x;
-  else if (th_tensor_dtype(t) == TH_F32) ((float *)th_tensor_data(t))[i] = (float)x;
-  else fail_msg("set: dtype");
+  if (th_tensor_dtype(t) == TH_F64)
+    ((double *)th_tensor_data(t))[i] = x;
+  else if (th_tensor_dtype(t) == TH_F32)
+    ((float *)th_tensor_data(t))[i] = (float)x;
+  else
+    fail_msg("set: dtype");
 }
 
 static th_program *compile(const th_trace *tr) {
@@ -225,15 +230,18 @@ static void unary_case(const char *op, double lo, double hi) {
 
 static void test_unary(void **state) {
   (void)state;
-  static const struct { const char *op; double lo, hi; } cases[] = {
-      {"prims.abs", 0.2, 2}, {"prims.neg", -2, 2}, {"prims.exp", -2, 2}, {"prims.exp2", -2, 2},
-      {"prims.expm1", -2, 2}, {"prims.log", 0.3, 3}, {"prims.log1p", -0.5, 2}, {"prims.log2", 0.3, 3},
-      {"prims.log10", 0.3, 3}, {"prims.sin", -3, 3}, {"prims.cos", -3, 3}, {"prims.tan", -1.2, 1.2},
-      {"prims.sinh", -2, 2}, {"prims.cosh", -2, 2}, {"prims.tanh", -2, 2}, {"prims.asin", -0.8, 0.8},
-      {"prims.acos", -0.8, 0.8}, {"prims.atan", -3, 3}, {"prims.asinh", -3, 3}, {"prims.acosh", 1.3, 3},
-      {"prims.atanh", -0.8, 0.8}, {"prims.erf", -2, 2}, {"prims.erfc", -2, 2}, {"prims.reciprocal", 0.5, 2},
-      {"prims.sqrt", 0.3, 3}, {"prims.rsqrt", 0.3, 3}, {"prims.lgamma", 0.1, 9}, {"prims.lgamma", -2.9, -2.1},
-      {"prims.lgamma", 0.4, 0.6},
+  static const struct {
+    const char *op;
+    double lo, hi;
+  } cases[] = {
+    {"prims.abs", 0.2, 2},      {"prims.neg", -2, 2},    {"prims.exp", -2, 2},     {"prims.exp2", -2, 2},
+    {"prims.expm1", -2, 2},     {"prims.log", 0.3, 3},   {"prims.log1p", -0.5, 2}, {"prims.log2", 0.3, 3},
+    {"prims.log10", 0.3, 3},    {"prims.sin", -3, 3},    {"prims.cos", -3, 3},     {"prims.tan", -1.2, 1.2},
+    {"prims.sinh", -2, 2},      {"prims.cosh", -2, 2},   {"prims.tanh", -2, 2},    {"prims.asin", -0.8, 0.8},
+    {"prims.acos", -0.8, 0.8},  {"prims.atan", -3, 3},   {"prims.asinh", -3, 3},   {"prims.acosh", 1.3, 3},
+    {"prims.atanh", -0.8, 0.8}, {"prims.erf", -2, 2},    {"prims.erfc", -2, 2},    {"prims.reciprocal", 0.5, 2},
+    {"prims.sqrt", 0.3, 3},     {"prims.rsqrt", 0.3, 3}, {"prims.lgamma", 0.1, 9}, {"prims.lgamma", -2.9, -2.1},
+    {"prims.lgamma", 0.4, 0.6},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) unary_case(cases[i].op, cases[i].lo, cases[i].hi);
   unary_case("prims.abs", -2, -0.2);
@@ -271,10 +279,13 @@ static void binary_case(const char *op, double alo, double ahi, double blo, doub
 
 static void test_binary(void **state) {
   (void)state;
-  static const struct { const char *op; double alo, ahi, blo, bhi; } cases[] = {
-      {"prims.add", -2, 2, -2, 2}, {"prims.sub", -2, 2, -2, 2}, {"prims.mul", -2, 2, -2, 2},
-      {"prims.div", -2, 2, 0.5, 2}, {"prims.pow", 0.5, 2, -2, 2}, {"prims.atan2", -2, 2, 0.3, 2},
-      {"prims.fmod", 0.2, 1.8, 2, 3}, {"prims.remainder", 0.2, 1.8, 2, 3},
+  static const struct {
+    const char *op;
+    double alo, ahi, blo, bhi;
+  } cases[] = {
+    {"prims.add", -2, 2, -2, 2},    {"prims.sub", -2, 2, -2, 2},         {"prims.mul", -2, 2, -2, 2},
+    {"prims.div", -2, 2, 0.5, 2},   {"prims.pow", 0.5, 2, -2, 2},        {"prims.atan2", -2, 2, 0.3, 2},
+    {"prims.fmod", 0.2, 1.8, 2, 3}, {"prims.remainder", 0.2, 1.8, 2, 3},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int bnd = 0; bnd <= 2; bnd += 2)
@@ -469,7 +480,8 @@ static void test_shape(void **state) {
   {
     th_trace *tr = th_trace_new(NULL);
     const int64_t s1[2] = {2, 1}, s4[2] = {2, 4};
-    th_value *a = input(tr, "a", TH_F64, 2, S23), *b = input(tr, "b", TH_F64, 2, s1), *c = input(tr, "c", TH_F64, 2, s4);
+    th_value *a = input(tr, "a", TH_F64, 2, S23), *b = input(tr, "b", TH_F64, 2, s1),
+             *c = input(tr, "c", TH_F64, 2, s4);
     th_arg items[4] = {V(a), V(b), V(c), V(a)};
     ret(tr, call2(tr, "prims.cat", th_arg_list(4, items), th_arg_int(-1)));
     th_tensor *in[3] = {tensor_of(a), tensor_of(b), tensor_of(c)};
@@ -750,8 +762,7 @@ static void test_roundtrip(void **state) {
     th_program_free(pb);
   }
   for (int i = 0; i < 3; i++)
-    for (int64_t e = 0; e < th_tensor_numel(res[0][i]); e++)
-      assert_near(get(res[0][i], e), get(res[1][i], e), 0);
+    for (int64_t e = 0; e < th_tensor_numel(res[0][i]); e++) assert_near(get(res[0][i], e), get(res[1][i], e), 0);
   release(3, res[0]);
   release(3, res[1]);
   for (int i = 0; i < 3; i++) th_tensor_release(in[i]);
@@ -922,7 +933,8 @@ static void test_inplace(void **state) {
   th_arg v2 = call2(tr, "prims.update_aliases", v, y2);
   ret(tr, v2);
   assert_int_equal(th_transform_grad(tr, NULL, &fwd, &bwd), TH_ERR_NOT_IMPLEMENTED);
-  assert_non_null(strstr(th_last_error(), "prims.update_aliases: cannot differentiate an in-place update seen through an alias"));
+  assert_non_null(
+    strstr(th_last_error(), "prims.update_aliases: cannot differentiate an in-place update seen through an alias"));
   th_trace_free(tr);
 }
 
@@ -987,13 +999,12 @@ static void test_table(void **state) {
 /* A trace parsed at print depth 1 (no decompositions printed) is decomposed again. */
 static void test_parsed_depth1(void **state) {
   (void)state;
-  const char *text =
-      "def computation(x, w):\n"
-      "  # x: \"cpu f64[2, 3]\"\n"
-      "  # w: \"cpu f64[4, 3]\"\n"
-      "  t0 = ltorch.linear(x, w, None)  # t0: \"cpu f64[2, 4]\"\n"
-      "  t1 = ltorch.gelu(t0, approximate='tanh')  # t1: \"cpu f64[2, 4]\"\n"
-      "  return t1\n";
+  const char *text = "def computation(x, w):\n"
+                     "  # x: \"cpu f64[2, 3]\"\n"
+                     "  # w: \"cpu f64[4, 3]\"\n"
+                     "  t0 = ltorch.linear(x, w, None)  # t0: \"cpu f64[2, 4]\"\n"
+                     "  t1 = ltorch.gelu(t0, approximate='tanh')  # t1: \"cpu f64[2, 4]\"\n"
+                     "  return t1\n";
   th_trace *tr;
   if (th_trace_parse(text, "<depth1>", &tr) != TH_OK) fail_msg("%s", th_last_error());
   th_tensor *in[2] = {tensor_of(th_trace_input(tr, 0)), tensor_of(th_trace_input(tr, 1))};
@@ -1008,12 +1019,11 @@ static void test_parsed_depth1(void **state) {
 /* A number proxy the backward reads is saved in C1 and bound as a 0-dim tensor of its Python type. */
 static void test_saved_number(void **state) {
   (void)state;
-  const char *text =
-      "def computation(x, f):\n"
-      "  # x: \"cpu f64[2, 3]\"\n"
-      "  # f: \"float ?\"\n"
-      "  t0 = prims.mul(x, f)  # t0: \"cpu f64[2, 3]\"\n"
-      "  return t0\n";
+  const char *text = "def computation(x, f):\n"
+                     "  # x: \"cpu f64[2, 3]\"\n"
+                     "  # f: \"float ?\"\n"
+                     "  t0 = prims.mul(x, f)  # t0: \"cpu f64[2, 3]\"\n"
+                     "  return t0\n";
   th_trace *tr;
   if (th_trace_parse(text, "<num>", &tr) != TH_OK) fail_msg("%s", th_last_error());
   th_trace *fwd, *bwd;
@@ -1130,26 +1140,26 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unary),
-      cmocka_unit_test(test_zero_grad),
-      cmocka_unit_test(test_binary),
-      cmocka_unit_test(test_maximum_minimum),
-      cmocka_unit_test(test_where_convert_device),
-      cmocka_unit_test(test_reductions),
-      cmocka_unit_test(test_shape),
-      cmocka_unit_test(test_linalg),
-      cmocka_unit_test(test_torch_ops),
-      cmocka_unit_test(test_saved_and_printed),
-      cmocka_unit_test(test_roundtrip),
-      cmocka_unit_test(test_none_grads),
-      cmocka_unit_test(test_broadcast_and_dtypes),
-      cmocka_unit_test(test_inplace),
-      cmocka_unit_test(test_no_rule),
-      cmocka_unit_test(test_table),
-      cmocka_unit_test(test_parsed_depth1),
-      cmocka_unit_test(test_saved_number),
-      cmocka_unit_test(test_backward_inputs),
-      cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_unary),
+    cmocka_unit_test(test_zero_grad),
+    cmocka_unit_test(test_binary),
+    cmocka_unit_test(test_maximum_minimum),
+    cmocka_unit_test(test_where_convert_device),
+    cmocka_unit_test(test_reductions),
+    cmocka_unit_test(test_shape),
+    cmocka_unit_test(test_linalg),
+    cmocka_unit_test(test_torch_ops),
+    cmocka_unit_test(test_saved_and_printed),
+    cmocka_unit_test(test_roundtrip),
+    cmocka_unit_test(test_none_grads),
+    cmocka_unit_test(test_broadcast_and_dtypes),
+    cmocka_unit_test(test_inplace),
+    cmocka_unit_test(test_no_rule),
+    cmocka_unit_test(test_table),
+    cmocka_unit_test(test_parsed_depth1),
+    cmocka_unit_test(test_saved_number),
+    cmocka_unit_test(test_backward_inputs),
+    cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

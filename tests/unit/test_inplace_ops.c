@@ -299,18 +299,30 @@ static void test_aliases(void **state) {
   static const struct {
     const char *alias, *qualname;
   } cases[] = {
-      {"Tensor.add_", "ltorch.add_"},          {"torch.Tensor.add_", "ltorch.add_"},
-      {"Tensor.__iadd__", "ltorch.add_"},      {"Tensor.__isub__", "ltorch.sub_"},
-      {"Tensor.__imul__", "ltorch.mul_"},      {"Tensor.__itruediv__", "ltorch.true_divide_"},
-      {"Tensor.__ifloordiv__", "ltorch.floor_divide_"}, {"Tensor.__imod__", "ltorch.remainder_"},
-      {"Tensor.__ipow__", "ltorch.pow_"},      {"Tensor.__iand__", "ltorch.bitwise_and_"},
-      {"Tensor.__ior__", "ltorch.bitwise_or_"}, {"Tensor.__ixor__", "ltorch.bitwise_xor_"},
-      {"torch.relu_", "ltorch.relu_"},         {"torch.nn.functional.relu_", "ltorch.relu_"},
-      {"Tensor.relu_", "ltorch.relu_"},        {"Tensor.zero_", "ltorch.zero_"},
-      {"torch.Tensor.fill_", "ltorch.fill_"},  {"Tensor.copy_", "ltorch.copy_"},
-      {"torch.exp_", "ltorch.exp_"},           {"Tensor.clip_", "ltorch.clamp_"},
-      {"Tensor.masked_fill_", "ltorch.masked_fill_"}, {"Tensor.div_", "ltorch.div_"},
-      {"ltorch.copy_", "ltorch.copy_"},        {"prims.copy_", "prims.copy_"},
+    {"Tensor.add_", "ltorch.add_"},
+    {"torch.Tensor.add_", "ltorch.add_"},
+    {"Tensor.__iadd__", "ltorch.add_"},
+    {"Tensor.__isub__", "ltorch.sub_"},
+    {"Tensor.__imul__", "ltorch.mul_"},
+    {"Tensor.__itruediv__", "ltorch.true_divide_"},
+    {"Tensor.__ifloordiv__", "ltorch.floor_divide_"},
+    {"Tensor.__imod__", "ltorch.remainder_"},
+    {"Tensor.__ipow__", "ltorch.pow_"},
+    {"Tensor.__iand__", "ltorch.bitwise_and_"},
+    {"Tensor.__ior__", "ltorch.bitwise_or_"},
+    {"Tensor.__ixor__", "ltorch.bitwise_xor_"},
+    {"torch.relu_", "ltorch.relu_"},
+    {"torch.nn.functional.relu_", "ltorch.relu_"},
+    {"Tensor.relu_", "ltorch.relu_"},
+    {"Tensor.zero_", "ltorch.zero_"},
+    {"torch.Tensor.fill_", "ltorch.fill_"},
+    {"Tensor.copy_", "ltorch.copy_"},
+    {"torch.exp_", "ltorch.exp_"},
+    {"Tensor.clip_", "ltorch.clamp_"},
+    {"Tensor.masked_fill_", "ltorch.masked_fill_"},
+    {"Tensor.div_", "ltorch.div_"},
+    {"ltorch.copy_", "ltorch.copy_"},
+    {"prims.copy_", "prims.copy_"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const th_symbol *s = th_symbol_lookup(cases[i].alias);
@@ -367,7 +379,7 @@ static void test_run_mutates_input(void **state) {
   th_tensor *o = run1(tr, 2, in);
   const float want[6] = {2, 0, 23, 5, 3, 26}; /* a[i][j] + 2 * b[j] */
   for (int i = 0; i < 6; i++) assert_true(adata[i] == want[i]);
-  assert_true(th_tensor_data(o) == (void *)adata); /* the output is a itself */
+  assert_true(th_tensor_data(o) == (void *)adata);                                       /* the output is a itself */
   for (int i = 0; i < 3; i++) assert_true(((float *)th_tensor_data(in[1]))[i] == bv[i]); /* b untouched */
   /* running again adds again */
   th_tensor_release(o);
@@ -500,17 +512,17 @@ static void test_run_fill_zero_copy(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_add_records_copy),
-      cmocka_unit_test(test_dtype_conversion),
-      cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_fill_zero_copy),
-      cmocka_unit_test(test_aliases),
-      cmocka_unit_test(test_dce_keeps_inplace),
-      cmocka_unit_test(test_run_mutates_input),
-      cmocka_unit_test(test_run_strided_destination),
-      cmocka_unit_test(test_run_bf16_rounding),
-      cmocka_unit_test(test_run_intermediate),
-      cmocka_unit_test(test_run_fill_zero_copy),
+    cmocka_unit_test(test_add_records_copy),
+    cmocka_unit_test(test_dtype_conversion),
+    cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_fill_zero_copy),
+    cmocka_unit_test(test_aliases),
+    cmocka_unit_test(test_dce_keeps_inplace),
+    cmocka_unit_test(test_run_mutates_input),
+    cmocka_unit_test(test_run_strided_destination),
+    cmocka_unit_test(test_run_bf16_rounding),
+    cmocka_unit_test(test_run_intermediate),
+    cmocka_unit_test(test_run_fill_zero_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

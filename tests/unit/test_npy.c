@@ -144,7 +144,7 @@ static void test_round_trip_every_dtype(void **state) {
     int ndim;
     int64_t shape[4];
   } shapes[] = {
-      {0, {0}}, {1, {0}}, {2, {0, 3}}, {1, {1}}, {1, {17}}, {2, {3, 5}}, {4, {2, 1, 3, 4}},
+    {0, {0}}, {1, {0}}, {2, {0, 3}}, {1, {1}}, {1, {17}}, {2, {3, 5}}, {4, {2, 1, 3, 4}},
   };
   const char *p = path_in("rt.npy");
   for (size_t d = 0; d < sizeof npy_dtypes / sizeof npy_dtypes[0]; d++) {
@@ -202,10 +202,10 @@ static void test_header_matches_numpy(void **state) {
     int64_t shape[2];
     const char *dict;
   } cases[] = {
-      {TH_F32, 2, {2, 3}, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"},
-      {TH_BOOL, 0, {0}, "{'descr': '|b1', 'fortran_order': False, 'shape': (), }"},
-      {TH_I16, 1, {5}, "{'descr': '<i2', 'fortran_order': False, 'shape': (5,), }"},
-      {TH_U8, 2, {0, 3}, "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 3), }"},
+    {TH_F32, 2, {2, 3}, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"},
+    {TH_BOOL, 0, {0}, "{'descr': '|b1', 'fortran_order': False, 'shape': (), }"},
+    {TH_I16, 1, {5}, "{'descr': '<i2', 'fortran_order': False, 'shape': (5,), }"},
+    {TH_U8, 2, {0, 3}, "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 3), }"},
   };
   const char *p = path_in("h.npy");
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -294,8 +294,7 @@ static void test_truncated_and_bad_preamble(void **state) {
   (void)state;
   float data[2] = {1, 2};
   size_t len;
-  unsigned char *good =
-      make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", data, 8, &len);
+  unsigned char *good = make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", data, 8, &len);
   const char *p = path_in("t.npy");
 
   write_file(p, good, 7); /* inside the preamble */
@@ -356,44 +355,44 @@ static void test_malformed_header_dicts(void **state) {
   static const struct {
     const char *dict, *what;
   } cases[] = {
-      {"", "expected '{'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,) ", "expected ',' or '}'"},
-      {"{'descr': '<f4' 'fortran_order': False, 'shape': (2,), }", "expected ',' or '}'"},
-      {"{'descr': '<f4', 'fortran_order': Flase, 'shape': (2,), }", "True or False"},
-      {"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2,), }", "True or False"},
-      {"{'descr': '<f4', 'fortran_order': 0, 'shape': (2,), }", "True or False"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2), }", "must be a tuple"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': [2], }", "must be a tuple"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': 2, }", "must be a tuple"},
-      {"{'descr': '<f4', 'fortran_order': False}", "missing key 'shape'"},
-      {"{'fortran_order': False, 'shape': (2,)}", "missing key 'descr'"},
-      {"{'descr': '<f4', 'shape': (2,)}", "missing key 'fortran_order'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", "unexpected key 'extra'"},
-      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", "duplicate key 'descr'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } junk", "unexpected text after the dict"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }}", "unexpected text after the dict"},
-      {"{'descr': '<f4, 'fortran_order': False, 'shape': (2,), }", "expected ',' or '}'"},
-      {"{'descr' '<f4', 'fortran_order': False, 'shape': (2,), }", "expected ':'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), ", "expected a quoted string"},
-      {"{'descr': 'a\\x00', 'fortran_order': False, 'shape': (2,), }", "unsupported character"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", "negative dimension"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", "overflows int64"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2.5,), }", "expected an integer"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (0x2,), }", "expected an integer"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (,), }", "expected an integer"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,,), }", "expected an integer"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2 3), }", "expected ',' or ')'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 2), }", "more than 8"},
-      {"{descr: '<f4', 'fortran_order': False, 'shape': (2,), }", "expected a quoted string"},
-      {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", "structured"},
-      {"{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr '<c8'"},
-      {"{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr '<u2'"},
-      {"{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr '|O'"},
-      {"{'descr': '<U3', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr"},
-      {"{'descr': '<f', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr"},
-      {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", "big-endian"},
-      {"{'descr': '>i8', 'fortran_order': False, 'shape': (2,), }", "big-endian"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", "truncated"},
+    {"", "expected '{'"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,) ", "expected ',' or '}'"},
+    {"{'descr': '<f4' 'fortran_order': False, 'shape': (2,), }", "expected ',' or '}'"},
+    {"{'descr': '<f4', 'fortran_order': Flase, 'shape': (2,), }", "True or False"},
+    {"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2,), }", "True or False"},
+    {"{'descr': '<f4', 'fortran_order': 0, 'shape': (2,), }", "True or False"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2), }", "must be a tuple"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': [2], }", "must be a tuple"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': 2, }", "must be a tuple"},
+    {"{'descr': '<f4', 'fortran_order': False}", "missing key 'shape'"},
+    {"{'fortran_order': False, 'shape': (2,)}", "missing key 'descr'"},
+    {"{'descr': '<f4', 'shape': (2,)}", "missing key 'fortran_order'"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", "unexpected key 'extra'"},
+    {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", "duplicate key 'descr'"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } junk", "unexpected text after the dict"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }}", "unexpected text after the dict"},
+    {"{'descr': '<f4, 'fortran_order': False, 'shape': (2,), }", "expected ',' or '}'"},
+    {"{'descr' '<f4', 'fortran_order': False, 'shape': (2,), }", "expected ':'"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), ", "expected a quoted string"},
+    {"{'descr': 'a\\x00', 'fortran_order': False, 'shape': (2,), }", "unsupported character"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", "negative dimension"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", "overflows int64"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2.5,), }", "expected an integer"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (0x2,), }", "expected an integer"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (,), }", "expected an integer"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,,), }", "expected an integer"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2 3), }", "expected ',' or ')'"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 2), }", "more than 8"},
+    {"{descr: '<f4', 'fortran_order': False, 'shape': (2,), }", "expected a quoted string"},
+    {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", "structured"},
+    {"{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr '<c8'"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr '<u2'"},
+    {"{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr '|O'"},
+    {"{'descr': '<U3', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr"},
+    {"{'descr': '<f', 'fortran_order': False, 'shape': (2,), }", "unsupported dtype descr"},
+    {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", "big-endian"},
+    {"{'descr': '>i8', 'fortran_order': False, 'shape': (2,), }", "big-endian"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", "truncated"},
   };
   const char *p = path_in("m.npy");
   float data[2] = {1, 2};
@@ -403,10 +402,10 @@ static void test_malformed_header_dicts(void **state) {
   }
   /* Equivalent spellings numpy would also accept. */
   static const char *const ok[] = {
-      "{'descr':'<f4','fortran_order':False,'shape':(2,)}",
-      "{ 'shape' : ( 2 , ) , 'descr' : \"f4\" , 'fortran_order' : False }",
-      "{'descr': '|f4', 'fortran_order': False, 'shape': (2L,), }",
-      "{'descr': '=f4', 'fortran_order': False, 'shape': (2,), }\t\r",
+    "{'descr':'<f4','fortran_order':False,'shape':(2,)}",
+    "{ 'shape' : ( 2 , ) , 'descr' : \"f4\" , 'fortran_order' : False }",
+    "{'descr': '|f4', 'fortran_order': False, 'shape': (2L,), }",
+    "{'descr': '=f4', 'fortran_order': False, 'shape': (2,), }\t\r",
   };
   for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
     write_npy(p, 1, ok[k], data, sizeof data);
@@ -529,17 +528,17 @@ static void test_read_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip_every_dtype),
-      cmocka_unit_test(test_round_trip_non_contiguous_and_large),
-      cmocka_unit_test(test_header_matches_numpy),
-      cmocka_unit_test(test_versions_2_and_3),
-      cmocka_unit_test(test_fortran_order),
-      cmocka_unit_test(test_missing_and_not_regular),
-      cmocka_unit_test(test_truncated_and_bad_preamble),
-      cmocka_unit_test(test_malformed_header_dicts),
-      cmocka_unit_test(test_write_errors),
-      cmocka_unit_test(test_write_replaces_atomically),
-      cmocka_unit_test(test_read_fault_injection),
+    cmocka_unit_test(test_round_trip_every_dtype),
+    cmocka_unit_test(test_round_trip_non_contiguous_and_large),
+    cmocka_unit_test(test_header_matches_numpy),
+    cmocka_unit_test(test_versions_2_and_3),
+    cmocka_unit_test(test_fortran_order),
+    cmocka_unit_test(test_missing_and_not_regular),
+    cmocka_unit_test(test_truncated_and_bad_preamble),
+    cmocka_unit_test(test_malformed_header_dicts),
+    cmocka_unit_test(test_write_errors),
+    cmocka_unit_test(test_write_replaces_atomically),
+    cmocka_unit_test(test_read_fault_injection),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

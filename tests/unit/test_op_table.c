@@ -55,7 +55,7 @@ typedef struct urow {
 } urow;
 
 static const urow ROWS[] = {
-#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, params, tags, aliases, inplace, ip_aliases) \
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, params, tags, aliases, inplace, ip_aliases)    \
   {#name, #kind, cexpr, #fold, flags, #decomp, #inplace},
 #define TH_UNARY_TORCH(name, params, tags, aliases, inplace, ip_aliases) {#name, NULL, NULL, NULL, 0, "OWN", #inplace},
 #include "ops/unary.def"
@@ -120,8 +120,8 @@ static th_tensor *run_eager(const char *qual, th_dtype dt, int n, const double *
 }
 
 static double elem(const th_tensor *t, int i) {
-  return th_load_f64((const char *)t->storage->data + (t->offset + i * t->strides[0]) * (int64_t)th_dtype_size(t->dtype),
-                     t->dtype);
+  return th_load_f64(
+    (const char *)t->storage->data + (t->offset + i * t->strides[0]) * (int64_t)th_dtype_size(t->dtype), t->dtype);
 }
 
 static bool same_double(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
@@ -161,8 +161,8 @@ static void test_rows_generate_their_ops(void **state) {
     snprintf(ipname, sizeof ipname, "%s_", r->name);
     const th_symbol *ip = lookup("ltorch", ipname);
     if (!t) fail_msg("row %s: no ltorch.%s", r->name, r->name);
-    if (!strcmp(r->inplace, "INPLACE") != !!ip) fail_msg("row %s: %s but ltorch.%s_ %s", r->name, r->inplace, r->name,
-                                                         ip ? "exists" : "is missing");
+    if (!strcmp(r->inplace, "INPLACE") != !!ip)
+      fail_msg("row %s: %s but ltorch.%s_ %s", r->name, r->inplace, r->name, ip ? "exists" : "is missing");
     if (ip && !(ip->tags & TH_TAG_IN_PLACE)) fail_msg("ltorch.%s_: not tagged IN_PLACE", r->name);
     if (!r->kind) { /* a composite */
       if (p) fail_msg("row %s: a composite row, but prims.%s exists", r->name, r->name);
@@ -221,14 +221,19 @@ static void test_unary_eager_and_folding(void **state) {
         if (st != TH_ERR_NOT_IMPLEMENTED) fail_msg("%s: fold NONE, but a number input gives status %d", qual, (int)st);
       } else if (st == TH_ERR_VALUE) {
         /* Python's math-module error: the kernel's value is NaN or infinite there */
-        if (isfinite(want)) fail_msg("%s(%g): folding fails (%s) where the kernel gives %g", qual, vals[j], th_last_error(), want);
+        if (isfinite(want))
+          fail_msg("%s(%g): folding fails (%s) where the kernel gives %g", qual, vals[j], th_last_error(), want);
       } else {
         if (st != TH_OK) fail_msg("%s: folding a number fails: %s", qual, th_last_error());
-        double got = out.kind == TH_ARG_FLOAT ? out.u.f : out.kind == TH_ARG_INT ? (double)out.u.i : out.kind == TH_ARG_BOOL ? (double)out.u.b : NAN;
+        double got = out.kind == TH_ARG_FLOAT  ? out.u.f
+                     : out.kind == TH_ARG_INT  ? (double)out.u.i
+                     : out.kind == TH_ARG_BOOL ? (double)out.u.b
+                                               : NAN;
         if (out.kind != TH_ARG_FLOAT && out.kind != TH_ARG_INT && out.kind != TH_ARG_BOOL)
           fail_msg("%s: folding a number gives no number", qual);
         /* sign keeps NaN for a number (Python) where the kernel gives 0 (PyTorch): no NaN among vals */
-        if (!same_double(got, want)) fail_msg("%s(%g): folding gives %.17g, the kernel %.17g", qual, exact ? ivals[j] : vals[j], got, want);
+        if (!same_double(got, want))
+          fail_msg("%s(%g): folding gives %.17g, the kernel %.17g", qual, exact ? ivals[j] : vals[j], got, want);
       }
       th_trace_free(tr);
     }
@@ -249,7 +254,8 @@ typedef struct brow {
 } brow;
 
 static const brow BROWS[] = {
-#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, input, params, tags, aliases, inplace, ip_aliases) \
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, input, params, tags, aliases, inplace,        \
+                  ip_aliases)                                                                                          \
   {#name, #kind, cexpr, #fold, flags, #inplace},
 #define TH_BINARY_TORCH(name, input, params, tags, aliases, inplace, ip_aliases) {#name, NULL, NULL, NULL, 0, #inplace},
 #include "ops/binary.def"
@@ -267,49 +273,84 @@ static const brow *brow_of(const char *name) {
 /* Independent references, written from PyTorch's and Python's definitions (not from the rows): the
  * float result of prims.<name>(a, b) in double precision, and the int64 result. false: no reference. */
 static bool ref_binary_f(const char *n, double a, double b, double *r) {
-  if (!strcmp(n, "add")) *r = a + b;
-  else if (!strcmp(n, "sub")) *r = a - b;
-  else if (!strcmp(n, "mul")) *r = a * b;
-  else if (!strcmp(n, "div")) *r = a / b;
-  else if (!strcmp(n, "pow")) *r = pow(a, b);
-  else if (!strcmp(n, "fmod")) *r = fmod(a, b);
-  else if (!strcmp(n, "remainder")) *r = a - floor(a / b) * b; /* Python's %: the divisor's sign */
-  else if (!strcmp(n, "atan2")) *r = atan2(a, b);
-  else if (!strcmp(n, "maximum")) *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
-  else if (!strcmp(n, "minimum")) *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
-  else if (!strcmp(n, "eq")) *r = a == b;
-  else if (!strcmp(n, "ne")) *r = a != b;
-  else if (!strcmp(n, "lt")) *r = a < b;
-  else if (!strcmp(n, "le")) *r = a <= b;
-  else if (!strcmp(n, "gt")) *r = a > b;
-  else if (!strcmp(n, "ge")) *r = a >= b;
-  else return false;
+  if (!strcmp(n, "add"))
+    *r = a + b;
+  else if (!strcmp(n, "sub"))
+    *r = a - b;
+  else if (!strcmp(n, "mul"))
+    *r = a * b;
+  else if (!strcmp(n, "div"))
+    *r = a / b;
+  else if (!strcmp(n, "pow"))
+    *r = pow(a, b);
+  else if (!strcmp(n, "fmod"))
+    *r = fmod(a, b);
+  else if (!strcmp(n, "remainder"))
+    *r = a - floor(a / b) * b; /* Python's %: the divisor's sign */
+  else if (!strcmp(n, "atan2"))
+    *r = atan2(a, b);
+  else if (!strcmp(n, "maximum"))
+    *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
+  else if (!strcmp(n, "minimum"))
+    *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
+  else if (!strcmp(n, "eq"))
+    *r = a == b;
+  else if (!strcmp(n, "ne"))
+    *r = a != b;
+  else if (!strcmp(n, "lt"))
+    *r = a < b;
+  else if (!strcmp(n, "le"))
+    *r = a <= b;
+  else if (!strcmp(n, "gt"))
+    *r = a > b;
+  else if (!strcmp(n, "ge"))
+    *r = a >= b;
+  else
+    return false;
   return true;
 }
 
 static bool ref_binary_i(const char *n, int64_t a, int64_t b, int64_t *r) {
-  if (!strcmp(n, "add")) *r = a + b;
-  else if (!strcmp(n, "sub")) *r = a - b;
-  else if (!strcmp(n, "mul")) *r = a * b;
-  else if (!strcmp(n, "div")) *r = a / b; /* C's truncation, as Thunder's prims.div */
-  else if (!strcmp(n, "fmod")) *r = a % b;
-  else if (!strcmp(n, "remainder")) *r = ((a % b) + b) % b;
+  if (!strcmp(n, "add"))
+    *r = a + b;
+  else if (!strcmp(n, "sub"))
+    *r = a - b;
+  else if (!strcmp(n, "mul"))
+    *r = a * b;
+  else if (!strcmp(n, "div"))
+    *r = a / b; /* C's truncation, as Thunder's prims.div */
+  else if (!strcmp(n, "fmod"))
+    *r = a % b;
+  else if (!strcmp(n, "remainder"))
+    *r = ((a % b) + b) % b;
   else if (!strcmp(n, "pow")) {
     int64_t p = 1; /* a negative exponent truncates 1 / a^-b toward zero, as ATen's integer pow */
     for (int64_t k = 0; k < (b < 0 ? -b : b); k++) p *= a;
     *r = b >= 0 ? p : p == 1 ? 1 : p == -1 ? -1 : 0;
-  } else if (!strcmp(n, "maximum")) *r = a > b ? a : b;
-  else if (!strcmp(n, "minimum")) *r = a < b ? a : b;
-  else if (!strcmp(n, "bitwise_and")) *r = a & b;
-  else if (!strcmp(n, "bitwise_or")) *r = a | b;
-  else if (!strcmp(n, "bitwise_xor")) *r = a ^ b;
-  else if (!strcmp(n, "eq")) *r = a == b;
-  else if (!strcmp(n, "ne")) *r = a != b;
-  else if (!strcmp(n, "lt")) *r = a < b;
-  else if (!strcmp(n, "le")) *r = a <= b;
-  else if (!strcmp(n, "gt")) *r = a > b;
-  else if (!strcmp(n, "ge")) *r = a >= b;
-  else return false;
+  } else if (!strcmp(n, "maximum"))
+    *r = a > b ? a : b;
+  else if (!strcmp(n, "minimum"))
+    *r = a < b ? a : b;
+  else if (!strcmp(n, "bitwise_and"))
+    *r = a & b;
+  else if (!strcmp(n, "bitwise_or"))
+    *r = a | b;
+  else if (!strcmp(n, "bitwise_xor"))
+    *r = a ^ b;
+  else if (!strcmp(n, "eq"))
+    *r = a == b;
+  else if (!strcmp(n, "ne"))
+    *r = a != b;
+  else if (!strcmp(n, "lt"))
+    *r = a < b;
+  else if (!strcmp(n, "le"))
+    *r = a <= b;
+  else if (!strcmp(n, "gt"))
+    *r = a > b;
+  else if (!strcmp(n, "ge"))
+    *r = a >= b;
+  else
+    return false;
   return true;
 }
 
@@ -468,7 +509,8 @@ static void test_binary_eager_and_folding(void **state) {
         if (st != TH_ERR_NOT_IMPLEMENTED) fail_msg("%s: fold NONE, but two numbers give status %d", qual, (int)st);
         continue;
       }
-      if (floats) ref_binary_f(r->name, fa[j], fb[j], &want);
+      if (floats)
+        ref_binary_f(r->name, fa[j], fb[j], &want);
       else {
         ref_binary_i(r->name, (int64_t)ia[j], (int64_t)ib[j], &iwant);
         want = (double)iwant;
@@ -519,7 +561,7 @@ static void test_unary_vjp_cases(void **state) {
 
 /* Prims a gradient never reaches: their torch-level op's rule stands in front of them. */
 static const char *const NO_VJP_ENTRY[] = {
-    "scaled_mm", /* only through ltorch._scaled_mm, whose rule refuses (fp8 GEMMs are not differentiable) */
+  "scaled_mm", /* only through ltorch._scaled_mm, whose rule refuses (fp8 GEMMs are not differentiable) */
 };
 
 static void test_every_prim_has_a_vjp_entry(void **state) {
@@ -529,7 +571,8 @@ static void test_every_prim_has_a_vjp_entry(void **state) {
     const th_symbol *s = th_symbol_get((th_op_id)id);
     if (!s || !s->is_prim || (s->tags & TH_TAG_UTILITY)) continue;
     bool listed = false;
-    for (size_t k = 0; k < sizeof NO_VJP_ENTRY / sizeof NO_VJP_ENTRY[0]; k++) listed |= !strcmp(NO_VJP_ENTRY[k], s->name);
+    for (size_t k = 0; k < sizeof NO_VJP_ENTRY / sizeof NO_VJP_ENTRY[0]; k++)
+      listed |= !strcmp(NO_VJP_ENTRY[k], s->name);
     if (listed) {
       if (th_vjp_get(s->id)) fail_msg("%s: listed in NO_VJP_ENTRY but has an entry", s->qualname);
       continue;
@@ -568,8 +611,7 @@ static void test_inplace_ops_have_counterparts(void **state) {
     if ((o->tags & ~ac) != (s->tags & ~TH_TAG_IN_PLACE))
       fail_msg("%s: tags %#x, its out-of-place op's %#x (the same but the autocast policy)", s->qualname, s->tags,
                o->tags);
-    if (s->schema.nparams > o->schema.nparams)
-      fail_msg("%s: more parameters than %s", s->qualname, o->qualname);
+    if (s->schema.nparams > o->schema.nparams) fail_msg("%s: more parameters than %s", s->qualname, o->qualname);
     for (int i = 0; i < s->schema.nparams; i++) {
       const th_param *a = &s->schema.params[i], *b = &o->schema.params[i];
       if (strcmp(a->name, b->name) || a->kwonly != b->kwonly || (i > 0 && a->type != b->type))
@@ -582,15 +624,11 @@ static void test_inplace_ops_have_counterparts(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unary_prims_are_rows),
-      cmocka_unit_test(test_rows_generate_their_ops),
-      cmocka_unit_test(test_unary_eager_and_folding),
-      cmocka_unit_test(test_unary_vjp_cases),
-      cmocka_unit_test(test_binary_prims_are_rows),
-      cmocka_unit_test(test_binary_rows_generate_their_ops),
-      cmocka_unit_test(test_binary_eager_and_folding),
-      cmocka_unit_test(test_every_prim_has_a_vjp_entry),
-      cmocka_unit_test(test_inplace_ops_have_counterparts),
+    cmocka_unit_test(test_unary_prims_are_rows),          cmocka_unit_test(test_rows_generate_their_ops),
+    cmocka_unit_test(test_unary_eager_and_folding),       cmocka_unit_test(test_unary_vjp_cases),
+    cmocka_unit_test(test_binary_prims_are_rows),         cmocka_unit_test(test_binary_rows_generate_their_ops),
+    cmocka_unit_test(test_binary_eager_and_folding),      cmocka_unit_test(test_every_prim_has_a_vjp_entry),
+    cmocka_unit_test(test_inplace_ops_have_counterparts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

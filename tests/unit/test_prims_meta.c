@@ -28,7 +28,7 @@ static th_value *input(th_trace *tr, th_dtype dt, th_device dev, int ndim, const
   assert_non_null(v);
   return v;
 }
-#define IN(tr, dt, ...) \
+#define IN(tr, dt, ...)                                                                                                \
   input(tr, dt, CPU, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 #define IN0(tr, dt) input(tr, dt, CPU, 0, NULL)
 
@@ -53,13 +53,12 @@ static th_arg TUPv(int n, const int64_t *v) {
 static th_status call(th_trace *tr, const char *op, int n, const th_arg *args, th_arg *out) {
   return th_trace_call(tr, op, n, args, 0, NULL, NULL, out);
 }
-#define CALL(tr, op, out, ...) \
+#define CALL(tr, op, out, ...)                                                                                         \
   call(tr, op, (int)(sizeof((th_arg[]){__VA_ARGS__}) / sizeof(th_arg)), (th_arg[]){__VA_ARGS__}, out)
 
 static void expect_err(th_status st, th_status code, const char *frag) {
   if (st != code || !strstr(th_last_error(), frag)) {
-    print_error("expected status %d with \"%s\", got status %d: \"%s\"\n", (int)code, frag, (int)st,
-                th_last_error());
+    print_error("expected status %d with \"%s\", got status %d: \"%s\"\n", (int)code, frag, (int)st, th_last_error());
     fail();
   }
 }
@@ -84,7 +83,7 @@ static th_value *expect_tensor(th_arg out, th_dtype dt, th_device dev, int ndim,
   assert_non_null(v->name); /* recorded outputs are named */
   return v;
 }
-#define EXPECT_T(out, dt, ...) \
+#define EXPECT_T(out, dt, ...)                                                                                         \
   expect_tensor(out, dt, CPU, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 #define EXPECT_T0(out, dt) expect_tensor(out, dt, CPU, 0, NULL)
 
@@ -140,8 +139,8 @@ static void test_table_complete(void **state) {
 }
 
 /* A plausible bound argument for a parameter (a f32 [2, 3] tensor for tensors, and so on). */
-static th_arg plausible(th_trace *tr, const th_symbol *s, const th_param *p, th_value *t, th_value *ti,
-                        th_value *tb, th_arg *list_items) {
+static th_arg plausible(th_trace *tr, const th_symbol *s, const th_param *p, th_value *t, th_value *ti, th_value *tb,
+                        th_arg *list_items) {
   switch (p->type) {
     case TH_PT_TENSOR:
       if (!strcmp(p->name, "index")) return V(ti);
@@ -213,8 +212,7 @@ static void test_meta_util(void **state) {
   assert_int_equal(v[0], 7);
   th_arg bad_items[2] = {th_arg_int(1), th_arg_float(2.0)};
   th_arg bad = th_arg_list(2, bad_items);
-  expect_err(th_meta_int_list("op", "shape", &bad, v, &n), TH_ERR_TYPE,
-             "op: expected shape to be a sequence of ints");
+  expect_err(th_meta_int_list("op", "shape", &bad, v, &n), TH_ERR_TYPE, "op: expected shape to be a sequence of ints");
   th_arg s = th_arg_str("x");
   expect_err(th_meta_int_list(NULL, "dims", &s, v, &n), TH_ERR_TYPE, "expected dims to be an int or a sequence");
   th_arg many_items[TH_MAX_DIMS + 1];
@@ -382,8 +380,7 @@ static void test_elementwise_dtype_sets(void **state) {
 static void test_where(void **state) {
   th_trace *tr = *state;
   th_arg out;
-  th_value *p = IN(tr, TH_BOOL, 2, 3), *a = IN(tr, TH_F32, 2, 3), *b = IN(tr, TH_F32, 2, 3),
-           *i = IN(tr, TH_I64, 2, 3);
+  th_value *p = IN(tr, TH_BOOL, 2, 3), *a = IN(tr, TH_F32, 2, 3), *b = IN(tr, TH_F32, 2, 3), *i = IN(tr, TH_I64, 2, 3);
   expect_ok(CALL(tr, "prims.where", &out, V(p), V(a), V(b)));
   EXPECT_T(out, TH_F32, 2, 3);
   expect_ok(CALL(tr, "prims.where", &out, V(p), V(a), th_arg_int(0)));
@@ -395,8 +392,7 @@ static void test_where(void **state) {
   EXPECT_T(out, TH_F32, 2, 3);
   expect_ok(CALL(tr, "prims.where", &out, V(p), th_arg_int(1), th_arg_int(0)));
   EXPECT_T(out, TH_I64, 2, 3);
-  expect_err(CALL(tr, "prims.where", &out, V(a), V(a), V(b)), TH_ERR_RUNTIME,
-             "Expected pred to be a boolean tensor");
+  expect_err(CALL(tr, "prims.where", &out, V(a), V(a), V(b)), TH_ERR_RUNTIME, "Expected pred to be a boolean tensor");
   expect_err(CALL(tr, "prims.where", &out, th_arg_int(1), V(a), V(b)), TH_ERR_RUNTIME, "Expected pred");
   expect_err(CALL(tr, "prims.where", &out, V(p), V(a), V(i)), TH_ERR_RUNTIME,
              "Expected dtype thunder.dtypes.float32 but found thunder.dtypes.int64!");
@@ -413,23 +409,23 @@ static void test_number_folding(void **state) {
   th_trace *tr = *state;
   th_arg out;
   int nb = th_trace_num_bsyms(tr);
-#define FOLD_INT(op, expected, ...)             \
-  do {                                          \
-    expect_ok(CALL(tr, op, &out, __VA_ARGS__)); \
-    assert_int_equal(out.kind, TH_ARG_INT);     \
-    assert_int_equal(out.u.i, expected);        \
+#define FOLD_INT(op, expected, ...)                                                                                    \
+  do {                                                                                                                 \
+    expect_ok(CALL(tr, op, &out, __VA_ARGS__));                                                                        \
+    assert_int_equal(out.kind, TH_ARG_INT);                                                                            \
+    assert_int_equal(out.u.i, expected);                                                                               \
   } while (0)
-#define FOLD_FLOAT(op, expected, ...)                \
-  do {                                               \
-    expect_ok(CALL(tr, op, &out, __VA_ARGS__));      \
-    assert_int_equal(out.kind, TH_ARG_FLOAT);        \
-    assert_true(fabs(out.u.f - (expected)) < 1e-12); \
+#define FOLD_FLOAT(op, expected, ...)                                                                                  \
+  do {                                                                                                                 \
+    expect_ok(CALL(tr, op, &out, __VA_ARGS__));                                                                        \
+    assert_int_equal(out.kind, TH_ARG_FLOAT);                                                                          \
+    assert_true(fabs(out.u.f - (expected)) < 1e-12);                                                                   \
   } while (0)
-#define FOLD_BOOL(op, expected, ...)            \
-  do {                                          \
-    expect_ok(CALL(tr, op, &out, __VA_ARGS__)); \
-    assert_int_equal(out.kind, TH_ARG_BOOL);    \
-    assert_int_equal(out.u.b, expected);        \
+#define FOLD_BOOL(op, expected, ...)                                                                                   \
+  do {                                                                                                                 \
+    expect_ok(CALL(tr, op, &out, __VA_ARGS__));                                                                        \
+    assert_int_equal(out.kind, TH_ARG_BOOL);                                                                           \
+    assert_int_equal(out.u.b, expected);                                                                               \
   } while (0)
   FOLD_INT("prims.add", 5, th_arg_int(2), th_arg_int(3));
   FOLD_FLOAT("prims.add", 5.5, th_arg_int(2), th_arg_float(3.5));
@@ -520,8 +516,8 @@ static void test_convert_and_device_put(void **state) {
   expect_ok(CALL(tr, "prims.convert_element_type", &out, th_arg_float(0.5), th_arg_dtype(TH_BOOL)));
   assert_int_equal(out.kind, TH_ARG_BOOL);
   assert_true(out.u.b);
-  expect_err(CALL(tr, "prims.convert_element_type", &out, th_arg_float(INFINITY), th_arg_dtype(TH_I32)),
-             TH_ERR_VALUE, "cannot convert float infinity to integer");
+  expect_err(CALL(tr, "prims.convert_element_type", &out, th_arg_float(INFINITY), th_arg_dtype(TH_I32)), TH_ERR_VALUE,
+             "cannot convert float infinity to integer");
 
   expect_ok(CALL(tr, "prims.device_put", &out, V(a), th_arg_str("cuda:0")));
   expect_tensor(out, TH_F32, CUDA0, 2, (int64_t[]){2, 3});
@@ -680,8 +676,7 @@ static void test_slice_squeeze_flip(void **state) {
 static void test_cat_take(void **state) {
   th_trace *tr = *state;
   th_arg out;
-  th_value *a = IN(tr, TH_F32, 2, 3), *b = IN(tr, TH_F32, 4, 3), *c = IN(tr, TH_F32, 2, 5),
-           *h = IN(tr, TH_BF16, 2, 3);
+  th_value *a = IN(tr, TH_F32, 2, 3), *b = IN(tr, TH_F32, 4, 3), *c = IN(tr, TH_F32, 2, 5), *h = IN(tr, TH_BF16, 2, 3);
   th_arg l1[] = {V(a), V(b)};
   expect_ok(CALL(tr, "prims.cat", &out, th_arg_list(2, l1), th_arg_int(0)));
   EXPECT_T(out, TH_F32, 6, 3);
@@ -690,8 +685,7 @@ static void test_cat_take(void **state) {
   EXPECT_T(out, TH_F32, 2, 11);
   expect_err(CALL(tr, "prims.cat", &out, th_arg_list(2, l1), th_arg_int(2)), TH_ERR_INDEX,
              "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
-  expect_err(CALL(tr, "prims.cat", &out, th_arg_list(2, l1), th_arg_int(-3)), TH_ERR_INDEX,
-             "Dimension out of range");
+  expect_err(CALL(tr, "prims.cat", &out, th_arg_list(2, l1), th_arg_int(-3)), TH_ERR_INDEX, "Dimension out of range");
   expect_err(CALL(tr, "prims.cat", &out, th_arg_list(2, l1), th_arg_int(1)), TH_ERR_RUNTIME,
              "Sizes of tensors must match except in dimension 1");
   th_arg l3[] = {V(a), V(h)};
@@ -780,8 +774,7 @@ static void test_reductions(void **state) {
 static void test_matmul(void **state) {
   th_trace *tr = *state;
   th_arg out;
-  th_value *a = IN(tr, TH_F32, 2, 3), *b = IN(tr, TH_F32, 3, 4), *c = IN(tr, TH_F32, 4, 5),
-           *h = IN(tr, TH_BF16, 3, 4);
+  th_value *a = IN(tr, TH_F32, 2, 3), *b = IN(tr, TH_F32, 3, 4), *c = IN(tr, TH_F32, 4, 5), *h = IN(tr, TH_BF16, 3, 4);
   expect_ok(CALL(tr, "prims.matmul", &out, V(a), V(b)));
   EXPECT_T(out, TH_F32, 2, 4);
   expect_err(CALL(tr, "prims.matmul", &out, V(a), V(c)), TH_ERR_RUNTIME,
@@ -888,23 +881,23 @@ static void test_alloc_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_table_complete),
-      cmocka_unit_test_setup_teardown(test_no_stub_metas, setup, teardown),
-      cmocka_unit_test(test_meta_util),
-      cmocka_unit_test_setup_teardown(test_elementwise_tensors, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_elementwise_dtype_sets, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_where, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_number_folding, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_convert_and_device_put, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_creation, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_broadcast_reshape_transpose, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slice_squeeze_flip, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_cat_take, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_reductions, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_matmul, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_linear, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
-      cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_table_complete),
+    cmocka_unit_test_setup_teardown(test_no_stub_metas, setup, teardown),
+    cmocka_unit_test(test_meta_util),
+    cmocka_unit_test_setup_teardown(test_elementwise_tensors, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_elementwise_dtype_sets, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_where, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_number_folding, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_convert_and_device_put, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_creation, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_broadcast_reshape_transpose, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_slice_squeeze_flip, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_cat_take, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_reductions, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_matmul, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_linear, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
+    cmocka_unit_test(test_alloc_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

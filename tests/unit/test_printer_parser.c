@@ -72,12 +72,12 @@ static bool not_implemented(th_status st) {
   return st == TH_ERR_NOT_IMPLEMENTED || strstr(th_last_error(), "not implemented") != NULL;
 }
 
-#define SKIP_IF_NOT_IMPLEMENTED(st)                                                  \
-  do {                                                                               \
-    if ((st) != TH_OK && not_implemented(st)) {                                      \
-      print_message("  [skipped: %s]\n", th_last_error());                           \
-      skip();                                                                        \
-    }                                                                                \
+#define SKIP_IF_NOT_IMPLEMENTED(st)                                                                                    \
+  do {                                                                                                                 \
+    if ((st) != TH_OK && not_implemented(st)) {                                                                        \
+      print_message("  [skipped: %s]\n", th_last_error());                                                             \
+      skip();                                                                                                          \
+    }                                                                                                                  \
   } while (0)
 
 static th_value *input(th_trace *tr, const char *name, th_dtype dt, int ndim, const int64_t *shape) {
@@ -230,12 +230,36 @@ static th_trace *build_constants_trace(void) {
   th_arg obj = {TH_ARG_OBJECT, {0}};
   obj.u.s = "_torch_memory_format_0";
   th_arg args[] = {
-      th_arg_value(x), th_arg_float(1e-5), th_arg_float(10.0 / 9.0), th_arg_float(448.0), th_arg_float(-448.0),
-      th_arg_float(1e-4), th_arg_float(1e16), th_arg_float(123456789.0), th_arg_float(NAN),
-      th_arg_float(INFINITY), th_arg_float(-INFINITY), th_arg_int(3), th_arg_int(-7), th_arg_bool(true),
-      th_arg_bool(false), th_arg_none(), th_arg_str("none"), th_arg_str("it's"), th_arg_dtype(TH_BF16),
-      th_arg_dtype(TH_F8E4M3FN), dev_cuda, dev_cpu, sl, sl_all, ell, th_arg_tuple(1, &one),
-      th_arg_tuple(0, NULL), th_arg_list(2, two3), dict, obj,
+    th_arg_value(x),
+    th_arg_float(1e-5),
+    th_arg_float(10.0 / 9.0),
+    th_arg_float(448.0),
+    th_arg_float(-448.0),
+    th_arg_float(1e-4),
+    th_arg_float(1e16),
+    th_arg_float(123456789.0),
+    th_arg_float(NAN),
+    th_arg_float(INFINITY),
+    th_arg_float(-INFINITY),
+    th_arg_int(3),
+    th_arg_int(-7),
+    th_arg_bool(true),
+    th_arg_bool(false),
+    th_arg_none(),
+    th_arg_str("none"),
+    th_arg_str("it's"),
+    th_arg_dtype(TH_BF16),
+    th_arg_dtype(TH_F8E4M3FN),
+    dev_cuda,
+    dev_cpu,
+    sl,
+    sl_all,
+    ell,
+    th_arg_tuple(1, &one),
+    th_arg_tuple(0, NULL),
+    th_arg_list(2, two3),
+    dict,
+    obj,
   };
   int nargs = (int)(sizeof args / sizeof args[0]);
   th_symbol *myop = th_symbol_new_dynamic(tr, "mylib.constants");
@@ -266,8 +290,7 @@ static th_trace *build_constants_trace(void) {
   th_arg text = th_arg_str("a comment");
   assert_int_equal(th_trace_append(tr, mk(tr, th_symbol_get(TH_OP_prims_comment), 1, &text, th_arg_none())), TH_OK);
   th_arg dels = th_arg_tuple(1, &(th_arg){TH_ARG_VALUE, {.value = t0}});
-  assert_int_equal(th_trace_append(tr, mk(tr, th_symbol_get(TH_OP_prims_python_del), 1, &dels, th_arg_none())),
-                   TH_OK);
+  assert_int_equal(th_trace_append(tr, mk(tr, th_symbol_get(TH_OP_prims_python_del), 1, &dels, th_arg_none())), TH_OK);
   th_arg ret = th_arg_tuple(2, outs);
   assert_int_equal(th_trace_set_return(tr, ret), TH_OK);
   return tr;
@@ -310,21 +333,22 @@ static void test_print_constants_and_regions(void **state) {
 static void test_parse_constant_spellings(void **state) {
   (void)state;
   const char *text =
-      "def computation(x):\n"
-      "  # x: \"cpu f32[2]\"\n"
-      "  t0 = mylib.op(x, dtypes.thunder.dtypes.bfloat16, dtypes.float32_, torch.float16, thunder.dtypes.int64, "
-      "thunder.float8_e5m2, torch.device(\"cuda\", 1), torch.device('cpu'), devices.Device(\"meta\"), float('-inf'), "
-      "-float('inf'), float('nan'), 1.e3, .5, +3, -0.0, slice(5), slice(None, -1), torch.preserve_format, "
-      "(x, ), [(1, 2), [3]], 'a\\'b\"', 'tab\\there', k=\"dq\")  # t0: \"cpu f32[2]\"\n"
-      "    # t0 = prims.neg(x)  # t0: \"cpu f32[2]\"\n"
-      "  return t0\n";
+    "def computation(x):\n"
+    "  # x: \"cpu f32[2]\"\n"
+    "  t0 = mylib.op(x, dtypes.thunder.dtypes.bfloat16, dtypes.float32_, torch.float16, thunder.dtypes.int64, "
+    "thunder.float8_e5m2, torch.device(\"cuda\", 1), torch.device('cpu'), devices.Device(\"meta\"), float('-inf'), "
+    "-float('inf'), float('nan'), 1.e3, .5, +3, -0.0, slice(5), slice(None, -1), torch.preserve_format, "
+    "(x, ), [(1, 2), [3]], 'a\\'b\"', 'tab\\there', k=\"dq\")  # t0: \"cpu f32[2]\"\n"
+    "    # t0 = prims.neg(x)  # t0: \"cpu f32[2]\"\n"
+    "  return t0\n";
   th_trace *tr = parse_ok(text, "spellings.py");
   char *s = th_trace_print(tr, -1);
-  assert_contains(s, "  t0 = mylib.op(x, dtypes.bfloat16, dtypes.float32, dtypes.float16, dtypes.int64, "
-                     "dtypes.float8_e5m2, devices.Device(\"cuda:1\"), devices.Device(\"cpu\"), devices.Device(\"meta\"), "
-                     "-float('inf'), -float('inf'), float('NaN'), 1000.0, 0.5, 3, -0.0, slice(None,5,None), "
-                     "slice(None,-1,None), torch.preserve_format, (x,), [(1, 2), [3]], 'a\\'b\"', 'tab\\there', "
-                     "k='dq')  # t0: \"cpu f32[2]\"\n");
+  assert_contains(s,
+                  "  t0 = mylib.op(x, dtypes.bfloat16, dtypes.float32, dtypes.float16, dtypes.int64, "
+                  "dtypes.float8_e5m2, devices.Device(\"cuda:1\"), devices.Device(\"cpu\"), devices.Device(\"meta\"), "
+                  "-float('inf'), -float('inf'), float('NaN'), 1000.0, 0.5, 3, -0.0, slice(None,5,None), "
+                  "slice(None,-1,None), torch.preserve_format, (x,), [(1, 2), [3]], 'a\\'b\"', 'tab\\there', "
+                  "k='dq')  # t0: \"cpu f32[2]\"\n");
   assert_contains(s, "import thunder.core.devices as devices\nimport thunder.core.dtypes as dtypes\nimport torch\n");
   assert_roundtrip(s, -1, "spellings-printed.py");
   free(s);
@@ -348,7 +372,8 @@ static void test_parse_constant_spellings(void **state) {
     char btext[300];
     snprintf(btext, sizeof btext,
              "def computation(x):\n  # x: \"cpu i64[2]\"\n  t0 = mylib.op(x, %s)  # t0: \"cpu i64[2]\"\n"
-             "    # t0 = prims.neg(x)  # t0: \"cpu i64[2]\"\n  return t0\n", bad[i]);
+             "    # t0 = prims.neg(x)  # t0: \"cpu i64[2]\"\n  return t0\n",
+             bad[i]);
     tr = NULL;
     assert_int_equal(th_trace_parse(btext, "int64.py", &tr), TH_ERR_SYNTAX);
     assert_contains(th_last_error(), "does not fit in 64 bits");
@@ -362,13 +387,33 @@ static void test_py_float(void **state) {
     double f;
     const char *s;
   } cases[] = {
-      {0.0, "0.0"}, {-0.0, "-0.0"}, {1.0, "1.0"}, {100.0, "100.0"}, {0.1, "0.1"}, {1e-05, "1e-05"},
-      {0.0001, "0.0001"}, {0.00012345, "0.00012345"}, {1.0 / 3.0, "0.3333333333333333"},
-      {10.0 / 9.0, "1.1111111111111112"}, {448.0, "448.0"}, {-448.0, "-448.0"}, {1e-12, "1e-12"},
-      {1e16, "1e+16"}, {9999999999999998.0, "9999999999999998.0"}, {1234567890123456.8, "1234567890123456.8"},
-      {1.2345678901234568e17, "1.2345678901234568e+17"}, {1e22, "1e+22"}, {1.5e300, "1.5e+300"},
-      {5e-324, "5e-324"}, {2.5, "2.5"}, {-1.5e-7, "-1.5e-07"}, {65504.0, "65504.0"},
-      {3.4028234663852886e38, "3.4028234663852886e+38"}, {INFINITY, "inf"}, {-INFINITY, "-inf"}, {NAN, "nan"},
+    {0.0, "0.0"},
+    {-0.0, "-0.0"},
+    {1.0, "1.0"},
+    {100.0, "100.0"},
+    {0.1, "0.1"},
+    {1e-05, "1e-05"},
+    {0.0001, "0.0001"},
+    {0.00012345, "0.00012345"},
+    {1.0 / 3.0, "0.3333333333333333"},
+    {10.0 / 9.0, "1.1111111111111112"},
+    {448.0, "448.0"},
+    {-448.0, "-448.0"},
+    {1e-12, "1e-12"},
+    {1e16, "1e+16"},
+    {9999999999999998.0, "9999999999999998.0"},
+    {1234567890123456.8, "1234567890123456.8"},
+    {1.2345678901234568e17, "1.2345678901234568e+17"},
+    {1e22, "1e+22"},
+    {1.5e300, "1.5e+300"},
+    {5e-324, "5e-324"},
+    {2.5, "2.5"},
+    {-1.5e-7, "-1.5e-07"},
+    {65504.0, "65504.0"},
+    {3.4028234663852886e38, "3.4028234663852886e+38"},
+    {INFINITY, "inf"},
+    {-INFINITY, "-inf"},
+    {NAN, "nan"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char buf[64];
@@ -416,7 +461,8 @@ static void test_number_proxies(void **state) {
   p = strstr(bare, "t0, t1 = ");
   memcpy(p, "t0,    ", 7);
   assert_int_equal(th_trace_parse(bare, "one_tuple.py", &tr), TH_ERR_SYNTAX);
-  assert_contains(th_last_error(), "prims.var_mean returns a sequence of another length, which does not unpack into 1 target");
+  assert_contains(th_last_error(),
+                  "prims.var_mean returns a sequence of another length, which does not unpack into 1 target");
   free(bare);
   free(text);
 }
@@ -481,12 +527,12 @@ static void test_seed003(void **state) {
     const char *file;
     const char *prefix;
   } cases[] = {
-      {"seed003_extrace_casts_outside_fusion.py",
-       "seed003_extrace_casts_outside_fusion.py:78: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
-       "decomposition is printed under it\n  input_fp8 = Float8Tensor(t197, "},
-      {"seed003_extrace_casts_in_fusion.py",
-       "seed003_extrace_casts_in_fusion.py:66: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
-       "decomposition is printed under it\n  input_fp8 = Float8Tensor(t197, "},
+    {"seed003_extrace_casts_outside_fusion.py",
+     "seed003_extrace_casts_outside_fusion.py:78: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
+     "decomposition is printed under it\n  input_fp8 = Float8Tensor(t197, "},
+    {"seed003_extrace_casts_in_fusion.py",
+     "seed003_extrace_casts_in_fusion.py:66: unknown op 'Float8Tensor': it is not a tensor op this build knows and no "
+     "decomposition is printed under it\n  input_fp8 = Float8Tensor(t197, "},
   };
   for (size_t i = 0; i < 2; i++) {
     char *text = read_golden(cases[i].file);
@@ -514,7 +560,8 @@ static void test_seed003(void **state) {
     char *nl = strchr(ln, '\n');
     size_t n = nl ? (size_t)(nl - ln + 1) : strlen(ln);
     if (strstr(ln, "Float8Tensor(") && strstr(ln, "Float8Tensor(") < ln + n) {
-      strcat(cut, "  input_fp8 = prims.convert_element_type(t197, dtypes.bfloat16)  # input_fp8: \"cuda:0 bf16[16, 32]\"\n");
+      strcat(cut,
+             "  input_fp8 = prims.convert_element_type(t197, dtypes.bfloat16)  # input_fp8: \"cuda:0 bf16[16, 32]\"\n");
     } else if (strstr(ln, "torch._scaled_mm(") && strstr(ln, "torch._scaled_mm(") < ln + n) {
       strcat(cut, "  t249 = prims.matmul(t241, t246)  # t249: \"cuda:0 bf16[16, 64]\"\n");
     } else {
@@ -573,53 +620,55 @@ static void test_syntax_errors(void **state) {
     int line, col;
     const char *msg;
   } cases[] = {
-      {HDR "  t0 = prims.neg(a  # t0: \"cpu f32[2]\"\n  return t0\n", 3, 21, "expected ')', found a comment"},
-      {HDR "  t0 = prims.add(a, 'abc)\n", 3, 21, "unterminated string literal"},
-      {HDR "  t0 = prims.neg(a) $\n", 3, 21, "unexpected character '$'"},
-      {"x = 1\n", 1, 1, "expected 'def'"},
-      {"", 1, 1, "expected 'def': the text has no function"},
-      {HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n    t1 = prims.neg(t0)\n", 4, 5, "unexpected indent"},
-      {"def computation(a, b):\n  # a: \"cpu f32[2]\"\n  return a\n", 1, 20, "input 'b' has no type comment"},
-      /* type strings: the caret sits under the offending part of the string */
-      {"def computation(a):\n  # a: \"cpu f99[2]\"\n  return a\n", 2, 13, "invalid type \"cpu f99[2]\": unknown dtype"},
-      {"def computation(a):\n  # a: \"cpu f32[2, -1]\"\n  return a\n", 2, 20, "expected a non-negative dimension"},
-      {"def computation(a):\n  # a: \"cpu [2]\"\n  return a\n", 2, 13, "expected a dtype like f32"},
-      {"def computation(a):\n  # a: \"cpu\"\n  return a\n", 2, 12, "expected a space, then a dtype like f32"},
-      {"def computation(a):\n  # a: \"cpu f32[2] x\"\n  return a\n", 2, 20, "unexpected text after ']'"},
-      {"def computation(a):\n  # a: \"cpu f32[2 3]\"\n  return a\n", 2, 19, "expected ',' or ']' in the shape"},
-      {"def computation(a):\n  # a: \"int x\"\n  return a\n", 2, 13, "invalid int value"},
-      {HDR "  t0 = prims.neg(a)  # t0: \"cpu f33[2]\"\n", 3, 33, "unknown dtype"},
-      /* the input section: type comments of non-parameters, junk after a type, repeated or unquoted types */
-      {HDR "  # z: \"cpu f32[2]\"\n  return a\n", 3, 5, "'z' is not a parameter of computation"},
-      {"def computation(a):\n  # a: \"cpu f32[2]\" trailing junk\n  return a\n", 2, 21,
-       "unexpected 'trailing' after the type of input 'a'"},
-      {"def computation(a):\n  # a: \"cpu f32[2]\" $\n  return a\n", 2, 21, "unexpected character '$'"},
-      {"def computation(a):\n  # a: \"cpu f32[2]\n  return a\n", 2, 8, "unterminated string literal"},
-      {"def computation(a):\n  # a: cpu f32[2]\n  return a\n", 2, 8, "expected the type of input 'a' as a string"},
-      {HDR "  # a: \"cpu f32[2]\"\n  return a\n", 3, 5, "input 'a' has a second type comment (the first is on line 2)"},
-      /* many keyword arguments: a repeat is found (by hashing past the first few) */
-      {HDR "  t0 = mylib.op(a, k0=1, k1=1, k2=1, k3=1, k4=1, k5=1, k6=1, k7=1, k8=1, k9=1, k10=1, k11=1, k12=1, "
-           "k13=1, k14=1, k15=1, k16=1, k17=1, k5=2)\n    # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t0\n",
-       3, 136, "keyword argument repeated: k5"},
-      /* CR-only line endings are line breaks: the error is on line 3, not a one-line file */
-      {"def computation(a):\r  # a: \"cpu f32[2]\"\r  t0 = prims.neg(b)  # t0: \"cpu f32[2]\"\r  return t0\r", 3, 18,
-       "name 'b' is not defined"},
-      {HDR "  t0 = prims.mul(a, 1x)  # t0: \"cpu f32[2]\"\n", 3, 21, "invalid number literal"},
-      {HDR "  t0 = prims.add(a=a, a)\n", 3, 23, "positional argument follows keyword argument"},
-      {HDR "  1 = prims.neg(a)\n", 3, 3, "expected an assignment target, found '1'"},
-      {HDR "  t0 = prims.neg\n", 3, 17, "expected '(' after 'prims.neg' (a statement is a call), found end of line"},
-      {HDR "\tt0 = prims.neg(a)\n", 3, 1, "tabs are not allowed in indentation"},
-      {HDR "  t0 = prims.neg(a)  # t1: \"cpu f32[2]\"\n", 3, 24, "the type comment names 't1' but the statement assigns 't0'"},
-      {HDR "  t0 = ltorch.neg(a)  # t0: \"cpu f32[2]\"\n      # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n"
-           "    # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n",
-       5, 5, "unexpected indentation in the subsymbols (expected 6 spaces)"},
-      {HDR "  t0 = prims.mul(a, 99999999999999999999)  # t0: \"cpu f32[2]\"\n", 3, 21, "does not fit in 64 bits"},
-      {HDR "  return a\nx = 1\n", 4, 1, "unexpected text after the function body"},
-      {HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  del t0,\n", 4, 10, "expected a name after 'del', found end of line"},
-      {HDR "  return {1: a}\n", 3, 11, "dict keys must be strings"},
-      {"def computation(a, a):\n  return a\n", 1, 20, "duplicate parameter 'a'"},
-      {HDR "  t0 = prims.mul(a, slice(1, 'x'))  # t0: \"cpu f32[2]\"\n", 3, 21, "slice() arguments must be ints or None"},
-      {HDR "  t0 = prims.mul(a, -a)  # t0: \"cpu f32[2]\"\n", 3, 21, "unary minus applies to numbers only"},
+    {HDR "  t0 = prims.neg(a  # t0: \"cpu f32[2]\"\n  return t0\n", 3, 21, "expected ')', found a comment"},
+    {HDR "  t0 = prims.add(a, 'abc)\n", 3, 21, "unterminated string literal"},
+    {HDR "  t0 = prims.neg(a) $\n", 3, 21, "unexpected character '$'"},
+    {"x = 1\n", 1, 1, "expected 'def'"},
+    {"", 1, 1, "expected 'def': the text has no function"},
+    {HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n    t1 = prims.neg(t0)\n", 4, 5, "unexpected indent"},
+    {"def computation(a, b):\n  # a: \"cpu f32[2]\"\n  return a\n", 1, 20, "input 'b' has no type comment"},
+    /* type strings: the caret sits under the offending part of the string */
+    {"def computation(a):\n  # a: \"cpu f99[2]\"\n  return a\n", 2, 13, "invalid type \"cpu f99[2]\": unknown dtype"},
+    {"def computation(a):\n  # a: \"cpu f32[2, -1]\"\n  return a\n", 2, 20, "expected a non-negative dimension"},
+    {"def computation(a):\n  # a: \"cpu [2]\"\n  return a\n", 2, 13, "expected a dtype like f32"},
+    {"def computation(a):\n  # a: \"cpu\"\n  return a\n", 2, 12, "expected a space, then a dtype like f32"},
+    {"def computation(a):\n  # a: \"cpu f32[2] x\"\n  return a\n", 2, 20, "unexpected text after ']'"},
+    {"def computation(a):\n  # a: \"cpu f32[2 3]\"\n  return a\n", 2, 19, "expected ',' or ']' in the shape"},
+    {"def computation(a):\n  # a: \"int x\"\n  return a\n", 2, 13, "invalid int value"},
+    {HDR "  t0 = prims.neg(a)  # t0: \"cpu f33[2]\"\n", 3, 33, "unknown dtype"},
+    /* the input section: type comments of non-parameters, junk after a type, repeated or unquoted types */
+    {HDR "  # z: \"cpu f32[2]\"\n  return a\n", 3, 5, "'z' is not a parameter of computation"},
+    {"def computation(a):\n  # a: \"cpu f32[2]\" trailing junk\n  return a\n", 2, 21,
+     "unexpected 'trailing' after the type of input 'a'"},
+    {"def computation(a):\n  # a: \"cpu f32[2]\" $\n  return a\n", 2, 21, "unexpected character '$'"},
+    {"def computation(a):\n  # a: \"cpu f32[2]\n  return a\n", 2, 8, "unterminated string literal"},
+    {"def computation(a):\n  # a: cpu f32[2]\n  return a\n", 2, 8, "expected the type of input 'a' as a string"},
+    {HDR "  # a: \"cpu f32[2]\"\n  return a\n", 3, 5, "input 'a' has a second type comment (the first is on line 2)"},
+    /* many keyword arguments: a repeat is found (by hashing past the first few) */
+    {HDR "  t0 = mylib.op(a, k0=1, k1=1, k2=1, k3=1, k4=1, k5=1, k6=1, k7=1, k8=1, k9=1, k10=1, k11=1, k12=1, "
+         "k13=1, k14=1, k15=1, k16=1, k17=1, k5=2)\n    # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t0\n",
+     3, 136, "keyword argument repeated: k5"},
+    /* CR-only line endings are line breaks: the error is on line 3, not a one-line file */
+    {"def computation(a):\r  # a: \"cpu f32[2]\"\r  t0 = prims.neg(b)  # t0: \"cpu f32[2]\"\r  return t0\r", 3, 18,
+     "name 'b' is not defined"},
+    {HDR "  t0 = prims.mul(a, 1x)  # t0: \"cpu f32[2]\"\n", 3, 21, "invalid number literal"},
+    {HDR "  t0 = prims.add(a=a, a)\n", 3, 23, "positional argument follows keyword argument"},
+    {HDR "  1 = prims.neg(a)\n", 3, 3, "expected an assignment target, found '1'"},
+    {HDR "  t0 = prims.neg\n", 3, 17, "expected '(' after 'prims.neg' (a statement is a call), found end of line"},
+    {HDR "\tt0 = prims.neg(a)\n", 3, 1, "tabs are not allowed in indentation"},
+    {HDR "  t0 = prims.neg(a)  # t1: \"cpu f32[2]\"\n", 3, 24,
+     "the type comment names 't1' but the statement assigns 't0'"},
+    {HDR "  t0 = ltorch.neg(a)  # t0: \"cpu f32[2]\"\n      # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n"
+         "    # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n",
+     5, 5, "unexpected indentation in the subsymbols (expected 6 spaces)"},
+    {HDR "  t0 = prims.mul(a, 99999999999999999999)  # t0: \"cpu f32[2]\"\n", 3, 21, "does not fit in 64 bits"},
+    {HDR "  return a\nx = 1\n", 4, 1, "unexpected text after the function body"},
+    {HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  del t0,\n", 4, 10,
+     "expected a name after 'del', found end of line"},
+    {HDR "  return {1: a}\n", 3, 11, "dict keys must be strings"},
+    {"def computation(a, a):\n  return a\n", 1, 20, "duplicate parameter 'a'"},
+    {HDR "  t0 = prims.mul(a, slice(1, 'x'))  # t0: \"cpu f32[2]\"\n", 3, 21, "slice() arguments must be ints or None"},
+    {HDR "  t0 = prims.mul(a, -a)  # t0: \"cpu f32[2]\"\n", 3, 21, "unary minus applies to numbers only"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     th_trace *tr = NULL;
@@ -680,14 +729,15 @@ static void test_text_forms(void **state) {
   char *want = th_trace_print(tr, -1);
   th_trace_free(tr);
   const char *variants[] = {
-      "\xEF\xBB\xBF" "def computation(a, n):\n  # a: \"cpu f32[2, 3]\"\n  # n: \"int 4\"\n"
-      "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\n  return t0\n",
-      "def computation(a, n):\r  # a: \"cpu f32[2, 3]\"\r  # n: \"int 4\"\r"
-      "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\r  return t0\r",
-      "def computation(a, n):\r\n  # a: \"cpu f32[2, 3]\"\r\n  # n: \"int 4\"\r"
-      "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\n  return t0",
-      "def computation(a, n):\n  # a: \"cpu   f32[ 2 ,3 ]\"\n  # n: \" int   4 \"\n"
-      "  t0 = prims.neg(a)  # t0: \"cpu\tf32 [2,3,]\"\n  return t0\n",
+    "\xEF\xBB\xBF"
+    "def computation(a, n):\n  # a: \"cpu f32[2, 3]\"\n  # n: \"int 4\"\n"
+    "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\n  return t0\n",
+    "def computation(a, n):\r  # a: \"cpu f32[2, 3]\"\r  # n: \"int 4\"\r"
+    "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\r  return t0\r",
+    "def computation(a, n):\r\n  # a: \"cpu f32[2, 3]\"\r\n  # n: \"int 4\"\r"
+    "  t0 = prims.neg(a)  # t0: \"cpu f32[2, 3]\"\n  return t0",
+    "def computation(a, n):\n  # a: \"cpu   f32[ 2 ,3 ]\"\n  # n: \" int   4 \"\n"
+    "  t0 = prims.neg(a)  # t0: \"cpu\tf32 [2,3,]\"\n  return t0\n",
   };
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
     char file[32];
@@ -789,22 +839,25 @@ static void test_unknown_and_binding(void **state) {
                    TH_ERR_TYPE);
   assert_contains(th_last_error(), "bad.py:3: prims.neg() missing required argument 'a'");
   assert_int_equal(
-      th_trace_parse(HDR "  t0 = ltorch.add(a, a, beta=2)  # t0: \"cpu f32[2]\"\n  return t0\n", "bad.py", &tr),
-      TH_ERR_TYPE);
+    th_trace_parse(HDR "  t0 = ltorch.add(a, a, beta=2)  # t0: \"cpu f32[2]\"\n  return t0\n", "bad.py", &tr),
+    TH_ERR_TYPE);
   assert_contains(th_last_error(), "bad.py:3: ltorch.add() got an unexpected keyword argument 'beta'");
   assert_int_equal(th_trace_parse(HDR "  t0 = prims.neg('x')  # t0: \"cpu f32[2]\"\n  return t0\n", "bad.py", &tr),
                    TH_ERR_TYPE);
   assert_contains(th_last_error(), "bad.py:3: prims.neg: argument 'a' expected Tensor or number, but got str");
   /* a value defined twice with different types */
-  assert_int_equal(th_trace_parse(HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  t0 = prims.neg(a)  # t0: \"cpu f32[3]\"\n",
-                                  "bad.py", &tr),
-                   TH_ERR_SYNTAX);
-  assert_contains(th_last_error(),
-                  "bad.py:4: 't0' is defined again with type \"cpu f32[3]\"; it was defined on line 3 as \"cpu f32[2]\"");
+  assert_int_equal(
+    th_trace_parse(HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  t0 = prims.neg(a)  # t0: \"cpu f32[3]\"\n",
+                   "bad.py", &tr),
+    TH_ERR_SYNTAX);
+  assert_contains(
+    th_last_error(),
+    "bad.py:4: 't0' is defined again with type \"cpu f32[3]\"; it was defined on line 3 as \"cpu f32[2]\"");
   /* an unknown op with subsymbols is a region; an output nothing types is an error */
   assert_int_equal(th_trace_parse(HDR "  [t9] = myfusion(a)\n    # prims.neg(a)\n  return t9\n", "bad.py", &tr),
                    TH_ERR_SYNTAX);
-  assert_contains(th_last_error(), "bad.py:3: 't9' has no type comment and is not defined by the subsymbols of myfusion");
+  assert_contains(th_last_error(),
+                  "bad.py:3: 't9' has no type comment and is not defined by the subsymbols of myfusion");
 }
 
 static void expect_verify_error(const char *text, const char *want) {
@@ -820,17 +873,20 @@ static void expect_verify_error(const char *text, const char *want) {
 
 static void test_verify_structure(void **state) {
   (void)state;
-  expect_verify_error(HDR "  t1 = prims.neg(t0)  # t1: \"cpu f32[2]\"\n  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t1\n",
-                      "line 3: `t1 = prims.neg(t0)` uses t0, which is not defined before it");
-  expect_verify_error(HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t0\n",
-                      "line 4: `t0 = prims.neg(a)` defines t0, which is already defined");
+  expect_verify_error(
+    HDR "  t1 = prims.neg(t0)  # t1: \"cpu f32[2]\"\n  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t1\n",
+    "line 3: `t1 = prims.neg(t0)` uses t0, which is not defined before it");
+  expect_verify_error(
+    HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  return t0\n",
+    "line 4: `t0 = prims.neg(a)` defines t0, which is already defined");
   expect_verify_error(HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n  del t0\n  return t0\n",
                       "line 5: `return t0` uses t0 after it was deleted (del)");
   expect_verify_error(HDR "  t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n", "the trace has no return statement");
   /* a subsymbol's intermediate is not visible after its parent */
-  expect_verify_error(HDR "  [t1] = fusion0(a)\n    # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n"
-                          "    # t1 = prims.neg(t0)  # t1: \"cpu f32[2]\"\n  t2 = prims.add(t0, t1)  # t2: \"cpu f32[2]\"\n  return t2\n",
-                      "line 6: `t2 = prims.add(t0, t1)` uses t0, which is not defined before it");
+  expect_verify_error(
+    HDR "  [t1] = fusion0(a)\n    # t0 = prims.neg(a)  # t0: \"cpu f32[2]\"\n"
+        "    # t1 = prims.neg(t0)  # t1: \"cpu f32[2]\"\n  t2 = prims.add(t0, t1)  # t2: \"cpu f32[2]\"\n  return t2\n",
+    "line 6: `t2 = prims.add(t0, t1)` uses t0, which is not defined before it");
 }
 
 static void test_verify_metas(void **state) {
@@ -840,10 +896,11 @@ static void test_verify_metas(void **state) {
   expect_verify_error(HDR "  t0 = prims.neg(a)  # t0: \"cuda:0 f32[2]\"\n  return t0\n",
                       "line 3: `t0 = prims.neg(a)` records t0 as cuda:0 f32[2], but its meta gives cpu f32[2]");
   /* inside a fusion region */
-  expect_verify_error(HDR "  [t0] = fusion0(a)\n    # t0 = prims.convert_element_type(a, dtypes.float16)  # t0: \"cpu f32[2]\"\n"
-                          "  return t0\n",
-                      "line 4: `t0 = prims.convert_element_type(a, dtypes.float16)` records t0 as cpu f32[2], but its "
-                      "meta gives cpu f16[2]");
+  expect_verify_error(
+    HDR "  [t0] = fusion0(a)\n    # t0 = prims.convert_element_type(a, dtypes.float16)  # t0: \"cpu f32[2]\"\n"
+        "  return t0\n",
+    "line 4: `t0 = prims.convert_element_type(a, dtypes.float16)` records t0 as cpu f32[2], but its "
+    "meta gives cpu f16[2]");
   /* a meta error is a verification error naming the statement */
   th_trace *tr = parse_ok("def f(a, b):\n  # a: \"cpu f32[2]\"\n  # b: \"cpu f32[3]\"\n"
                           "  t0 = prims.add(a, b)  # t0: \"cpu f32[2]\"\n  return t0\n",
@@ -920,7 +977,8 @@ static void test_verify_decompositions(void **state) {
   assert_int_equal(th_trace_append(tr, fb), TH_OK);
   assert_int_equal(th_trace_set_return(tr, th_arg_value(t0)), TH_OK);
   assert_int_equal(th_trace_verify(tr), TH_ERR_VERIFY);
-  assert_string_equal(th_last_error(), "fusion fusion7 uses x, which is not one of its arguments (in `t0 = prims.add(x, y)`)");
+  assert_string_equal(th_last_error(),
+                      "fusion fusion7 uses x, which is not one of its arguments (in `t0 = prims.add(x, y)`)");
   th_trace_free(tr);
   /* what th_trace_call records satisfies both rules, at every depth */
   tr = th_trace_new(NULL);
@@ -969,7 +1027,10 @@ static void test_number_type_strings(void **state) {
   (void)state;
   th_trace *tr = th_trace_new(NULL);
   assert_non_null(tr);
-  struct { double f; const char *want; } cases[] = {{3.0, "float 3.0"}, {0.1, "float 0.1"}, {1e-05, "float 1e-05"}};
+  struct {
+    double f;
+    const char *want;
+  } cases[] = {{3.0, "float 3.0"}, {0.1, "float 0.1"}, {1e-05, "float 1e-05"}};
   char buf[64];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     th_value *v = th_value_new_number(tr, TH_F64, true, cases[i].f, 0);
@@ -988,27 +1049,27 @@ static void test_number_type_strings(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_py_float),
-      cmocka_unit_test(test_number_type_strings),
-      cmocka_unit_test(test_parse_constant_spellings),
-      cmocka_unit_test(test_print_prims),
-      cmocka_unit_test(test_print_ltorch),
-      cmocka_unit_test(test_print_constants_and_regions),
-      cmocka_unit_test(test_number_proxies),
-      cmocka_unit_test(test_seed000),
-      cmocka_unit_test(test_seed001),
-      cmocka_unit_test(test_seed003),
-      cmocka_unit_test(test_seed004),
-      cmocka_unit_test(test_syntax_errors),
-      cmocka_unit_test(test_nesting_limits),
-      cmocka_unit_test(test_text_forms),
-      cmocka_unit_test(test_long_lines_memory),
-      cmocka_unit_test(test_many_inputs_linear),
-      cmocka_unit_test(test_unknown_and_binding),
-      cmocka_unit_test(test_verify_structure),
-      cmocka_unit_test(test_verify_metas),
-      cmocka_unit_test(test_verify_decompositions),
-      cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_py_float),
+    cmocka_unit_test(test_number_type_strings),
+    cmocka_unit_test(test_parse_constant_spellings),
+    cmocka_unit_test(test_print_prims),
+    cmocka_unit_test(test_print_ltorch),
+    cmocka_unit_test(test_print_constants_and_regions),
+    cmocka_unit_test(test_number_proxies),
+    cmocka_unit_test(test_seed000),
+    cmocka_unit_test(test_seed001),
+    cmocka_unit_test(test_seed003),
+    cmocka_unit_test(test_seed004),
+    cmocka_unit_test(test_syntax_errors),
+    cmocka_unit_test(test_nesting_limits),
+    cmocka_unit_test(test_text_forms),
+    cmocka_unit_test(test_long_lines_memory),
+    cmocka_unit_test(test_many_inputs_linear),
+    cmocka_unit_test(test_unknown_and_binding),
+    cmocka_unit_test(test_verify_structure),
+    cmocka_unit_test(test_verify_metas),
+    cmocka_unit_test(test_verify_decompositions),
+    cmocka_unit_test(test_alloc_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,17 +91,22 @@ static th_tensor *random_input(const th_value *v, double lo, double hi) {
   int64_t n = th_tensor_numel(t);
   for (int64_t i = 0; i < n; i++) {
     double x = urand(lo, hi);
-    if (th_tensor_dtype(t) == TH_F64) ((double *)th_tensor_data(t))[i] = x;
-    else if (th_tensor_dtype(t) == TH_F32) ((float *)th_tensor_data(t))[i] = (float)x;
-    else fail_msg("random_input: dtype %s", th_dtype_name(th_tensor_dtype(t)));
+    if (th_tensor_dtype(t) == TH_F64)
+      ((double *)th_tensor_data(t))[i] = x;
+    else if (th_tensor_dtype(t) == TH_F32)
+      ((float *)th_tensor_data(t))[i] = (float)x;
+    else
+      fail_msg("random_input: dtype %s", th_dtype_name(th_tensor_dtype(t)));
   }
   return t;
 }
 
 static double get(const th_tensor *t, int64_t i) { return th_tensor_get_f64(t, i); }
 static void set(th_tensor *t, int64_t i, double x) {
-  if (th_tensor_dtype(t) == TH_F64) ((double *)th_tensor_data(t))[i] = x;
-  else ((float *)th_tensor_data(t))[i] = (float)x;
+  if (th_tensor_dtype(t) == TH_F64)
+    ((double *)th_tensor_data(t))[i] = x;
+  else
+    ((float *)th_tensor_data(t))[i] = (float)x;
 }
 
 static th_program *compile(const th_trace *tr) {
@@ -120,7 +125,8 @@ static void release(int n, th_tensor **t) {
 }
 
 static void grad(const th_trace *tr, bool remat, th_trace **fwd, th_trace **bwd) {
-  if (th_transform_grad_remat(tr, NULL, remat, fwd, bwd) != TH_OK) fail_msg("grad (remat %d): %s", remat, th_last_error());
+  if (th_transform_grad_remat(tr, NULL, remat, fwd, bwd) != TH_OK)
+    fail_msg("grad (remat %d): %s", remat, th_last_error());
 }
 
 /* The saved values of a forward trace of the grad transform: its return's second item, flattened. */
@@ -150,7 +156,10 @@ static int64_t saved_bytes(const th_trace *fwd) {
     }
     int64_t e = 1;
     for (int d = 0; d < th_value_ndim(v[i]); d++) e *= th_value_shape(v[i])[d];
-    b += e * (th_value_dtype(v[i]) == TH_F64 ? 8 : th_value_dtype(v[i]) == TH_F32 ? 4 : th_value_dtype(v[i]) == TH_BOOL ? 1 : 0);
+    b += e * (th_value_dtype(v[i]) == TH_F64    ? 8
+              : th_value_dtype(v[i]) == TH_F32  ? 4
+              : th_value_dtype(v[i]) == TH_BOOL ? 1
+                                                : 0);
     assert_true(th_value_dtype(v[i]) == TH_F64 || th_value_dtype(v[i]) == TH_F32 || th_value_dtype(v[i]) == TH_BOOL);
   }
   th_grad_layout L;
@@ -164,15 +173,17 @@ static bool has_prefix(const char *s, const char *p) { return s && !strncmp(s, p
 /* A cheap prim, or a torch-level op whose subsymbols are all cheap (ltorch.gelu, which has a vjp rule
  * and so stays one bsym in the forward). */
 static bool cheap_op(const th_bsym *b) {
-  static const char *const layout[] = {"prims.broadcast_in_dim", "prims.reshape", "prims.transpose", "prims.squeeze",
-                                       "prims.slice_prim", "prims.stride_order", "prims.clone", "prims.full", "prims.iota"};
+  static const char *const layout[] = {
+    "prims.broadcast_in_dim", "prims.reshape", "prims.transpose", "prims.squeeze", "prims.slice_prim",
+    "prims.stride_order",     "prims.clone",   "prims.full",      "prims.iota"};
   if (!b->sym->is_prim) {
     if (b->nsubs == 0 || (b->sym->tags & (TH_TAG_RANDOM | TH_TAG_IN_PLACE | TH_TAG_DONT_DCE))) return false;
     for (int i = 0; i < b->nsubs; i++)
       if (!cheap_op(b->subs[i])) return false;
     return true;
   }
-  if (b->sym->tags & (TH_TAG_MATMUL | TH_TAG_REDUCTION | TH_TAG_RANDOM | TH_TAG_IN_PLACE | TH_TAG_DONT_DCE)) return false;
+  if (b->sym->tags & (TH_TAG_MATMUL | TH_TAG_REDUCTION | TH_TAG_RANDOM | TH_TAG_IN_PLACE | TH_TAG_DONT_DCE))
+    return false;
   if (b->sym->tags & TH_TAG_ELEMENTWISE) return true;
   for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++)
     if (!strcmp(b->sym->qualname, layout[i])) return true;
@@ -192,7 +203,8 @@ static int check_recomputed(const th_trace *bwd) {
         if (o.u.seq.items[k].kind == TH_ARG_VALUE && has_prefix(th_value_name(o.u.seq.items[k].u.value), "bw_"))
           fail_msg("a bw_ value from a multi-output %s", b->sym->qualname);
     if (!bw) continue;
-    if (!cheap_op(b)) fail_msg("the backward recomputes %s = %s, which is not a cheap op", th_value_name(o.u.value), b->sym->qualname);
+    if (!cheap_op(b))
+      fail_msg("the backward recomputes %s = %s, which is not a cheap op", th_value_name(o.u.value), b->sym->qualname);
     n++;
   }
   return n;
@@ -285,7 +297,8 @@ static void check_case(const char *label, const th_trace *tr, bool exact, double
     for (int64_t e = 0; e < th_tensor_numel(x); e++) {
       double gx = get(x, e), gy = get(y, e);
       if (exact ? memcmp(&gx, &gy, sizeof gx) != 0 : !(fabs(gx - gy) <= rtol * (1e-3 + fabs(gy))))
-        fail_msg("%s: input %d element %lld: %.17g with rematerialization, %.17g without", label, i, (long long)e, gx, gy);
+        fail_msg("%s: input %d element %lld: %.17g with rematerialization, %.17g without", label, i, (long long)e, gx,
+                 gy);
     }
   }
   if (th_tensor_dtype(in[0]) == TH_F64) {
@@ -304,7 +317,8 @@ static void check_case(const char *label, const th_trace *tr, bool exact, double
         set(in[i], e, x0);
         double fd = (lp - lm) / (2 * h), an = get(a.g[i], e);
         if (!(fabs(fd - an) <= 1e-5 * (1 + fabs(fd))))
-          fail_msg("%s: input %d element %lld: gradient %.12g, finite difference %.12g", label, i, (long long)e, an, fd);
+          fail_msg("%s: input %d element %lld: gradient %.12g, finite difference %.12g", label, i, (long long)e, an,
+                   fd);
       }
     }
   }
@@ -320,17 +334,16 @@ static void check_case(const char *label, const th_trace *tr, bool exact, double
 
 /* ---- the example: an MLP with GELU ------------------------------------------------------------ */
 
-static const char *MLP_GELU =
-    "def computation(x, w1, b1, w2, b2):\n"
-    "  # x: \"cpu f64[4, 8]\"\n"
-    "  # w1: \"cpu f64[16, 8]\"\n"
-    "  # b1: \"cpu f64[16]\"\n"
-    "  # w2: \"cpu f64[8, 16]\"\n"
-    "  # b2: \"cpu f64[8]\"\n"
-    "  u = ltorch.linear(x, w1, b1)  # u: \"cpu f64[4, 16]\"\n"
-    "  g = ltorch.gelu(u, approximate='none')  # g: \"cpu f64[4, 16]\"\n"
-    "  y = ltorch.linear(g, w2, b2)  # y: \"cpu f64[4, 8]\"\n"
-    "  return y\n";
+static const char *MLP_GELU = "def computation(x, w1, b1, w2, b2):\n"
+                              "  # x: \"cpu f64[4, 8]\"\n"
+                              "  # w1: \"cpu f64[16, 8]\"\n"
+                              "  # b1: \"cpu f64[16]\"\n"
+                              "  # w2: \"cpu f64[8, 16]\"\n"
+                              "  # b2: \"cpu f64[8]\"\n"
+                              "  u = ltorch.linear(x, w1, b1)  # u: \"cpu f64[4, 16]\"\n"
+                              "  g = ltorch.gelu(u, approximate='none')  # g: \"cpu f64[4, 16]\"\n"
+                              "  y = ltorch.linear(g, w2, b2)  # y: \"cpu f64[4, 8]\"\n"
+                              "  return y\n";
 
 /* GELU's input u is saved (the first linear's output) and GELU is recomputed from it: its output g is
  * not saved; everything saved is an input or a linear's output. GELU's vjp rule reads u only. */
@@ -356,8 +369,8 @@ static void test_mlp_gelu(void **state) {
   for (int i = 0; i < ns; i++) assert_string_equal(th_value_name(sv[i]), want[i]);
   char *b = th_trace_print(bwd, 1);
   assert_non_null(strstr(b, "bw_g = ltorch.gelu(")); /* GELU's output recomputed for the second linear */
-  assert_non_null(strstr(b, "ltorch.erf(")); /* GELU's cdf, in its vjp rule */
-  assert_null(strstr(b, "bw_u")); /* the linear is never recomputed */
+  assert_non_null(strstr(b, "ltorch.erf("));         /* GELU's cdf, in its vjp rule */
+  assert_null(strstr(b, "bw_u"));                    /* the linear is never recomputed */
   free(b);
   /* the recomputed ops run inside the backward's fusion regions, not as ops of their own */
   th_program *pb = compile(bwd);
@@ -381,17 +394,16 @@ static void test_mlp_gelu(void **state) {
 /* Only exact ops recomputed (mul, add): the gradients agree bit for bit. */
 static void test_exact_ops(void **state) {
   (void)state;
-  th_trace *tr = parse(
-      "def computation(x, w1, w2):\n"
-      "  # x: \"cpu f64[5, 6]\"\n"
-      "  # w1: \"cpu f64[7, 6]\"\n"
-      "  # w2: \"cpu f64[3, 7]\"\n"
-      "  u = ltorch.linear(x, w1, None)  # u: \"cpu f64[5, 7]\"\n"
-      "  a = ltorch.mul(u, u)  # a: \"cpu f64[5, 7]\"\n"
-      "  b = ltorch.mul(a, 0.5)  # b: \"cpu f64[5, 7]\"\n"
-      "  c = ltorch.add(b, u, alpha=None)  # c: \"cpu f64[5, 7]\"\n"
-      "  y = ltorch.linear(c, w2, None)  # y: \"cpu f64[5, 3]\"\n"
-      "  return y\n");
+  th_trace *tr = parse("def computation(x, w1, w2):\n"
+                       "  # x: \"cpu f64[5, 6]\"\n"
+                       "  # w1: \"cpu f64[7, 6]\"\n"
+                       "  # w2: \"cpu f64[3, 7]\"\n"
+                       "  u = ltorch.linear(x, w1, None)  # u: \"cpu f64[5, 7]\"\n"
+                       "  a = ltorch.mul(u, u)  # a: \"cpu f64[5, 7]\"\n"
+                       "  b = ltorch.mul(a, 0.5)  # b: \"cpu f64[5, 7]\"\n"
+                       "  c = ltorch.add(b, u, alpha=None)  # c: \"cpu f64[5, 7]\"\n"
+                       "  y = ltorch.linear(c, w2, None)  # y: \"cpu f64[5, 3]\"\n"
+                       "  return y\n");
   int64_t on, off;
   int nrec;
   check_case("exact ops", tr, true, 0, 0, &on, &off, &nrec);
@@ -407,17 +419,17 @@ static void test_exact_ops(void **state) {
 static void test_softmax_attention(void **state) {
   (void)state;
   th_trace *tr = parse(
-      "def computation(q, k, v):\n"
-      "  # q: \"cpu f64[1, 2, 6, 4]\"\n"
-      "  # k: \"cpu f64[1, 2, 6, 4]\"\n"
-      "  # v: \"cpu f64[1, 2, 6, 4]\"\n"
-      "  kt = ltorch.transpose(k, 2, 3)  # kt: \"cpu f64[1, 2, 4, 6]\"\n"
-      "  s = ltorch.matmul(q, kt)  # s: \"cpu f64[1, 2, 6, 6]\"\n"
-      "  s2 = ltorch.mul(s, 0.5)  # s2: \"cpu f64[1, 2, 6, 6]\"\n"
-      "  p = ltorch.softmax(s2, -1, dtype=None)  # p: \"cpu f64[1, 2, 6, 6]\"\n"
-      "  o = ltorch.matmul(p, v)  # o: \"cpu f64[1, 2, 6, 4]\"\n"
-      "  y = ltorch.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale=None)  # y: \"cpu f64[1, 2, 6, 4]\"\n"
-      "  return (o, y)\n");
+    "def computation(q, k, v):\n"
+    "  # q: \"cpu f64[1, 2, 6, 4]\"\n"
+    "  # k: \"cpu f64[1, 2, 6, 4]\"\n"
+    "  # v: \"cpu f64[1, 2, 6, 4]\"\n"
+    "  kt = ltorch.transpose(k, 2, 3)  # kt: \"cpu f64[1, 2, 4, 6]\"\n"
+    "  s = ltorch.matmul(q, kt)  # s: \"cpu f64[1, 2, 6, 6]\"\n"
+    "  s2 = ltorch.mul(s, 0.5)  # s2: \"cpu f64[1, 2, 6, 6]\"\n"
+    "  p = ltorch.softmax(s2, -1, dtype=None)  # p: \"cpu f64[1, 2, 6, 6]\"\n"
+    "  o = ltorch.matmul(p, v)  # o: \"cpu f64[1, 2, 6, 4]\"\n"
+    "  y = ltorch.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale=None)  # y: \"cpu f64[1, 2, 6, 4]\"\n"
+    "  return (o, y)\n");
   int64_t on, off;
   int nrec;
   check_case("softmax attention", tr, false, 1e-12, 0, &on, &off, &nrec);
@@ -429,14 +441,13 @@ static void test_softmax_attention(void **state) {
 
 static void test_layer_norm(void **state) {
   (void)state;
-  th_trace *tr = parse(
-      "def computation(x, w, b):\n"
-      "  # x: \"cpu f64[3, 4, 8]\"\n"
-      "  # w: \"cpu f64[8]\"\n"
-      "  # b: \"cpu f64[8]\"\n"
-      "  h = ltorch.layer_norm(x, (8,), w, b, 1e-05)  # h: \"cpu f64[3, 4, 8]\"\n"
-      "  t = ltorch.tanh(h)  # t: \"cpu f64[3, 4, 8]\"\n"
-      "  return t\n");
+  th_trace *tr = parse("def computation(x, w, b):\n"
+                       "  # x: \"cpu f64[3, 4, 8]\"\n"
+                       "  # w: \"cpu f64[8]\"\n"
+                       "  # b: \"cpu f64[8]\"\n"
+                       "  h = ltorch.layer_norm(x, (8,), w, b, 1e-05)  # h: \"cpu f64[3, 4, 8]\"\n"
+                       "  t = ltorch.tanh(h)  # t: \"cpu f64[3, 4, 8]\"\n"
+                       "  return t\n");
   int64_t on, off;
   int nrec;
   check_case("layer_norm", tr, false, 1e-12, 0, &on, &off, &nrec);
@@ -456,13 +467,12 @@ static void test_layer_norm(void **state) {
  * from x, which is saved anyway, under the name bw_s. */
 static void test_ties_and_names(void **state) {
   (void)state;
-  th_trace *tr = parse(
-      "def computation(x, w):\n"
-      "  # x: \"cpu f64[2, 3]\"\n"
-      "  # w: \"cpu f64[4, 3]\"\n"
-      "  u = ltorch.linear(x, w, None)  # u: \"cpu f64[2, 4]\"\n"
-      "  t = ltorch.tanh(u)  # t: \"cpu f64[2, 4]\"\n"
-      "  return t\n");
+  th_trace *tr = parse("def computation(x, w):\n"
+                       "  # x: \"cpu f64[2, 3]\"\n"
+                       "  # w: \"cpu f64[4, 3]\"\n"
+                       "  u = ltorch.linear(x, w, None)  # u: \"cpu f64[2, 4]\"\n"
+                       "  t = ltorch.tanh(u)  # t: \"cpu f64[2, 4]\"\n"
+                       "  return t\n");
   th_trace *fwd, *bwd;
   grad(tr, true, &fwd, &bwd);
   th_value *sv[16];
@@ -474,13 +484,12 @@ static void test_ties_and_names(void **state) {
   th_trace_free(bwd);
   th_trace_free(tr);
 
-  tr = parse(
-      "def computation(x, w):\n"
-      "  # x: \"cpu f64[2, 3]\"\n"
-      "  # w: \"cpu f64[2, 3]\"\n"
-      "  s = ltorch.sin(x)  # s: \"cpu f64[2, 3]\"\n"
-      "  y = ltorch.mul(s, w)  # y: \"cpu f64[2, 3]\"\n"
-      "  return y\n");
+  tr = parse("def computation(x, w):\n"
+             "  # x: \"cpu f64[2, 3]\"\n"
+             "  # w: \"cpu f64[2, 3]\"\n"
+             "  s = ltorch.sin(x)  # s: \"cpu f64[2, 3]\"\n"
+             "  y = ltorch.mul(s, w)  # y: \"cpu f64[2, 3]\"\n"
+             "  return y\n");
   grad(tr, true, &fwd, &bwd);
   char *f = th_trace_print(fwd, 1), *b = th_trace_print(bwd, 1);
   assert_non_null(strstr(f, "'flat_output': (y,)}, ((x, w), ()))"));
@@ -563,48 +572,49 @@ static char *gpt2_text(int B, int T, int C, int H) {
   size_t cap = 1 << 14;
   char *s = malloc(cap);
   assert_non_null(s);
-  snprintf(s, cap,
-           "def computation(x, ln_1_weight, ln_1_bias, attn_c_attn_weight, attn_c_attn_bias, attn_c_proj_weight, "
-           "attn_c_proj_bias, ln_2_weight, ln_2_bias, mlp_c_fc_weight, mlp_c_fc_bias, mlp_c_proj_weight, mlp_c_proj_bias):\n"
-           "  # x: \"cpu f32[%d, %d, %d]\"\n"
-           "  # ln_1_weight: \"cpu f32[%d]\"\n"
-           "  # ln_1_bias: \"cpu f32[%d]\"\n"
-           "  # attn_c_attn_weight: \"cpu f32[%d, %d]\"\n"
-           "  # attn_c_attn_bias: \"cpu f32[%d]\"\n"
-           "  # attn_c_proj_weight: \"cpu f32[%d, %d]\"\n"
-           "  # attn_c_proj_bias: \"cpu f32[%d]\"\n"
-           "  # ln_2_weight: \"cpu f32[%d]\"\n"
-           "  # ln_2_bias: \"cpu f32[%d]\"\n"
-           "  # mlp_c_fc_weight: \"cpu f32[%d, %d]\"\n"
-           "  # mlp_c_fc_bias: \"cpu f32[%d]\"\n"
-           "  # mlp_c_proj_weight: \"cpu f32[%d, %d]\"\n"
-           "  # mlp_c_proj_bias: \"cpu f32[%d]\"\n"
-           "  h = ltorch.layer_norm(x, (%d,), ln_1_weight, ln_1_bias, 1e-05)  # h: \"cpu f32[%d, %d, %d]\"\n"
-           "  qkv = ltorch.linear(h, attn_c_attn_weight, attn_c_attn_bias)  # qkv: \"cpu f32[%d, %d, %d]\"\n"
-           "  (q, k, v) = ltorch.split(qkv, %d, 2)\n"
-           "  q4 = ltorch.reshape(q, (%d, %d, %d, %d))  # q4: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  k4 = ltorch.reshape(k, (%d, %d, %d, %d))  # k4: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  v4 = ltorch.reshape(v, (%d, %d, %d, %d))  # v4: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  qh = ltorch.transpose(q4, 1, 2)  # qh: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  kh = ltorch.transpose(k4, 1, 2)  # kh: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  vh = ltorch.transpose(v4, 1, 2)  # vh: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  y = ltorch.scaled_dot_product_attention(qh, kh, vh, None, 0.0, True, scale=None)  # y: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  yt = ltorch.transpose(y, 1, 2)  # yt: \"cpu f32[%d, %d, %d, %d]\"\n"
-           "  yc = ltorch.reshape(yt, (%d, %d, %d))  # yc: \"cpu f32[%d, %d, %d]\"\n"
-           "  attn = ltorch.linear(yc, attn_c_proj_weight, attn_c_proj_bias)  # attn: \"cpu f32[%d, %d, %d]\"\n"
-           "  x1 = ltorch.add(x, attn, alpha=None)  # x1: \"cpu f32[%d, %d, %d]\"\n"
-           "  h2 = ltorch.layer_norm(x1, (%d,), ln_2_weight, ln_2_bias, 1e-05)  # h2: \"cpu f32[%d, %d, %d]\"\n"
-           "  fc = ltorch.linear(h2, mlp_c_fc_weight, mlp_c_fc_bias)  # fc: \"cpu f32[%d, %d, %d]\"\n"
-           "  g = ltorch.gelu(fc, approximate='tanh')  # g: \"cpu f32[%d, %d, %d]\"\n"
-           "  mlp = ltorch.linear(g, mlp_c_proj_weight, mlp_c_proj_bias)  # mlp: \"cpu f32[%d, %d, %d]\"\n"
-           "  out = ltorch.add(x1, mlp, alpha=None)  # out: \"cpu f32[%d, %d, %d]\"\n"
-           "  return out\n",
-           B, T, C, C, C, 3 * C, C, 3 * C, C, C, C, C, C, 4 * C, C, 4 * C, C, 4 * C, C,  /* inputs */
-           C, B, T, C, B, T, 3 * C, C,                                                   /* h, qkv, split */
-           B, T, H, D, B, T, H, D, B, T, H, D, B, T, H, D, B, T, H, D, B, T, H, D,     /* q4 k4 v4 */
-           B, H, T, D, B, H, T, D, B, H, T, D, B, H, T, D,                              /* qh kh vh y */
-           B, T, H, D, B, T, C, B, T, C, B, T, C, B, T, C,                              /* yt yc attn x1 */
-           C, B, T, C, B, T, 4 * C, B, T, 4 * C, B, T, C, B, T, C);                      /* h2 fc g mlp out */
+  snprintf(
+    s, cap,
+    "def computation(x, ln_1_weight, ln_1_bias, attn_c_attn_weight, attn_c_attn_bias, attn_c_proj_weight, "
+    "attn_c_proj_bias, ln_2_weight, ln_2_bias, mlp_c_fc_weight, mlp_c_fc_bias, mlp_c_proj_weight, mlp_c_proj_bias):\n"
+    "  # x: \"cpu f32[%d, %d, %d]\"\n"
+    "  # ln_1_weight: \"cpu f32[%d]\"\n"
+    "  # ln_1_bias: \"cpu f32[%d]\"\n"
+    "  # attn_c_attn_weight: \"cpu f32[%d, %d]\"\n"
+    "  # attn_c_attn_bias: \"cpu f32[%d]\"\n"
+    "  # attn_c_proj_weight: \"cpu f32[%d, %d]\"\n"
+    "  # attn_c_proj_bias: \"cpu f32[%d]\"\n"
+    "  # ln_2_weight: \"cpu f32[%d]\"\n"
+    "  # ln_2_bias: \"cpu f32[%d]\"\n"
+    "  # mlp_c_fc_weight: \"cpu f32[%d, %d]\"\n"
+    "  # mlp_c_fc_bias: \"cpu f32[%d]\"\n"
+    "  # mlp_c_proj_weight: \"cpu f32[%d, %d]\"\n"
+    "  # mlp_c_proj_bias: \"cpu f32[%d]\"\n"
+    "  h = ltorch.layer_norm(x, (%d,), ln_1_weight, ln_1_bias, 1e-05)  # h: \"cpu f32[%d, %d, %d]\"\n"
+    "  qkv = ltorch.linear(h, attn_c_attn_weight, attn_c_attn_bias)  # qkv: \"cpu f32[%d, %d, %d]\"\n"
+    "  (q, k, v) = ltorch.split(qkv, %d, 2)\n"
+    "  q4 = ltorch.reshape(q, (%d, %d, %d, %d))  # q4: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  k4 = ltorch.reshape(k, (%d, %d, %d, %d))  # k4: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  v4 = ltorch.reshape(v, (%d, %d, %d, %d))  # v4: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  qh = ltorch.transpose(q4, 1, 2)  # qh: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  kh = ltorch.transpose(k4, 1, 2)  # kh: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  vh = ltorch.transpose(v4, 1, 2)  # vh: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  y = ltorch.scaled_dot_product_attention(qh, kh, vh, None, 0.0, True, scale=None)  # y: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  yt = ltorch.transpose(y, 1, 2)  # yt: \"cpu f32[%d, %d, %d, %d]\"\n"
+    "  yc = ltorch.reshape(yt, (%d, %d, %d))  # yc: \"cpu f32[%d, %d, %d]\"\n"
+    "  attn = ltorch.linear(yc, attn_c_proj_weight, attn_c_proj_bias)  # attn: \"cpu f32[%d, %d, %d]\"\n"
+    "  x1 = ltorch.add(x, attn, alpha=None)  # x1: \"cpu f32[%d, %d, %d]\"\n"
+    "  h2 = ltorch.layer_norm(x1, (%d,), ln_2_weight, ln_2_bias, 1e-05)  # h2: \"cpu f32[%d, %d, %d]\"\n"
+    "  fc = ltorch.linear(h2, mlp_c_fc_weight, mlp_c_fc_bias)  # fc: \"cpu f32[%d, %d, %d]\"\n"
+    "  g = ltorch.gelu(fc, approximate='tanh')  # g: \"cpu f32[%d, %d, %d]\"\n"
+    "  mlp = ltorch.linear(g, mlp_c_proj_weight, mlp_c_proj_bias)  # mlp: \"cpu f32[%d, %d, %d]\"\n"
+    "  out = ltorch.add(x1, mlp, alpha=None)  # out: \"cpu f32[%d, %d, %d]\"\n"
+    "  return out\n",
+    B, T, C, C, C, 3 * C, C, 3 * C, C, C, C, C, C, 4 * C, C, 4 * C, C, 4 * C, C, /* inputs */
+    C, B, T, C, B, T, 3 * C, C,                                                  /* h, qkv, split */
+    B, T, H, D, B, T, H, D, B, T, H, D, B, T, H, D, B, T, H, D, B, T, H, D,      /* q4 k4 v4 */
+    B, H, T, D, B, H, T, D, B, H, T, D, B, H, T, D,                              /* qh kh vh y */
+    B, T, H, D, B, T, C, B, T, C, B, T, C, B, T, C,                              /* yt yc attn x1 */
+    C, B, T, C, B, T, 4 * C, B, T, 4 * C, B, T, C, B, T, C);                     /* h2 fc g mlp out */
   return s;
 }
 
@@ -661,16 +671,19 @@ static void test_gpt2_block(void **state) {
   /* the float32 block saves no float64 values: its layer norms' vjp rule recomputes their float64
    * statistics from their inputs in the backward */
   if (!(on64 == 2 * on - rows && off64 == 2 * off - 3 * mask))
-    fail_msg("f64 %lld / %lld bytes, f32 %lld / %lld", (long long)on64, (long long)off64, (long long)on, (long long)off);
+    fail_msg("f64 %lld / %lld bytes, f32 %lld / %lld", (long long)on64, (long long)off64, (long long)on,
+             (long long)off);
   th_trace_free(tr);
   int64_t bon, boff;
   char *bench = gpt2_text(8, 256, 768, 12);
   bytes_of(bench, &bon, &boff);
   assert_true(bon < boff);
   print_message("saved for backward, GPT-2 block (examples/gpt2_block.py, B=2 T=64 C=128, f32): %lld bytes with "
-                "rematerialization, %lld without (%d bsyms recomputed)\n", (long long)on, (long long)off, nrec);
+                "rematerialization, %lld without (%d bsyms recomputed)\n",
+                (long long)on, (long long)off, nrec);
   print_message("saved for backward, GPT-2 block at bench size (B=8 T=256 C=768 H=12, f32): %lld bytes with "
-                "rematerialization, %lld without\n", (long long)bon, (long long)boff);
+                "rematerialization, %lld without\n",
+                (long long)bon, (long long)boff);
   free(bench);
   free(small);
   free(ex64);
@@ -679,14 +692,14 @@ static void test_gpt2_block(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mlp_gelu),
-      cmocka_unit_test(test_exact_ops),
-      cmocka_unit_test(test_softmax_attention),
-      cmocka_unit_test(test_layer_norm),
-      cmocka_unit_test(test_ties_and_names),
-      cmocka_unit_test(test_inplace_not_recomputed),
-      cmocka_unit_test(test_api),
-      cmocka_unit_test(test_gpt2_block),
+    cmocka_unit_test(test_mlp_gelu),
+    cmocka_unit_test(test_exact_ops),
+    cmocka_unit_test(test_softmax_attention),
+    cmocka_unit_test(test_layer_norm),
+    cmocka_unit_test(test_ties_and_names),
+    cmocka_unit_test(test_inplace_not_recomputed),
+    cmocka_unit_test(test_api),
+    cmocka_unit_test(test_gpt2_block),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

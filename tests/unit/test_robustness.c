@@ -30,13 +30,13 @@ static const th_device CPU = {TH_CPU, 0};
 
 /* ---- helpers ---------------------------------------------------------------------------------------- */
 
-#define EXPECT_ERR(expr, code, needle)                                                                   \
-  do {                                                                                                   \
-    th_status st_ = (expr);                                                                              \
-    if (st_ != (code) || !strstr(th_last_error(), (needle)))                                             \
-      fail_msg("%s: expected status %d with \"%s\", got %d: %s", #expr, (int)(code), (needle), (int)st_, \
-               th_last_error());                                                                         \
-    assert_null(strchr(th_last_error(), '\n'));                                                          \
+#define EXPECT_ERR(expr, code, needle)                                                                                 \
+  do {                                                                                                                 \
+    th_status st_ = (expr);                                                                                            \
+    if (st_ != (code) || !strstr(th_last_error(), (needle)))                                                           \
+      fail_msg("%s: expected status %d with \"%s\", got %d: %s", #expr, (int)(code), (needle), (int)st_,               \
+               th_last_error());                                                                                       \
+    assert_null(strchr(th_last_error(), '\n'));                                                                        \
   } while (0)
 
 static th_value *input(th_trace *tr, const char *name, th_dtype dt, int nd, const int64_t *shape) {
@@ -132,14 +132,15 @@ static void test_huge_shapes_rejected(void **state) {
   assert_non_null(e);
   assert_int_equal(th_value_numel(e), 0);
   /* meta outputs are bounded the same way, with the op named */
-  th_arg si[3], fargs[2] = {ints(si, 3, (const int64_t[]){99999999999LL, 99999999999LL, 99999999999LL}),
-                            th_arg_float(1.0)};
+  th_arg si[3],
+    fargs[2] = {ints(si, 3, (const int64_t[]){99999999999LL, 99999999999LL, 99999999999LL}), th_arg_float(1.0)};
   th_arg out;
   EXPECT_ERR(callv(tr, "ltorch.full", 2, fargs, &out), TH_ERR_VALUE, "more elements than fit in int64");
   assert_non_null(strstr(th_last_error(), "prims.full"));
   th_value *x = input(tr, "x", TH_F32, 1, (const int64_t[]){2});
-  th_arg bi[1], bs[2], bargs[3] = {th_arg_value(x), ints(bs, 2, (const int64_t[]){INT64_C(1) << 62, 2}),
-                                   ints(bi, 1, (const int64_t[]){1})};
+  th_arg bi[1], bs[2],
+    bargs[3] = {th_arg_value(x), ints(bs, 2, (const int64_t[]){INT64_C(1) << 62, 2}),
+                ints(bi, 1, (const int64_t[]){1})};
   EXPECT_ERR(callv(tr, "prims.broadcast_in_dim", 3, bargs, &out), TH_ERR_VALUE, "prims.broadcast_in_dim: shape");
   /* cat: the sizes' sum overflows int64 (two i8[2^62] tensors); 3 x i8[2^61] fits */
   th_arg two[2] = {th_arg_value(c8), th_arg_value(c8)}, cargs[2] = {th_arg_list(2, two), th_arg_int(0)};
@@ -152,19 +153,16 @@ static void test_huge_shapes_rejected(void **state) {
   th_trace_free(tr);
 }
 
-static const char huge_use[] =
-    "def computation(x):\n"
-    "  # x: \"cpu f32[99999999999, 99999999999]\"\n"
-    "  t0 = ltorch.neg(x)\n"
-    "  return t0\n";
-static const char huge_ret[] =
-    "def computation(x):\n"
-    "  # x: \"cpu f32[99999999999, 99999999999]\"\n"
-    "  return x\n";
-static const char zero_ret[] =
-    "def computation(x):\n"
-    "  # x: \"cpu f32[0, 9223372036854775807]\"\n"
-    "  return x\n";
+static const char huge_use[] = "def computation(x):\n"
+                               "  # x: \"cpu f32[99999999999, 99999999999]\"\n"
+                               "  t0 = ltorch.neg(x)\n"
+                               "  return t0\n";
+static const char huge_ret[] = "def computation(x):\n"
+                               "  # x: \"cpu f32[99999999999, 99999999999]\"\n"
+                               "  return x\n";
+static const char zero_ret[] = "def computation(x):\n"
+                               "  # x: \"cpu f32[0, 9223372036854775807]\"\n"
+                               "  return x\n";
 
 static void test_parsed_huge_shapes(void **state) {
   (void)state;
@@ -202,7 +200,8 @@ static void test_extreme_int_args(void **state) {
   assert_shape(r1, 3, (const int64_t[]){1, 3, 4});
   /* prims.slice_prim with a stride of M */
   th_arg a0[3], a1[3], a2[3];
-  th_arg sp[4] = {ax, ints(a0, 3, (const int64_t[]){0, 0, 0}), ints(a1, 3, s234), ints(a2, 3, (const int64_t[]){M, 1, 1})};
+  th_arg sp[4] = {ax, ints(a0, 3, (const int64_t[]){0, 0, 0}), ints(a1, 3, s234),
+                  ints(a2, 3, (const int64_t[]){M, 1, 1})};
   th_value *r2 = call_ok(tr, "prims.slice_prim", 4, sp).u.value;
   assert_shape(r2, 3, (const int64_t[]){1, 3, 4});
   /* chunk(x, M, 2): ceil(4 / M) = 1 per piece -> 4 pieces (PyTorch) */
@@ -241,7 +240,7 @@ static void test_extreme_int_args(void **state) {
   th_tensor **res = NULL;
   if (compile_run(tr, 2, in, &nout, &res) != TH_OK) fail_msg("run: %s", th_last_error());
   assert_int_equal(nout, 3);
-  for (int i = 0; i < 12; i++) assert_true(th_tensor_get_f64(res[0], i) == (double)i); /* x[0] */
+  for (int i = 0; i < 12; i++) assert_true(th_tensor_get_f64(res[0], i) == (double)i);          /* x[0] */
   for (int i = 0; i < 6; i++) assert_true(th_tensor_get_f64(res[1], i) == (double)(4 * i + 3)); /* x[..., 3:4] */
   for (int i = 0; i < 24; i++) assert_true(th_tensor_get_f64(res[2], i) == (double)i);
   free_outputs(nout, res);
@@ -304,8 +303,8 @@ static void expect_invalid_shape(th_status st, const char *prefix, const char *p
   const char *msg = th_last_error();
   if (st != TH_ERR_IO || strncmp(msg, prefix, strlen(prefix)) || !strstr(msg, path) ||
       !strstr(msg, "th_tensor_empty: shape overflows int64"))
-    fail_msg("expected TH_ERR_IO \"%s '%s': ... th_tensor_empty: shape overflows int64\", got %d: %s", prefix, path,
-             st, msg);
+    fail_msg("expected TH_ERR_IO \"%s '%s': ... th_tensor_empty: shape overflows int64\", got %d: %s", prefix, path, st,
+             msg);
   const char *first = strstr(msg, prefix);
   assert_null(strstr(first + 1, prefix)); /* the prefix once */
 }
@@ -330,7 +329,9 @@ static void test_reader_errors_not_garbled(void **state) {
   expect_invalid_shape(th_npy_read(path_in("shape.npy"), &t), "reading .npy: '", path_in("shape.npy"));
   assert_null(t);
   /* .safetensors: the same shape, an empty data buffer */
-  snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [0, 4503599627370496, 4503599627370496], \"data_offsets\": [0, 0]}}");
+  snprintf(
+    hdr, sizeof hdr,
+    "{\"x\": {\"dtype\": \"F32\", \"shape\": [0, 4503599627370496, 4503599627370496], \"data_offsets\": [0, 0]}}");
   size_t n = strlen(hdr);
   unsigned char st[256];
   for (int i = 0; i < 8; i++) st[i] = (unsigned char)((uint64_t)n >> (8 * i));
@@ -339,8 +340,8 @@ static void test_reader_errors_not_garbled(void **state) {
   int cnt = 0;
   char **names = NULL;
   th_tensor **ts = NULL;
-  expect_invalid_shape(th_safetensors_read(path_in("shape.safetensors"), &cnt, &names, &ts),
-                       "reading .safetensors: '", path_in("shape.safetensors"));
+  expect_invalid_shape(th_safetensors_read(path_in("shape.safetensors"), &cnt, &names, &ts), "reading .safetensors: '",
+                       path_in("shape.safetensors"));
   unlink(path_in("shape.npy"));
   unlink(path_in("shape.safetensors"));
 }
@@ -400,7 +401,8 @@ static void test_api_null_and_malformed(void **state) {
   th_arg ay = th_arg_value(y);
   EXPECT_ERR(callv(tr, "ltorch.neg", 1, &ay, &out), TH_ERR_VALUE, "value y belongs to another trace");
   th_arg mixed[2] = {ax, ay};
-  EXPECT_ERR(callv(tr, "ltorch.add", 2, mixed, &out), TH_ERR_VALUE, "ltorch.add: argument 'other': value y belongs to another trace");
+  EXPECT_ERR(callv(tr, "ltorch.add", 2, mixed, &out), TH_ERR_VALUE,
+             "ltorch.add: argument 'other': value y belongs to another trace");
   EXPECT_ERR(th_trace_set_return(tr, th_arg_tuple(2, mixed)), TH_ERR_VALUE, "value y belongs to another trace");
   assert_int_equal(th_trace_num_bsyms(tr), 0);
   EXPECT_ERR(th_trace_set_return(NULL, ax), TH_ERR_VALUE, "the trace is NULL");
@@ -477,7 +479,8 @@ static void test_printed_names_validated(void **state) {
   EXPECT_ERR(th_trace_call(tr, "ltorch.contiguous", 1, &ax, 1, mf, &obj, &out), TH_ERR_VALUE,
              "invalid object name 'evil)\\x0aimport os\\x0a(': not a Python identifier");
   obj.u.s = "torch.contiguous_format";
-  EXPECT_ERR(th_trace_call(tr, "ltorch.contiguous", 1, &ax, 1, mf, &obj, &out), TH_ERR_VALUE, "not a Python identifier");
+  EXPECT_ERR(th_trace_call(tr, "ltorch.contiguous", 1, &ax, 1, mf, &obj, &out), TH_ERR_VALUE,
+             "not a Python identifier");
   obj.u.s = "_torch_memory_format_0";
   assert_int_equal(th_trace_call(tr, "ltorch.contiguous", 1, &ax, 1, mf, &obj, &out), TH_OK);
   assert_int_equal(th_trace_set_return(tr, out), TH_OK);
@@ -581,15 +584,11 @@ int main(int argc, char **argv) {
   snprintf(tmpdir, sizeof tmpdir, "%s", "/tmp/th_robust_XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_huge_shapes_rejected),
-      cmocka_unit_test(test_parsed_huge_shapes),
-      cmocka_unit_test(test_extreme_int_args),
-      cmocka_unit_test(test_empty_views_with_huge_strides),
-      cmocka_unit_test(test_reader_errors_not_garbled),
-      cmocka_unit_test(test_api_null_and_malformed),
-      cmocka_unit_test(test_printed_names_validated),
-      cmocka_unit_test(test_loss_target_out_of_range),
-      cmocka_unit_test(test_softmax_empty_dim),
+    cmocka_unit_test(test_huge_shapes_rejected),      cmocka_unit_test(test_parsed_huge_shapes),
+    cmocka_unit_test(test_extreme_int_args),          cmocka_unit_test(test_empty_views_with_huge_strides),
+    cmocka_unit_test(test_reader_errors_not_garbled), cmocka_unit_test(test_api_null_and_malformed),
+    cmocka_unit_test(test_printed_names_validated),   cmocka_unit_test(test_loss_target_out_of_range),
+    cmocka_unit_test(test_softmax_empty_dim),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rmdir(tmpdir);

@@ -183,8 +183,7 @@ static void test_round_trip_every_dtype(void **state) {
 static void test_exact_bytes_and_empty_file(void **state) {
   (void)state;
   int64_t s2[1] = {2}, s1[1] = {1};
-  th_tensor *b = th_tensor_new(TH_F32, 1, s2), *a = th_tensor_new(TH_F64, 1, s1),
-            *c = th_tensor_new(TH_U8, 1, s1);
+  th_tensor *b = th_tensor_new(TH_F32, 1, s2), *a = th_tensor_new(TH_F64, 1, s1), *c = th_tensor_new(TH_U8, 1, s1);
   ((float *)th_tensor_data(b))[0] = 1.0f;
   ((float *)th_tensor_data(b))[1] = -2.0f;
   ((double *)th_tensor_data(a))[0] = 0.5;
@@ -193,10 +192,9 @@ static void test_exact_bytes_and_empty_file(void **state) {
   th_tensor *ts[3] = {b, c, a};
   const char *p = path_in("x.safetensors");
   assert_int_equal(th_safetensors_write(p, 3, names, ts), TH_OK);
-  const char *hdr =
-      "{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
-      "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]},"
-      "\"c\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[16,17]}}";
+  const char *hdr = "{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]},"
+                    "\"c\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[16,17]}}";
   size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8, len;
   unsigned char *bytes = slurp(p, &len);
   assert_int_equal(len, 8 + padded + 17);
@@ -266,57 +264,52 @@ static void test_header_lies(void **state) {
     uint64_t len;
     const char *what;
   } cases[] = {
-      {"{}", 0, 1000, "exceeds"},
-      {"{}", 0, UINT64_MAX, "exceeds"},
-      {"{\"a\":", 0, 0, "not valid JSON"},
-      {"{\"a\":{}} trailing", 0, 0, "not valid JSON"},
-      {"[1, 2]", 0, 0, "not a JSON object"},
-      {"", 0, 0, "not valid JSON"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, NULL}, /* control: valid */
-      {"{\"a\":{\"dtype\":\"F31\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "unsupported dtype \"F31\""},
-      {"{\"a\":{\"dtype\":\"U16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2, 0, "unsupported dtype \"U16\""},
-      {"{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "\"dtype\" must be a string"},
-      {"{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "missing \"dtype\""},
-      {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, 0, "missing \"shape\""},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, 0, "missing \"data_offsets\""},
-      {"{\"a\":[1]}", 0, 0, "expected a JSON object"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, 0, "shape[0] must be"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, 0, "shape[0] must be"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}", 4, 0, "shape[0] must be"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", 4, 0, "\"shape\" must be an array"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, 0,
-       "9 dimensions"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, 0, "two non-negative integers"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 4, 0,
-       "two non-negative integers"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 4, 0,
-       "two non-negative integers"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, 0, "end before they begin"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", 4, 0,
-       "reach past the 4-byte data buffer"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, 0, "needs 8"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
-       0, "needs"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}",
-       6, 0, "tensor 'b' (bytes [2, 6)) overlaps tensor 'a'"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-       4, 0, "overlaps"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
-       12, 0, "hole of 4 bytes"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0,
-       "hole of 4 bytes in the data buffer before tensor 'a'"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 7, 0, "3 bytes at the end"},
-      {"{}", 5, 0, "5 bytes of data but no tensors"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-       "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-       8, 0, "'a' appears twice"},
-      {"{\"__metadata__\":{\"k\":1}}", 0, 0, "\"__metadata__\" value \"k\" must be a string"},
-      {"{\"__metadata__\":[]}", 0, 0, "\"__metadata__\" must be an object"},
-      {"{\"\xff\":{}}", 0, 0, "not valid UTF-8"},
-      {"{\"\xc0\x80\":{}}", 0, 0, "not valid UTF-8"},
+    {"{}", 0, 1000, "exceeds"},
+    {"{}", 0, UINT64_MAX, "exceeds"},
+    {"{\"a\":", 0, 0, "not valid JSON"},
+    {"{\"a\":{}} trailing", 0, 0, "not valid JSON"},
+    {"[1, 2]", 0, 0, "not a JSON object"},
+    {"", 0, 0, "not valid JSON"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, NULL}, /* control: valid */
+    {"{\"a\":{\"dtype\":\"F31\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "unsupported dtype \"F31\""},
+    {"{\"a\":{\"dtype\":\"U16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2, 0, "unsupported dtype \"U16\""},
+    {"{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "\"dtype\" must be a string"},
+    {"{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "missing \"dtype\""},
+    {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, 0, "missing \"shape\""},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, 0, "missing \"data_offsets\""},
+    {"{\"a\":[1]}", 0, 0, "expected a JSON object"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, 0, "shape[0] must be"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, 0, "shape[0] must be"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}", 4, 0, "shape[0] must be"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", 4, 0, "\"shape\" must be an array"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, 0, "9 dimensions"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, 0, "two non-negative integers"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 4, 0, "two non-negative integers"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 4, 0, "two non-negative integers"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, 0, "end before they begin"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", 4, 0, "reach past the 4-byte data buffer"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, 0, "needs 8"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,4]}}", 4, 0, "needs"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}",
+     6, 0, "tensor 'b' (bytes [2, 6)) overlaps tensor 'a'"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+     4, 0, "overlaps"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+     12, 0, "hole of 4 bytes"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0,
+     "hole of 4 bytes in the data buffer before tensor 'a'"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 7, 0, "3 bytes at the end"},
+    {"{}", 5, 0, "5 bytes of data but no tensors"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+     8, 0, "'a' appears twice"},
+    {"{\"__metadata__\":{\"k\":1}}", 0, 0, "\"__metadata__\" value \"k\" must be a string"},
+    {"{\"__metadata__\":[]}", 0, 0, "\"__metadata__\" must be an object"},
+    {"{\"\xff\":{}}", 0, 0, "not valid UTF-8"},
+    {"{\"\xc0\x80\":{}}", 0, 0, "not valid UTF-8"},
   };
   const char *p = path_in("lie.safetensors");
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -445,12 +438,12 @@ static void test_write_fault_injection_is_atomic(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip_every_dtype),
-      cmocka_unit_test(test_exact_bytes_and_empty_file),
-      cmocka_unit_test(test_reads_hand_written_files),
-      cmocka_unit_test(test_header_lies),
-      cmocka_unit_test(test_write_errors),
-      cmocka_unit_test(test_write_fault_injection_is_atomic),
+    cmocka_unit_test(test_round_trip_every_dtype),
+    cmocka_unit_test(test_exact_bytes_and_empty_file),
+    cmocka_unit_test(test_reads_hand_written_files),
+    cmocka_unit_test(test_header_lies),
+    cmocka_unit_test(test_write_errors),
+    cmocka_unit_test(test_write_fault_injection_is_atomic),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

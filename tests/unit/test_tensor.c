@@ -383,12 +383,12 @@ static void test_get_f64_decodes_every_dtype(void **state) {
     uint64_t bits; /* little-endian element bytes of element 1 */
     double want;
   } cases[] = {
-      {TH_BOOL, 0x02, 1.0},        {TH_U8, 0xff, 255.0},       {TH_I8, 0xff, -1.0},
-      {TH_I16, 0x8000, -32768.0},  {TH_I32, 0xfffffffe, -2.0}, {TH_I64, 0xffffffffffffffffull, -1.0},
-      {TH_F16, 0x3c00, 1.0},       {TH_F16, 0xc200, -3.0},     {TH_BF16, 0x3f80, 1.0},
-      {TH_BF16, 0x4049, 3.140625}, {TH_F32, 0x3fc00000, 1.5},  {TH_F64, 0x4004000000000000ull, 2.5},
-      {TH_F8E4M3FN, 0x38, 1.0},    {TH_F8E4M3FN, 0x7e, 448.0}, {TH_F8E4M3FN, 0x01, 0.001953125},
-      {TH_F8E5M2, 0x3c, 1.0},      {TH_F8E5M2, 0x7b, 57344.0}, {TH_F8E5M2, 0x7c, INFINITY},
+    {TH_BOOL, 0x02, 1.0},        {TH_U8, 0xff, 255.0},       {TH_I8, 0xff, -1.0},
+    {TH_I16, 0x8000, -32768.0},  {TH_I32, 0xfffffffe, -2.0}, {TH_I64, 0xffffffffffffffffull, -1.0},
+    {TH_F16, 0x3c00, 1.0},       {TH_F16, 0xc200, -3.0},     {TH_BF16, 0x3f80, 1.0},
+    {TH_BF16, 0x4049, 3.140625}, {TH_F32, 0x3fc00000, 1.5},  {TH_F64, 0x4004000000000000ull, 2.5},
+    {TH_F8E4M3FN, 0x38, 1.0},    {TH_F8E4M3FN, 0x7e, 448.0}, {TH_F8E4M3FN, 0x01, 0.001953125},
+    {TH_F8E5M2, 0x3c, 1.0},      {TH_F8E5M2, 0x7b, 57344.0}, {TH_F8E5M2, 0x7c, INFINITY},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     th_tensor *t = th_tensor_new(cases[k].dt, 1, shape);
@@ -436,12 +436,12 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_new_zeroed_aligned),          cmocka_unit_test(test_new_edge_shapes),
-      cmocka_unit_test(test_new_rejects_bad_shapes),      cmocka_unit_test(test_view_shares_storage),
-      cmocka_unit_test(test_view_rejects_out_of_bounds),  cmocka_unit_test(test_is_contiguous_like_pytorch),
-      cmocka_unit_test(test_from_data_deleter),           cmocka_unit_test(test_refcount_threads),
-      cmocka_unit_test(test_contiguous_copy_views),       cmocka_unit_test(test_contiguous_copy_every_dtype),
-      cmocka_unit_test(test_get_f64_decodes_every_dtype), cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_new_zeroed_aligned),          cmocka_unit_test(test_new_edge_shapes),
+    cmocka_unit_test(test_new_rejects_bad_shapes),      cmocka_unit_test(test_view_shares_storage),
+    cmocka_unit_test(test_view_rejects_out_of_bounds),  cmocka_unit_test(test_is_contiguous_like_pytorch),
+    cmocka_unit_test(test_from_data_deleter),           cmocka_unit_test(test_refcount_threads),
+    cmocka_unit_test(test_contiguous_copy_views),       cmocka_unit_test(test_contiguous_copy_every_dtype),
+    cmocka_unit_test(test_get_f64_decodes_every_dtype), cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

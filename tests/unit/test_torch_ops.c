@@ -260,16 +260,17 @@ static void test_promote_lattice(void **state) {
   const struct {
     th_tu_type a, b, want;
   } cases[] = {
-      {ty(TH_U8, TH_TU_STRONG), ty(TH_I8, TH_TU_STRONG), ty(TH_I16, TH_TU_STRONG)},
-      {ty(TH_U8, TH_TU_WEAK), ty(TH_I64, TH_TU_WEAK), ty(TH_I16, TH_TU_STRONG)}, /* u8_ + i64_ -> i16 */
-      {ty(TH_I32, TH_TU_STRONG), ty(TH_I64, TH_TU_WEAK), ty(TH_I32, TH_TU_STRONG)},
-      {ty(TH_BOOL, TH_TU_STRONG), ty(TH_I64, TH_TU_NUMBER), ty(TH_I64, TH_TU_NUMBER)}, /* PyTorch: int64, not Thunder's i8_ */
-      {ty(TH_I64, TH_TU_STRONG), ty(TH_F64, TH_TU_NUMBER), ty(TH_F64, TH_TU_NUMBER)},
-      {ty(TH_BF16, TH_TU_STRONG), ty(TH_F16, TH_TU_STRONG), ty(TH_F32, TH_TU_STRONG)},
-      {ty(TH_BF16, TH_TU_WEAK), ty(TH_F16, TH_TU_WEAK), ty(TH_F32, TH_TU_WEAK)},
-      {ty(TH_F32, TH_TU_WEAK), ty(TH_BF16, TH_TU_STRONG), ty(TH_BF16, TH_TU_STRONG)},
-      {ty(TH_F64, TH_TU_WEAK), ty(TH_F16, TH_TU_STRONG), ty(TH_F16, TH_TU_STRONG)},
-      {ty(TH_F32, TH_TU_STRONG), ty(TH_F64, TH_TU_STRONG), ty(TH_F64, TH_TU_STRONG)},
+    {ty(TH_U8, TH_TU_STRONG), ty(TH_I8, TH_TU_STRONG), ty(TH_I16, TH_TU_STRONG)},
+    {ty(TH_U8, TH_TU_WEAK), ty(TH_I64, TH_TU_WEAK), ty(TH_I16, TH_TU_STRONG)}, /* u8_ + i64_ -> i16 */
+    {ty(TH_I32, TH_TU_STRONG), ty(TH_I64, TH_TU_WEAK), ty(TH_I32, TH_TU_STRONG)},
+    {ty(TH_BOOL, TH_TU_STRONG), ty(TH_I64, TH_TU_NUMBER),
+     ty(TH_I64, TH_TU_NUMBER)}, /* PyTorch: int64, not Thunder's i8_ */
+    {ty(TH_I64, TH_TU_STRONG), ty(TH_F64, TH_TU_NUMBER), ty(TH_F64, TH_TU_NUMBER)},
+    {ty(TH_BF16, TH_TU_STRONG), ty(TH_F16, TH_TU_STRONG), ty(TH_F32, TH_TU_STRONG)},
+    {ty(TH_BF16, TH_TU_WEAK), ty(TH_F16, TH_TU_WEAK), ty(TH_F32, TH_TU_WEAK)},
+    {ty(TH_F32, TH_TU_WEAK), ty(TH_BF16, TH_TU_STRONG), ty(TH_BF16, TH_TU_STRONG)},
+    {ty(TH_F64, TH_TU_WEAK), ty(TH_F16, TH_TU_STRONG), ty(TH_F16, TH_TU_STRONG)},
+    {ty(TH_F32, TH_TU_STRONG), ty(TH_F64, TH_TU_STRONG), ty(TH_F64, TH_TU_STRONG)},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     th_tu_type r;
@@ -873,8 +874,8 @@ static void test_sdpa(void **state) {
   /* bf16: the logits, the scaling and the softmax in float32 (rows of -inf logits give 0: amax, eq and
    * the two wheres), the probabilities rounded back for @ v */
   check_subs(last_bsym(tr), "prims.convert_element_type", "prims.convert_element_type", "ltorch.transpose",
-             "ltorch.matmul", "ltorch.mul", "ltorch.tril", "ltorch.amax", "ltorch.eq", "ltorch.where",
-             "ltorch.softmax", "ltorch.where", "prims.convert_element_type", "ltorch.matmul", NULL);
+             "ltorch.matmul", "ltorch.mul", "ltorch.tril", "ltorch.amax", "ltorch.eq", "ltorch.where", "ltorch.softmax",
+             "ltorch.where", "prims.convert_element_type", "ltorch.matmul", NULL);
   th_arg qkvm[4] = {q, k, v, mask};
   check_tensor(call(tr, "ltorch.scaled_dot_product_attention", 4, qkvm), TH_BF16, 4, (int64_t)2, (int64_t)4, (int64_t)6,
                (int64_t)16);
@@ -1075,8 +1076,10 @@ static void test_alloc_failures(void **state) {
     th_trace *tr = th_trace_new(NULL);
     th_status st = tr ? record_block(tr) : TH_ERR_NOMEM;
     th_alloc_fail_after(0);
-    if (st == TH_OK) ok = 1;
-    else assert_int_equal(st, TH_ERR_NOMEM);
+    if (st == TH_OK)
+      ok = 1;
+    else
+      assert_int_equal(st, TH_ERR_NOMEM);
     th_trace_free(tr);
   }
   assert_true(ok); /* eventually enough allocations succeed */
@@ -1108,32 +1111,32 @@ static void test_table(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_promote_bf16_add),
-      cmocka_unit_test(test_promote_scalars),
-      cmocka_unit_test(test_mul_number_printed_trace),
-      cmocka_unit_test(test_promote_lattice),
-      cmocka_unit_test(test_promote_errors),
-      cmocka_unit_test(test_elementwise_ops),
-      cmocka_unit_test(test_where_clamp),
-      cmocka_unit_test(test_to),
-      cmocka_unit_test(test_fp8_saturated),
-      cmocka_unit_test(test_creation),
-      cmocka_unit_test(test_reshape),
-      cmocka_unit_test(test_layout_ops),
-      cmocka_unit_test(test_getitem),
-      cmocka_unit_test(test_cat_split),
-      cmocka_unit_test(test_reductions),
-      cmocka_unit_test(test_matmul),
-      cmocka_unit_test(test_activations),
-      cmocka_unit_test(test_softmax_norms),
-      cmocka_unit_test(test_embedding),
-      cmocka_unit_test(test_sdpa),
-      cmocka_unit_test(test_losses_dropout),
-      cmocka_unit_test(test_gpt2_block),
-      cmocka_unit_test(test_llama_block),
-      cmocka_unit_test(test_devices),
-      cmocka_unit_test(test_alloc_failures),
-      cmocka_unit_test(test_table),
+    cmocka_unit_test(test_promote_bf16_add),
+    cmocka_unit_test(test_promote_scalars),
+    cmocka_unit_test(test_mul_number_printed_trace),
+    cmocka_unit_test(test_promote_lattice),
+    cmocka_unit_test(test_promote_errors),
+    cmocka_unit_test(test_elementwise_ops),
+    cmocka_unit_test(test_where_clamp),
+    cmocka_unit_test(test_to),
+    cmocka_unit_test(test_fp8_saturated),
+    cmocka_unit_test(test_creation),
+    cmocka_unit_test(test_reshape),
+    cmocka_unit_test(test_layout_ops),
+    cmocka_unit_test(test_getitem),
+    cmocka_unit_test(test_cat_split),
+    cmocka_unit_test(test_reductions),
+    cmocka_unit_test(test_matmul),
+    cmocka_unit_test(test_activations),
+    cmocka_unit_test(test_softmax_norms),
+    cmocka_unit_test(test_embedding),
+    cmocka_unit_test(test_sdpa),
+    cmocka_unit_test(test_losses_dropout),
+    cmocka_unit_test(test_gpt2_block),
+    cmocka_unit_test(test_llama_block),
+    cmocka_unit_test(test_devices),
+    cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -298,8 +298,7 @@ static void test_cse_duplicate_add(void **state) {
   verify(d);
   assert_int_equal(count_op(d, TH_OP_ltorch_mul), 1);
   assert_int_equal(count_op(d, TH_OP_ltorch_add), 2);
-  assert_true(arg_value(find_op(d, TH_OP_ltorch_mul, 0), 0) != a ||
-              arg_value(find_op(d, TH_OP_ltorch_mul, 0), 1) != a);
+  assert_true(arg_value(find_op(d, TH_OP_ltorch_mul, 0), 0) != a || arg_value(find_op(d, TH_OP_ltorch_mul, 0), 1) != a);
 
   /* CSE after DCE: one add, computing c; f = c * b; return (c, f) */
   th_trace *e = cse(d);
@@ -396,7 +395,7 @@ static void test_constants_by_value(void **state) {
   (void)state;
   th_trace *tr = th_trace_new(NULL);
   th_value *x = input(tr, "x"), *y = input(tr, "y");
-  th_arg consts[7] = {th_arg_int(1),    th_arg_float(1.0), th_arg_bool(true), th_arg_int(1),
+  th_arg consts[7] = {th_arg_int(1),     th_arg_float(1.0),  th_arg_bool(true), th_arg_int(1),
                       th_arg_float(0.0), th_arg_float(-0.0), th_arg_float(0.5)};
   th_value *v[9];
   for (int i = 0; i < 7; i++) {
@@ -544,10 +543,10 @@ static void test_executor_mismatch(void **state) {
     const char *ex[4];
     int nadds;
   } cases[] = {
-      {{NULL, NULL, NULL, NULL}, 1},
-      {{"eager", "blas", "eager", "blas"}, 2},   /* eager with eager, blas with blas */
-      {{"eager", NULL, "probe", "blas"}, 4},     /* all different */
-      {{"eager", "eager", NULL, NULL}, 2},
+    {{NULL, NULL, NULL, NULL}, 1},
+    {{"eager", "blas", "eager", "blas"}, 2}, /* eager with eager, blas with blas */
+    {{"eager", NULL, "probe", "blas"}, 4},   /* all different */
+    {{"eager", "eager", NULL, NULL}, 2},
   };
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     th_trace *tr = th_trace_new(NULL);
@@ -580,21 +579,20 @@ static void test_executor_mismatch(void **state) {
 /* A del of a value that a merge makes live again is dropped (parsed trace with dels). */
 static void test_cse_dels(void **state) {
   (void)state;
-  const char *text =
-      "import thunder\n"
-      "import thunder.core.prims as prims\n"
-      "import torch\n"
-      "\n"
-      "def computation(x):\n"
-      "  # x: \"cpu f32[4]\"\n"
-      "  t0 = prims.neg(x)  # t0: \"cpu f32[4]\"\n"
-      "  t1 = prims.exp(t0)  # t1: \"cpu f32[4]\"\n"
-      "  del t0\n"
-      "  t2 = prims.neg(x)  # t2: \"cpu f32[4]\"\n"
-      "  del x\n"
-      "  t3 = prims.sin(t2)  # t3: \"cpu f32[4]\"\n"
-      "  del t2\n"
-      "  return (t1, t3)\n";
+  const char *text = "import thunder\n"
+                     "import thunder.core.prims as prims\n"
+                     "import torch\n"
+                     "\n"
+                     "def computation(x):\n"
+                     "  # x: \"cpu f32[4]\"\n"
+                     "  t0 = prims.neg(x)  # t0: \"cpu f32[4]\"\n"
+                     "  t1 = prims.exp(t0)  # t1: \"cpu f32[4]\"\n"
+                     "  del t0\n"
+                     "  t2 = prims.neg(x)  # t2: \"cpu f32[4]\"\n"
+                     "  del x\n"
+                     "  t3 = prims.sin(t2)  # t3: \"cpu f32[4]\"\n"
+                     "  del t2\n"
+                     "  return (t1, t3)\n";
   th_trace *tr = NULL;
   if (th_trace_parse(text, "cse_dels.py", &tr) != TH_OK) fail_msg("%s", th_last_error());
   verify(tr);
@@ -841,20 +839,20 @@ static void test_fault_injection(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_cse_duplicate_add),
-      cmocka_unit_test(test_thunder_docstring_example),
-      cmocka_unit_test(test_constants_by_value),
-      cmocka_unit_test(test_rewritten_args_merge),
-      cmocka_unit_test(test_random_not_merged),
-      cmocka_unit_test(test_copy_and_inplace_not_merged),
-      cmocka_unit_test(test_executor_mismatch),
-      cmocka_unit_test(test_cse_dels),
-      cmocka_unit_test(test_del_last_used_by_hand),
-      cmocka_unit_test(test_del_seed000),
-      cmocka_unit_test(test_del_outputs_and_structures),
-      cmocka_unit_test(test_pipeline_runs_identically),
-      cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_fault_injection),
+    cmocka_unit_test(test_cse_duplicate_add),
+    cmocka_unit_test(test_thunder_docstring_example),
+    cmocka_unit_test(test_constants_by_value),
+    cmocka_unit_test(test_rewritten_args_merge),
+    cmocka_unit_test(test_random_not_merged),
+    cmocka_unit_test(test_copy_and_inplace_not_merged),
+    cmocka_unit_test(test_executor_mismatch),
+    cmocka_unit_test(test_cse_dels),
+    cmocka_unit_test(test_del_last_used_by_hand),
+    cmocka_unit_test(test_del_seed000),
+    cmocka_unit_test(test_del_outputs_and_structures),
+    cmocka_unit_test(test_pipeline_runs_identically),
+    cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_fault_injection),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

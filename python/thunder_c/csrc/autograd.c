@@ -29,11 +29,11 @@ struct pyth_grad {
   th_trace *fwd_trace, *bwd_trace; /* owned: the grad transform's results */
   th_program *bwd;                 /* owned */
   th_grad_layout lay;
-  int nin;                         /* trace inputs (= forward program inputs) */
-  bool *rg;                        /* per input: differentiated (passed to the Function) */
-  int *saved_src;                  /* per saved tensor: input index j >= 0, -2 - k for flat output k, -1 */
-  bool *nondiff;                   /* per flat output */
-  const th_arg *output;            /* the 'output' entry of the forward's return (the user's structure) */
+  int nin;              /* trace inputs (= forward program inputs) */
+  bool *rg;             /* per input: differentiated (passed to the Function) */
+  int *saved_src;       /* per saved tensor: input index j >= 0, -2 - k for flat output k, -1 */
+  bool *nondiff;        /* per flat output */
+  const th_arg *output; /* the 'output' entry of the forward's return (the user's structure) */
 };
 
 static PyObject *function_class; /* thunder_c._ThunderFunction, set by _set_autograd_function */
@@ -74,8 +74,8 @@ static const th_arg *ret_part(const th_trace *fwd, int which) {
   if (r.kind != TH_ARG_TUPLE || r.u.seq.n != 2) return &none;
   const th_arg *d = &r.u.seq.items[0], *s = &r.u.seq.items[1];
   switch (which) {
-    case 0: return &d->u.seq.items[0]; /* output */
-    case 1: return &d->u.seq.items[2]; /* flat_output */
+    case 0: return &d->u.seq.items[0];  /* output */
+    case 1: return &d->u.seq.items[2];  /* flat_output */
     default: return &s->u.seq.items[0]; /* saved tensors */
   }
 }
@@ -126,7 +126,8 @@ int pyth_grad_compile(const th_trace *tr, const bool *requires_grad, const th_co
   for (int k = 0; k < nf; k++) {
     const th_value *v = flat->u.seq.items[k].kind == TH_ARG_VALUE ? flat->u.seq.items[k].u.value : NULL;
     g->nondiff[k] = !v || !th_value_is_tensor(v) || !th_dtype_is_float(th_value_dtype(v)) ||
-                    th_dtype_is_fp8(th_value_dtype(v)) || (cots && th_value_is_collection(cots) && !th_value_item(cots, k));
+                    th_dtype_is_fp8(th_value_dtype(v)) ||
+                    (cots && th_value_is_collection(cots) && !th_value_item(cots, k));
   }
   *out = g;
   return 0;
@@ -142,8 +143,7 @@ fail:
 /* ---- one call: what the Function's forward hands to PyTorch, and what its backward needs ---------------- */
 
 typedef struct {
-  PyObject_HEAD
-  PyObject *owner;     /* the cache entry owning g (keeps the programs alive while the graph lives) */
+  PyObject_HEAD PyObject *owner; /* the cache entry owning g (keeps the programs alive while the graph lives) */
   pyth_grad *g;
   PyObject *outputs;   /* tuple: the flat output tensors (handed to PyTorch by the Function's forward) */
   PyObject *saved;     /* tuple: the saved tensors (to ctx.save_for_backward) */
@@ -185,13 +185,13 @@ static int call_clear(PyObject *o) {
 }
 
 static PyTypeObject call_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c._GradCall",
-    .tp_basicsize = sizeof(grad_call),
-    .tp_dealloc = call_dealloc,
-    .tp_traverse = call_traverse,
-    .tp_clear = call_clear,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "internal: one jitted call's link to its backward program",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c._GradCall",
+  .tp_basicsize = sizeof(grad_call),
+  .tp_dealloc = call_dealloc,
+  .tp_traverse = call_traverse,
+  .tp_clear = call_clear,
+  .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+  .tp_doc = "internal: one jitted call's link to its backward program",
 };
 
 /* True if t shares storage with one of the n tensors of l (NULLs skipped). */
@@ -285,11 +285,11 @@ PyObject *pyth_grad_run(pyth_grad *g, PyObject *owner, th_program *fwd, int nin,
   for (int i = 0; i < L->nsaved_tensors; i++) {
     int src = g->saved_src[i];
     th_tensor *t = outs[off_saved + i];
-    PyObject *x = src >= 0            ? Py_NewRef(in_objs[src])
-                  : src <= -2         ? Py_NewRef(PyTuple_GET_ITEM(c->outputs, -2 - src))
-                  : t                 ? pyth_tensor_to_torch(t)
-                                      : (PyErr_SetString(PyExc_RuntimeError,
-                                                         "thunder_c: internal error: a saved tensor is missing"), NULL);
+    PyObject *x =
+      src >= 0    ? Py_NewRef(in_objs[src])
+      : src <= -2 ? Py_NewRef(PyTuple_GET_ITEM(c->outputs, -2 - src))
+      : t         ? pyth_tensor_to_torch(t)
+                  : (PyErr_SetString(PyExc_RuntimeError, "thunder_c: internal error: a saved tensor is missing"), NULL);
     if (!x) goto done;
     PyTuple_SET_ITEM(c->saved, i, x);
   }
@@ -367,7 +367,8 @@ static PyObject *m_autograd_backward(PyObject *self, PyObject *const *args, Py_s
     return PyErr_SetString(PyExc_RuntimeError,
                            "thunder_c: double backward is not supported: the backward of a jitted function is not "
                            "itself differentiable (backward or autograd.grad with create_graph=True); compute "
-                           "higher-order gradients eagerly"), NULL;
+                           "higher-order gradients eagerly"),
+           NULL;
   PyObject *co = PyObject_GetAttr(args[0], s_call_attr);
   if (!co) return NULL;
   if (Py_TYPE(co) != &call_type) {
@@ -401,9 +402,12 @@ static PyObject *m_autograd_backward(PyObject *self, PyObject *const *args, Py_s
   for (int k = 0; k < L->nflat_output; k++, made++) {
     PyObject *gk = PyTuple_GET_ITEM(grads, k);
     bool used = th_value_is_collection(cots) && th_value_item(cots, k);
-    if (gk != Py_None) in[made] = pyth_tensor_from_torch(gk);
-    else if (used) in[made] = zeros_like_value(flat->u.seq.items[k].u.value);
-    else continue;
+    if (gk != Py_None)
+      in[made] = pyth_tensor_from_torch(gk);
+    else if (used)
+      in[made] = zeros_like_value(flat->u.seq.items[k].u.value);
+    else
+      continue;
     if (!in[made]) goto done;
   }
   th_status st = th_program_run(g->bwd, nbin, in, &nouts, &outs);
@@ -457,13 +461,13 @@ static PyObject *m_set_autograd_function(PyObject *self, PyObject *cls) {
 }
 
 static PyMethodDef autograd_functions[] = {
-    {"_autograd_forward", (PyCFunction)(void (*)(void))m_autograd_forward, METH_FASTCALL,
-     "internal: _ThunderFunction.forward(ctx, call)"},
-    {"_autograd_backward", (PyCFunction)(void (*)(void))m_autograd_backward, METH_FASTCALL,
-     "internal: _ThunderFunction.backward(ctx, *grads)"},
-    {"_set_autograd_function", m_set_autograd_function, METH_O,
-     "internal: the torch.autograd.Function subclass that links jitted calls to autograd."},
-    {NULL, NULL, 0, NULL},
+  {"_autograd_forward", (PyCFunction)(void (*)(void))m_autograd_forward, METH_FASTCALL,
+   "internal: _ThunderFunction.forward(ctx, call)"},
+  {"_autograd_backward", (PyCFunction)(void (*)(void))m_autograd_backward, METH_FASTCALL,
+   "internal: _ThunderFunction.backward(ctx, *grads)"},
+  {"_set_autograd_function", m_set_autograd_function, METH_O,
+   "internal: the torch.autograd.Function subclass that links jitted calls to autograd."},
+  {NULL, NULL, 0, NULL},
 };
 
 int pyth_autograd_ready(PyObject *m) {

@@ -54,13 +54,13 @@ static PyObject *op_repr(PyObject *o) {
 }
 
 PyTypeObject pyth_op_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.Op",
-    .tp_basicsize = sizeof(pyth_op),
-    .tp_dealloc = op_dealloc,
-    .tp_call = op_call,
-    .tp_repr = op_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An op of thunder-c, callable inside a function compiled with thunder_c.jit.",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.Op",
+  .tp_basicsize = sizeof(pyth_op),
+  .tp_dealloc = op_dealloc,
+  .tp_call = op_call,
+  .tp_repr = op_repr,
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "An op of thunder-c, callable inside a function compiled with thunder_c.jit.",
 };
 
 PyObject *pyth_op_new(const char *qualname, const char *display, unsigned flags, bool swap, PyObject *self) {
@@ -108,8 +108,10 @@ static int add_alias(const char *alias, const char *qualname, unsigned flags, bo
   const char *method = NULL;
   PyObject *func = NULL;
   char display[160];
-  if (!strncmp(alias, "Tensor.", 7)) method = alias + 7;
-  else if (!strncmp(alias, "torch.Tensor.", 13)) method = alias + 13;
+  if (!strncmp(alias, "Tensor.", 7))
+    method = alias + 7;
+  else if (!strncmp(alias, "torch.Tensor.", 13))
+    method = alias + 13;
   if (method) {
     func = resolve(pyth_T.tensor_type, method);
     snprintf(display, sizeof display, "torch.Tensor.%s", method);
@@ -133,25 +135,51 @@ static int add_alias(const char *alias, const char *qualname, unsigned flags, bo
 
 /* Python protocol spellings the op table does not list: reflected operators (swapped operands)
  * and a few forward operators. */
-static const struct { const char *method, *qualname; bool swap; } protocol[] = {
-    {"__radd__", "ltorch.add", true},         {"__rsub__", "ltorch.sub", true},
-    {"__rmul__", "ltorch.mul", true},         {"__rtruediv__", "ltorch.true_divide", true},
-    {"__rdiv__", "ltorch.true_divide", true}, {"__rpow__", "ltorch.pow", true},
-    {"__rmatmul__", "ltorch.matmul", true},   {"__rfloordiv__", "ltorch.floor_divide", true},
-    {"__rmod__", "ltorch.remainder", true},   {"__rand__", "ltorch.bitwise_and", true},
-    {"__ror__", "ltorch.bitwise_or", true},   {"__rxor__", "ltorch.bitwise_xor", true},
-    {"__matmul__", "ltorch.matmul", false},   {"__truediv__", "ltorch.true_divide", false},
-    {"__div__", "ltorch.true_divide", false}, {"__abs__", "ltorch.abs", false},
-    {"__getitem__", "ltorch.getitem", false}, {"__and__", "ltorch.bitwise_and", false},
-    {"where", "ltorch.where", true}, /* x.where(condition, y) is torch.where(condition, x, y) */
+static const struct {
+  const char *method, *qualname;
+  bool swap;
+} protocol[] = {
+  {"__radd__", "ltorch.add", true},         {"__rsub__", "ltorch.sub", true},
+  {"__rmul__", "ltorch.mul", true},         {"__rtruediv__", "ltorch.true_divide", true},
+  {"__rdiv__", "ltorch.true_divide", true}, {"__rpow__", "ltorch.pow", true},
+  {"__rmatmul__", "ltorch.matmul", true},   {"__rfloordiv__", "ltorch.floor_divide", true},
+  {"__rmod__", "ltorch.remainder", true},   {"__rand__", "ltorch.bitwise_and", true},
+  {"__ror__", "ltorch.bitwise_or", true},   {"__rxor__", "ltorch.bitwise_xor", true},
+  {"__matmul__", "ltorch.matmul", false},   {"__truediv__", "ltorch.true_divide", false},
+  {"__div__", "ltorch.true_divide", false}, {"__abs__", "ltorch.abs", false},
+  {"__getitem__", "ltorch.getitem", false}, {"__and__", "ltorch.bitwise_and", false},
+  {"where", "ltorch.where", true}, /* x.where(condition, y) is torch.where(condition, x, y) */
 };
 
 /* Tensor attributes that only read metadata: on a real (captured) tensor they run eagerly. */
 static const char *const metadata_reads[] = {
-    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "layout", "is_leaf",
-    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_floating_point", "is_complex",
-    "is_contiguous", "element_size", "__len__", "__repr__", "__format__", "__hash__", "grad_fn", "data", "detach",
-    "storage_offset",
+  "shape",
+  "dtype",
+  "device",
+  "ndim",
+  "requires_grad",
+  "is_cuda",
+  "is_cpu",
+  "layout",
+  "is_leaf",
+  "size",
+  "dim",
+  "ndimension",
+  "numel",
+  "nelement",
+  "stride",
+  "is_floating_point",
+  "is_complex",
+  "is_contiguous",
+  "element_size",
+  "__len__",
+  "__repr__",
+  "__format__",
+  "__hash__",
+  "grad_fn",
+  "data",
+  "detach",
+  "storage_offset",
 };
 
 /* torch functions that build a tensor from Python data: run eagerly while tracing (no proxy among
@@ -165,9 +193,13 @@ static const char *const data_constructors[] = {"tensor", "as_tensor", "from_num
 static const char *const state_functions[] = {"device", "_C._set_grad_enabled"};
 
 /* Metadata queries in function form (torch.numel(x)): answered by the proxy's method of that name. */
-static const struct { const char *func, *method; } metadata_functions[] = {
-    {"numel", "numel"}, {"is_floating_point", "is_floating_point"}, {"is_complex", "is_complex"},
-    {"is_nonzero", "item"}, /* data-dependent: raises as item() does */
+static const struct {
+  const char *func, *method;
+} metadata_functions[] = {
+  {"numel", "numel"},
+  {"is_floating_point", "is_floating_point"},
+  {"is_complex", "is_complex"},
+  {"is_nonzero", "item"}, /* data-dependent: raises as item() does */
 };
 static PyObject *metadata_funcs; /* dict: torch function -> method name */
 
@@ -249,7 +281,8 @@ int pyth_dispatch_init(void) {
       PyErr_Clear();
       continue;
     }
-    PyObject *g = PyObject_HasAttrString(f, "__get__") && !PyCallable_Check(f) ? PyObject_GetAttrString(f, "__get__") : Py_NewRef(f);
+    PyObject *g = PyObject_HasAttrString(f, "__get__") && !PyCallable_Check(f) ? PyObject_GetAttrString(f, "__get__")
+                                                                               : Py_NewRef(f);
     Py_DECREF(f);
     if (!g || PySet_Add(passthrough, g) < 0) {
       Py_XDECREF(g);
@@ -288,11 +321,16 @@ static PyObject *func_display(PyObject *func) {
     PyObject *mod = PyObject_GetAttrString(func, "__module__");
     PyErr_Clear();
     const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
-    if (!m || !strcmp(m, "torch._C._VariableFunctions")) m = "torch";
-    else if (!strcmp(m, "torch._C._nn")) m = "torch.nn.functional";
-    else if (!strcmp(m, "torch._C._linalg")) m = "torch.linalg";
-    else if (!strcmp(m, "torch._C._special")) m = "torch.special";
-    else if (!strcmp(m, "torch._C._fft")) m = "torch.fft";
+    if (!m || !strcmp(m, "torch._C._VariableFunctions"))
+      m = "torch";
+    else if (!strcmp(m, "torch._C._nn"))
+      m = "torch.nn.functional";
+    else if (!strcmp(m, "torch._C._linalg"))
+      m = "torch.linalg";
+    else if (!strcmp(m, "torch._C._special"))
+      m = "torch.special";
+    else if (!strcmp(m, "torch._C._fft"))
+      m = "torch.fft";
     r = PyUnicode_FromFormat("%s.%s", m, q ? q : "?");
     Py_XDECREF(mod);
   }
@@ -331,7 +369,8 @@ static bool has_proxy(PyObject *o, int depth) {
 
 PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs < 1 || nargs > 4) return PyErr_SetString(PyExc_TypeError, "torch_function(func, types, args, kwargs)"), NULL;
+  if (nargs < 1 || nargs > 4)
+    return PyErr_SetString(PyExc_TypeError, "torch_function(func, types, args, kwargs)"), NULL;
   PyObject *func = args[0];
   PyObject *fargs = nargs > 2 && args[2] != Py_None ? args[2] : NULL;
   PyObject *fkw = nargs > 3 && args[3] != Py_None ? args[3] : NULL;

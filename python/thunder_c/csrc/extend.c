@@ -45,11 +45,16 @@ static th_status keep_error(const char *what) {
   PyErr_NormalizeException(&t, &v, &tb);
   if (tb && v) PyException_SetTraceback(v, tb);
   th_status st = TH_ERR_RUNTIME;
-  if (t && PyErr_GivenExceptionMatches(t, PyExc_ValueError)) st = TH_ERR_VALUE;
-  else if (t && PyErr_GivenExceptionMatches(t, PyExc_TypeError)) st = TH_ERR_TYPE;
-  else if (t && PyErr_GivenExceptionMatches(t, PyExc_IndexError)) st = TH_ERR_INDEX;
-  else if (t && PyErr_GivenExceptionMatches(t, PyExc_NotImplementedError)) st = TH_ERR_NOT_IMPLEMENTED;
-  else if (t && PyErr_GivenExceptionMatches(t, PyExc_MemoryError)) st = TH_ERR_NOMEM;
+  if (t && PyErr_GivenExceptionMatches(t, PyExc_ValueError))
+    st = TH_ERR_VALUE;
+  else if (t && PyErr_GivenExceptionMatches(t, PyExc_TypeError))
+    st = TH_ERR_TYPE;
+  else if (t && PyErr_GivenExceptionMatches(t, PyExc_IndexError))
+    st = TH_ERR_INDEX;
+  else if (t && PyErr_GivenExceptionMatches(t, PyExc_NotImplementedError))
+    st = TH_ERR_NOT_IMPLEMENTED;
+  else if (t && PyErr_GivenExceptionMatches(t, PyExc_MemoryError))
+    st = TH_ERR_NOMEM;
   PyObject *s = v ? PyObject_Str(v) : NULL;
   const char *text = s ? PyUnicode_AsUTF8(s) : NULL;
   if (!text) PyErr_Clear();
@@ -93,8 +98,10 @@ static PyObject *meta_proxy(const th_value *v) {
   PyObject *shape = PyTuple_New(nd);
   for (int i = 0; shape && i < nd; i++) {
     PyObject *x = PyLong_FromLongLong(th_value_shape(v)[i]);
-    if (!x) Py_CLEAR(shape);
-    else PyTuple_SET_ITEM(shape, i, x);
+    if (!x)
+      Py_CLEAR(shape);
+    else
+      PyTuple_SET_ITEM(shape, i, x);
   }
   PyObject *dt = dtype_obj(th_value_dtype(v)), *dev = pyth_device_to_torch(th_value_device(v));
   const char *name = th_value_name(v);
@@ -111,15 +118,20 @@ static PyObject *arg_to_meta(const th_arg *a) {
     if (th_value_is_tensor(a->u.value)) return meta_proxy(a->u.value);
     return PyErr_Format(PyExc_NotImplementedError,
                         "thunder_c.extend: the number %s is only known at run time; a Python meta, checker or "
-                        "autocast rule sees constants only", th_value_name(a->u.value)), NULL;
+                        "autocast rule sees constants only",
+                        th_value_name(a->u.value)),
+           NULL;
   }
   if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST) {
     PyObject *r = a->kind == TH_ARG_TUPLE ? PyTuple_New(a->u.seq.n) : PyList_New(a->u.seq.n);
     for (int i = 0; r && i < a->u.seq.n; i++) {
       PyObject *x = arg_to_meta(&a->u.seq.items[i]);
-      if (!x) Py_CLEAR(r);
-      else if (a->kind == TH_ARG_TUPLE) PyTuple_SET_ITEM(r, i, x);
-      else PyList_SET_ITEM(r, i, x);
+      if (!x)
+        Py_CLEAR(r);
+      else if (a->kind == TH_ARG_TUPLE)
+        PyTuple_SET_ITEM(r, i, x);
+      else
+        PyList_SET_ITEM(r, i, x);
     }
     return r;
   }
@@ -134,7 +146,8 @@ static PyObject *call_bound(PyObject *fn, int n, arg_getter get, void *ctx, PyOb
   int npos = n - nkw;
   if (npos < 0 || PyTuple_GET_SIZE(names) != n)
     return PyErr_Format(PyExc_RuntimeError, "thunder_c.extend: the op has %d arguments, but %zd parameter names", n,
-                        PyTuple_GET_SIZE(names)), NULL;
+                        PyTuple_GET_SIZE(names)),
+           NULL;
   PyObject *args = PyTuple_New(npos), *kw = extra ? PyDict_Copy(extra) : PyDict_New();
   if (!args || !kw) goto fail;
   for (int i = 0; i < n; i++) {
@@ -173,12 +186,12 @@ static PyObject *get_bsym_arg(void *ctx, int i) {
 
 typedef struct ext_op {
   char *qualname;
-  PyObject *meta;     /* the Python meta, or NULL for a `like` op */
-  char *like;         /* the qualified name of the op whose meta it shares, or NULL */
-  PyObject *autocast; /* the Python autocast rule, or NULL (no casts) */
-  bool has_rule_hook; /* registered with the autocast adapter (not a TH_OPF_AUTOCAST_* policy) */
-  PyObject *names;    /* tuple: every parameter's name, in schema order */
-  int nkw;            /* the last nkw are keyword-only */
+  PyObject *meta;       /* the Python meta, or NULL for a `like` op */
+  char *like;           /* the qualified name of the op whose meta it shares, or NULL */
+  PyObject *autocast;   /* the Python autocast rule, or NULL (no casts) */
+  bool has_rule_hook;   /* registered with the autocast adapter (not a TH_OPF_AUTOCAST_* policy) */
+  PyObject *names;      /* tuple: every parameter's name, in schema order */
+  int nkw;              /* the last nkw are keyword-only */
   const char **kwnames; /* C strings of the last nkw names (for th_trace_call) */
 } ext_op;
 
@@ -198,15 +211,19 @@ static th_status read_output(const char *qualname, PyObject *o, th_device dev_de
   if (!shape || !dt) {
     Py_XDECREF(shape);
     PyErr_Clear();
-    return th_set_error(TH_ERR_TYPE, "%s: its meta returned %s; expected a thunder_c.extend.TensorProxy (or a tuple "
-                        "of them)", qualname, Py_TYPE(o)->tp_name);
+    return th_set_error(TH_ERR_TYPE,
+                        "%s: its meta returned %s; expected a thunder_c.extend.TensorProxy (or a tuple "
+                        "of them)",
+                        qualname, Py_TYPE(o)->tp_name);
   }
   th_status st = TH_OK;
   PyObject *seq = PySequence_Fast(shape, "shape");
   if (!seq || !pyth_dtype_from(dt, &m->dtype)) {
     PyErr_Clear();
-    st = th_set_error(TH_ERR_TYPE, "%s: its meta returned an output with shape %s and dtype %s; expected a sequence "
-                      "of ints and a dtype", qualname, Py_TYPE(shape)->tp_name, Py_TYPE(dt)->tp_name);
+    st = th_set_error(TH_ERR_TYPE,
+                      "%s: its meta returned an output with shape %s and dtype %s; expected a sequence "
+                      "of ints and a dtype",
+                      qualname, Py_TYPE(shape)->tp_name, Py_TYPE(dt)->tp_name);
   } else if (PySequence_Fast_GET_SIZE(seq) > TH_MAX_DIMS) {
     st = th_set_error(TH_ERR_NOT_IMPLEMENTED, "%s: its meta returned an output with %zd dims; at most %d", qualname,
                       PySequence_Fast_GET_SIZE(seq), TH_MAX_DIMS);
@@ -227,7 +244,8 @@ static th_status read_output(const char *qualname, PyObject *o, th_device dev_de
   if (st != TH_OK) return st;
   m->device = dev_default;
   PyObject *dev = PyObject_GetAttrString(o, "device");
-  if (!dev) PyErr_Clear();
+  if (!dev)
+    PyErr_Clear();
   else if (dev != Py_None && !pyth_device_from(dev, &m->device))
     st = th_set_error(TH_ERR_TYPE, "%s: its meta returned an output whose device is a %s", qualname,
                       Py_TYPE(dev)->tp_name);
@@ -296,7 +314,8 @@ static th_status like_meta(const ext_op *op, const th_arg *args, int nargs, th_t
     for (int i = 0; i < n && st == TH_OK && i < TH_META_MAX_OUTPUTS; i++) {
       if (items[i].kind != TH_ARG_VALUE || !th_value_is_tensor(items[i].u.value))
         st = th_set_error(TH_ERR_VALUE, "%s returns something that is not a tensor", op->like);
-      else outputs[i] = th_tensor_meta_of(items[i].u.value);
+      else
+        outputs[i] = th_tensor_meta_of(items[i].u.value);
     }
     if (st == TH_OK) *noutputs = n;
   }
@@ -321,7 +340,8 @@ static th_status op_meta(const th_arg *args, int nargs, th_tensor_meta *outputs,
     if (!many) {
       if (want != 1 && want != TH_META_MAX_OUTPUTS)
         st = th_set_error(TH_ERR_TYPE, "%s: its meta returned one output; its schema returns %d", op->qualname, want);
-      else if ((st = read_output(op->qualname, r, dev, &outputs[0])) == TH_OK) *noutputs = 1;
+      else if ((st = read_output(op->qualname, r, dev, &outputs[0])) == TH_OK)
+        *noutputs = 1;
     } else {
       Py_ssize_t n = PySequence_Fast_GET_SIZE(r);
       if (want == TH_META_MAX_OUTPUTS ? n > want : n != want)
@@ -365,8 +385,10 @@ static th_status op_autocast(const th_arg *args, int nargs, th_dtype dtype, th_d
         x = PySequence_GetItem(r, i);
       } else {
         PyErr_Clear();
-        st = th_set_error(TH_ERR_TYPE, "%s: its autocast rule returned %s; expected a dict {parameter: dtype} or one "
-                          "dtype (or None) per parameter (%d)", op->qualname, Py_TYPE(r)->tp_name, nargs);
+        st = th_set_error(TH_ERR_TYPE,
+                          "%s: its autocast rule returned %s; expected a dict {parameter: dtype} or one "
+                          "dtype (or None) per parameter (%d)",
+                          op->qualname, Py_TYPE(r)->tp_name, nargs);
         break;
       }
       if (!x && PyErr_Occurred()) {
@@ -421,10 +443,12 @@ static PyObject *m_register_op(PyObject *self, PyObject *args) {
   if ((meta == Py_None) == (like == NULL))
     return PyErr_SetString(PyExc_ValueError, "register_operator: give either meta= or like="), NULL;
   if (meta != Py_None && !PyCallable_Check(meta))
-    return PyErr_Format(PyExc_TypeError, "register_operator: meta must be callable, got %s", Py_TYPE(meta)->tp_name), NULL;
+    return PyErr_Format(PyExc_TypeError, "register_operator: meta must be callable, got %s", Py_TYPE(meta)->tp_name),
+           NULL;
   if (rule != Py_None && !PyCallable_Check(rule))
     return PyErr_Format(PyExc_TypeError, "register_operator: the autocast rule must be callable, got %s",
-                        Py_TYPE(rule)->tp_name), NULL;
+                        Py_TYPE(rule)->tp_name),
+           NULL;
   if (nkw < 0 || nkw > PyTuple_GET_SIZE(names))
     return PyErr_SetString(PyExc_ValueError, "register_operator: bad keyword-only count"), NULL;
   const unsigned policies = TH_OPF_AUTOCAST_LOWER | TH_OPF_AUTOCAST_FP32 | TH_OPF_AUTOCAST_PROMOTE;
@@ -443,8 +467,9 @@ static PyObject *m_register_op(PyObject *self, PyObject *args) {
   op->nkw = nkw;
   Py_ssize_t np = PyTuple_GET_SIZE(names);
   for (int i = 0; op->kwnames && i < nkw; i++) {
-    const char *s = PyUnicode_Check(PyTuple_GET_ITEM(names, np - nkw + i)) ?
-                        PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, np - nkw + i)) : NULL;
+    const char *s = PyUnicode_Check(PyTuple_GET_ITEM(names, np - nkw + i))
+                      ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, np - nkw + i))
+                      : NULL;
     if (!s || !(op->kwnames[i] = dupstr(s))) {
       PyErr_Clear();
       PyErr_SetString(PyExc_TypeError, "register_operator: parameter names must be str");
@@ -484,14 +509,19 @@ static PyObject *m_set_autocast_rule(PyObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "sO:_ext_set_autocast_rule", &qualname, &rule)) return NULL;
   ext_op *op = find_op(qualname);
   if (!op)
-    return PyErr_Format(PyExc_ValueError, "register_autocast_rule: %s is not an op registered by thunder_c.extend "
-                        "(built-in ops have their own rules)", qualname), NULL;
+    return PyErr_Format(PyExc_ValueError,
+                        "register_autocast_rule: %s is not an op registered by thunder_c.extend "
+                        "(built-in ops have their own rules)",
+                        qualname),
+           NULL;
   if (!op->has_rule_hook)
     return PyErr_Format(PyExc_ValueError, "register_autocast_rule: %s was registered with an autocast policy",
-                        qualname), NULL;
+                        qualname),
+           NULL;
   if (rule != Py_None && !PyCallable_Check(rule))
     return PyErr_Format(PyExc_TypeError, "register_autocast_rule: the rule must be callable, got %s",
-                        Py_TYPE(rule)->tp_name), NULL;
+                        Py_TYPE(rule)->tp_name),
+           NULL;
   Py_XSETREF(op->autocast, rule == Py_None ? NULL : Py_NewRef(rule));
   Py_RETURN_NONE;
 }
@@ -503,14 +533,13 @@ typedef struct ext_impl {
   PyObject *checker; /* or NULL */
   PyObject *names;   /* the claimed op's parameter names */
   int nkw;
-  bool is_view;      /* the claimed op may return a view of an input (else an aliasing output is copied) */
-  char what[96];     /* "the Python kernel of executor 'myex'" (the core puts the op's name in front) */
-  char cwhat[96];    /* "the checker of executor 'myex'" */
+  bool is_view;   /* the claimed op may return a view of an input (else an aliasing output is copied) */
+  char what[96];  /* "the Python kernel of executor 'myex'" (the core puts the op's name in front) */
+  char cwhat[96]; /* "the checker of executor 'myex'" */
 } ext_impl;
 
 typedef struct {
-  PyObject_HEAD
-  th_executor *ex;
+  PyObject_HEAD th_executor *ex;
   ext_impl **impls;
   int nimpls, cap;
 } ext_exec;
@@ -589,14 +618,19 @@ static PyObject *get_kernel_arg(void *ctx, int i) {
     for (int j = 0; r && j < a.u.seq.n; j++) {
       const th_arg *it = &a.u.seq.items[j];
       PyObject *x;
-      if (it->kind == TH_ARG_VALUE && th_value_is_tensor(it->u.value)) x = kernel_value(th_kernel_tensor_item(k, i, j), it);
+      if (it->kind == TH_ARG_VALUE && th_value_is_tensor(it->u.value))
+        x = kernel_value(th_kernel_tensor_item(k, i, j), it);
       else if (it->kind == TH_ARG_VALUE)
         x = PyErr_Format(PyExc_NotImplementedError, "thunder_c.extend: a list holding the run-time number %s",
                          th_value_name(it->u.value));
-      else x = pyth_from_arg(NULL, it);
-      if (!x) Py_CLEAR(r);
-      else if (a.kind == TH_ARG_TUPLE) PyTuple_SET_ITEM(r, j, x);
-      else PyList_SET_ITEM(r, j, x);
+      else
+        x = pyth_from_arg(NULL, it);
+      if (!x)
+        Py_CLEAR(r);
+      else if (a.kind == TH_ARG_TUPLE)
+        PyTuple_SET_ITEM(r, j, x);
+      else
+        PyList_SET_ITEM(r, j, x);
     }
     return r;
   }
@@ -613,8 +647,10 @@ static void byte_span(const th_tensor *t, uintptr_t *lo, uintptr_t *hi) {
       *lo = *hi = base;
       return;
     }
-    if (st > 0) mx += st * (n - 1);
-    else mn += st * (n - 1);
+    if (st > 0)
+      mx += st * (n - 1);
+    else
+      mn += st * (n - 1);
   }
   size_t es = th_dtype_size(th_tensor_dtype(t));
   *lo = base + (uintptr_t)(mn * (int64_t)es);
@@ -658,7 +694,8 @@ static th_status impl_kernel(th_kernel_ctx *k) {
   kernel_ctx c = {k};
   torch_modes modes;
   PyObject *r = NULL;
-  if (modes_off(&modes) == 0) r = call_bound(im->fn, th_kernel_num_args(k), get_kernel_arg, &c, im->names, im->nkw, NULL);
+  if (modes_off(&modes) == 0)
+    r = call_bound(im->fn, th_kernel_num_args(k), get_kernel_arg, &c, im->names, im->nkw, NULL);
   modes_restore(&modes);
   if (!r) {
     st = keep_error(im->what);
@@ -750,10 +787,12 @@ static PyObject *exec_add_impl(PyObject *o, PyObject *args) {
     return NULL;
   if (!PyCallable_Check(fn))
     return PyErr_Format(PyExc_TypeError, "register_implementation: the kernel must be callable, got %s",
-                        Py_TYPE(fn)->tp_name), NULL;
+                        Py_TYPE(fn)->tp_name),
+           NULL;
   if (checker != Py_None && !PyCallable_Check(checker))
     return PyErr_Format(PyExc_TypeError, "register_implementation: checker must be callable, got %s",
-                        Py_TYPE(checker)->tp_name), NULL;
+                        Py_TYPE(checker)->tp_name),
+           NULL;
   if (nkw < 0 || nkw > PyTuple_GET_SIZE(names))
     return PyErr_SetString(PyExc_ValueError, "register_implementation: bad keyword-only count"), NULL;
   if (e->nimpls == e->cap) {
@@ -782,26 +821,26 @@ static PyObject *exec_add_impl(PyObject *o, PyObject *args) {
 }
 
 static PyMethodDef exec_methods[] = {
-    {"add_impl", exec_add_impl, METH_VARARGS,
-     "add_impl(qualname, fn, checker, names, nkw, is_view): th_executor_add_impl_ex with Python callables."},
-    {NULL, NULL, 0, NULL},
+  {"add_impl", exec_add_impl, METH_VARARGS,
+   "add_impl(qualname, fn, checker, names, nkw, is_view): th_executor_add_impl_ex with Python callables."},
+  {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef exec_getset[] = {
-    {"name", exec_name, NULL, "the executor's name", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+  {"name", exec_name, NULL, "the executor's name", NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject ext_exec_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.ExecutorHandle",
-    .tp_basicsize = sizeof(ext_exec),
-    .tp_dealloc = exec_dealloc,
-    .tp_traverse = exec_traverse,
-    .tp_clear = exec_clear,
-    .tp_methods = exec_methods,
-    .tp_getset = exec_getset,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The core's th_executor behind a thunder_c.extend.OperatorExecutor (freed with it).",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.ExecutorHandle",
+  .tp_basicsize = sizeof(ext_exec),
+  .tp_dealloc = exec_dealloc,
+  .tp_traverse = exec_traverse,
+  .tp_clear = exec_clear,
+  .tp_methods = exec_methods,
+  .tp_getset = exec_getset,
+  .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+  .tp_doc = "The core's th_executor behind a thunder_c.extend.OperatorExecutor (freed with it).",
 };
 
 /* _ext_executor_new(name) -> ExecutorHandle (ValueError: a bad or taken name, "fuser"/"blas"/"eager"). */
@@ -809,7 +848,8 @@ static PyObject *m_executor_new(PyObject *self, PyObject *arg) {
   (void)self;
   const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
   if (!name)
-    return PyErr_Format(PyExc_TypeError, "OperatorExecutor: the name must be a str, got %s", Py_TYPE(arg)->tp_name), NULL;
+    return PyErr_Format(PyExc_TypeError, "OperatorExecutor: the name must be a str, got %s", Py_TYPE(arg)->tp_name),
+           NULL;
   if (nlive == caplive) {
     int cap = caplive ? 2 * caplive : 8;
     ext_exec **n = PyMem_RawRealloc(live, sizeof *n * (size_t)cap);
@@ -857,12 +897,12 @@ static PyObject *m_init(PyObject *self, PyObject *cls) {
 }
 
 static PyMethodDef extend_functions[] = {
-    {"_ext_init", m_init, METH_O, "_ext_init(TensorProxy): set up thunder_c.extend."},
-    {"_ext_register_op", m_register_op, METH_VARARGS,
-     "_ext_register_op(qualname, schema, meta, like, names, nkw, tags, autocast) -> Op"},
-    {"_ext_set_autocast_rule", m_set_autocast_rule, METH_VARARGS, "_ext_set_autocast_rule(qualname, rule)"},
-    {"_ext_executor_new", m_executor_new, METH_O, "_ext_executor_new(name) -> ExecutorHandle"},
-    {NULL, NULL, 0, NULL},
+  {"_ext_init", m_init, METH_O, "_ext_init(TensorProxy): set up thunder_c.extend."},
+  {"_ext_register_op", m_register_op, METH_VARARGS,
+   "_ext_register_op(qualname, schema, meta, like, names, nkw, tags, autocast) -> Op"},
+  {"_ext_set_autocast_rule", m_set_autocast_rule, METH_VARARGS, "_ext_set_autocast_rule(qualname, rule)"},
+  {"_ext_executor_new", m_executor_new, METH_O, "_ext_executor_new(name) -> ExecutorHandle"},
+  {NULL, NULL, 0, NULL},
 };
 
 int pyth_extend_ready(PyObject *m) {

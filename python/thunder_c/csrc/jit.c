@@ -98,8 +98,8 @@ static PyObject *structure_of(pyth_jit *j) {
     for (size_t d = 0; sig && md && d < sizeof dicts / sizeof *dicts; d++) {
       PyObject *x = PyDict_GetItemString(md, dicts[d]);
       PyObject *item = !x || !PyDict_Check(x) ? Py_NewRef(Py_None)
-                       : d == 0 ? PyDict_Values(x)
-                                : PyLong_FromSsize_t(PyDict_Size(x));
+                       : d == 0               ? PyDict_Values(x)
+                                              : PyLong_FromSsize_t(PyDict_Size(x));
       if (!item || PyList_Append(sig, item) < 0) Py_CLEAR(sig);
       Py_XDECREF(item);
     }
@@ -139,7 +139,8 @@ static int collect_slots(pyth_jit *j) {
   while (rc == 0 && (pair = PyIter_Next(iter))) {
     PyObject *prefix = PyTuple_GetItem(pair, 0), *mod = PyTuple_GetItem(pair, 1);
     if (!prefix || !mod || PyList_Append(j->submodules, mod) < 0) rc = -1;
-    PyObject *dicts[2] = {rc ? NULL : PyObject_GetAttr(mod, jit_s.parameters), rc ? NULL : PyObject_GetAttr(mod, jit_s.buffers)};
+    PyObject *dicts[2] = {rc ? NULL : PyObject_GetAttr(mod, jit_s.parameters),
+                          rc ? NULL : PyObject_GetAttr(mod, jit_s.buffers)};
     for (int d = 0; d < 2 && rc == 0; d++) {
       if (!dicts[d] || !PyDict_Check(dicts[d])) {
         PyErr_Clear();
@@ -266,20 +267,27 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   const char *cache = "constant values";
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OzOO:jit", kwl, &fn, &execs, &cache, &float8, &dump)) return NULL;
   cache_mode mode;
-  if (!cache || !strcmp(cache, "constant values")) mode = CACHE_CONSTANT_VALUES;
-  else if (!strcmp(cache, "same input")) mode = CACHE_SAME_INPUT;
-  else if (!strcmp(cache, "no caching")) mode = CACHE_NONE;
+  if (!cache || !strcmp(cache, "constant values"))
+    mode = CACHE_CONSTANT_VALUES;
+  else if (!strcmp(cache, "same input"))
+    mode = CACHE_SAME_INPUT;
+  else if (!strcmp(cache, "no caching"))
+    mode = CACHE_NONE;
   else if (!strcmp(cache, "symbolic values"))
     return PyErr_SetString(PyExc_NotImplementedError,
                            "jit: cache='symbolic values' is not supported by thunder_c; use 'constant values', "
-                           "'same input' or 'no caching'"), NULL;
+                           "'same input' or 'no caching'"),
+           NULL;
   else
     return PyErr_Format(PyExc_ValueError,
                         "jit: unknown cache option '%s' (expected 'constant values', 'same input' or 'no caching')",
-                        cache), NULL;
+                        cache),
+           NULL;
   bool is_trace = Py_TYPE(fn) == &pyth_trace_type;
   if (!is_trace && !PyCallable_Check(fn))
-    return PyErr_Format(PyExc_TypeError, "jit: expected a function, an nn.Module or a Trace, got %s", Py_TYPE(fn)->tp_name), NULL;
+    return PyErr_Format(PyExc_TypeError, "jit: expected a function, an nn.Module or a Trace, got %s",
+                        Py_TYPE(fn)->tp_name),
+           NULL;
   if (dump != Py_None) {
     dump = PyOS_FSPath(dump); /* str or os.PathLike */
     if (!dump || !PyUnicode_Check(dump)) {
@@ -360,23 +368,24 @@ static PyObject *jit_get_fn(PyObject *o, void *c) {
 }
 
 static PyGetSetDef jit_getset[] = {
-    {"__wrapped__", jit_get_fn, NULL, "the function, module or trace that was jitted", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+  {"__wrapped__", jit_get_fn, NULL, "the function, module or trace that was jitted", NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject pyth_jit_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.JitFunction",
-    .tp_basicsize = sizeof(pyth_jit),
-    .tp_dealloc = jit_dealloc,
-    .tp_call = jit_call,
-    .tp_traverse = jit_traverse,
-    .tp_clear = jit_clear,
-    .tp_new = jit_new,
-    .tp_getset = jit_getset,
-    .tp_weaklistoffset = offsetof(pyth_jit, weakrefs),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "jit(fn, executors=None, cache='constant values', float8=None, dump_fusions=None): a function, nn.Module or Trace compiled by "
-              "thunder-c. Calling it traces on a cache miss and runs the compiled program.",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.JitFunction",
+  .tp_basicsize = sizeof(pyth_jit),
+  .tp_dealloc = jit_dealloc,
+  .tp_call = jit_call,
+  .tp_traverse = jit_traverse,
+  .tp_clear = jit_clear,
+  .tp_new = jit_new,
+  .tp_getset = jit_getset,
+  .tp_weaklistoffset = offsetof(pyth_jit, weakrefs),
+  .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+  .tp_doc =
+    "jit(fn, executors=None, cache='constant values', float8=None, dump_fusions=None): a function, nn.Module or Trace compiled by "
+    "thunder-c. Calling it traces on a cache miss and runs the compiled program.",
 };
 
 /* ---- introspection ---------------------------------------------------------------------------------- */
@@ -465,28 +474,30 @@ static PyObject *m_set_module_hook(PyObject *self, PyObject *fn) {
 }
 
 static PyMethodDef jit_functions[] = {
-    {"last_traces", m_last_traces, METH_O,
-     "last_traces(jfn) -> list of Trace: the traces of the last call's compilation, in pipeline order "
-     "(initial, [float8,] Dead Code Elimination, Common Subexpression Elimination, [under autograd: the grad "
-     "transform's forward,] Transform for execution, [fusion,] Delete Last Used)."},
-    {"last_backward_traces", m_last_backward_traces, METH_O,
-     "last_backward_traces(jfn) -> list of Trace: the backward of the last call's compilation under autograd "
-     "(Grad transform pass, Transform for execution, [fusion,] Delete Last Used); [] when it ran forward only."},
-    {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
-    {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
-    {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},
-    {"_set_module_hook", m_set_module_hook, METH_O,
-     "internal: hook(submodules) -> undo callable or None, called before a module is traced (thunder_c._torchao)."},
-    {NULL, NULL, 0, NULL},
+  {"last_traces", m_last_traces, METH_O,
+   "last_traces(jfn) -> list of Trace: the traces of the last call's compilation, in pipeline order "
+   "(initial, [float8,] Dead Code Elimination, Common Subexpression Elimination, [under autograd: the grad "
+   "transform's forward,] Transform for execution, [fusion,] Delete Last Used)."},
+  {"last_backward_traces", m_last_backward_traces, METH_O,
+   "last_backward_traces(jfn) -> list of Trace: the backward of the last call's compilation under autograd "
+   "(Grad transform pass, Transform for execution, [fusion,] Delete Last Used); [] when it ran forward only."},
+  {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
+  {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
+  {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},
+  {"_set_module_hook", m_set_module_hook, METH_O,
+   "internal: hook(submodules) -> undo callable or None, called before a module is traced (thunder_c._torchao)."},
+  {NULL, NULL, 0, NULL},
 };
 
 int pyth_jit_ready(PyObject *m) {
   if (PyType_Ready(&pyth_jit_type) < 0 || PyType_Ready(&jit_entry_type) < 0) return -1;
-  if (!(jit_s.dtype = PyUnicode_InternFromString("dtype")) ||
-      !(jit_s.is_neg = PyUnicode_InternFromString("is_neg")) ||
-      !(jit_s.requires_grad = PyUnicode_InternFromString("requires_grad")) || !(jit_s.detach = PyUnicode_InternFromString("detach")) ||
-      !(jit_s.training = PyUnicode_InternFromString("training")) || !(jit_s.parameters = PyUnicode_InternFromString("_parameters")) ||
-      !(jit_s.buffers = PyUnicode_InternFromString("_buffers")) || !(jit_s.enter = PyUnicode_InternFromString("__enter__")) ||
+  if (!(jit_s.dtype = PyUnicode_InternFromString("dtype")) || !(jit_s.is_neg = PyUnicode_InternFromString("is_neg")) ||
+      !(jit_s.requires_grad = PyUnicode_InternFromString("requires_grad")) ||
+      !(jit_s.detach = PyUnicode_InternFromString("detach")) ||
+      !(jit_s.training = PyUnicode_InternFromString("training")) ||
+      !(jit_s.parameters = PyUnicode_InternFromString("_parameters")) ||
+      !(jit_s.buffers = PyUnicode_InternFromString("_buffers")) ||
+      !(jit_s.enter = PyUnicode_InternFromString("__enter__")) ||
       !(jit_s.exit = PyUnicode_InternFromString("__exit__")))
     return -1;
   if (PyModule_AddObjectRef(m, "jit", (PyObject *)&pyth_jit_type) < 0) return -1;

@@ -92,7 +92,8 @@ int jit_export_tensor(PyObject *t, bool *requires_grad, PyObject **capsule, DLMa
 static int tl_add(tensor_list *l, PyObject *t) {
   if (l->n == l->cap) {
     int cap = l->cap * 2;
-    call_tensor *q = l->t == l->local ? PyMem_Malloc(sizeof *q * (size_t)cap) : PyMem_Realloc(l->t, sizeof *q * (size_t)cap);
+    call_tensor *q =
+      l->t == l->local ? PyMem_Malloc(sizeof *q * (size_t)cap) : PyMem_Realloc(l->t, sizeof *q * (size_t)cap);
     if (!q) return PyErr_NoMemory(), -1;
     if (l->t == l->local) memcpy(q, l->local, sizeof *q * (size_t)l->n);
     l->t = q;
@@ -249,7 +250,7 @@ static int walk(PyObject *o, kbuf *k, tensor_list *tl, PyObject **ids, int depth
       PyObject *kv = PyList_GET_ITEM(items, i), *key = PyTuple_GET_ITEM(kv, 0);
       /* keys are never inputs (a tensor key is guarded by identity) */
       r = PyObject_TypeCheck(key, (PyTypeObject *)pyth_T.tensor_type) ? walk_identity(key, k, ids)
-                                                                        : walk(key, k, tl, ids, depth + 1);
+                                                                      : walk(key, k, tl, ids, depth + 1);
       if (r == 0) r = walk(PyTuple_GET_ITEM(kv, 1), k, tl, ids, depth + 1);
     }
     Py_DECREF(items);
@@ -317,9 +318,9 @@ static int key_state(kbuf *k) {
   bool known = pyth_dtype_from(dd, &ddt);
   Py_DECREF(dd);
   if (kb_byte(k, known ? (char)ddt : 99) < 0) return -1;
-  PyObject *v[5] = {PyObject_CallNoArgs(pyth_T.is_autocast_cpu_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_cpu_dtype),
-                    PyObject_CallNoArgs(pyth_T.is_autocast_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_gpu_dtype),
-                    PyObject_CallNoArgs(pyth_T.is_grad_enabled)};
+  PyObject *v[5] = {PyObject_CallNoArgs(pyth_T.is_autocast_cpu_enabled),
+                    PyObject_CallNoArgs(pyth_T.get_autocast_cpu_dtype), PyObject_CallNoArgs(pyth_T.is_autocast_enabled),
+                    PyObject_CallNoArgs(pyth_T.get_autocast_gpu_dtype), PyObject_CallNoArgs(pyth_T.is_grad_enabled)};
   int rc = 0;
   for (int i = 0; i < 5; i++) {
     if (!v[i]) {
@@ -356,7 +357,8 @@ static int key_module(pyth_jit *j, kbuf *k, tensor_list *tl) {
     int32_t same = (int32_t)s;
     PyObject *idk = PyLong_FromVoidPtr(t);
     PyObject *prev = idk ? PyDict_GetItemWithError(seen_slots, idk) : NULL;
-    if (prev) same = (int32_t)PyLong_AsLong(prev);
+    if (prev)
+      same = (int32_t)PyLong_AsLong(prev);
     else if (!idk || PyErr_Occurred()) {
       Py_XDECREF(idk);
       goto fail;

@@ -37,17 +37,17 @@ typedef struct {
 /* ---- cache entries ------------------------------------------------------------------------------- */
 
 typedef struct {
-  PyObject_HEAD
-  th_trace *traces[6]; /* owned: the initial trace, [float8], and under autograd DCE and CSE (th_compile_prepare) */
+  PyObject_HEAD th_trace
+    *traces[6]; /* owned: the initial trace, [float8], and under autograd DCE and CSE (th_compile_prepare) */
   int ntraces;
   th_program *prog;
-  PyObject *lifted;    /* list of captured torch tensors (inputs after the arguments and parameters) */
-  PyObject *pinned;    /* objects whose identity is in the key (kept alive so ids are not reused) */
-  int nargs_tensors;   /* tensors among the arguments */
-  int *param_input;    /* per parameter slot: its input index (shared parameters share one) */
-  int nparams_in;      /* distinct parameter inputs */
-  pyth_grad *grad;     /* owned: the backward of a call under autograd (autograd.c), or NULL */
-  int64_t rng_draws;   /* the words torch's generator advances by per call (rng.c); 0: no dropout */
+  PyObject *lifted;  /* list of captured torch tensors (inputs after the arguments and parameters) */
+  PyObject *pinned;  /* objects whose identity is in the key (kept alive so ids are not reused) */
+  int nargs_tensors; /* tensors among the arguments */
+  int *param_input;  /* per parameter slot: its input index (shared parameters share one) */
+  int nparams_in;    /* distinct parameter inputs */
+  pyth_grad *grad;   /* owned: the backward of a call under autograd (autograd.c), or NULL */
+  int64_t rng_draws; /* the words torch's generator advances by per call (rng.c); 0: no dropout */
 } pyth_entry;
 
 extern PyTypeObject jit_entry_type;
@@ -57,18 +57,17 @@ extern PyTypeObject jit_entry_type;
 typedef enum { CACHE_CONSTANT_VALUES, CACHE_SAME_INPUT, CACHE_NONE } cache_mode;
 
 typedef struct {
-  PyObject_HEAD
-  PyObject *fn;        /* the function, module, or Trace */
+  PyObject_HEAD PyObject *fn; /* the function, module, or Trace */
   bool is_module;
   const th_trace *given_trace; /* jit(trace): run this trace as it is */
-  PyObject *slots;     /* modules: list of (owner dict, key, qualified name) per parameter/buffer */
-  PyObject *submodules; /* modules: list of submodules (their `training` flags are in the key) */
-  PyObject *arg_names; /* list of parameter names of fn (for input names), may be empty */
-  PyObject *code_fn;   /* the Python function whose closure and globals are guarded, or NULL */
-  PyObject *attr_slots; /* modules: list of (submodule __dict__, name) of plain tensor/number attributes */
-  PyObject *structure;  /* modules: structure_of() when the slots were collected */
-  PyObject *cache;     /* dict: key bytes -> entry */
-  PyObject *last;      /* the entry of the last call */
+  PyObject *slots;             /* modules: list of (owner dict, key, qualified name) per parameter/buffer */
+  PyObject *submodules;        /* modules: list of submodules (their `training` flags are in the key) */
+  PyObject *arg_names;         /* list of parameter names of fn (for input names), may be empty */
+  PyObject *code_fn;           /* the Python function whose closure and globals are guarded, or NULL */
+  PyObject *attr_slots;        /* modules: list of (submodule __dict__, name) of plain tensor/number attributes */
+  PyObject *structure;         /* modules: structure_of() when the slots were collected */
+  PyObject *cache;             /* dict: key bytes -> entry */
+  PyObject *last;              /* the entry of the last call */
   cache_mode mode;
   const char **executors;
   int nexecutors;
@@ -76,8 +75,8 @@ typedef struct {
                              * objects given (thunder_c.extend executors: kept alive with the function) */
   long long hits, misses;
   PyObject *weakrefs;
-  pyth_float8 float8;  /* jit(..., float8=...): the float8 transform on every trace (transforms.c) */
-  PyObject *dump_dir;  /* jit(..., dump_fusions=dir): str, each program's fusion source written there */
+  pyth_float8 float8; /* jit(..., float8=...): the float8 transform on every trace (transforms.c) */
+  PyObject *dump_dir; /* jit(..., dump_fusions=dir): str, each program's fusion source written there */
 } pyth_jit;
 
 /* ---- jit_cache.c ---------------------------------------------------------------------------------- */

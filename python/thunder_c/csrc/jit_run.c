@@ -61,8 +61,10 @@ static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int 
       for (int i = 0; r && i < a->u.seq.n; i++) {
         PyObject *x = build_output(&a->u.seq.items[i], outs, nouts, k);
         if (!x) return Py_DECREF(r), NULL;
-        if (a->kind == TH_ARG_TUPLE) PyTuple_SET_ITEM(r, i, x);
-        else PyList_SET_ITEM(r, i, x);
+        if (a->kind == TH_ARG_TUPLE)
+          PyTuple_SET_ITEM(r, i, x);
+        else
+          PyList_SET_ITEM(r, i, x);
       }
       return r;
     }
@@ -92,7 +94,8 @@ static PyObject *build_output(const th_arg *a, th_tensor **outs, int nouts, int 
     for (int p = 0; p < i && !again; p++) again = outs[p] == t;
     if (again) {
       bool input = false;
-      for (int q = 0; q < th_trace_num_inputs(g_out_trace) && !input; q++) input = th_trace_input(g_out_trace, q) == a->u.value;
+      for (int q = 0; q < th_trace_num_inputs(g_out_trace) && !input; q++)
+        input = th_trace_input(g_out_trace, q) == a->u.value;
       if (!input) {
         th_tensor *c = th_tensor_contiguous_copy(t);
         if (!c) return pyth_raise(th_last_status());
@@ -160,12 +163,15 @@ PyObject *jit_run_entry(pyth_jit *j, pyth_entry *e, tensor_list *tl) {
   if (!in) return PyErr_NoMemory();
   int expected = nargs + (j->is_module ? (int)PyList_GET_SIZE(j->slots) : 0);
   if (tl->n != expected) { /* cache="same input" with other inputs */
-    PyErr_Format(PyExc_ValueError, "thunder_c: this compiled program takes %d tensor arguments, got %d "
-                 "(with cache='same input' the inputs must keep their structure)", nargs, tl->n - (expected - nargs));
+    PyErr_Format(PyExc_ValueError,
+                 "thunder_c: this compiled program takes %d tensor arguments, got %d "
+                 "(with cache='same input' the inputs must keep their structure)",
+                 nargs, tl->n - (expected - nargs));
     goto done;
   }
   if (nargs + nparams + nl != nin) {
-    PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: %d inputs expected, %d available", nin, nargs + nparams + nl);
+    PyErr_Format(PyExc_RuntimeError, "thunder_c: internal error: %d inputs expected, %d available", nin,
+                 nargs + nparams + nl);
     goto done;
   }
   /* arguments, then distinct parameters (in slot order), then captured tensors */

@@ -48,12 +48,12 @@ static int entry_clear(PyObject *o) {
 }
 
 PyTypeObject jit_entry_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c._CacheEntry",
-    .tp_basicsize = sizeof(pyth_entry),
-    .tp_dealloc = entry_dealloc,
-    .tp_traverse = entry_traverse,
-    .tp_clear = entry_clear,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c._CacheEntry",
+  .tp_basicsize = sizeof(pyth_entry),
+  .tp_dealloc = entry_dealloc,
+  .tp_traverse = entry_traverse,
+  .tp_clear = entry_clear,
+  .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 };
 
 /* ---- tracing helpers ------------------------------------------------------------------------------ */
@@ -77,15 +77,18 @@ static PyObject *proxify(trace_ctx *c, PyObject *o, const char *name, int depth)
     Py_ssize_t nd = shape ? PyTuple_Size(shape) : -1;
     if (!dt || !dev || nd < 0) goto done;
     if (!pyth_dtype_from(dt, &dtype)) {
-      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s has dtype %R, which thunder_c does not support", name ? name : "", dt);
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s has dtype %R, which thunder_c does not support",
+                   name ? name : "", dt);
       goto done;
     }
     if (!pyth_device_from(dev, &device)) {
-      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s is on device %R, which thunder_c does not support", name ? name : "", dev);
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s is on device %R, which thunder_c does not support",
+                   name ? name : "", dev);
       goto done;
     }
     if (nd > TH_MAX_DIMS) {
-      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s has rank %zd; thunder_c supports rank <= %d", name ? name : "", nd, TH_MAX_DIMS);
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: input %s has rank %zd; thunder_c supports rank <= %d",
+                   name ? name : "", nd, TH_MAX_DIMS);
       goto done;
     }
     for (Py_ssize_t i = 0; i < nd; i++) sh[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
@@ -180,12 +183,15 @@ static int restore_module_attributes(PyObject *snapshots, bool check) {
         PyErr_Format(PyExc_NotImplementedError,
                      "thunder_c: forward assigned a computed tensor to the module attribute '%U' (a side effect on "
                      "module state, which thunder_c does not replay); return the tensor instead, or update a "
-                     "registered buffer in place (self.buf.copy_(...))", k);
+                     "registered buffer in place (self.buf.copy_(...))",
+                     k);
         rc = -1;
       }
       if (!check || rc) { /* undo */
-        if (was) PyDict_SetItem(md, k, was);
-        else PyDict_DelItem(md, k);
+        if (was)
+          PyDict_SetItem(md, k, was);
+        else
+          PyDict_DelItem(md, k);
       }
     }
     Py_XDECREF(keys);
@@ -271,7 +277,8 @@ static int check_default_dtype(void) {
   if (!f32)
     PyErr_Format(PyExc_NotImplementedError,
                  "thunder_c: torch.set_default_dtype(%R) is not supported (thunder-c's factory functions "
-                 "default to float32); pass dtype= explicitly and restore the default", dd);
+                 "default to float32); pass dtype= explicitly and restore the default",
+                 dd);
   Py_DECREF(dd);
   return f32 ? 0 : -1;
 }
@@ -330,8 +337,10 @@ static int proxify_arguments(pyth_jit *j, pyth_entry *e, trace_ctx *c, PyObject 
   for (Py_ssize_t i = 0; i < na; i++) {
     char nm[128];
     const char *pn = i < nnames ? PyUnicode_AsUTF8(PyList_GET_ITEM(j->arg_names, i)) : NULL;
-    if (pn) snprintf(nm, sizeof nm, "%s", pn);
-    else snprintf(nm, sizeof nm, "args_%zd", i);
+    if (pn)
+      snprintf(nm, sizeof nm, "%s", pn);
+    else
+      snprintf(nm, sizeof nm, "args_%zd", i);
     PyObject *x = proxify(c, PyTuple_GET_ITEM(args, i), nm, 0);
     if (!x) return -1;
     PyTuple_SET_ITEM(*pargs, i, x);
@@ -437,8 +446,10 @@ static void exit_mode(PyObject *mode, PyObject **result) {
   PyErr_Fetch(&et, &ev, &tb);
   PyObject *r = PyObject_CallMethod(mode, "__exit__", "OOO", Py_None, Py_None, Py_None);
   Py_XDECREF(r);
-  if (et) PyErr_Restore(et, ev, tb);
-  else if (!r && result) Py_CLEAR(*result);
+  if (et)
+    PyErr_Restore(et, ev, tb);
+  else if (!r && result)
+    Py_CLEAR(*result);
 }
 
 /* Runs the function on the proxies under the mode that routes torch calls to the tracer (pyth_active
@@ -464,8 +475,10 @@ static PyObject *call_traced(pyth_jit *j, PyObject *pargs, PyObject *pkwargs) {
       PyErr_Fetch(&et, &ev, &tb);
       PyObject *r = PyObject_CallNoArgs(undo);
       Py_XDECREF(r);
-      if (et) PyErr_Restore(et, ev, tb);
-      else if (!r) Py_CLEAR(result);
+      if (et)
+        PyErr_Restore(et, ev, tb);
+      else if (!r)
+        Py_CLEAR(result);
     }
     Py_XDECREF(undo);
   }

@@ -37,8 +37,7 @@ PyObject *pyth_raise(th_status st) {
 /* ---- dtypes --------------------------------------------------------------------------------------- */
 
 typedef struct {
-  PyObject_HEAD
-  th_dtype dtype;
+  PyObject_HEAD th_dtype dtype;
 } pyth_dtype_obj;
 
 static PyObject *dtype_repr(PyObject *o) {
@@ -85,24 +84,24 @@ static PyObject *dtype_torch(PyObject *o, void *c) {
 }
 
 static PyGetSetDef dtype_getset[] = {
-    {"name", dtype_name, NULL, "the dtype's name (float32)", NULL},
-    {"shortname", dtype_short, NULL, "the short name printed in traces (f32)", NULL},
-    {"itemsize", dtype_itemsize, NULL, "bytes per element", NULL},
-    {"is_floating_point", dtype_is_fp, NULL, "a floating-point dtype (fp8 included)", NULL},
-    {"torch", dtype_torch, NULL, "the matching torch.dtype, or None if this torch has none", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+  {"name", dtype_name, NULL, "the dtype's name (float32)", NULL},
+  {"shortname", dtype_short, NULL, "the short name printed in traces (f32)", NULL},
+  {"itemsize", dtype_itemsize, NULL, "bytes per element", NULL},
+  {"is_floating_point", dtype_is_fp, NULL, "a floating-point dtype (fp8 included)", NULL},
+  {"torch", dtype_torch, NULL, "the matching torch.dtype, or None if this torch has none", NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject pyth_dtype_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.dtype",
-    .tp_basicsize = sizeof(pyth_dtype_obj),
-    .tp_repr = dtype_repr,
-    .tp_richcompare = dtype_richcompare,
-    .tp_hash = dtype_hash,
-    .tp_getset = dtype_getset,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A thunder_c dtype (thunder_c.float32, thunder_c.bfloat16, thunder_c.float8_e4m3fn, ...). "
-              "Equal to the matching torch.dtype.",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.dtype",
+  .tp_basicsize = sizeof(pyth_dtype_obj),
+  .tp_repr = dtype_repr,
+  .tp_richcompare = dtype_richcompare,
+  .tp_hash = dtype_hash,
+  .tp_getset = dtype_getset,
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "A thunder_c dtype (thunder_c.float32, thunder_c.bfloat16, thunder_c.float8_e4m3fn, ...). "
+            "Equal to the matching torch.dtype.",
 };
 
 bool pyth_dtype_from(PyObject *o, th_dtype *out) {
@@ -117,8 +116,10 @@ bool pyth_dtype_from(PyObject *o, th_dtype *out) {
 
 bool pyth_device_from(PyObject *o, th_device *out) {
   PyObject *s = NULL;
-  if (PyUnicode_Check(o)) s = Py_NewRef(o);
-  else if (pyth_T.device_type && PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.device_type)) s = PyObject_Str(o);
+  if (PyUnicode_Check(o))
+    s = Py_NewRef(o);
+  else if (pyth_T.device_type && PyObject_TypeCheck(o, (PyTypeObject *)pyth_T.device_type))
+    s = PyObject_Str(o);
   if (!s) return PyErr_Clear(), false;
   const char *c = PyUnicode_AsUTF8(s);
   bool ok = c && th_device_parse(c, out);
@@ -154,14 +155,16 @@ int pyth_tensor_check_class(PyObject *t, const char *what) {
     if (PyErr_Occurred()) return -1;
     /* what a plain subclass inherits: nn.Parameter's hooks below it, else torch.Tensor's */
     PyTypeObject *base = PyType_IsSubtype(tp, (PyTypeObject *)parameter_type) ? (PyTypeObject *)parameter_type
-                                                                                : (PyTypeObject *)pyth_T.tensor_type;
+                                                                              : (PyTypeObject *)pyth_T.tensor_type;
     static const char *const hooks[] = {"__torch_dispatch__", "__torch_function__", "__tensor_flatten__"};
     v = Py_None;
     for (int i = 0; i < 3 && v == Py_None; i++) {
       PyObject *name = PyUnicode_InternFromString(hooks[i]);
       if (!name) return -1;
-      if (_PyType_Lookup(tp, name) != _PyType_Lookup(base, name)) v = name;
-      else Py_DECREF(name);
+      if (_PyType_Lookup(tp, name) != _PyType_Lookup(base, name))
+        v = name;
+      else
+        Py_DECREF(name);
     }
     int rc = PyDict_SetItem(class_verdicts, (PyObject *)tp, v);
     if (v != Py_None) Py_DECREF(v); /* the dict holds it */
@@ -178,8 +181,8 @@ int pyth_tensor_check_class(PyObject *t, const char *what) {
                "plain tensors only%s",
                what, ms ? ms : "", ms ? "." : "", qs ? qs : _PyType_Name(tp), v,
                ms && !strncmp(ms, "torchao.float8", 14)
-                   ? " (torchao's float8 training is traced through the Float8Linear modules of a jitted nn.Module)"
-                   : "");
+                 ? " (torchao's float8 training is traced through the Float8Linear modules of a jitted nn.Module)"
+                 : "");
   Py_XDECREF(qn);
   Py_XDECREF(mod);
   return -1;
@@ -298,17 +301,17 @@ typedef struct op_row {
 #define OPROW_INPLACE_INPLACE true
 #define OPROW_INPLACE_NO_INPLACE false
 static const op_row op_rows_table[] = {
-#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, params, tags, aliases, inplace, ip_aliases) \
-  {#name, #kind, #fold, #decomp, 1, OPROW_INPLACE_##inplace, !((flags) & TH_UF_NO_FUSE)},
-#define TH_UNARY_TORCH(name, params, tags, aliases, inplace, ip_aliases) \
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, params, tags, aliases, inplace, ip_aliases)    \
+  {#name, #kind, #fold, #decomp, 1, OPROW_INPLACE_##inplace, !((flags)&TH_UF_NO_FUSE)},
+#define TH_UNARY_TORCH(name, params, tags, aliases, inplace, ip_aliases)                                               \
   {#name, NULL, NULL, "OWN", 1, OPROW_INPLACE_##inplace, false},
 #include "ops/unary.def"
 #undef TH_UNARY
 #undef TH_UNARY_TORCH
-#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, input, params, tags, aliases, inplace, \
-                  ip_aliases)                                                                                 \
-  {#name, #kind, #fold, #decomp, 2, OPROW_INPLACE_##inplace, !((flags) & TH_BF_NO_FUSE)},
-#define TH_BINARY_TORCH(name, input, params, tags, aliases, inplace, ip_aliases) \
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, decomp, input, params, tags, aliases, inplace,        \
+                  ip_aliases)                                                                                          \
+  {#name, #kind, #fold, #decomp, 2, OPROW_INPLACE_##inplace, !((flags)&TH_BF_NO_FUSE)},
+#define TH_BINARY_TORCH(name, input, params, tags, aliases, inplace, ip_aliases)                                       \
   {#name, NULL, NULL, "OWN", 2, OPROW_INPLACE_##inplace, false},
 #include "ops/binary.def"
 #undef TH_BINARY
@@ -330,16 +333,19 @@ static PyObject *op_row_dict(const op_row *r) {
   bool prim = r->kind != NULL;
   PyObject *d = PyDict_New();
   if (!d) return NULL;
-  struct { const char *key; PyObject *v; } items[] = {
-      {"name", PyUnicode_FromString(r->name)},
-      {"arity", PyLong_FromLong(r->arity)},
-      {"kind", str_or_none("%s", r->kind, prim)},
-      {"prim", str_or_none("prims.%s", r->name, prim)},
-      {"torch", PyUnicode_FromFormat("ltorch.%s", r->name)},
-      {"inplace", str_or_none("ltorch.%s_", r->name, r->inplace)},
-      {"fold", str_or_none("%s", r->fold, prim)},
-      {"decomp", PyUnicode_FromString(r->decomp)},
-      {"fuse", prim ? PyBool_FromLong(r->fuse) : Py_NewRef(Py_None)},
+  struct {
+    const char *key;
+    PyObject *v;
+  } items[] = {
+    {"name", PyUnicode_FromString(r->name)},
+    {"arity", PyLong_FromLong(r->arity)},
+    {"kind", str_or_none("%s", r->kind, prim)},
+    {"prim", str_or_none("prims.%s", r->name, prim)},
+    {"torch", PyUnicode_FromFormat("ltorch.%s", r->name)},
+    {"inplace", str_or_none("ltorch.%s_", r->name, r->inplace)},
+    {"fold", str_or_none("%s", r->fold, prim)},
+    {"decomp", PyUnicode_FromString(r->decomp)},
+    {"fuse", prim ? PyBool_FromLong(r->fuse) : Py_NewRef(Py_None)},
   };
   bool ok = true;
   for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
@@ -366,33 +372,39 @@ static PyObject *m_op_rows(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"trace_from_text", (PyCFunction)(void (*)(void))m_trace_from_text, METH_VARARGS | METH_KEYWORDS,
-     "trace_from_text(text, filename='<trace>') -> Trace\n\nParses a trace in Thunder's printed format "
-     "(the C parser) and verifies it. Raises SyntaxError with line:col and a caret on bad text, "
-     "RuntimeError when the recorded shapes/dtypes disagree with the ops."},
-    {"torch_function", (PyCFunction)(void (*)(void))m_torch_function, METH_FASTCALL,
-     "torch_function(func, types, args, kwargs): records a torch call on proxies (used by the mode)."},
-    {"is_tracing", m_is_tracing, METH_NOARGS, "True while thunder_c.jit traces a function."},
-    {"set_num_threads", m_set_num_threads, METH_O,
-     "set_num_threads(n): the OpenMP threads thunder_c's compiled programs run on (fused kernels, eager "
-     "kernels, oneDNN GEMMs), independent of torch.set_num_threads; 0 restores the default "
-     "(THUNDER_NUM_THREADS, else OMP_NUM_THREADS, else every CPU this process may use). ValueError outside "
-     "[0, 4096]."},
-    {"get_num_threads", m_get_num_threads, METH_NOARGS,
-     "get_num_threads() -> int: the thread count compiled programs run on (see set_num_threads)."},
-    {"ops", m_ops, METH_NOARGS,
-     "The core's op table: a list of (qualname, aliases, schema, in_place), sorted by qualname."},
-    {"op_rows", m_op_rows, METH_NOARGS,
-     "The rows of the elementwise op tables (src/ops/unary.def, binary.def), sorted by name: one dict each "
-     "with name, arity (1 or 2), kind (the prim's: MATH FLOAT EXACT PRED ALL CMP; None for a composite), "
-     "prim, torch and inplace (qualnames, None where absent), fold, decomp and fuse."},
-    {NULL, NULL, 0, NULL},
+  {"trace_from_text", (PyCFunction)(void (*)(void))m_trace_from_text, METH_VARARGS | METH_KEYWORDS,
+   "trace_from_text(text, filename='<trace>') -> Trace\n\nParses a trace in Thunder's printed format "
+   "(the C parser) and verifies it. Raises SyntaxError with line:col and a caret on bad text, "
+   "RuntimeError when the recorded shapes/dtypes disagree with the ops."},
+  {"torch_function", (PyCFunction)(void (*)(void))m_torch_function, METH_FASTCALL,
+   "torch_function(func, types, args, kwargs): records a torch call on proxies (used by the mode)."},
+  {"is_tracing", m_is_tracing, METH_NOARGS, "True while thunder_c.jit traces a function."},
+  {"set_num_threads", m_set_num_threads, METH_O,
+   "set_num_threads(n): the OpenMP threads thunder_c's compiled programs run on (fused kernels, eager "
+   "kernels, oneDNN GEMMs), independent of torch.set_num_threads; 0 restores the default "
+   "(THUNDER_NUM_THREADS, else OMP_NUM_THREADS, else every CPU this process may use). ValueError outside "
+   "[0, 4096]."},
+  {"get_num_threads", m_get_num_threads, METH_NOARGS,
+   "get_num_threads() -> int: the thread count compiled programs run on (see set_num_threads)."},
+  {"ops", m_ops, METH_NOARGS,
+   "The core's op table: a list of (qualname, aliases, schema, in_place), sorted by qualname."},
+  {"op_rows", m_op_rows, METH_NOARGS,
+   "The rows of the elementwise op tables (src/ops/unary.def, binary.def), sorted by name: one dict each "
+   "with name, arity (1 or 2), kind (the prim's: MATH FLOAT EXACT PRED ALL CMP; None for a composite), "
+   "prim, torch and inplace (qualnames, None where absent), fold, decomp and fuse."},
+  {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "thunder_c._C",
-    "The C core of thunder_c: tracer, proxies, jitted callables, traces.", -1, module_methods,
-    NULL, NULL, NULL, NULL,
+  PyModuleDef_HEAD_INIT,
+  "thunder_c._C",
+  "The C core of thunder_c: tracer, proxies, jitted callables, traces.",
+  -1,
+  module_methods,
+  NULL,
+  NULL,
+  NULL,
+  NULL,
 };
 
 /* ---- namespaces: thunder_c.prims / thunder_c.torch ------------------------------------------------- */
@@ -496,8 +508,8 @@ static int init_torch(void) {
   pyth_T.get_autocast_cpu_dtype = pyth_torch_for_device("get_autocast_dtype", "cpu");
   pyth_T.is_grad_enabled = PyObject_GetAttrString(pyth_T.torch, "is_grad_enabled");
   pyth_T.get_default_dtype = PyObject_GetAttrString(pyth_T.torch, "get_default_dtype");
-  if (!pyth_T.to_dlpack || !pyth_T.from_dlpack || !pyth_T.tensor_type || !pyth_T.size_type ||
-      !pyth_T.device_type || !pyth_T.dtype_type || !pyth_T.is_autocast_enabled || !pyth_T.is_autocast_cpu_enabled ||
+  if (!pyth_T.to_dlpack || !pyth_T.from_dlpack || !pyth_T.tensor_type || !pyth_T.size_type || !pyth_T.device_type ||
+      !pyth_T.dtype_type || !pyth_T.is_autocast_enabled || !pyth_T.is_autocast_cpu_enabled ||
       !pyth_T.get_autocast_gpu_dtype || !pyth_T.get_autocast_cpu_dtype || !pyth_T.is_grad_enabled ||
       !pyth_T.get_default_dtype)
     return -1;

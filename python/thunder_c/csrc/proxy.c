@@ -68,17 +68,20 @@ static int lift_tensor(pyth_tracer *tr, PyObject *t, th_arg *out) {
   th_device device;
   if (!dt || !shape || !dev) goto done;
   if (!pyth_dtype_from(dt, &dtype)) {
-    PyErr_Format(PyExc_NotImplementedError, "thunder_c: a captured tensor has dtype %R, which thunder_c does not support", dt);
+    PyErr_Format(PyExc_NotImplementedError,
+                 "thunder_c: a captured tensor has dtype %R, which thunder_c does not support", dt);
     goto done;
   }
   if (!pyth_device_from(dev, &device)) {
-    PyErr_Format(PyExc_NotImplementedError, "thunder_c: a captured tensor is on device %R, which thunder_c does not support", dev);
+    PyErr_Format(PyExc_NotImplementedError,
+                 "thunder_c: a captured tensor is on device %R, which thunder_c does not support", dev);
     goto done;
   }
   Py_ssize_t nd = PyTuple_Size(shape);
   if (nd < 0) goto done;
   if (nd > TH_MAX_DIMS) {
-    PyErr_Format(PyExc_NotImplementedError, "thunder_c: tensors of rank %zd are not supported (at most %d)", nd, TH_MAX_DIMS);
+    PyErr_Format(PyExc_NotImplementedError, "thunder_c: tensors of rank %zd are not supported (at most %d)", nd,
+                 TH_MAX_DIMS);
     goto done;
   }
   int64_t sh[TH_MAX_DIMS];
@@ -273,13 +276,16 @@ PyObject *pyth_from_arg(pyth_tracer *tr, const th_arg *a) {
       for (int i = 0; i < a->u.seq.n; i++) {
         PyObject *x = pyth_from_arg(tr, &a->u.seq.items[i]);
         if (!x) return Py_DECREF(r), NULL;
-        if (a->kind == TH_ARG_TUPLE) PyTuple_SET_ITEM(r, i, x);
-        else PyList_SET_ITEM(r, i, x);
+        if (a->kind == TH_ARG_TUPLE)
+          PyTuple_SET_ITEM(r, i, x);
+        else
+          PyList_SET_ITEM(r, i, x);
       }
       return r;
     }
     default:
-      PyErr_Format(PyExc_NotImplementedError, "thunder_c: an op returned a %s, which has no Python form", th_arg_kind_name(a));
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: an op returned a %s, which has no Python form",
+                   th_arg_kind_name(a));
       return NULL;
   }
 }
@@ -290,8 +296,9 @@ PyObject *pyth_from_arg(pyth_tracer *tr, const th_arg *a) {
  * first trace does. Frames in thunder_c's and torch's own files are skipped. Best effort: a failure
  * here never fails the op. */
 static bool skipped_frame(pyth_tracer *tr, PyObject *fn) {
-  static const char *const torch_wrappers[] = {"overrides.py", "_tensor.py", "functional.py", "nn/functional.py",
-                                               "_jit_internal.py", "nn/modules/module.py", "autograd/grad_mode.py"};
+  static const char *const torch_wrappers[] = {"overrides.py",         "_tensor.py",       "functional.py",
+                                               "nn/functional.py",     "_jit_internal.py", "nn/modules/module.py",
+                                               "autograd/grad_mode.py"};
   if (tr->pkg_dir && PyUnicode_Tailmatch(fn, tr->pkg_dir, 0, PY_SSIZE_T_MAX, -1) == 1) return true;
   if (!tr->torch_dir || PyUnicode_Tailmatch(fn, tr->torch_dir, 0, PY_SSIZE_T_MAX, -1) != 1) return false;
   /* in torch: only the wrappers that forward a call (handle_torch_function, Module.__call__) */
@@ -316,7 +323,8 @@ static void record_location(pyth_tracer *tr) {
       if (file && (line != tr->last_line || strcmp(file, tr->last_file) != 0)) {
         tr->last_line = line;
         tr->last_file[0] = 0;
-        PyObject *src = pyth_T.linecache_getline ? PyObject_CallFunction(pyth_T.linecache_getline, "Oi", fn, line) : NULL;
+        PyObject *src =
+          pyth_T.linecache_getline ? PyObject_CallFunction(pyth_T.linecache_getline, "Oi", fn, line) : NULL;
         const char *s = src && PyUnicode_Check(src) ? PyUnicode_AsUTF8(src) : "";
         char text[512];
         snprintf(text, sizeof text, "%s:%d: \t%s", file, line, s ? s : "");
@@ -347,8 +355,9 @@ static void record_location(pyth_tracer *tr) {
  * last op, replaces the trace's regions with a cpu and a cuda region that say the same. The core's
  * autocast rules do the rest (th_trace_autocast_push). */
 static PyObject *read_autocast_state(void) {
-  PyObject *v[4] = {PyObject_CallNoArgs(pyth_T.is_autocast_cpu_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_cpu_dtype),
-                    PyObject_CallNoArgs(pyth_T.is_autocast_enabled), PyObject_CallNoArgs(pyth_T.get_autocast_gpu_dtype)};
+  PyObject *v[4] = {PyObject_CallNoArgs(pyth_T.is_autocast_cpu_enabled),
+                    PyObject_CallNoArgs(pyth_T.get_autocast_cpu_dtype), PyObject_CallNoArgs(pyth_T.is_autocast_enabled),
+                    PyObject_CallNoArgs(pyth_T.get_autocast_gpu_dtype)};
   PyObject *t = v[0] && v[1] && v[2] && v[3] ? PyTuple_Pack(4, v[0], v[1], v[2], v[3]) : NULL;
   for (int i = 0; i < 4; i++) Py_XDECREF(v[i]);
   return t;
@@ -379,7 +388,8 @@ int pyth_autocast_sync(pyth_tracer *tr) {
     bool on = PyTuple_GET_ITEM(st, 2 * d) == Py_True;
     th_dtype dt = TH_BF16;
     if (on && !pyth_dtype_from(PyTuple_GET_ITEM(st, 2 * d + 1), &dt)) {
-      PyErr_Format(PyExc_NotImplementedError, "thunder_c: autocast to %R is not supported", PyTuple_GET_ITEM(st, 2 * d + 1));
+      PyErr_Format(PyExc_NotImplementedError, "thunder_c: autocast to %R is not supported",
+                   PyTuple_GET_ITEM(st, 2 * d + 1));
       return -1;
     }
     th_status s = th_trace_autocast_push(tr->trace, d == 0 ? TH_CPU : TH_CUDA, dt, on);
@@ -412,12 +422,16 @@ int pyth_alias_join(pyth_tracer *tr, PyObject *a, PyObject *b) {
   if (!ga && !gb) {
     PyObject *g = PyList_New(0);
     int r = g && PyList_Append(g, a) == 0 && PyList_Append(g, b) == 0 && PyDict_SetItem(tr->groups, a, g) == 0 &&
-                    PyDict_SetItem(tr->groups, b, g) == 0 ? 0 : -1;
+                PyDict_SetItem(tr->groups, b, g) == 0
+              ? 0
+              : -1;
     Py_XDECREF(g);
     return r;
   }
   if (!ga) { /* join b's group */
-    PyObject *t = a; a = b; b = t;
+    PyObject *t = a;
+    a = b;
+    b = t;
     ga = gb;
     gb = NULL;
   }
@@ -474,19 +488,20 @@ static int note_aliases(pyth_tracer *tr, PyObject *args, PyObject *res) {
   return 0;
 }
 
-PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args,
-                      PyObject *kwargs) {
+PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args, PyObject *kwargs) {
   pyth_tracer *tr = pyth_active;
   for (Py_ssize_t i = 0; !tr && i < PyTuple_GET_SIZE(args); i++)
-    if (Py_TYPE(PyTuple_GET_ITEM(args, i)) == &pyth_proxy_type) return pyth_proxy_value(PyTuple_GET_ITEM(args, i)), NULL;
+    if (Py_TYPE(PyTuple_GET_ITEM(args, i)) == &pyth_proxy_type)
+      return pyth_proxy_value(PyTuple_GET_ITEM(args, i)), NULL;
   if (!tr)
-    return PyErr_Format(PyExc_RuntimeError,
-                        "%s can only be called inside a function compiled with thunder_c.jit", display), NULL;
+    return PyErr_Format(PyExc_RuntimeError, "%s can only be called inside a function compiled with thunder_c.jit",
+                        display),
+           NULL;
   char who[200];
   snprintf(who, sizeof who, "%s", display);
   pyth_pool pool = {0};
   PyObject *res = NULL;
-  pyth_proxy *self = NULL;     /* in-place ops: the tensor updated */
+  pyth_proxy *self = NULL;      /* in-place ops: the tensor updated */
   PyObject *self_tensor = NULL; /* ... when it is a captured torch tensor: that tensor */
   Py_ssize_t na = PyTuple_GET_SIZE(args), nk = kwargs ? PyDict_Size(kwargs) : 0;
   th_arg *a = pyth_pool_alloc(&pool, sizeof(th_arg) * (size_t)(na + 1));

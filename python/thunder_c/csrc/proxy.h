@@ -18,9 +18,8 @@ th_value *pyth_proxy_value(PyObject *o);
 /* An op as the tracer calls it: qualified name, the spelling users know (for errors), flags, and
  * whether the first two positional arguments are swapped (Tensor.__rsub__(a, b) is b - a). */
 typedef struct {
-  PyObject_HEAD
-  PyObject *qualname; /* str */
-  PyObject *display;  /* str */
+  PyObject_HEAD PyObject *qualname; /* str */
+  PyObject *display;                /* str */
   unsigned flags;
   bool swap;
   PyObject *self; /* bound methods (x.add): the proxy; NULL otherwise */

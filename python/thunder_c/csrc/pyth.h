@@ -26,22 +26,22 @@
 /* ---- module.c --------------------------------------------------------------------------------- */
 /* torch objects looked up once at import. */
 typedef struct pyth_torch {
-  PyObject *torch;          /* the torch module */
-  PyObject *tensor_type;    /* torch.Tensor */
-  PyObject *to_dlpack;      /* torch._C._to_dlpack */
-  PyObject *from_dlpack;    /* torch._C._from_dlpack */
-  PyObject *size_type;      /* torch.Size */
-  PyObject *device_type;    /* torch.device */
-  PyObject *dtype_type;     /* torch.dtype */
+  PyObject *torch;                  /* the torch module */
+  PyObject *tensor_type;            /* torch.Tensor */
+  PyObject *to_dlpack;              /* torch._C._to_dlpack */
+  PyObject *from_dlpack;            /* torch._C._from_dlpack */
+  PyObject *size_type;              /* torch.Size */
+  PyObject *device_type;            /* torch.device */
+  PyObject *dtype_type;             /* torch.dtype */
   PyObject *dtypes[TH_DTYPE_COUNT]; /* torch.float32, ..., torch.float8_e5m2: one per th_dtype */
-  PyObject *cpu_device;     /* torch.device("cpu") */
-  PyObject *is_autocast_enabled, *is_autocast_cpu_enabled, *get_autocast_gpu_dtype,
-      *get_autocast_cpu_dtype, *is_grad_enabled, *get_default_dtype;
+  PyObject *cpu_device;             /* torch.device("cpu") */
+  PyObject *is_autocast_enabled, *is_autocast_cpu_enabled, *get_autocast_gpu_dtype, *get_autocast_cpu_dtype,
+    *is_grad_enabled, *get_default_dtype;
   PyObject *linecache_getline;
-  PyObject *return_types;   /* torch.return_types (named tuples of ops like max(dim)) */
-  PyObject *numpy_ndarray;  /* numpy.ndarray, or NULL without NumPy */
+  PyObject *return_types;  /* torch.return_types (named tuples of ops like max(dim)) */
+  PyObject *numpy_ndarray; /* numpy.ndarray, or NULL without NumPy */
   PyObject *memory_format_type, *contiguous_format, *preserve_format; /* torch.memory_format and two values */
-  PyObject *stand_in;       /* torch.empty(1, device="meta"): the at::Tensor proxies lend torch's C code */
+  PyObject *stand_in;            /* torch.empty(1, device="meta"): the at::Tensor proxies lend torch's C code */
   const void *stand_in_words[3]; /* what a proxy's torch_payload holds (see pyth_proxy) */
 } pyth_torch;
 extern pyth_torch pyth_T;
@@ -77,7 +77,7 @@ typedef struct pyth_tracer pyth_tracer;
  * same Python object stand for the op's output, the new version). */
 typedef struct {
   PyObject_HEAD
-  /* A proxy answers isinstance(x, torch.Tensor) (its __class__ is torch.Tensor, so that code checking
+    /* A proxy answers isinstance(x, torch.Tensor) (its __class__ is torch.Tensor, so that code checking
    * for tensors traces). torch's C argument parser believes that too: matching an overload with a
    * Scalar where the proxy stands (pow(Scalar, Tensor) for torch.pow(x, 2.0)), it reads the object as
    * a THPVariable. Its payload follows the head and is one of two layouts, told apart at import on a
@@ -89,7 +89,7 @@ typedef struct {
    * or an int, so torch goes on to the overload that takes a Tensor there and dispatches to the
    * tracer: {impl, NULL, NULL} for the first layout, {isBorrowed_ = 1, impl, NULL} for the second.
    * pyth_T.stand_in_words holds the words; all zero when neither layout matches. */
-  const void *torch_payload[3];
+    const void *torch_payload[3];
   th_value *value;
   pyth_tracer *tracer; /* the tracing session it belongs to; checked on use */
   unsigned long epoch; /* tracer epoch at creation; a proxy from a finished trace is rejected */
@@ -101,18 +101,18 @@ extern PyTypeObject pyth_proxy_type;
 struct pyth_tracer {
   th_trace *trace;
   unsigned long epoch;
-  PyObject *lifted;       /* list of captured torch tensors, in input order after the arguments */
-  PyObject *lifted_ids;   /* dict id(tensor) -> proxy */
-  PyObject *groups;       /* dict proxy -> list: proxies whose tensors may share memory (alias groups) */
-  PyObject *grad_leaves;  /* set of input proxies whose tensors require grad (no in-place update) */
-  int grad_stops;         /* detach(), .data, ops recorded with grad mode off: refused under autograd */
+  PyObject *lifted;      /* list of captured torch tensors, in input order after the arguments */
+  PyObject *lifted_ids;  /* dict id(tensor) -> proxy */
+  PyObject *groups;      /* dict proxy -> list: proxies whose tensors may share memory (alias groups) */
+  PyObject *grad_leaves; /* set of input proxies whose tensors require grad (no in-place update) */
+  int grad_stops;        /* detach(), .data, ops recorded with grad mode off: refused under autograd */
   int nlifted;
-  char last_file[512];    /* last source location recorded as a comment */
+  char last_file[512]; /* last source location recorded as a comment */
   int last_line;
-  int autocast_pushed;    /* regions pushed on the trace to mirror torch's autocast state */
+  int autocast_pushed;      /* regions pushed on the trace to mirror torch's autocast state */
   PyObject *autocast_state; /* the torch autocast state they mirror (a tuple), or NULL */
-  int autocast_forced;    /* > 0 inside thunder_c autocast(fn, dtype): the state is fixed */
-  PyObject *pkg_dir;      /* str: frames under this directory (thunder_c, torch) are skipped */
+  int autocast_forced;      /* > 0 inside thunder_c autocast(fn, dtype): the state is fixed */
+  PyObject *pkg_dir;        /* str: frames under this directory (thunder_c, torch) are skipped */
   PyObject *torch_dir;
   PyObject *float8_marks; /* list of linears to convert to float8 (transforms.c, "float8 regions"), or NULL */
 };
@@ -128,8 +128,7 @@ PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v);
  * ("torch.nn.functional.linear"). flags are the op's TH_OPF_*: for an in-place op the first
  * argument, a proxy, is rebound to the op's output and returned (`a.add_(1)` returns `a`, now
  * standing for the new version). */
-PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args,
-                      PyObject *kwargs);
+PyObject *pyth_record(const char *qualname, const char *display, unsigned flags, PyObject *args, PyObject *kwargs);
 
 /* dispatch.c: the torch-function entry point: the TorchFunctionMode subclass and
  * TensorProxy.__torch_function__ call this with (func, types, args, kwargs). Maps func to an op of the

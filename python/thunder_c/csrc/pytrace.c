@@ -7,14 +7,12 @@
 #include "pyth.h"
 
 typedef struct {
-  PyObject_HEAD
-  const th_trace *tr;
+  PyObject_HEAD const th_trace *tr;
   PyObject *owner;
 } pyth_trace_obj;
 
 typedef struct {
-  PyObject_HEAD
-  const th_bsym *b;
+  PyObject_HEAD const th_bsym *b;
   PyObject *owner;
 } pyth_bsym_obj;
 
@@ -142,33 +140,35 @@ static PyObject *trace_inputs(PyObject *o, void *c) {
 }
 
 static PyMethodDef trace_methods[] = {
-    {"python", (PyCFunction)(void (*)(void))trace_python, METH_VARARGS | METH_KEYWORDS,
-     "python(print_depth=1) -> str: the trace as Thunder prints it; print_depth=-1 prints every level "
-     "of subsymbols (what str() gives)."},
-    {"verify", trace_verify, METH_NOARGS,
-     "Re-runs every op's meta and checks shapes, dtypes, devices, SSA and that return is last; raises "
-     "RuntimeError naming the value and the op on a mismatch."},
-    {NULL, NULL, 0, NULL},
+  {"python", (PyCFunction)(void (*)(void))trace_python, METH_VARARGS | METH_KEYWORDS,
+   "python(print_depth=1) -> str: the trace as Thunder prints it; print_depth=-1 prints every level "
+   "of subsymbols (what str() gives)."},
+  {"verify", trace_verify, METH_NOARGS,
+   "Re-runs every op's meta and checks shapes, dtypes, devices, SSA and that return is last; raises "
+   "RuntimeError naming the value and the op on a mismatch."},
+  {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef trace_getset[] = {
-    {"provenance", trace_provenance, NULL, "what made this trace (\"Dead Code Elimination (took 0 milliseconds)\")", NULL},
-    {"_provenance", trace_provenance_obj, NULL, "Thunder's spelling: an object whose .pss is the provenance text, or None", NULL},
-    {"bound_symbols", trace_bsyms, NULL, "the top-level bound symbols, in order", NULL},
-    {"input_names", trace_inputs, NULL, "the names of the trace's inputs, in order", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+  {"provenance", trace_provenance, NULL, "what made this trace (\"Dead Code Elimination (took 0 milliseconds)\")",
+   NULL},
+  {"_provenance", trace_provenance_obj, NULL,
+   "Thunder's spelling: an object whose .pss is the provenance text, or None", NULL},
+  {"bound_symbols", trace_bsyms, NULL, "the top-level bound symbols, in order", NULL},
+  {"input_names", trace_inputs, NULL, "the names of the trace's inputs, in order", NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject pyth_trace_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.Trace",
-    .tp_basicsize = sizeof(pyth_trace_obj),
-    .tp_dealloc = trace_dealloc,
-    .tp_repr = trace_str,
-    .tp_str = trace_str,
-    .tp_methods = trace_methods,
-    .tp_getset = trace_getset,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A trace: straight-line code of bound symbols, printed as Thunder prints it.",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.Trace",
+  .tp_basicsize = sizeof(pyth_trace_obj),
+  .tp_dealloc = trace_dealloc,
+  .tp_repr = trace_str,
+  .tp_str = trace_str,
+  .tp_methods = trace_methods,
+  .tp_getset = trace_getset,
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "A trace: straight-line code of bound symbols, printed as Thunder prints it.",
 };
 
 /* ---- BoundSymbol ----------------------------------------------------------------------------------- */
@@ -263,22 +263,22 @@ static PyObject *bsym_repr(PyObject *o) {
 }
 
 static PyGetSetDef bsym_getset[] = {
-    {"qualname", bsym_qualname, NULL, "the op's qualified name (ltorch.add, prims.linear, fusion0)", NULL},
-    {"name", bsym_name, NULL, "the op's name without its module (add)", NULL},
-    {"sym", bsym_sym, NULL, "the symbol (here: this object, which carries name and qualname)", NULL},
-    {"subsymbols", bsym_subs, NULL, "the decomposition, as bound symbols", NULL},
-    {"output_names", bsym_outputs, NULL, "names of the output proxies", NULL},
-    {"arg_names", bsym_arg_names, NULL, "names of the values among the arguments, flattened", NULL},
-    {"executor", bsym_executor, NULL, "the executor that claimed it (execution traces), else None", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+  {"qualname", bsym_qualname, NULL, "the op's qualified name (ltorch.add, prims.linear, fusion0)", NULL},
+  {"name", bsym_name, NULL, "the op's name without its module (add)", NULL},
+  {"sym", bsym_sym, NULL, "the symbol (here: this object, which carries name and qualname)", NULL},
+  {"subsymbols", bsym_subs, NULL, "the decomposition, as bound symbols", NULL},
+  {"output_names", bsym_outputs, NULL, "names of the output proxies", NULL},
+  {"arg_names", bsym_arg_names, NULL, "names of the values among the arguments, flattened", NULL},
+  {"executor", bsym_executor, NULL, "the executor that claimed it (execution traces), else None", NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject pyth_bsym_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.BoundSymbol",
-    .tp_basicsize = sizeof(pyth_bsym_obj),
-    .tp_dealloc = bsym_dealloc,
-    .tp_repr = bsym_repr,
-    .tp_getset = bsym_getset,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One bound symbol of a trace: an op applied to arguments, with its decomposition.",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.BoundSymbol",
+  .tp_basicsize = sizeof(pyth_bsym_obj),
+  .tp_dealloc = bsym_dealloc,
+  .tp_repr = bsym_repr,
+  .tp_getset = bsym_getset,
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "One bound symbol of a trace: an op applied to arguments, with its decomposition.",
 };

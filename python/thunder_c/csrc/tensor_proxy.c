@@ -189,7 +189,8 @@ static int dim_arg(th_value *v, PyObject *d, int *out) {
   if (k == -1 && PyErr_Occurred()) return -1;
   int nd = th_value_ndim(v), n = nd ? nd : 1;
   if (k < -n || k >= n) {
-    PyErr_Format(PyExc_IndexError, "Dimension out of range (expected to be in range of [%d, %d], but got %ld)", -n, n - 1, k);
+    PyErr_Format(PyExc_IndexError, "Dimension out of range (expected to be in range of [%d, %d], but got %ld)", -n,
+                 n - 1, k);
     return -1;
   }
   *out = (int)(k < 0 ? k + n : k);
@@ -291,13 +292,27 @@ static PyObject *data_dependent(PyObject *o, const char *what) {
   if (!v) return NULL;
   return PyErr_Format(PyExc_NotImplementedError,
                       "thunder_c: %s needs the values of tensor %s, which are not known while tracing "
-                      "(data-dependent Python control flow is not supported)", what, th_value_name(v)), NULL;
+                      "(data-dependent Python control flow is not supported)",
+                      what, th_value_name(v)),
+         NULL;
 }
 
-static PyObject *proxy_item(PyObject *o, PyObject *u) { (void)u; return data_dependent(o, "Tensor.item()"); }
-static PyObject *proxy_tolist(PyObject *o, PyObject *u) { (void)u; return data_dependent(o, "Tensor.tolist()"); }
-static PyObject *proxy_numpy(PyObject *o, PyObject *u) { (void)u; return data_dependent(o, "Tensor.numpy()"); }
-static PyObject *proxy_data_ptr(PyObject *o, PyObject *u) { (void)u; return data_dependent(o, "Tensor.data_ptr()"); }
+static PyObject *proxy_item(PyObject *o, PyObject *u) {
+  (void)u;
+  return data_dependent(o, "Tensor.item()");
+}
+static PyObject *proxy_tolist(PyObject *o, PyObject *u) {
+  (void)u;
+  return data_dependent(o, "Tensor.tolist()");
+}
+static PyObject *proxy_numpy(PyObject *o, PyObject *u) {
+  (void)u;
+  return data_dependent(o, "Tensor.numpy()");
+}
+static PyObject *proxy_data_ptr(PyObject *o, PyObject *u) {
+  (void)u;
+  return data_dependent(o, "Tensor.data_ptr()");
+}
 
 static PyObject *proxy_tf(PyObject *cls, PyObject *const *args, Py_ssize_t nargs) {
   (void)cls;
@@ -305,48 +320,53 @@ static PyObject *proxy_tf(PyObject *cls, PyObject *const *args, Py_ssize_t nargs
 }
 
 static PyMethodDef proxy_methods[] = {
-    {"size", (PyCFunction)(void (*)(void))proxy_size, METH_VARARGS | METH_KEYWORDS, "Shape (torch.Size), or one extent."},
-    {"stride", (PyCFunction)(void (*)(void))proxy_stride, METH_VARARGS | METH_KEYWORDS, "Strides of a contiguous tensor of this shape."},
-    {"dim", proxy_dim, METH_NOARGS, "Number of dimensions."},
-    {"ndimension", proxy_dim, METH_NOARGS, "Number of dimensions."},
-    {"numel", proxy_numel, METH_NOARGS, "Number of elements."},
-    {"nelement", proxy_numel, METH_NOARGS, "Number of elements."},
-    {"element_size", proxy_element_size, METH_NOARGS, "Bytes per element."},
-    {"is_floating_point", proxy_is_floating_point, METH_NOARGS, "True for floating dtypes."},
-    {"is_complex", proxy_false_m, METH_NOARGS, "False: thunder_c has no complex dtypes."},
-    {"is_contiguous", (PyCFunction)(void (*)(void))proxy_true, METH_VARARGS | METH_KEYWORDS, "True: proxies are contiguous."},
-    {"storage_offset", proxy_storage_offset, METH_NOARGS, "0: proxies are contiguous tensors of their own."},
-    {"detach", (PyCFunction)(void (*)(void))proxy_detach, METH_VARARGS | METH_KEYWORDS, "The tensor itself (no autograd graph is recorded)."},
-    {"cpu", (PyCFunction)(void (*)(void))proxy_self, METH_VARARGS | METH_KEYWORDS, "The tensor itself (proxies are on the CPU)."},
-    {"item", proxy_item, METH_NOARGS, "Not available while tracing (data-dependent)."},
-    {"tolist", proxy_tolist, METH_NOARGS, "Not available while tracing (data-dependent)."},
-    {"numpy", proxy_numpy, METH_NOARGS, "Not available while tracing (data-dependent)."},
-    {"data_ptr", proxy_data_ptr, METH_NOARGS, "Not available while tracing."},
-    {"__torch_function__", (PyCFunction)(void (*)(void))proxy_tf, METH_FASTCALL | METH_CLASS, "Routes torch calls to the tracer."},
-    {NULL, NULL, 0, NULL},
+  {"size", (PyCFunction)(void (*)(void))proxy_size, METH_VARARGS | METH_KEYWORDS, "Shape (torch.Size), or one extent."},
+  {"stride", (PyCFunction)(void (*)(void))proxy_stride, METH_VARARGS | METH_KEYWORDS,
+   "Strides of a contiguous tensor of this shape."},
+  {"dim", proxy_dim, METH_NOARGS, "Number of dimensions."},
+  {"ndimension", proxy_dim, METH_NOARGS, "Number of dimensions."},
+  {"numel", proxy_numel, METH_NOARGS, "Number of elements."},
+  {"nelement", proxy_numel, METH_NOARGS, "Number of elements."},
+  {"element_size", proxy_element_size, METH_NOARGS, "Bytes per element."},
+  {"is_floating_point", proxy_is_floating_point, METH_NOARGS, "True for floating dtypes."},
+  {"is_complex", proxy_false_m, METH_NOARGS, "False: thunder_c has no complex dtypes."},
+  {"is_contiguous", (PyCFunction)(void (*)(void))proxy_true, METH_VARARGS | METH_KEYWORDS,
+   "True: proxies are contiguous."},
+  {"storage_offset", proxy_storage_offset, METH_NOARGS, "0: proxies are contiguous tensors of their own."},
+  {"detach", (PyCFunction)(void (*)(void))proxy_detach, METH_VARARGS | METH_KEYWORDS,
+   "The tensor itself (no autograd graph is recorded)."},
+  {"cpu", (PyCFunction)(void (*)(void))proxy_self, METH_VARARGS | METH_KEYWORDS,
+   "The tensor itself (proxies are on the CPU)."},
+  {"item", proxy_item, METH_NOARGS, "Not available while tracing (data-dependent)."},
+  {"tolist", proxy_tolist, METH_NOARGS, "Not available while tracing (data-dependent)."},
+  {"numpy", proxy_numpy, METH_NOARGS, "Not available while tracing (data-dependent)."},
+  {"data_ptr", proxy_data_ptr, METH_NOARGS, "Not available while tracing."},
+  {"__torch_function__", (PyCFunction)(void (*)(void))proxy_tf, METH_FASTCALL | METH_CLASS,
+   "Routes torch calls to the tracer."},
+  {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef proxy_getset[] = {
-    {"shape", proxy_shape, NULL, "torch.Size", NULL},
-    {"dtype", proxy_dtype, NULL, "torch dtype", NULL},
-    {"device", proxy_device, NULL, "torch device", NULL},
-    {"ndim", proxy_ndim, NULL, "number of dimensions", NULL},
-    {"requires_grad", proxy_false, NULL, "False: autograd is not recorded yet", NULL},
-    {"grad", proxy_none, NULL, "None: autograd is not recorded yet", NULL},
-    {"is_cuda", proxy_is_cuda, NULL, "on a CUDA device", NULL},
-    {"is_cpu", proxy_is_cpu, NULL, "on the CPU", NULL},
-    {"is_sparse", proxy_false, NULL, "False", NULL},
-    {"is_quantized", proxy_false, NULL, "False", NULL},
-    {"T", proxy_T, NULL, "dimensions reversed", NULL},
-    {"mT", proxy_mT, NULL, "last two dimensions swapped", NULL},
-    {"name", proxy_name, NULL, "the proxy's name in the trace", NULL},
-    {"__class__", proxy_class, NULL, "torch.Tensor: isinstance(x, torch.Tensor) holds while tracing", NULL},
-    {"is_nested", proxy_false, NULL, "False", NULL},
-    {"is_mkldnn", proxy_false, NULL, "False", NULL},
-    {"is_meta", proxy_false, NULL, "False", NULL},
-    {"layout", proxy_layout, NULL, "torch.strided", NULL},
-    {"data", proxy_data, NULL, "the tensor itself (no autograd graph is recorded)", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+  {"shape", proxy_shape, NULL, "torch.Size", NULL},
+  {"dtype", proxy_dtype, NULL, "torch dtype", NULL},
+  {"device", proxy_device, NULL, "torch device", NULL},
+  {"ndim", proxy_ndim, NULL, "number of dimensions", NULL},
+  {"requires_grad", proxy_false, NULL, "False: autograd is not recorded yet", NULL},
+  {"grad", proxy_none, NULL, "None: autograd is not recorded yet", NULL},
+  {"is_cuda", proxy_is_cuda, NULL, "on a CUDA device", NULL},
+  {"is_cpu", proxy_is_cpu, NULL, "on the CPU", NULL},
+  {"is_sparse", proxy_false, NULL, "False", NULL},
+  {"is_quantized", proxy_false, NULL, "False", NULL},
+  {"T", proxy_T, NULL, "dimensions reversed", NULL},
+  {"mT", proxy_mT, NULL, "last two dimensions swapped", NULL},
+  {"name", proxy_name, NULL, "the proxy's name in the trace", NULL},
+  {"__class__", proxy_class, NULL, "torch.Tensor: isinstance(x, torch.Tensor) holds while tracing", NULL},
+  {"is_nested", proxy_false, NULL, "False", NULL},
+  {"is_mkldnn", proxy_false, NULL, "False", NULL},
+  {"is_meta", proxy_false, NULL, "False", NULL},
+  {"layout", proxy_layout, NULL, "torch.strided", NULL},
+  {"data", proxy_data, NULL, "the tensor itself (no autograd graph is recorded)", NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 /* Other attributes: a Tensor method of the op table (bound to this proxy); a torch.Tensor attribute
@@ -363,7 +383,8 @@ static PyObject *unsupported_call(PyObject *self, PyObject *args, PyObject *kw) 
                         self);
   return PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c", self);
 }
-static PyMethodDef unsupported_def = {"unsupported", (PyCFunction)(void (*)(void))unsupported_call, METH_VARARGS | METH_KEYWORDS, NULL};
+static PyMethodDef unsupported_def = {"unsupported", (PyCFunction)(void (*)(void))unsupported_call,
+                                      METH_VARARGS | METH_KEYWORDS, NULL};
 
 static PyObject *proxy_getattro(PyObject *o, PyObject *name) {
   PyObject *r = PyObject_GenericGetAttr(o, name);
@@ -421,7 +442,8 @@ static PyObject *unary(const char *qualname, const char *display, PyObject *a) {
 static PyObject *inplace(const char *dunder, PyObject *a, PyObject *b) {
   if (pyth_dispatch_init() < 0) return NULL;
   pyth_op *op = (pyth_op *)PyDict_GetItemString(pyth_methods, dunder);
-  if (!op) return PyErr_Format(PyExc_NotImplementedError, "torch.Tensor.%s is not supported by thunder_c", dunder), NULL;
+  if (!op)
+    return PyErr_Format(PyExc_NotImplementedError, "torch.Tensor.%s is not supported by thunder_c", dunder), NULL;
   PyObject *args = PyTuple_Pack(2, a, b);
   if (!args) return NULL;
   PyObject *r = pyth_op_call_args(op, args, NULL);
@@ -429,7 +451,8 @@ static PyObject *inplace(const char *dunder, PyObject *a, PyObject *b) {
   return r;
 }
 
-#define BIN(fn, q, d) static PyObject *fn(PyObject *a, PyObject *b) { return binary(q, d, a, b); }
+#define BIN(fn, q, d)                                                                                                  \
+  static PyObject *fn(PyObject *a, PyObject *b) { return binary(q, d, a, b); }
 BIN(nb_add, "ltorch.add", "torch.Tensor.__add__")
 BIN(nb_sub, "ltorch.sub", "torch.Tensor.__sub__")
 BIN(nb_mul, "ltorch.mul", "torch.Tensor.__mul__")
@@ -441,7 +464,8 @@ BIN(nb_or, "ltorch.bitwise_or", "torch.Tensor.__or__")
 BIN(nb_xor, "ltorch.bitwise_xor", "torch.Tensor.__xor__")
 BIN(nb_matmul, "ltorch.matmul", "torch.Tensor.__matmul__")
 #undef BIN
-#define IBIN(fn, d) static PyObject *fn(PyObject *a, PyObject *b) { return inplace(d, a, b); }
+#define IBIN(fn, d)                                                                                                    \
+  static PyObject *fn(PyObject *a, PyObject *b) { return inplace(d, a, b); }
 IBIN(nb_iadd, "__iadd__")
 IBIN(nb_isub, "__isub__")
 IBIN(nb_imul, "__imul__")
@@ -465,19 +489,43 @@ static PyObject *nb_neg(PyObject *a) { return unary("ltorch.neg", "torch.Tensor.
 static PyObject *nb_abs(PyObject *a) { return unary("ltorch.abs", "torch.Tensor.__abs__", a); }
 static PyObject *nb_invert(PyObject *a) { return unary("ltorch.bitwise_not", "torch.Tensor.__invert__", a); }
 static PyObject *nb_pos(PyObject *a) { return pyth_proxy_value(a) ? Py_NewRef(a) : NULL; }
-static int nb_bool(PyObject *a) { data_dependent(a, "bool(tensor)"); return -1; }
+static int nb_bool(PyObject *a) {
+  data_dependent(a, "bool(tensor)");
+  return -1;
+}
 static PyObject *nb_int(PyObject *a) { return data_dependent(a, "int(tensor)"); }
 static PyObject *nb_float(PyObject *a) { return data_dependent(a, "float(tensor)"); }
 
 static PyNumberMethods proxy_number = {
-    .nb_add = nb_add, .nb_subtract = nb_sub, .nb_multiply = nb_mul, .nb_remainder = nb_mod,
-    .nb_power = nb_pow, .nb_negative = nb_neg, .nb_positive = nb_pos, .nb_absolute = nb_abs,
-    .nb_bool = nb_bool, .nb_invert = nb_invert, .nb_and = nb_and, .nb_xor = nb_xor, .nb_or = nb_or,
-    .nb_int = nb_int, .nb_float = nb_float, .nb_inplace_add = nb_iadd, .nb_inplace_subtract = nb_isub,
-    .nb_inplace_multiply = nb_imul, .nb_inplace_remainder = nb_imod, .nb_inplace_power = nb_ipow,
-    .nb_inplace_and = nb_iand, .nb_inplace_xor = nb_ixor, .nb_inplace_or = nb_ior,
-    .nb_floor_divide = nb_floordiv, .nb_true_divide = nb_truediv, .nb_inplace_floor_divide = nb_ifloordiv,
-    .nb_inplace_true_divide = nb_itruediv, .nb_index = nb_int, .nb_matrix_multiply = nb_matmul,
+  .nb_add = nb_add,
+  .nb_subtract = nb_sub,
+  .nb_multiply = nb_mul,
+  .nb_remainder = nb_mod,
+  .nb_power = nb_pow,
+  .nb_negative = nb_neg,
+  .nb_positive = nb_pos,
+  .nb_absolute = nb_abs,
+  .nb_bool = nb_bool,
+  .nb_invert = nb_invert,
+  .nb_and = nb_and,
+  .nb_xor = nb_xor,
+  .nb_or = nb_or,
+  .nb_int = nb_int,
+  .nb_float = nb_float,
+  .nb_inplace_add = nb_iadd,
+  .nb_inplace_subtract = nb_isub,
+  .nb_inplace_multiply = nb_imul,
+  .nb_inplace_remainder = nb_imod,
+  .nb_inplace_power = nb_ipow,
+  .nb_inplace_and = nb_iand,
+  .nb_inplace_xor = nb_ixor,
+  .nb_inplace_or = nb_ior,
+  .nb_floor_divide = nb_floordiv,
+  .nb_true_divide = nb_truediv,
+  .nb_inplace_floor_divide = nb_ifloordiv,
+  .nb_inplace_true_divide = nb_itruediv,
+  .nb_index = nb_int,
+  .nb_matrix_multiply = nb_matmul,
 };
 
 static PyObject *proxy_richcompare(PyObject *a, PyObject *b, int op) {
@@ -488,7 +536,9 @@ static PyObject *proxy_richcompare(PyObject *a, PyObject *b, int op) {
   return binary(q[op], d[op], a, b);
 }
 
-static PyObject *proxy_subscript(PyObject *a, PyObject *key) { return binary("ltorch.getitem", "torch.Tensor.__getitem__", a, key); }
+static PyObject *proxy_subscript(PyObject *a, PyObject *key) {
+  return binary("ltorch.getitem", "torch.Tensor.__getitem__", a, key);
+}
 
 /* x[key] = v: the view x[key] updated in place (copy_ of a tensor, fill_ of a number); x and its other
  * aliases then read the update (see "aliasing" above). */
@@ -511,8 +561,8 @@ static Py_ssize_t proxy_len(PyObject *a) {
   return (Py_ssize_t)th_value_shape(v)[0];
 }
 
-static PyMappingMethods proxy_mapping = {.mp_length = proxy_len, .mp_subscript = proxy_subscript,
-                                         .mp_ass_subscript = proxy_ass_subscript};
+static PyMappingMethods proxy_mapping = {
+  .mp_length = proxy_len, .mp_subscript = proxy_subscript, .mp_ass_subscript = proxy_ass_subscript};
 
 /* iter(t): t[0], t[1], ... as PyTorch (unbind along dim 0). */
 static PyObject *proxy_iter(PyObject *a) {
@@ -541,19 +591,19 @@ static PyObject *proxy_iter(PyObject *a) {
 static Py_hash_t proxy_hash(PyObject *a) { return _Py_HashPointer(a); }
 
 PyTypeObject pyth_proxy_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.TensorProxy",
-    .tp_basicsize = sizeof(pyth_proxy),
-    .tp_dealloc = proxy_dealloc,
-    .tp_repr = proxy_repr,
-    .tp_as_number = &proxy_number,
-    .tp_as_mapping = &proxy_mapping,
-    .tp_hash = proxy_hash,
-    .tp_getattro = proxy_getattro,
-    .tp_richcompare = proxy_richcompare,
-    .tp_iter = proxy_iter,
-    .tp_methods = proxy_methods,
-    .tp_getset = proxy_getset,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A tensor while thunder_c.jit traces a function: its shape, dtype and device are known, "
-              "its values are not. Every op on it is recorded in the trace.",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.TensorProxy",
+  .tp_basicsize = sizeof(pyth_proxy),
+  .tp_dealloc = proxy_dealloc,
+  .tp_repr = proxy_repr,
+  .tp_as_number = &proxy_number,
+  .tp_as_mapping = &proxy_mapping,
+  .tp_hash = proxy_hash,
+  .tp_getattro = proxy_getattro,
+  .tp_richcompare = proxy_richcompare,
+  .tp_iter = proxy_iter,
+  .tp_methods = proxy_methods,
+  .tp_getset = proxy_getset,
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "A tensor while thunder_c.jit traces a function: its shape, dtype and device are known, "
+            "its values are not. Every op on it is recorded in the trace.",
 };

@@ -12,8 +12,7 @@
 #include "pyth.h"
 
 typedef struct {
-  PyObject_HEAD
-  PyObject *fn;
+  PyObject_HEAD PyObject *fn;
   th_dtype dtype;
 } pyth_autocast_fn;
 
@@ -28,7 +27,8 @@ static PyObject *acf_call(PyObject *o, PyObject *args, PyObject *kw) {
   if (!tr)
     return PyErr_Format(PyExc_RuntimeError,
                         "thunder_c.autocast(fn, dtype) runs under thunder_c.jit: call thunder_c.jit(autocast(fn, %s))",
-                        th_dtype_name(a->dtype)), NULL;
+                        th_dtype_name(a->dtype)),
+           NULL;
   /* fixed regions for the duration of the call, whatever torch's own state says */
   pyth_autocast_clear(tr);
   th_status st = th_trace_autocast_push(tr->trace, TH_CPU, a->dtype, true);
@@ -54,19 +54,19 @@ static PyObject *acf_repr(PyObject *o) {
 }
 
 static PyGetSetDef acf_getset[] = {
-    {"__wrapped__", acf_wrapped, NULL, "the function autocast wraps", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+  {"__wrapped__", acf_wrapped, NULL, "the function autocast wraps", NULL},
+  {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject pyth_autocast_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.AutocastFunction",
-    .tp_basicsize = sizeof(pyth_autocast_fn),
-    .tp_dealloc = acf_dealloc,
-    .tp_call = acf_call,
-    .tp_repr = acf_repr,
-    .tp_getset = acf_getset,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A function whose ops are recorded under autocast when it runs under thunder_c.jit.",
+  PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.AutocastFunction",
+  .tp_basicsize = sizeof(pyth_autocast_fn),
+  .tp_dealloc = acf_dealloc,
+  .tp_call = acf_call,
+  .tp_repr = acf_repr,
+  .tp_getset = acf_getset,
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "A function whose ops are recorded under autocast when it runs under thunder_c.jit.",
 };
 
 PyObject *pyth_autocast_inner(PyObject *o) {
@@ -104,7 +104,8 @@ static PyObject *m_autocast(PyObject *self, PyObject *args, PyObject *kw) {
     return own(st, out);
   }
   if (!PyCallable_Check(fn))
-    return PyErr_Format(PyExc_TypeError, "autocast: expected a function or a Trace, got %s", Py_TYPE(fn)->tp_name), NULL;
+    return PyErr_Format(PyExc_TypeError, "autocast: expected a function or a Trace, got %s", Py_TYPE(fn)->tp_name),
+           NULL;
   pyth_autocast_fn *a = PyObject_New(pyth_autocast_fn, &pyth_autocast_type);
   if (!a) return NULL;
   a->fn = Py_NewRef(fn);
@@ -114,14 +115,21 @@ static PyObject *m_autocast(PyObject *self, PyObject *args, PyObject *kw) {
 
 static PyObject *one_trace(PyObject *arg, const char *what, th_status (*f)(const th_trace *, th_trace **)) {
   const th_trace *t = pyth_trace_get(arg);
-  if (!t) return PyErr_Format(PyExc_TypeError, "%s: expected a thunder_c.Trace, got %s", what, Py_TYPE(arg)->tp_name), NULL;
+  if (!t)
+    return PyErr_Format(PyExc_TypeError, "%s: expected a thunder_c.Trace, got %s", what, Py_TYPE(arg)->tp_name), NULL;
   th_trace *out = NULL;
   th_status st = f(t, &out);
   return own(st, out);
 }
 
-static PyObject *m_dce(PyObject *self, PyObject *arg) { (void)self; return one_trace(arg, "dce", th_transform_dce); }
-static PyObject *m_cse(PyObject *self, PyObject *arg) { (void)self; return one_trace(arg, "cse", th_transform_cse); }
+static PyObject *m_dce(PyObject *self, PyObject *arg) {
+  (void)self;
+  return one_trace(arg, "dce", th_transform_dce);
+}
+static PyObject *m_cse(PyObject *self, PyObject *arg) {
+  (void)self;
+  return one_trace(arg, "cse", th_transform_cse);
+}
 static PyObject *m_dlu(PyObject *self, PyObject *arg) {
   (void)self;
   return one_trace(arg, "del_last_used", th_transform_del_last_used);
@@ -150,9 +158,12 @@ static int fp8_dtype_arg(PyObject *o, const char *who, const char *what, th_dtyp
   if (!ok && PyUnicode_Check(o)) {
     const char *s = PyUnicode_AsUTF8(o);
     if (!s) return -1;
-    if (!strcmp(s, "e4m3fn")) dt = TH_F8E4M3FN, ok = true;
-    else if (!strcmp(s, "e5m2")) dt = TH_F8E5M2, ok = true;
-    else ok = th_dtype_parse(s, &dt);
+    if (!strcmp(s, "e4m3fn"))
+      dt = TH_F8E4M3FN, ok = true;
+    else if (!strcmp(s, "e5m2"))
+      dt = TH_F8E5M2, ok = true;
+    else
+      ok = th_dtype_parse(s, &dt);
   }
   if (!ok || !th_dtype_is_fp8(dt)) {
     PyObject *r = PyObject_Repr(o);
@@ -174,8 +185,10 @@ int pyth_float8_parse(PyObject *spec, pyth_float8 *out, const char *who) {
   out->enabled = true;
   if (spec == Py_True) return 0;
   if (!PyDict_Check(spec)) {
-    PyErr_Format(PyExc_TypeError, "%s: float8 must be True, False, None or a dict of options (filter, input_dtype, "
-                 "weight_dtype), got %s", who, Py_TYPE(spec)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "%s: float8 must be True, False, None or a dict of options (filter, input_dtype, "
+                 "weight_dtype), got %s",
+                 who, Py_TYPE(spec)->tp_name);
     goto bad;
   }
   PyObject *k, *v;
@@ -193,13 +206,16 @@ int pyth_float8_parse(PyObject *spec, pyth_float8 *out, const char *who) {
     } else if (key && !strcmp(key, "weight_dtype")) {
       if (fp8_dtype_arg(v, who, "weight_dtype", &out->opts.weight_dtype) < 0) goto bad;
     } else {
-      PyErr_Format(PyExc_TypeError, "%s: unknown float8 option %R (expected filter, input_dtype, weight_dtype)", who, k);
+      PyErr_Format(PyExc_TypeError, "%s: unknown float8 option %R (expected filter, input_dtype, weight_dtype)", who,
+                   k);
       goto bad;
     }
   }
   if (out->opts.input_dtype == TH_F8E5M2 && out->opts.weight_dtype == TH_F8E5M2) {
-    PyErr_Format(PyExc_ValueError, "%s: float8 input_dtype and weight_dtype cannot both be float8_e5m2 (_scaled_mm "
-                 "refuses two e5m2 operands, as PyTorch and cuBLASLt do)", who);
+    PyErr_Format(PyExc_ValueError,
+                 "%s: float8 input_dtype and weight_dtype cannot both be float8_e5m2 (_scaled_mm "
+                 "refuses two e5m2 operands, as PyTorch and cuBLASLt do)",
+                 who);
     goto bad;
   }
   return 0;
@@ -265,8 +281,10 @@ static th_status py_filter(const th_bsym *b, int index, void *ctx, bool *convert
     PyObject *mod = Py_NewRef(Py_None);
     if (param && PyUnicode_Check(param)) {
       Py_ssize_t n = PyUnicode_GetLength(param), dot = PyUnicode_FindChar(param, '.', 0, n, -1);
-      if (dot >= 0) Py_SETREF(mod, PyUnicode_Substring(param, 0, dot));
-      else Py_SETREF(mod, PyUnicode_FromString(""));
+      if (dot >= 0)
+        Py_SETREF(mod, PyUnicode_Substring(param, 0, dot));
+      else
+        Py_SETREF(mod, PyUnicode_FromString(""));
     }
     rc = info_set(d, "module", mod);
   }
@@ -391,7 +409,8 @@ int pyth_float8_apply_marks(pyth_tracer *tr, const th_trace *in, PyObject *param
  * top-level bsyms). */
 static PyObject *m_float8_region_begin(PyObject *self, PyObject *unused) {
   (void)self, (void)unused;
-  if (!pyth_active) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: a float8 region needs a trace being recorded"), NULL;
+  if (!pyth_active)
+    return PyErr_SetString(PyExc_RuntimeError, "thunder_c: a float8 region needs a trace being recorded"), NULL;
   return PyLong_FromLong(th_trace_num_bsyms(pyth_active->trace));
 }
 
@@ -403,7 +422,8 @@ static PyObject *m_float8_region_end(PyObject *self, PyObject *args) {
   PyObject *idt, *wdt;
   const char *who;
   if (!PyArg_ParseTuple(args, "iOOs:_float8_region_end", &start, &idt, &wdt, &who)) return NULL;
-  if (!pyth_active) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: a float8 region needs a trace being recorded"), NULL;
+  if (!pyth_active)
+    return PyErr_SetString(PyExc_RuntimeError, "thunder_c: a float8 region needs a trace being recorded"), NULL;
   th_dtype in = TH_F8E4M3FN, w = TH_F8E4M3FN;
   if (fp8_dtype_arg(idt, "_float8_region_end", "input_dtype", &in) < 0 ||
       fp8_dtype_arg(wdt, "_float8_region_end", "weight_dtype", &w) < 0)
@@ -418,7 +438,8 @@ static PyObject *m_float8(PyObject *self, PyObject *args, PyObject *kw) {
   PyObject *t = NULL, *filter = Py_None, *idt = Py_None, *wdt = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:float8", kwl, &t, &filter, &idt, &wdt)) return NULL;
   const th_trace *tr = pyth_trace_get(t);
-  if (!tr) return PyErr_Format(PyExc_TypeError, "float8: expected a thunder_c.Trace, got %s", Py_TYPE(t)->tp_name), NULL;
+  if (!tr)
+    return PyErr_Format(PyExc_TypeError, "float8: expected a thunder_c.Trace, got %s", Py_TYPE(t)->tp_name), NULL;
   PyObject *spec = Py_BuildValue("{sOsOsO}", "filter", filter, "input_dtype", idt, "weight_dtype", wdt);
   if (!spec) return NULL;
   pyth_float8 f;
@@ -484,25 +505,27 @@ static PyObject *m_grad(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyMethodDef transform_functions[] = {
-    {"_float8_region_begin", m_float8_region_begin, METH_NOARGS, "internal: start of a float8 region (thunder_c/_torchao.py)."},
-    {"_float8_region_end", m_float8_region_end, METH_VARARGS,
-     "internal: _float8_region_end(start, input_dtype, weight_dtype, who) marks the region's linear for float8."},
-    {"float8", (PyCFunction)(void (*)(void))m_float8, METH_VARARGS | METH_KEYWORDS,
-     "float8(trace, filter=None, input_dtype=None, weight_dtype=None) -> Trace: the float8 training transform "
-     "(every linear becomes dynamic per-tensor scaled fp8 math with _scaled_mm; see thunder_c.transforms.float8)."},
-    {"autocast", (PyCFunction)(void (*)(void))m_autocast, METH_VARARGS | METH_KEYWORDS,
-     "autocast(fn_or_trace, dtype): Thunder's autocast transform. dtype is thunder_c.bfloat16 or "
-     "thunder_c.float16 (anything else: ValueError). A Trace gives a new Trace (provenance \"Autocast\"); "
-     "a function gives a callable whose ops are recorded under autocast when it runs under thunder_c.jit."},
-    {"dce", m_dce, METH_O, "dce(trace) -> Trace: Dead Code Elimination."},
-    {"cse", m_cse, METH_O, "cse(trace) -> Trace: Common Subexpression Elimination (never merges random or in-place ops)."},
-    {"del_last_used", m_dlu, METH_O, "del_last_used(trace) -> Trace: a del after each value's last use."},
-    {"grad", (PyCFunction)(void (*)(void))m_grad, METH_VARARGS | METH_KEYWORDS,
-     "grad(trace, requires_grad=None) -> (forward, backward): reverse-mode autodiff (Thunder's grad transform "
-     "and forward/backward split). forward returns ({'output', 'flat_args', 'flat_output'}, (saved tensors, "
-     "saved numbers)); backward_fn(saved_for_backward, cotangents) returns one gradient per input (None where "
-     "not requested or not reached). requires_grad: one bool per input; None = every floating input."},
-    {NULL, NULL, 0, NULL},
+  {"_float8_region_begin", m_float8_region_begin, METH_NOARGS,
+   "internal: start of a float8 region (thunder_c/_torchao.py)."},
+  {"_float8_region_end", m_float8_region_end, METH_VARARGS,
+   "internal: _float8_region_end(start, input_dtype, weight_dtype, who) marks the region's linear for float8."},
+  {"float8", (PyCFunction)(void (*)(void))m_float8, METH_VARARGS | METH_KEYWORDS,
+   "float8(trace, filter=None, input_dtype=None, weight_dtype=None) -> Trace: the float8 training transform "
+   "(every linear becomes dynamic per-tensor scaled fp8 math with _scaled_mm; see thunder_c.transforms.float8)."},
+  {"autocast", (PyCFunction)(void (*)(void))m_autocast, METH_VARARGS | METH_KEYWORDS,
+   "autocast(fn_or_trace, dtype): Thunder's autocast transform. dtype is thunder_c.bfloat16 or "
+   "thunder_c.float16 (anything else: ValueError). A Trace gives a new Trace (provenance \"Autocast\"); "
+   "a function gives a callable whose ops are recorded under autocast when it runs under thunder_c.jit."},
+  {"dce", m_dce, METH_O, "dce(trace) -> Trace: Dead Code Elimination."},
+  {"cse", m_cse, METH_O,
+   "cse(trace) -> Trace: Common Subexpression Elimination (never merges random or in-place ops)."},
+  {"del_last_used", m_dlu, METH_O, "del_last_used(trace) -> Trace: a del after each value's last use."},
+  {"grad", (PyCFunction)(void (*)(void))m_grad, METH_VARARGS | METH_KEYWORDS,
+   "grad(trace, requires_grad=None) -> (forward, backward): reverse-mode autodiff (Thunder's grad transform "
+   "and forward/backward split). forward returns ({'output', 'flat_args', 'flat_output'}, (saved tensors, "
+   "saved numbers)); backward_fn(saved_for_backward, cotangents) returns one gradient per input (None where "
+   "not requested or not reached). requires_grad: one bool per input; None = every floating input."},
+  {NULL, NULL, 0, NULL},
 };
 
 int pyth_transforms_ready(PyObject *m) {

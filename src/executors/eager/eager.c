@@ -17,11 +17,11 @@
 /* Every prim of ops.def except the utility prims (python_return, python_del, comment), which compute
  * nothing and are handled by the runtime itself. test_eager_kernels checks the table stays complete. */
 static const th_operator_impl eager_impls[] = {
-    /* elementwise unary: the prims of ops/unary.def */
+/* elementwise unary: the prims of ops/unary.def */
 #define TH_UNARY(name, ...) {TH_OP_prims_##name, th_eg_unary_ref, NULL},
 #include "ops/unary.def"
 #undef TH_UNARY
-    /* elementwise binary: the prims of ops/binary.def (comparisons: kind CMP) */
+/* elementwise binary: the prims of ops/binary.def (comparisons: kind CMP) */
 #define EG_BINARY_REF_MATH th_eg_binary_ref
 #define EG_BINARY_REF_FLOAT th_eg_binary_ref
 #define EG_BINARY_REF_ALL th_eg_binary_ref
@@ -35,49 +35,48 @@ static const th_operator_impl eager_impls[] = {
 #undef EG_BINARY_REF_ALL
 #undef EG_BINARY_REF_EXACT
 #undef EG_BINARY_REF_CMP
-    /* elementwise ternary */
-    {TH_OP_prims_where, th_eg_where_ref, NULL},
-    /* conversion and data movement */
-    {TH_OP_prims_convert_element_type, th_eg_convert_element_type_ref, NULL},
-    {TH_OP_prims_device_put, th_eg_device_put_ref, NULL},
-    /* creation */
-    {TH_OP_prims_full, th_eg_full_ref, NULL},
-    {TH_OP_prims_iota, th_eg_iota_ref, NULL},
-    {TH_OP_prims_uniform, th_eg_uniform_ref, NULL},
-    {TH_OP_prims_uniform_philox, th_eg_uniform_philox_ref, NULL},
-    {TH_OP_prims_get_and_update_rng_state, th_eg_get_and_update_rng_state_ref, NULL},
-    /* shape and layout */
-    {TH_OP_prims_broadcast_in_dim, th_eg_broadcast_in_dim_ref, NULL},
-    {TH_OP_prims_reshape, th_eg_reshape_ref, NULL},
-    {TH_OP_prims_transpose, th_eg_transpose_ref, NULL},
-    {TH_OP_prims_slice_prim, th_eg_slice_ref, NULL},
-    {TH_OP_prims_squeeze, th_eg_squeeze_ref, NULL},
-    {TH_OP_prims_flip, th_eg_flip_ref, NULL},
-    {TH_OP_prims_cat, th_eg_cat_ref, NULL},
-    {TH_OP_prims_take, th_eg_take_ref, NULL},
-    {TH_OP_prims_clone, th_eg_clone_ref, NULL},
-    {TH_OP_prims_stride_order, th_eg_stride_order_ref, NULL},
-    {TH_OP_prims_update_aliases, th_eg_update_aliases_ref, NULL},
-    {TH_OP_prims_shallow_copy, th_eg_shallow_copy_ref, NULL},
-    /* reductions */
-    {TH_OP_prims_sum, th_eg_reduce_ref, NULL},
-    {TH_OP_prims_prod, th_eg_reduce_ref, NULL},
-    {TH_OP_prims_amax, th_eg_reduce_ref, NULL},
-    {TH_OP_prims_amin, th_eg_reduce_ref, NULL},
-    {TH_OP_prims_var, th_eg_reduce_ref, NULL},
-    {TH_OP_prims_var_mean, th_eg_reduce_ref, NULL},
-    {TH_OP_prims_argmax, th_eg_argminmax_ref, NULL},
-    {TH_OP_prims_argmin, th_eg_argminmax_ref, NULL},
-    /* linear algebra */
-    {TH_OP_prims_matmul, th_eg_matmul_ref, NULL},
-    {TH_OP_prims_linear, th_eg_linear_ref, NULL},
-    {TH_OP_prims_scaled_mm, th_eg_scaled_mm_ref, NULL},
-    /* memory */
-    {TH_OP_prims_copy_, th_eg_copy__ref, NULL},
+  /* elementwise ternary */
+  {TH_OP_prims_where, th_eg_where_ref, NULL},
+  /* conversion and data movement */
+  {TH_OP_prims_convert_element_type, th_eg_convert_element_type_ref, NULL},
+  {TH_OP_prims_device_put, th_eg_device_put_ref, NULL},
+  /* creation */
+  {TH_OP_prims_full, th_eg_full_ref, NULL},
+  {TH_OP_prims_iota, th_eg_iota_ref, NULL},
+  {TH_OP_prims_uniform, th_eg_uniform_ref, NULL},
+  {TH_OP_prims_uniform_philox, th_eg_uniform_philox_ref, NULL},
+  {TH_OP_prims_get_and_update_rng_state, th_eg_get_and_update_rng_state_ref, NULL},
+  /* shape and layout */
+  {TH_OP_prims_broadcast_in_dim, th_eg_broadcast_in_dim_ref, NULL},
+  {TH_OP_prims_reshape, th_eg_reshape_ref, NULL},
+  {TH_OP_prims_transpose, th_eg_transpose_ref, NULL},
+  {TH_OP_prims_slice_prim, th_eg_slice_ref, NULL},
+  {TH_OP_prims_squeeze, th_eg_squeeze_ref, NULL},
+  {TH_OP_prims_flip, th_eg_flip_ref, NULL},
+  {TH_OP_prims_cat, th_eg_cat_ref, NULL},
+  {TH_OP_prims_take, th_eg_take_ref, NULL},
+  {TH_OP_prims_clone, th_eg_clone_ref, NULL},
+  {TH_OP_prims_stride_order, th_eg_stride_order_ref, NULL},
+  {TH_OP_prims_update_aliases, th_eg_update_aliases_ref, NULL},
+  {TH_OP_prims_shallow_copy, th_eg_shallow_copy_ref, NULL},
+  /* reductions */
+  {TH_OP_prims_sum, th_eg_reduce_ref, NULL},
+  {TH_OP_prims_prod, th_eg_reduce_ref, NULL},
+  {TH_OP_prims_amax, th_eg_reduce_ref, NULL},
+  {TH_OP_prims_amin, th_eg_reduce_ref, NULL},
+  {TH_OP_prims_var, th_eg_reduce_ref, NULL},
+  {TH_OP_prims_var_mean, th_eg_reduce_ref, NULL},
+  {TH_OP_prims_argmax, th_eg_argminmax_ref, NULL},
+  {TH_OP_prims_argmin, th_eg_argminmax_ref, NULL},
+  /* linear algebra */
+  {TH_OP_prims_matmul, th_eg_matmul_ref, NULL},
+  {TH_OP_prims_linear, th_eg_linear_ref, NULL},
+  {TH_OP_prims_scaled_mm, th_eg_scaled_mm_ref, NULL},
+  /* memory */
+  {TH_OP_prims_copy_, th_eg_copy__ref, NULL},
 };
 
-const th_executor_desc th_eager_executor = {
-    "eager", (int)(sizeof eager_impls / sizeof eager_impls[0]), eager_impls};
+const th_executor_desc th_eager_executor = {"eager", (int)(sizeof eager_impls / sizeof eager_impls[0]), eager_impls};
 
 /* ---- strided iteration ------------------------------------------------------------------------------ */
 
@@ -123,8 +122,8 @@ void th_eg_iter_range(const th_eg_iter *it, int64_t begin, int64_t end, th_eg_ro
   th_eg_iter_range_from(it, it->base, begin, end, fn, ctx);
 }
 
-void th_eg_iter_range_from(const th_eg_iter *it, char *const *base, int64_t begin, int64_t end,
-                           th_eg_row_fn fn, void *ctx) {
+void th_eg_iter_range_from(const th_eg_iter *it, char *const *base, int64_t begin, int64_t end, th_eg_row_fn fn,
+                           void *ctx) {
   if (begin >= end) return;
   int m = it->ndim, nops = it->nops;
   int64_t inner = it->shape[m - 1];
@@ -209,8 +208,7 @@ void th_eg_tensor_bstrides(const th_tensor *t, int64_t *bs) {
   for (int d = 0; d < t->ndim; d++) bs[d] = empty || t->shape[d] == 1 ? 0 : t->strides[d] * size;
 }
 
-th_status th_eg_bind_tensor(const th_tensor *t, int ndim, const int64_t *shape, const char *who,
-                            th_eg_operand *o) {
+th_status th_eg_bind_tensor(const th_tensor *t, int ndim, const int64_t *shape, const char *who, th_eg_operand *o) {
   memset(o, 0, sizeof *o);
   o->dtype = t->dtype;
   o->base = th_eg_data(t);
@@ -235,10 +233,9 @@ th_status th_eg_bind_tensor(const th_tensor *t, int ndim, const int64_t *shape, 
   return TH_OK;
 }
 
-th_status th_eg_bind(th_rt_env *env, const th_bsym *b, int argi, int ndim, const int64_t *shape,
-                     th_dtype num_dtype, th_eg_operand *o) {
-  if (argi >= b->nargs)
-    return th_error(TH_ERR_TYPE, "%s: missing argument %d", th_eg_name(b), argi);
+th_status th_eg_bind(th_rt_env *env, const th_bsym *b, int argi, int ndim, const int64_t *shape, th_dtype num_dtype,
+                     th_eg_operand *o) {
+  if (argi >= b->nargs) return th_error(TH_ERR_TYPE, "%s: missing argument %d", th_eg_name(b), argi);
   const th_arg *a = &b->args[argi];
   th_tensor *t = th_rt_tensor(env, a);
   if (t) return th_eg_bind_tensor(t, ndim, shape, th_eg_name(b), o);
@@ -270,9 +267,7 @@ th_status th_eg_bind(th_rt_env *env, const th_bsym *b, int argi, int ndim, const
 
 /* ---- arguments and outputs -------------------------------------------------------------------------- */
 
-const char *th_eg_name(const th_bsym *b) {
-  return b->sym && b->sym->qualname ? b->sym->qualname : "eager kernel";
-}
+const char *th_eg_name(const th_bsym *b) { return b->sym && b->sym->qualname ? b->sym->qualname : "eager kernel"; }
 
 const th_value *th_eg_out_value(const th_bsym *b, int k) {
   const th_arg *o = &b->out;
@@ -298,10 +293,9 @@ th_tensor *th_eg_tensor_arg(th_rt_env *env, const th_bsym *b, int i) {
   th_tensor *t = i < b->nargs ? th_rt_tensor(env, &b->args[i]) : NULL;
   if (!t) {
     const char *pname = NULL;
-    if (b->sym && i < b->sym->schema.nparams && b->sym->schema.params)
-      pname = b->sym->schema.params[i].name;
-    th_error(TH_ERR_TYPE, "%s: expected argument %d%s%s%s to be a tensor", th_eg_name(b), i,
-             pname ? " (" : "", pname ? pname : "", pname ? ")" : "");
+    if (b->sym && i < b->sym->schema.nparams && b->sym->schema.params) pname = b->sym->schema.params[i].name;
+    th_error(TH_ERR_TYPE, "%s: expected argument %d%s%s%s to be a tensor", th_eg_name(b), i, pname ? " (" : "",
+             pname ? pname : "", pname ? ")" : "");
   }
   return t;
 }
@@ -334,8 +328,8 @@ th_status th_eg_int_list_arg(th_rt_env *env, const th_bsym *b, int i, int64_t *v
   const th_arg *a = &b->args[i];
   if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST) {
     if (a->u.seq.n > max)
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: argument %d has %d entries, more than %d",
-                      th_eg_name(b), i, a->u.seq.n, max);
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: argument %d has %d entries, more than %d", th_eg_name(b), i,
+                      a->u.seq.n, max);
     for (int k = 0; k < a->u.seq.n; k++) TH_TRY(int_of(env, b, &a->u.seq.items[k], &v[k]));
     *n = a->u.seq.n;
     return TH_OK;
@@ -367,10 +361,18 @@ static void copy_row(void *vctx, char *const *p, const int64_t *bs, int64_t n) {
       return;
     }
     switch (size) {
-    case 1: for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 1); break;
-    case 2: for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 2); break;
-    case 4: for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 4); break;
-    default: for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 8); break;
+      case 1:
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 1);
+        break;
+      case 2:
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 2);
+        break;
+      case 4:
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 4);
+        break;
+      default:
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * bd, s + i * bsrc, 8);
+        break;
     }
     return;
   }

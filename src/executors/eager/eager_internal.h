@@ -28,8 +28,8 @@
 #include "core/scalar.h"
 #include "executors/kernel.h"
 
-#define TH_EG_MAX_OPS 4      /* out + up to three inputs (where) */
-#define TH_EG_PAR_MIN 32768  /* elements of work below which a loop stays on one thread */
+#define TH_EG_MAX_OPS 4     /* out + up to three inputs (where) */
+#define TH_EG_PAR_MIN 32768 /* elements of work below which a loop stays on one thread */
 
 /* ---- eager.c: strided iteration ---------------------------------------------------------------- */
 
@@ -52,8 +52,8 @@ void th_eg_iter_init(th_eg_iter *it, int nops, int ndim, const int64_t *shape, c
 /* Runs fn over the flat (row-major) element range [begin, end) of the loop. */
 void th_eg_iter_range(const th_eg_iter *it, int64_t begin, int64_t end, th_eg_row_fn fn, void *ctx);
 /* The same with other operand base pointers (the loop reused at many places: reductions). */
-void th_eg_iter_range_from(const th_eg_iter *it, char *const *base, int64_t begin, int64_t end,
-                           th_eg_row_fn fn, void *ctx);
+void th_eg_iter_range_from(const th_eg_iter *it, char *const *base, int64_t begin, int64_t end, th_eg_row_fn fn,
+                           void *ctx);
 /* Runs fn over the whole loop; with `parallel`, loops above TH_EG_PAR_MIN elements split into chunks
  * run by OpenMP threads. */
 void th_eg_iter_run(const th_eg_iter *it, th_eg_row_fn fn, void *ctx, bool parallel);
@@ -68,8 +68,8 @@ typedef struct th_eg_operand {
   char *base;
   th_dtype dtype;
   bool is_number;
-  bool number_is_float;          /* numbers: the Python type (float vs int/bool) */
-  int64_t bs[TH_MAX_DIMS];       /* byte strides over the loop shape */
+  bool number_is_float;    /* numbers: the Python type (float vs int/bool) */
+  int64_t bs[TH_MAX_DIMS]; /* byte strides over the loop shape */
   union {
     double f;
     int64_t i;
@@ -81,11 +81,10 @@ typedef struct th_eg_operand {
  * (the cast PyTorch applies to a Python scalar joining a tensor op), or as float64/int64 by its
  * Python type when num_dtype is TH_DTYPE_COUNT. Errors: a tensor whose shape does not broadcast to
  * the loop shape (TH_ERR_RUNTIME), an argument that is neither (TH_ERR_TYPE). */
-th_status th_eg_bind(th_rt_env *env, const th_bsym *b, int argi, int ndim, const int64_t *shape,
-                     th_dtype num_dtype, th_eg_operand *o);
+th_status th_eg_bind(th_rt_env *env, const th_bsym *b, int argi, int ndim, const int64_t *shape, th_dtype num_dtype,
+                     th_eg_operand *o);
 /* Binds a tensor the same way (who names the op in errors). */
-th_status th_eg_bind_tensor(const th_tensor *t, int ndim, const int64_t *shape, const char *who,
-                            th_eg_operand *o);
+th_status th_eg_bind_tensor(const th_tensor *t, int ndim, const int64_t *shape, const char *who, th_eg_operand *o);
 /* The byte strides of a tensor of exactly the loop's rank (bs has ndim entries). */
 void th_eg_tensor_bstrides(const th_tensor *t, int64_t *bs);
 /* Pointer to t's element [0, ..., 0]. */

@@ -29,69 +29,68 @@ static int64_t logical_not_i64(int64_t x) { return x == 0; } /* bitwise_not of a
 /* ---- typed rows (all operands of one native dtype) --------------------------------------------------
  * p[0] is the output, p[1] (and p[2]) the inputs. The contiguous cases run on restrict pointers so the
  * loop vectorizes; anything else goes element by element through memcpy loads. */
-#define EG_UNARY_ROW(name, T, fn, ld, st)                                                              \
-  static void name(void *ctx, char *const *p, const int64_t *bs, int64_t n) {                         \
-    (void)ctx;                                                                                         \
-    const int64_t sz = (int64_t)sizeof(T);                                                             \
-    if (bs[0] == sz && bs[1] == sz && th_eg_aligned(p[0], sizeof(T)) &&                                \
-        th_eg_aligned(p[1], sizeof(T))) {                                                              \
-      T *restrict o = (T *)(void *)p[0];                                                               \
-      const T *restrict a = (const T *)(const void *)p[1];                                             \
-      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = fn(a[i]);                             \
-      return;                                                                                          \
-    }                                                                                                  \
-    for (int64_t i = 0; i < n; i++) st(p[0] + i * bs[0], fn(ld(p[1] + i * bs[1])));                    \
+#define EG_UNARY_ROW(name, T, fn, ld, st)                                                                              \
+  static void name(void *ctx, char *const *p, const int64_t *bs, int64_t n) {                                          \
+    (void)ctx;                                                                                                         \
+    const int64_t sz = (int64_t)sizeof(T);                                                                             \
+    if (bs[0] == sz && bs[1] == sz && th_eg_aligned(p[0], sizeof(T)) && th_eg_aligned(p[1], sizeof(T))) {              \
+      T *restrict o = (T *)(void *)p[0];                                                                               \
+      const T *restrict a = (const T *)(const void *)p[1];                                                             \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = fn(a[i]);                                             \
+      return;                                                                                                          \
+    }                                                                                                                  \
+    for (int64_t i = 0; i < n; i++) st(p[0] + i * bs[0], fn(ld(p[1] + i * bs[1])));                                    \
   }
 
-#define EG_BINARY_ROW(name, T, R, fn, ld)                                                          \
-  static void name(void *ctx, char *const *p, const int64_t *bs, int64_t n) {                         \
-    (void)ctx;                                                                                         \
-    const int64_t sz = (int64_t)sizeof(T);                                                             \
-    if (bs[0] == (int64_t)sizeof(R) && th_eg_aligned(p[0], sizeof(R)) &&                               \
-        th_eg_aligned(p[1], sizeof(T)) && th_eg_aligned(p[2], sizeof(T))) {                            \
-      R *restrict o = (R *)(void *)p[0];                                                               \
-      const T *restrict a = (const T *)(const void *)p[1];                                             \
-      const T *restrict b = (const T *)(const void *)p[2];                                             \
-      if (bs[1] == sz && bs[2] == sz) {                                                                \
-        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = (R)fn(a[i], b[i]);                                      \
-        return;                                                                                        \
-      }                                                                                                \
-      if (bs[1] == sz && bs[2] == 0) {                                                                 \
-        const T y = b[0];                                                                              \
-        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = (R)fn(a[i], y);                                         \
-        return;                                                                                        \
-      }                                                                                                \
-      if (bs[1] == 0 && bs[2] == sz) {                                                                 \
-        const T x = a[0];                                                                              \
-        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = (R)fn(x, b[i]);                                         \
-        return;                                                                                        \
-      }                                                                                                \
-    }                                                                                                  \
-    for (int64_t i = 0; i < n; i++) {                                                                  \
-      R r = (R)fn(ld(p[1] + i * bs[1]), ld(p[2] + i * bs[2]));                                         \
-      memcpy(p[0] + i * bs[0], &r, sizeof r);                                                          \
-    }                                                                                                  \
+#define EG_BINARY_ROW(name, T, R, fn, ld)                                                                              \
+  static void name(void *ctx, char *const *p, const int64_t *bs, int64_t n) {                                          \
+    (void)ctx;                                                                                                         \
+    const int64_t sz = (int64_t)sizeof(T);                                                                             \
+    if (bs[0] == (int64_t)sizeof(R) && th_eg_aligned(p[0], sizeof(R)) && th_eg_aligned(p[1], sizeof(T)) &&             \
+        th_eg_aligned(p[2], sizeof(T))) {                                                                              \
+      R *restrict o = (R *)(void *)p[0];                                                                               \
+      const T *restrict a = (const T *)(const void *)p[1];                                                             \
+      const T *restrict b = (const T *)(const void *)p[2];                                                             \
+      if (bs[1] == sz && bs[2] == sz) {                                                                                \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = (R)fn(a[i], b[i]);                                  \
+        return;                                                                                                        \
+      }                                                                                                                \
+      if (bs[1] == sz && bs[2] == 0) {                                                                                 \
+        const T y = b[0];                                                                                              \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = (R)fn(a[i], y);                                     \
+        return;                                                                                                        \
+      }                                                                                                                \
+      if (bs[1] == 0 && bs[2] == sz) {                                                                                 \
+        const T x = a[0];                                                                                              \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = (R)fn(x, b[i]);                                     \
+        return;                                                                                                        \
+      }                                                                                                                \
+    }                                                                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+      R r = (R)fn(ld(p[1] + i * bs[1]), ld(p[2] + i * bs[2]));                                                         \
+      memcpy(p[0] + i * bs[0], &r, sizeof r);                                                                          \
+    }                                                                                                                  \
   }
 
 /* unary rows, f32 and f64 */
-#define EG_UNARY_ROWS(op, f32fn, f64fn)                                                                \
-  EG_UNARY_ROW(op##_row_f32, float, f32fn, th_sc_ld_f32, th_sc_st_f32)                                 \
+#define EG_UNARY_ROWS(op, f32fn, f64fn)                                                                                \
+  EG_UNARY_ROW(op##_row_f32, float, f32fn, th_sc_ld_f32, th_sc_st_f32)                                                 \
   EG_UNARY_ROW(op##_row_f64, double, f64fn, th_sc_ld_f64, th_sc_st_f64)
 
 /* The scalar functions of each unary op of ops/unary.def, <name>_f32 / _f64 / _i64 (or <name>_pred),
  * from the row's C expressions in x for the kind's dtype classes, with the typed f32 and f64 rows. */
-#define EG_UNARY_FNS_MATH(op, f32, f64, i64)                         \
-  static inline float op##_f32(float x) { return f32; }              \
-  static inline double op##_f64(double x) { return f64; }           \
-  static inline int64_t op##_i64(int64_t x) { return i64; }         \
+#define EG_UNARY_FNS_MATH(op, f32, f64, i64)                                                                           \
+  static inline float op##_f32(float x) { return f32; }                                                                \
+  static inline double op##_f64(double x) { return f64; }                                                              \
+  static inline int64_t op##_i64(int64_t x) { return i64; }                                                            \
   EG_UNARY_ROWS(op, op##_f32, op##_f64)
-#define EG_UNARY_FNS_FLOAT(op, f32, f64, i64)                        \
-  static inline float op##_f32(float x) { return f32; }              \
-  static inline double op##_f64(double x) { return f64; }           \
+#define EG_UNARY_FNS_FLOAT(op, f32, f64, i64)                                                                          \
+  static inline float op##_f32(float x) { return f32; }                                                                \
+  static inline double op##_f64(double x) { return f64; }                                                              \
   EG_UNARY_ROWS(op, op##_f32, op##_f64)
-#define EG_UNARY_FNS_EXACT(op, f32, f64, i64) \
+#define EG_UNARY_FNS_EXACT(op, f32, f64, i64)                                                                          \
   static inline int64_t op##_i64(int64_t x) { return i64; }
-#define EG_UNARY_FNS_PRED(op, f32, f64, i64) \
+#define EG_UNARY_FNS_PRED(op, f32, f64, i64)                                                                           \
   static inline bool op##_pred(double x) { return f64; }
 #define TH_UNARY(name, kind, cexpr, f32, f64, i64, ...) EG_UNARY_FNS_##kind(name, f32, f64, i64)
 #include "ops/unary.def"
@@ -100,25 +99,25 @@ static int64_t logical_not_i64(int64_t x) { return x == 0; } /* bitwise_not of a
 /* The scalar functions of each binary op of ops/binary.def, <name>_f32 / _f64 / _i64, from the row's C
  * expressions in a and b for the kind's dtype classes (bool results for CMP), with the typed rows: f32
  * and f64 (a float32 one with a bool output for CMP); binary_defs leaves them out for TH_BF_GENERAL_LOOP. */
-#define EG_BINARY_ROWS(op)                                                  \
-  EG_BINARY_ROW(op##_row_f32, float, float, op##_f32, th_sc_ld_f32) \
+#define EG_BINARY_ROWS(op)                                                                                             \
+  EG_BINARY_ROW(op##_row_f32, float, float, op##_f32, th_sc_ld_f32)                                                    \
   EG_BINARY_ROW(op##_row_f64, double, double, op##_f64, th_sc_ld_f64)
-#define EG_BINARY_FNS_MATH(op, f32, f64, i64)                \
-  static inline float op##_f32(float a, float b) { return f32; }    \
-  static inline double op##_f64(double a, double b) { return f64; } \
-  static int64_t op##_i64(int64_t a, int64_t b) { return i64; }     \
+#define EG_BINARY_FNS_MATH(op, f32, f64, i64)                                                                          \
+  static inline float op##_f32(float a, float b) { return f32; }                                                       \
+  static inline double op##_f64(double a, double b) { return f64; }                                                    \
+  static int64_t op##_i64(int64_t a, int64_t b) { return i64; }                                                        \
   EG_BINARY_ROWS(op)
 #define EG_BINARY_FNS_ALL(op, f32, f64, i64) EG_BINARY_FNS_MATH(op, f32, f64, i64)
-#define EG_BINARY_FNS_FLOAT(op, f32, f64, i64)               \
-  static inline float op##_f32(float a, float b) { return f32; }    \
-  static inline double op##_f64(double a, double b) { return f64; } \
+#define EG_BINARY_FNS_FLOAT(op, f32, f64, i64)                                                                         \
+  static inline float op##_f32(float a, float b) { return f32; }                                                       \
+  static inline double op##_f64(double a, double b) { return f64; }                                                    \
   EG_BINARY_ROWS(op)
-#define EG_BINARY_FNS_EXACT(op, f32, f64, i64) \
+#define EG_BINARY_FNS_EXACT(op, f32, f64, i64)                                                                         \
   static int64_t op##_i64(int64_t a, int64_t b) { return i64; }
-#define EG_BINARY_FNS_CMP(op, f32, f64, i64)                  \
-  static inline bool op##_f32(float a, float b) { return f32; }      \
-  static inline bool op##_f64(double a, double b) { return f64; }    \
-  static inline bool op##_i64(int64_t a, int64_t b) { return i64; }  \
+#define EG_BINARY_FNS_CMP(op, f32, f64, i64)                                                                           \
+  static inline bool op##_f32(float a, float b) { return f32; }                                                        \
+  static inline bool op##_f64(double a, double b) { return f64; }                                                      \
+  static inline bool op##_i64(int64_t a, int64_t b) { return i64; }                                                    \
   EG_BINARY_ROW(op##_row_f32, float, uint8_t, op##_f32, th_sc_ld_f32)
 #define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, ...) EG_BINARY_FNS_##kind(name, f32, f64, i64)
 #include "ops/binary.def"
@@ -130,10 +129,10 @@ typedef struct unary_def {
   th_op_id op;
   float (*f32)(float);
   double (*f64)(double);
-  int64_t (*i64)(int64_t);  /* bool and integers; NULL: computed in float64 (float-only ops) */
-  bool (*pred)(double);     /* isfinite, signbit: the bool result (all dtypes, read as float64) */
+  int64_t (*i64)(int64_t); /* bool and integers; NULL: computed in float64 (float-only ops) */
+  bool (*pred)(double);    /* isfinite, signbit: the bool result (all dtypes, read as float64) */
   th_eg_row_fn row_f32, row_f64;
-  bool serial;              /* the libm function is not thread-safe (lgamma sets signgam) */
+  bool serial; /* the libm function is not thread-safe (lgamma sets signgam) */
 } unary_def;
 
 /* unary_defs: one entry per row of ops/unary.def; the kind says which scalar functions exist. */
@@ -142,8 +141,8 @@ typedef struct unary_def {
 #define EG_UNARY_DEF_EXACT(op) NULL, NULL, op##_i64, NULL, NULL, NULL
 #define EG_UNARY_DEF_PRED(op) NULL, NULL, NULL, op##_pred, NULL, NULL
 static const unary_def unary_defs[] = {
-#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, ...) \
-  {TH_OP_prims_##name, EG_UNARY_DEF_##kind(name), ((flags) & TH_UF_SERIAL) != 0},
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, flags, ...)                                                   \
+  {TH_OP_prims_##name, EG_UNARY_DEF_##kind(name), ((flags)&TH_UF_SERIAL) != 0},
 #include "ops/unary.def"
 #undef TH_UNARY
 };
@@ -167,18 +166,18 @@ static void unary_row(void *vctx, char *const *p, const int64_t *bs, int64_t n) 
     return;
   }
   switch (c->cls) {
-  case TH_EG_CF32:
-    for (int64_t i = 0; i < n; i++) th_store_f32(o + i * bs[0], c->out, d->f32(th_load_f32(a + i * bs[1], c->in)));
-    break;
-  case TH_EG_CF64:
-    for (int64_t i = 0; i < n; i++) th_store_f64(o + i * bs[0], c->out, d->f64(th_load_f64(a + i * bs[1], c->in)));
-    break;
-  case TH_EG_CI64:
-    if (c->i64)
-      for (int64_t i = 0; i < n; i++) th_store_i64(o + i * bs[0], c->out, c->i64(th_load_i64(a + i * bs[1], c->in)));
-    else
+    case TH_EG_CF32:
+      for (int64_t i = 0; i < n; i++) th_store_f32(o + i * bs[0], c->out, d->f32(th_load_f32(a + i * bs[1], c->in)));
+      break;
+    case TH_EG_CF64:
       for (int64_t i = 0; i < n; i++) th_store_f64(o + i * bs[0], c->out, d->f64(th_load_f64(a + i * bs[1], c->in)));
-    break;
+      break;
+    case TH_EG_CI64:
+      if (c->i64)
+        for (int64_t i = 0; i < n; i++) th_store_i64(o + i * bs[0], c->out, c->i64(th_load_i64(a + i * bs[1], c->in)));
+      else
+        for (int64_t i = 0; i < n; i++) th_store_f64(o + i * bs[0], c->out, d->f64(th_load_f64(a + i * bs[1], c->in)));
+      break;
   }
 }
 
@@ -210,7 +209,8 @@ th_status th_eg_unary_ref(th_rt_env *env, const th_bsym *b) {
   /* Step 2: the compute class of the input and the per-dtype rules PyTorch enforces. */
   unary_ctx c = {d, d->i64, th_eg_class_of(a.dtype), out->dtype, a.dtype};
   if (b->sym->id == TH_OP_prims_neg && a.dtype == TH_BOOL)
-    return th_error(TH_ERR_RUNTIME, "%s: Negation, the `-` operator, on a bool tensor is not supported. "
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Negation, the `-` operator, on a bool tensor is not supported. "
                     "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
                     th_eg_name(b));
   if (b->sym->id == TH_OP_prims_bitwise_not && a.dtype == TH_BOOL) c.i64 = logical_not_i64;
@@ -228,24 +228,35 @@ th_status th_eg_unary_ref(th_rt_env *env, const th_bsym *b) {
 
 typedef struct binary_def {
   th_op_id op;
-  float (*f32)(float, float);     /* NULL: not defined for floats (bitwise ops) */
+  float (*f32)(float, float); /* NULL: not defined for floats (bitwise ops) */
   double (*f64)(double, double);
   int64_t (*i64)(int64_t, int64_t); /* NULL: computed in float64 (atan2) */
   th_eg_row_fn row_f32, row_f64;
-  bool int_div;                   /* an integer zero divisor is an error */
+  bool int_div; /* an integer zero divisor is an error */
 } binary_def;
 
 /* binary_defs: one entry per prim row of ops/binary.def but the comparisons (compare_defs); the kind
  * says which scalar functions exist. */
-#define EG_BINARY_TYPED(op, flags, row) (((flags) & TH_BF_GENERAL_LOOP) ? NULL : op##_##row)
-#define EG_BINARY_DEF_MATH(op, flags)                                                                  \
-  {TH_OP_prims_##op, op##_f32, op##_f64, op##_i64, EG_BINARY_TYPED(op, flags, row_f32),              \
-   EG_BINARY_TYPED(op, flags, row_f64), ((flags) & TH_BF_INT_DIV) != 0},
+#define EG_BINARY_TYPED(op, flags, row) (((flags)&TH_BF_GENERAL_LOOP) ? NULL : op##_##row)
+#define EG_BINARY_DEF_MATH(op, flags)                                                                                  \
+  {TH_OP_prims_##op,                                                                                                   \
+   op##_f32,                                                                                                           \
+   op##_f64,                                                                                                           \
+   op##_i64,                                                                                                           \
+   EG_BINARY_TYPED(op, flags, row_f32),                                                                                \
+   EG_BINARY_TYPED(op, flags, row_f64),                                                                                \
+   ((flags)&TH_BF_INT_DIV) != 0},
 #define EG_BINARY_DEF_ALL(op, flags) EG_BINARY_DEF_MATH(op, flags)
-#define EG_BINARY_DEF_FLOAT(op, flags)                                                                 \
-  {TH_OP_prims_##op, op##_f32, op##_f64, NULL, EG_BINARY_TYPED(op, flags, row_f32),                  \
-   EG_BINARY_TYPED(op, flags, row_f64), ((flags) & TH_BF_INT_DIV) != 0},
-#define EG_BINARY_DEF_EXACT(op, flags) {TH_OP_prims_##op, NULL, NULL, op##_i64, NULL, NULL, ((flags) & TH_BF_INT_DIV) != 0},
+#define EG_BINARY_DEF_FLOAT(op, flags)                                                                                 \
+  {TH_OP_prims_##op,                                                                                                   \
+   op##_f32,                                                                                                           \
+   op##_f64,                                                                                                           \
+   NULL,                                                                                                               \
+   EG_BINARY_TYPED(op, flags, row_f32),                                                                                \
+   EG_BINARY_TYPED(op, flags, row_f64),                                                                                \
+   ((flags)&TH_BF_INT_DIV) != 0},
+#define EG_BINARY_DEF_EXACT(op, flags)                                                                                 \
+  {TH_OP_prims_##op, NULL, NULL, op##_i64, NULL, NULL, ((flags)&TH_BF_INT_DIV) != 0},
 #define EG_BINARY_DEF_CMP(op, flags)
 static const binary_def binary_defs[] = {
 #define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, flags, ...) EG_BINARY_DEF_##kind(name, flags)
@@ -266,22 +277,24 @@ static void binary_row(void *vctx, char *const *p, const int64_t *bs, int64_t n)
   char *o = p[0];
   const char *a = p[1], *b = p[2];
   switch (c->cls) {
-  case TH_EG_CF32:
-    for (int64_t i = 0; i < n; i++)
-      th_store_f32(o + i * bs[0], c->out, d->f32(th_load_f32(a + i * bs[1], c->a), th_load_f32(b + i * bs[2], c->b)));
-    break;
-  case TH_EG_CF64:
-    for (int64_t i = 0; i < n; i++)
-      th_store_f64(o + i * bs[0], c->out, d->f64(th_load_f64(a + i * bs[1], c->a), th_load_f64(b + i * bs[2], c->b)));
-    break;
-  case TH_EG_CI64:
-    if (d->i64)
+    case TH_EG_CF32:
       for (int64_t i = 0; i < n; i++)
-        th_store_i64(o + i * bs[0], c->out, d->i64(th_load_i64(a + i * bs[1], c->a), th_load_i64(b + i * bs[2], c->b)));
-    else
+        th_store_f32(o + i * bs[0], c->out, d->f32(th_load_f32(a + i * bs[1], c->a), th_load_f32(b + i * bs[2], c->b)));
+      break;
+    case TH_EG_CF64:
       for (int64_t i = 0; i < n; i++)
         th_store_f64(o + i * bs[0], c->out, d->f64(th_load_f64(a + i * bs[1], c->a), th_load_f64(b + i * bs[2], c->b)));
-    break;
+      break;
+    case TH_EG_CI64:
+      if (d->i64)
+        for (int64_t i = 0; i < n; i++)
+          th_store_i64(o + i * bs[0], c->out,
+                       d->i64(th_load_i64(a + i * bs[1], c->a), th_load_i64(b + i * bs[2], c->b)));
+      else
+        for (int64_t i = 0; i < n; i++)
+          th_store_f64(o + i * bs[0], c->out,
+                       d->f64(th_load_f64(a + i * bs[1], c->a), th_load_f64(b + i * bs[2], c->b)));
+      break;
   }
 }
 
@@ -323,8 +336,10 @@ th_status th_eg_binary_ref(th_rt_env *env, const th_bsym *b) {
   if (c.cls != TH_EG_CI64 && !d->f32)
     return th_error(TH_ERR_RUNTIME, "%s: not implemented for '%s'", th_eg_name(b), th_dtype_name(dt));
   if (b->sym->id == TH_OP_prims_sub && dt == TH_BOOL)
-    return th_error(TH_ERR_RUNTIME, "%s: Subtraction, the `-` operator, with two bool tensors is not "
-                    "supported. Use the `^` or `logical_xor()` operator instead.", th_eg_name(b));
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Subtraction, the `-` operator, with two bool tensors is not "
+                    "supported. Use the `^` or `logical_xor()` operator instead.",
+                    th_eg_name(b));
   /* Step 3: an integer division by zero fails before anything is computed. */
   if (d->int_div && c.cls == TH_EG_CI64 && any_zero(&ops[1], out->ndim, out->shape))
     return th_error(TH_ERR_RUNTIME, "%s: ZeroDivisionError: integer division by zero", th_eg_name(b));
@@ -367,10 +382,12 @@ static void cmp_row(void *vctx, char *const *p, const int64_t *bs, int64_t n) {
   const cmp_ctx *c = vctx;
   if (c->exact)
     for (int64_t i = 0; i < n; i++)
-      th_sc_st_u8(p[0] + i * bs[0], c->d->i64(th_load_i64(p[1] + i * bs[1], c->a), th_load_i64(p[2] + i * bs[2], c->b)));
+      th_sc_st_u8(p[0] + i * bs[0],
+                  c->d->i64(th_load_i64(p[1] + i * bs[1], c->a), th_load_i64(p[2] + i * bs[2], c->b)));
   else
     for (int64_t i = 0; i < n; i++)
-      th_sc_st_u8(p[0] + i * bs[0], c->d->f64(th_load_f64(p[1] + i * bs[1], c->a), th_load_f64(p[2] + i * bs[2], c->b)));
+      th_sc_st_u8(p[0] + i * bs[0],
+                  c->d->f64(th_load_f64(p[1] + i * bs[1], c->a), th_load_f64(p[2] + i * bs[2], c->b)));
 }
 
 th_status th_eg_compare_ref(th_rt_env *env, const th_bsym *b) {
@@ -391,8 +408,7 @@ th_status th_eg_compare_ref(th_rt_env *env, const th_bsym *b) {
   TH_TRY(th_eg_bind(env, b, 0, out->ndim, out->shape, num_dt, &ops[0]));
   TH_TRY(th_eg_bind(env, b, 1, out->ndim, out->shape, num_dt, &ops[1]));
   /* Step 2: compare exactly: int64 for exact dtypes, float64 otherwise. */
-  cmp_ctx c = {d, !th_dtype_is_float(ops[0].dtype) && !th_dtype_is_float(ops[1].dtype),
-               ops[0].dtype, ops[1].dtype};
+  cmp_ctx c = {d, !th_dtype_is_float(ops[0].dtype) && !th_dtype_is_float(ops[1].dtype), ops[0].dtype, ops[1].dtype};
   th_eg_row_fn row = cmp_row;
   if (out->dtype == TH_BOOL && c.a == TH_F32 && c.b == TH_F32) row = d->row_f32;
   run_loop(out, ops, 2, row, &c, true);
@@ -402,7 +418,7 @@ th_status th_eg_compare_ref(th_rt_env *env, const th_bsym *b) {
 /* ---- where ---------------------------------------------------------------------------------------------- */
 
 typedef struct where_ctx {
-  size_t size;     /* output element size; a and b are in the output dtype */
+  size_t size; /* output element size; a and b are in the output dtype */
   th_dtype pred;
 } where_ctx;
 
@@ -414,10 +430,10 @@ static void where_row(void *vctx, char *const *p, const int64_t *bs, int64_t n) 
     bool t = c->pred == TH_BOOL ? th_sc_ld_u8(pp) != 0 : th_load_f64(pp, c->pred) != 0;
     const char *src = t ? p[2] + i * bs[2] : p[3] + i * bs[3];
     switch (c->size) {
-    case 1: memcpy(p[0] + i * bs[0], src, 1); break;
-    case 2: memcpy(p[0] + i * bs[0], src, 2); break;
-    case 4: memcpy(p[0] + i * bs[0], src, 4); break;
-    default: memcpy(p[0] + i * bs[0], src, 8); break;
+      case 1: memcpy(p[0] + i * bs[0], src, 1); break;
+      case 2: memcpy(p[0] + i * bs[0], src, 2); break;
+      case 4: memcpy(p[0] + i * bs[0], src, 4); break;
+      default: memcpy(p[0] + i * bs[0], src, 8); break;
     }
   }
 }

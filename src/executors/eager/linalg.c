@@ -43,40 +43,39 @@ static inline void st_u64(void *p, th_dtype dt, uint64_t v) { th_store_i64(p, dt
 
 /* The blocked GEMM for accumulation type T (loaded/stored with LOAD/STORE). bp: GEMM_KB * GEMM_NB
  * scratch; acc: M * N scratch, or NULL to accumulate in the output (which then has type T). */
-#define EG_GEMM(name, T, LOAD, STORE)                                                                   \
-  static void name(const gemm_desc *g, T *bp, T *acc) {                                                 \
-    const int64_t M = g->M, N = g->N, K = g->K;                                                         \
-    T *C = acc ? acc : (T *)(void *)g->c;                                                               \
-    /* Step 1: every C row starts from the bias (or zero). */                                           \
-    for (int64_t i = 0; i < M; i++)                                                                     \
-      for (int64_t j = 0; j < N; j++)                                                                   \
-        C[i * N + j] = g->bias ? LOAD(g->bias + j * g->bias_n, g->biasdt) : (T)0;                       \
-    /* Step 2: blocks of B: pack [kb, nb], then each row of A adds its part (rows in parallel). */      \
-    for (int64_t n0 = 0; n0 < N; n0 += GEMM_NB) {                                                       \
-      const int64_t nb = N - n0 < GEMM_NB ? N - n0 : GEMM_NB;                                           \
-      for (int64_t k0 = 0; k0 < K; k0 += GEMM_KB) {                                                     \
-        const int64_t kb = K - k0 < GEMM_KB ? K - k0 : GEMM_KB;                                         \
-        for (int64_t k = 0; k < kb; k++)                                                                \
-          for (int64_t j = 0; j < nb; j++)                                                              \
-            bp[k * nb + j] = LOAD(g->b + (k0 + k) * g->b_k + (n0 + j) * g->b_n, g->bdt);                \
-        _Pragma("omp parallel for schedule(static) if (M * kb * nb > TH_EG_PAR_MIN)")                   \
-        for (int64_t i = 0; i < M; i++) {                                                               \
-          T arow[GEMM_KB];                                                                              \
-          for (int64_t k = 0; k < kb; k++) arow[k] = LOAD(g->a + i * g->a_m + (k0 + k) * g->a_k, g->adt); \
-          T *restrict crow = C + i * N + n0;                                                            \
-          for (int64_t k = 0; k < kb; k++) {                                                            \
-            const T aik = arow[k];                                                                      \
-            const T *restrict brow = bp + k * nb;                                                       \
-            _Pragma("omp simd") for (int64_t j = 0; j < nb; j++) crow[j] += aik * brow[j];                                  \
-          }                                                                                             \
-        }                                                                                               \
-      }                                                                                                 \
-    }                                                                                                   \
-    /* Step 3: a separate accumulator is rounded once into the output dtype. */                         \
-    if (acc) {                                                                                          \
-      const int64_t size = (int64_t)th_dtype_size(g->cdt);                                              \
-      for (int64_t e = 0; e < M * N; e++) STORE(g->c + e * size, g->cdt, acc[e]);                       \
-    }                                                                                                   \
+#define EG_GEMM(name, T, LOAD, STORE)                                                                                  \
+  static void name(const gemm_desc *g, T *bp, T *acc) {                                                                \
+    const int64_t M = g->M, N = g->N, K = g->K;                                                                        \
+    T *C = acc ? acc : (T *)(void *)g->c;                                                                              \
+    /* Step 1: every C row starts from the bias (or zero). */                                                          \
+    for (int64_t i = 0; i < M; i++)                                                                                    \
+      for (int64_t j = 0; j < N; j++) C[i * N + j] = g->bias ? LOAD(g->bias + j * g->bias_n, g->biasdt) : (T)0;        \
+    /* Step 2: blocks of B: pack [kb, nb], then each row of A adds its part (rows in parallel). */                     \
+    for (int64_t n0 = 0; n0 < N; n0 += GEMM_NB) {                                                                      \
+      const int64_t nb = N - n0 < GEMM_NB ? N - n0 : GEMM_NB;                                                          \
+      for (int64_t k0 = 0; k0 < K; k0 += GEMM_KB) {                                                                    \
+        const int64_t kb = K - k0 < GEMM_KB ? K - k0 : GEMM_KB;                                                        \
+        for (int64_t k = 0; k < kb; k++)                                                                               \
+          for (int64_t j = 0; j < nb; j++)                                                                             \
+            bp[k * nb + j] = LOAD(g->b + (k0 + k) * g->b_k + (n0 + j) * g->b_n, g->bdt);                               \
+        _Pragma("omp parallel for schedule(static) if (M * kb * nb > TH_EG_PAR_MIN)") for (int64_t i = 0; i < M;       \
+                                                                                           i++) {                      \
+          T arow[GEMM_KB];                                                                                             \
+          for (int64_t k = 0; k < kb; k++) arow[k] = LOAD(g->a + i * g->a_m + (k0 + k) * g->a_k, g->adt);              \
+          T *restrict crow = C + i * N + n0;                                                                           \
+          for (int64_t k = 0; k < kb; k++) {                                                                           \
+            const T aik = arow[k];                                                                                     \
+            const T *restrict brow = bp + k * nb;                                                                      \
+            _Pragma("omp simd") for (int64_t j = 0; j < nb; j++) crow[j] += aik * brow[j];                             \
+          }                                                                                                            \
+        }                                                                                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+    /* Step 3: a separate accumulator is rounded once into the output dtype. */                                        \
+    if (acc) {                                                                                                         \
+      const int64_t size = (int64_t)th_dtype_size(g->cdt);                                                             \
+      for (int64_t e = 0; e < M * N; e++) STORE(g->c + e * size, g->cdt, acc[e]);                                      \
+    }                                                                                                                  \
   }
 
 EG_GEMM(gemm_f32, float, th_load_f32, th_store_f32)
@@ -85,8 +84,8 @@ EG_GEMM(gemm_u64, uint64_t, ld_u64, st_u64)
 
 /* A batch of GEMMs sharing M, N, K: batch dims bshape[nb] with per-batch byte strides of A and B;
  * outputs follow each other contiguously in c. */
-static th_status gemm_batched(const th_bsym *b, gemm_desc g, int nbd, const int64_t *bshape,
-                              const int64_t *a_bs, const int64_t *b_bs) {
+static th_status gemm_batched(const th_bsym *b, gemm_desc g, int nbd, const int64_t *bshape, const int64_t *a_bs,
+                              const int64_t *b_bs) {
   /* Step 1: the accumulation type and the scratch buffers. */
   th_eg_class cls = th_eg_class_of(g.cdt);
   size_t tsize = cls == TH_EG_CF32 ? sizeof(float) : 8;
@@ -117,9 +116,9 @@ static th_status gemm_batched(const th_bsym *b, gemm_desc g, int nbd, const int6
     g.b = b0 + boff;
     g.c = c0 + bi * g.M * g.N * csize;
     switch (cls) {
-    case TH_EG_CF32: gemm_f32(&g, bp, acc); break;
-    case TH_EG_CF64: gemm_f64(&g, bp, acc); break;
-    case TH_EG_CI64: gemm_u64(&g, bp, acc); break;
+      case TH_EG_CF32: gemm_f32(&g, bp, acc); break;
+      case TH_EG_CF64: gemm_f64(&g, bp, acc); break;
+      case TH_EG_CI64: gemm_u64(&g, bp, acc); break;
     }
   }
   th_free(bp);
@@ -128,8 +127,8 @@ static th_status gemm_batched(const th_bsym *b, gemm_desc g, int nbd, const int6
 }
 
 static th_status shape_error(const th_bsym *b, const th_tensor *x, const th_tensor *y) {
-  return th_error(TH_ERR_RUNTIME, "%s: shapes of %d-dim and %d-dim operands do not multiply", th_eg_name(b),
-                  x->ndim, y->ndim);
+  return th_error(TH_ERR_RUNTIME, "%s: shapes of %d-dim and %d-dim operands do not multiply", th_eg_name(b), x->ndim,
+                  y->ndim);
 }
 
 /* A byte stride, 0 for an empty operand: nothing of it is read, and its strides may be anything its
@@ -223,8 +222,10 @@ th_status th_eg_linear_ref(th_rt_env *env, const th_bsym *b) {
   bool fold = true;
   for (int d = an - 2; d >= 0; d--) {
     if (a->shape[d] == 1) continue;
-    if (prev_stride < 0) a_m = bst(a, d, as);
-    else if (bst(a, d, as) != prev_stride) fold = false;
+    if (prev_stride < 0)
+      a_m = bst(a, d, as);
+    else if (bst(a, d, as) != prev_stride)
+      fold = false;
     if (__builtin_mul_overflow(bst(a, d, as), a->shape[d], &prev_stride)) fold = false;
     M *= a->shape[d];
   }

@@ -33,24 +33,24 @@ typedef enum red_kind { RED_SUM, RED_PROD, RED_MAX, RED_MIN, RED_VAR, RED_ARGMAX
 
 /* What one output element (or a chunk of its reduction) has accumulated. */
 typedef struct red_acc {
-  double f;     /* float sum / product / extreme; var: mean */
-  double m2;    /* var: sum of squared deviations from the mean */
-  int64_t i;    /* exact sum / product / extreme */
-  int64_t n;    /* elements seen */
-  int64_t pos;  /* flat index (within the reduction) of the next element */
-  int64_t arg;  /* argmax/argmin: flat index of the extreme */
-  bool nan;     /* a NaN has been seen (extremes) */
+  double f;    /* float sum / product / extreme; var: mean */
+  double m2;   /* var: sum of squared deviations from the mean */
+  int64_t i;   /* exact sum / product / extreme */
+  int64_t n;   /* elements seen */
+  int64_t pos; /* flat index (within the reduction) of the next element */
+  int64_t arg; /* argmax/argmin: flat index of the extreme */
+  bool nan;    /* a NaN has been seen (extremes) */
 } red_acc;
 
 typedef struct red_job {
   red_kind kind;
-  th_dtype dt;   /* input dtype */
-  bool exact;    /* bool/integer input: sum, prod, extremes in int64 */
+  th_dtype dt;    /* input dtype */
+  bool exact;     /* bool/integer input: sum, prod, extremes in int64 */
   th_eg_iter rit; /* the reduced dims (one operand; base set per output) */
-  int64_t nred;  /* elements per reduction */
+  int64_t nred;   /* elements per reduction */
   int nkept;
   int64_t kshape[TH_MAX_DIMS], kbs[TH_MAX_DIMS]; /* kept dims and their input byte strides */
-  char *data;    /* input element [0, ..., 0] */
+  char *data;                                    /* input element [0, ..., 0] */
 } red_job;
 
 typedef struct red_row_ctx {
@@ -78,13 +78,13 @@ static void acc_init(const red_job *j, red_acc *a, int64_t pos) {
 /* halving steps, lane l with lane l + w, each with a constant width (a variable one leaves gcc a scalar
  * loop with branches) */
 #define TH_RED_FOLD_STEP(W, STMT) _Pragma("omp simd") for (int l = 0; l < (W); l++) STMT
-#define TH_RED_FOLD(STMT_OF)                                                               \
-  do {                                                                                     \
-    TH_RED_FOLD_STEP(16, STMT_OF(16));                                                     \
-    TH_RED_FOLD_STEP(8, STMT_OF(8));                                                       \
-    TH_RED_FOLD_STEP(4, STMT_OF(4));                                                       \
-    TH_RED_FOLD_STEP(2, STMT_OF(2));                                                       \
-    TH_RED_FOLD_STEP(1, STMT_OF(1));                                                       \
+#define TH_RED_FOLD(STMT_OF)                                                                                           \
+  do {                                                                                                                 \
+    TH_RED_FOLD_STEP(16, STMT_OF(16));                                                                                 \
+    TH_RED_FOLD_STEP(8, STMT_OF(8));                                                                                   \
+    TH_RED_FOLD_STEP(4, STMT_OF(4));                                                                                   \
+    TH_RED_FOLD_STEP(2, STMT_OF(2));                                                                                   \
+    TH_RED_FOLD_STEP(1, STMT_OF(1));                                                                                   \
   } while (0)
 #define TH_RED_ADD_STEP(w) lane[l] += lane[l + (w)]
 _Static_assert(TH_RED_LANES == 32, "TH_RED_FOLD folds 32 lanes");
@@ -96,45 +96,47 @@ static double fold_lanes(double *lane) {
 
 /* The lanes start as the first TH_RED_LANES elements (no zeroing: a memset of the lanes cost 15% of a
  * 256-element row); s starts at +0, so an all -0 row still sums to +0 as a zero-started sum does. */
-#define TH_RED_ROW(T, LOAD)                                                                            \
-  do {                                                                                                 \
-    const T *x = (const T *)(const void *)p;                                                          \
-    if (n >= TH_RED_LANES) {                                                                           \
-      _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) lane[l] = (double)LOAD(x[l]);        \
-      for (i = TH_RED_LANES; i + TH_RED_LANES <= n; i += TH_RED_LANES)                                 \
-        _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) lane[l] += (double)LOAD(x[i + l]); \
-      s = fold_lanes(lane);                                                                            \
-    }                                                                                                  \
-    for (; i < n; i++) s += (double)LOAD(x[i]);                                                        \
+#define TH_RED_ROW(T, LOAD)                                                                                            \
+  do {                                                                                                                 \
+    const T *x = (const T *)(const void *)p;                                                                           \
+    if (n >= TH_RED_LANES) {                                                                                           \
+      _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) lane[l] = (double)LOAD(x[l]);                         \
+      for (i = TH_RED_LANES; i + TH_RED_LANES <= n; i += TH_RED_LANES)                                                 \
+        _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) lane[l] += (double)LOAD(x[i + l]);                  \
+      s = fold_lanes(lane);                                                                                            \
+    }                                                                                                                  \
+    for (; i < n; i++) s += (double)LOAD(x[i]);                                                                        \
   } while (0)
 #define TH_RED_ID(v) (v)
 
 static double sum_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt) {
   double lane[TH_RED_LANES], s = 0;
   int64_t i = 0;
-  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4)) TH_RED_ROW(float, TH_RED_ID);
-  else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2)) TH_RED_ROW(uint16_t, th_sc_bf16_to_f32);
-  else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8)) TH_RED_ROW(double, TH_RED_ID);
+  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4))
+    TH_RED_ROW(float, TH_RED_ID);
+  else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2))
+    TH_RED_ROW(uint16_t, th_sc_bf16_to_f32);
+  else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8))
+    TH_RED_ROW(double, TH_RED_ID);
   else
     for (; i < n; i++) s += th_load_f64(p + i * bs, dt);
   return s + 0.0;
 }
 
 /* Sum of squared deviations from `mean` of n elements at p (var's second pass over a row in cache). */
-#define TH_RED_M2(T, LOAD)                                                                               \
-  do {                                                                                                   \
-    const T *x = (const T *)(const void *)p;                                                             \
-    for (int l = 0; l < TH_RED_LANES; l++) lane[l] = 0;                                                  \
-    for (; i + TH_RED_LANES <= n; i += TH_RED_LANES)                                                     \
-      _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) {                                       \
-        double d = (double)LOAD(x[i + l]) - mean;                                                        \
-        lane[l] += d * d;                                                                                \
-      }                                                                                                  \
-    s = fold_lanes(lane);                                                                                \
-    for (; i < n; i++) {                                                                                 \
-      double d = (double)LOAD(x[i]) - mean;                                                              \
-      s += d * d;                                                                                        \
-    }                                                                                                    \
+#define TH_RED_M2(T, LOAD)                                                                                             \
+  do {                                                                                                                 \
+    const T *x = (const T *)(const void *)p;                                                                           \
+    for (int l = 0; l < TH_RED_LANES; l++) lane[l] = 0;                                                                \
+    for (; i + TH_RED_LANES <= n; i += TH_RED_LANES) _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) {      \
+        double d = (double)LOAD(x[i + l]) - mean;                                                                      \
+        lane[l] += d * d;                                                                                              \
+      }                                                                                                                \
+    s = fold_lanes(lane);                                                                                              \
+    for (; i < n; i++) {                                                                                               \
+      double d = (double)LOAD(x[i]) - mean;                                                                            \
+      s += d * d;                                                                                                      \
+    }                                                                                                                  \
   } while (0)
 
 /* var of one run: the mean from the float64 sum and the squared deviations in a second pass; when the
@@ -161,9 +163,12 @@ static void var_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, double 
 static double m2_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, double mean) {
   double lane[TH_RED_LANES], s = 0;
   int64_t i = 0;
-  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4)) TH_RED_M2(float, TH_RED_ID);
-  else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2)) TH_RED_M2(uint16_t, th_sc_bf16_to_f32);
-  else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8)) TH_RED_M2(double, TH_RED_ID);
+  if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4))
+    TH_RED_M2(float, TH_RED_ID);
+  else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2))
+    TH_RED_M2(uint16_t, th_sc_bf16_to_f32);
+  else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8))
+    TH_RED_M2(double, TH_RED_ID);
   else
     for (; i < n; i++) {
       double d = th_load_f64(p + i * bs, dt) - mean;
@@ -181,89 +186,93 @@ static void red_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) 
   int64_t bs = bsp[0];
   th_dtype dt = j->dt;
   switch (j->kind) {
-  case RED_SUM:
-    if (j->exact) {
-      uint64_t s = (uint64_t)a->i;
-      for (int64_t i = 0; i < n; i++) s += (uint64_t)th_load_i64(p + i * bs, dt);
-      a->i = (int64_t)s;
-    } else {
-      a->f += sum_row_f(p, bs, n, dt);
-    }
-    break;
-  case RED_PROD:
-    if (j->exact) {
-      uint64_t s = (uint64_t)a->i;
-      for (int64_t i = 0; i < n; i++) s *= (uint64_t)th_load_i64(p + i * bs, dt);
-      a->i = (int64_t)s;
-    } else {
-      for (int64_t i = 0; i < n; i++) a->f *= th_load_f64(p + i * bs, dt);
-    }
-    break;
-  case RED_MAX:
-  case RED_MIN: {
-    bool mx = j->kind == RED_MAX;
-    if (j->exact) {
-      for (int64_t i = 0; i < n; i++) {
-        int64_t x = th_load_i64(p + i * bs, dt);
-        if (a->n == 0 && i == 0) a->i = x;
-        else if (mx ? x > a->i : x < a->i) a->i = x;
-      }
-    } else if (!a->nan) {
-      for (int64_t i = 0; i < n; i++) {
-        double x = th_load_f64(p + i * bs, dt);
-        if (x != x) { /* NaN propagates */
-          a->f = x;
-          a->nan = true;
-          break;
-        }
-        if (a->n == 0 && i == 0) a->f = x;
-        else if (mx ? x > a->f : x < a->f) a->f = x;
-      }
-    }
-    a->n += n;
-    break;
-  }
-  case RED_ARGMAX:
-  case RED_ARGMIN: {
-    bool mx = j->kind == RED_ARGMAX;
-    for (int64_t i = 0; i < n && !a->nan; i++) {
-      bool first = a->n == 0 && i == 0;
+    case RED_SUM:
       if (j->exact) {
-        int64_t x = th_load_i64(p + i * bs, dt);
-        if (first || (mx ? x > a->i : x < a->i)) {
-          a->i = x;
-          a->arg = a->pos + i;
-        }
+        uint64_t s = (uint64_t)a->i;
+        for (int64_t i = 0; i < n; i++) s += (uint64_t)th_load_i64(p + i * bs, dt);
+        a->i = (int64_t)s;
       } else {
-        double x = th_load_f64(p + i * bs, dt);
-        if (x != x) { /* the first NaN is the answer */
-          a->f = x;
-          a->nan = true;
-          a->arg = a->pos + i;
-        } else if (first || (mx ? x > a->f : x < a->f)) {
-          a->f = x;
-          a->arg = a->pos + i;
+        a->f += sum_row_f(p, bs, n, dt);
+      }
+      break;
+    case RED_PROD:
+      if (j->exact) {
+        uint64_t s = (uint64_t)a->i;
+        for (int64_t i = 0; i < n; i++) s *= (uint64_t)th_load_i64(p + i * bs, dt);
+        a->i = (int64_t)s;
+      } else {
+        for (int64_t i = 0; i < n; i++) a->f *= th_load_f64(p + i * bs, dt);
+      }
+      break;
+    case RED_MAX:
+    case RED_MIN: {
+      bool mx = j->kind == RED_MAX;
+      if (j->exact) {
+        for (int64_t i = 0; i < n; i++) {
+          int64_t x = th_load_i64(p + i * bs, dt);
+          if (a->n == 0 && i == 0)
+            a->i = x;
+          else if (mx ? x > a->i : x < a->i)
+            a->i = x;
+        }
+      } else if (!a->nan) {
+        for (int64_t i = 0; i < n; i++) {
+          double x = th_load_f64(p + i * bs, dt);
+          if (x != x) { /* NaN propagates */
+            a->f = x;
+            a->nan = true;
+            break;
+          }
+          if (a->n == 0 && i == 0)
+            a->f = x;
+          else if (mx ? x > a->f : x < a->f)
+            a->f = x;
         }
       }
+      a->n += n;
+      break;
     }
-    a->n += n;
-    break;
-  }
-  case RED_VAR: {
-    /* this row's mean and squared deviations (two passes), merged into the running ones */
-    double mean, m2;
-    var_row_f(p, bs, n, dt, &mean, &m2);
-    if (a->n == 0) {
-      a->f = mean;
-      a->m2 = m2;
-    } else {
-      double na = (double)a->n, nb = (double)n, nt = na + nb, delta = mean - a->f;
-      a->f += delta * nb / nt;
-      a->m2 += m2 + delta * delta * na * nb / nt;
+    case RED_ARGMAX:
+    case RED_ARGMIN: {
+      bool mx = j->kind == RED_ARGMAX;
+      for (int64_t i = 0; i < n && !a->nan; i++) {
+        bool first = a->n == 0 && i == 0;
+        if (j->exact) {
+          int64_t x = th_load_i64(p + i * bs, dt);
+          if (first || (mx ? x > a->i : x < a->i)) {
+            a->i = x;
+            a->arg = a->pos + i;
+          }
+        } else {
+          double x = th_load_f64(p + i * bs, dt);
+          if (x != x) { /* the first NaN is the answer */
+            a->f = x;
+            a->nan = true;
+            a->arg = a->pos + i;
+          } else if (first || (mx ? x > a->f : x < a->f)) {
+            a->f = x;
+            a->arg = a->pos + i;
+          }
+        }
+      }
+      a->n += n;
+      break;
     }
-    a->n += n;
-    break;
-  }
+    case RED_VAR: {
+      /* this row's mean and squared deviations (two passes), merged into the running ones */
+      double mean, m2;
+      var_row_f(p, bs, n, dt, &mean, &m2);
+      if (a->n == 0) {
+        a->f = mean;
+        a->m2 = m2;
+      } else {
+        double na = (double)a->n, nb = (double)n, nt = na + nb, delta = mean - a->f;
+        a->f += delta * nb / nt;
+        a->m2 += m2 + delta * delta * na * nb / nt;
+      }
+      a->n += n;
+      break;
+    }
   }
   a->pos += n;
 }
@@ -272,44 +281,48 @@ static void red_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) 
 static void acc_merge(const red_job *j, red_acc *a, const red_acc *b) {
   if (b->n == 0 && j->kind != RED_SUM && j->kind != RED_PROD) return;
   switch (j->kind) {
-  case RED_SUM:
-    a->f += b->f;
-    a->i = (int64_t)((uint64_t)a->i + (uint64_t)b->i);
-    break;
-  case RED_PROD:
-    a->f *= b->f;
-    a->i = (int64_t)((uint64_t)a->i * (uint64_t)b->i);
-    break;
-  case RED_MAX:
-  case RED_MIN: {
-    bool mx = j->kind == RED_MAX;
-    if (a->n == 0 || b->nan) {
-      a->f = b->f, a->i = b->i, a->nan = b->nan;
-    } else if (!a->nan) {
-      if (j->exact ? (mx ? b->i > a->i : b->i < a->i) : (mx ? b->f > a->f : b->f < a->f)) a->f = b->f, a->i = b->i;
+    case RED_SUM:
+      a->f += b->f;
+      a->i = (int64_t)((uint64_t)a->i + (uint64_t)b->i);
+      break;
+    case RED_PROD:
+      a->f *= b->f;
+      a->i = (int64_t)((uint64_t)a->i * (uint64_t)b->i);
+      break;
+    case RED_MAX:
+    case RED_MIN: {
+      bool mx = j->kind == RED_MAX;
+      if (a->n == 0 || b->nan) {
+        a->f = b->f, a->i = b->i, a->nan = b->nan;
+      } else if (!a->nan) {
+        if (j->exact ? (mx ? b->i > a->i : b->i < a->i) : (mx ? b->f > a->f : b->f < a->f)) a->f = b->f, a->i = b->i;
+      }
+      break;
     }
-    break;
-  }
-  case RED_ARGMAX:
-  case RED_ARGMIN: {
-    bool mx = j->kind == RED_ARGMAX;
-    bool better;
-    if (a->n == 0) better = true;
-    else if (a->nan) better = false;
-    else if (b->nan) better = true;
-    else better = j->exact ? (mx ? b->i > a->i : b->i < a->i) : (mx ? b->f > a->f : b->f < a->f);
-    if (better) a->f = b->f, a->i = b->i, a->nan = b->nan, a->arg = b->arg;
-    break;
-  }
-  case RED_VAR:
-    if (a->n == 0) {
-      a->f = b->f, a->m2 = b->m2;
-    } else {
-      double na = (double)a->n, nb = (double)b->n, nt = na + nb, delta = b->f - a->f;
-      a->f += delta * nb / nt;
-      a->m2 += b->m2 + delta * delta * na * nb / nt;
+    case RED_ARGMAX:
+    case RED_ARGMIN: {
+      bool mx = j->kind == RED_ARGMAX;
+      bool better;
+      if (a->n == 0)
+        better = true;
+      else if (a->nan)
+        better = false;
+      else if (b->nan)
+        better = true;
+      else
+        better = j->exact ? (mx ? b->i > a->i : b->i < a->i) : (mx ? b->f > a->f : b->f < a->f);
+      if (better) a->f = b->f, a->i = b->i, a->nan = b->nan, a->arg = b->arg;
+      break;
     }
-    break;
+    case RED_VAR:
+      if (a->n == 0) {
+        a->f = b->f, a->m2 = b->m2;
+      } else {
+        double na = (double)a->n, nb = (double)b->n, nt = na + nb, delta = b->f - a->f;
+        a->f += delta * nb / nt;
+        a->m2 += b->m2 + delta * delta * na * nb / nt;
+      }
+      break;
   }
   a->n += b->n;
 }
@@ -319,28 +332,25 @@ static void acc_finish(const red_job *j, const red_acc *a, th_tensor *out0, th_t
                        double correction) {
   char *p0 = th_eg_data(out0) + o * (int64_t)th_dtype_size(out0->dtype);
   switch (j->kind) {
-  case RED_SUM:
-  case RED_PROD:
-  case RED_MAX:
-  case RED_MIN:
-    if (j->exact)
-      th_store_i64(p0, out0->dtype, a->i);
-    else
-      th_store_f64(p0, out0->dtype, a->f);
-    break;
-  case RED_ARGMAX:
-  case RED_ARGMIN:
-    th_store_i64(p0, out0->dtype, a->arg);
-    break;
-  case RED_VAR: {
-    double dof = (double)a->n - correction;
-    double var = a->n == 0 ? NAN : a->m2 / (dof > 0 ? dof : 0.0);
-    th_store_f64(p0, out0->dtype, var);
-    if (out1)
-      th_store_f64(th_eg_data(out1) + o * (int64_t)th_dtype_size(out1->dtype), out1->dtype,
-                   a->n == 0 ? NAN : a->f);
-    break;
-  }
+    case RED_SUM:
+    case RED_PROD:
+    case RED_MAX:
+    case RED_MIN:
+      if (j->exact)
+        th_store_i64(p0, out0->dtype, a->i);
+      else
+        th_store_f64(p0, out0->dtype, a->f);
+      break;
+    case RED_ARGMAX:
+    case RED_ARGMIN: th_store_i64(p0, out0->dtype, a->arg); break;
+    case RED_VAR: {
+      double dof = (double)a->n - correction;
+      double var = a->n == 0 ? NAN : a->m2 / (dof > 0 ? dof : 0.0);
+      th_store_f64(p0, out0->dtype, var);
+      if (out1)
+        th_store_f64(th_eg_data(out1) + o * (int64_t)th_dtype_size(out1->dtype), out1->dtype, a->n == 0 ? NAN : a->f);
+      break;
+    }
   }
 }
 
@@ -374,10 +384,10 @@ static void reduce_part(const red_job *j, int64_t o, int64_t begin, int64_t end,
 
 typedef struct red_group_ctx {
   const red_job *j;
-  int64_t g;          /* outputs in this group */
-  int64_t ks;         /* byte stride between neighbouring outputs' elements */
-  red_row_ctx *accs;  /* g accumulators */
-  double *fsum;       /* float sums (sum of a float dtype), else NULL */
+  int64_t g;         /* outputs in this group */
+  int64_t ks;        /* byte stride between neighbouring outputs' elements */
+  red_row_ctx *accs; /* g accumulators */
+  double *fsum;      /* float sums (sum of a float dtype), else NULL */
 } red_group_ctx;
 
 static void red_group_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t n) {
@@ -408,8 +418,8 @@ static void red_group_row(void *vctx, char *const *pp, const int64_t *bsp, int64
 
 /* Reduces outputs [o, o + g) (neighbours along the innermost kept dim) and writes them. g <= RED_G, or
  * any g for a float sum given wide_fsum (g zeroed doubles of the caller's). */
-static void reduce_group(const red_job *j, int64_t o, int64_t g, th_tensor *out0, th_tensor *out1,
-                         double correction, double *wide_fsum) {
+static void reduce_group(const red_job *j, int64_t o, int64_t g, th_tensor *out0, th_tensor *out1, double correction,
+                         double *wide_fsum) {
   red_row_ctx accs[RED_G];
   double fsum[RED_G];
   red_group_ctx c = {j, g, j->kbs[j->nkept - 1], accs, NULL};
@@ -428,8 +438,10 @@ static void reduce_group(const red_job *j, int64_t o, int64_t g, th_tensor *out0
   th_eg_iter_range_from(&j->rit, &base, 0, j->nred, red_group_row, &c);
   for (int64_t k = 0; k < g; k++) {
     red_acc a;
-    if (wide_fsum) acc_init(j, &a, 0);
-    else a = accs[k].acc;
+    if (wide_fsum)
+      acc_init(j, &a, 0);
+    else
+      a = accs[k].acc;
     if (c.fsum) a.f = c.fsum[k];
     acc_finish(j, &a, out0, out1, o + k, correction);
   }
@@ -439,28 +451,28 @@ static void reduce_group(const red_job *j, int64_t o, int64_t g, th_tensor *out0
  * amax/amin of one contiguous float run: TH_RED_LANES lanes, each keeping its extreme, a NaN taking the
  * lane over (x > m || x != x); folded in a fixed order. Extremes are exact, so only which of two equal
  * zeros wins can depend on the order (PyTorch's vectorized kernels do not fix it either). */
-#define TH_RED_EXT_FOLD(W, OP)                                                                           \
-  _Pragma("omp simd") for (int l = 0; l < (W); l++) m[l] = m[l + (W)] OP m[l] || m[l + (W)] != m[l + (W)] ? m[l + (W)] : m[l]
-#define TH_RED_EXT(T, LOAD, CT, OP)                                                                      \
-  do {                                                                                                   \
-    const T *x = (const T *)(const void *)p;                                                             \
-    CT m[TH_RED_LANES];                                                                                  \
-    for (int l = 0; l < TH_RED_LANES; l++) m[l] = (CT)(0 OP 1 ? INFINITY : -INFINITY);                   \
-    for (; i + TH_RED_LANES <= n; i += TH_RED_LANES)                                                     \
-      _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) {                                       \
-        CT v = (CT)LOAD(x[i + l]);                                                                       \
-        m[l] = v OP m[l] || v != v ? v : m[l];                                                           \
-      }                                                                                                  \
-    for (; i < n; i++) {                                                                                 \
-      CT v = (CT)LOAD(x[i]);                                                                             \
-      m[0] = v OP m[0] || v != v ? v : m[0];                                                             \
-    }                                                                                                    \
-    TH_RED_EXT_FOLD(16, OP);                                                                             \
-    TH_RED_EXT_FOLD(8, OP);                                                                              \
-    TH_RED_EXT_FOLD(4, OP);                                                                              \
-    TH_RED_EXT_FOLD(2, OP);                                                                              \
-    TH_RED_EXT_FOLD(1, OP);                                                                              \
-    r = m[0];                                                                                            \
+#define TH_RED_EXT_FOLD(W, OP)                                                                                         \
+  _Pragma("omp simd") for (int l = 0; l < (W); l++) m[l] =                                                             \
+    m[l + (W)] OP m[l] || m[l + (W)] != m[l + (W)] ? m[l + (W)] : m[l]
+#define TH_RED_EXT(T, LOAD, CT, OP)                                                                                    \
+  do {                                                                                                                 \
+    const T *x = (const T *)(const void *)p;                                                                           \
+    CT m[TH_RED_LANES];                                                                                                \
+    for (int l = 0; l < TH_RED_LANES; l++) m[l] = (CT)(0 OP 1 ? INFINITY : -INFINITY);                                 \
+    for (; i + TH_RED_LANES <= n; i += TH_RED_LANES) _Pragma("omp simd") for (int l = 0; l < TH_RED_LANES; l++) {      \
+        CT v = (CT)LOAD(x[i + l]);                                                                                     \
+        m[l] = v OP m[l] || v != v ? v : m[l];                                                                         \
+      }                                                                                                                \
+    for (; i < n; i++) {                                                                                               \
+      CT v = (CT)LOAD(x[i]);                                                                                           \
+      m[0] = v OP m[0] || v != v ? v : m[0];                                                                           \
+    }                                                                                                                  \
+    TH_RED_EXT_FOLD(16, OP);                                                                                           \
+    TH_RED_EXT_FOLD(8, OP);                                                                                            \
+    TH_RED_EXT_FOLD(4, OP);                                                                                            \
+    TH_RED_EXT_FOLD(2, OP);                                                                                            \
+    TH_RED_EXT_FOLD(1, OP);                                                                                            \
+    r = m[0];                                                                                                          \
   } while (0)
 
 /* The extreme of n >= 1 elements of a float dtype at p, bs bytes apart (NaN if any is NaN). */
@@ -468,14 +480,20 @@ static double extreme_row_f(const char *p, int64_t bs, int64_t n, th_dtype dt, b
   double r;
   int64_t i = 0;
   if (dt == TH_F32 && bs == 4 && th_eg_aligned(p, 4)) {
-    if (mx) TH_RED_EXT(float, TH_RED_ID, float, >);
-    else TH_RED_EXT(float, TH_RED_ID, float, <);
+    if (mx)
+      TH_RED_EXT(float, TH_RED_ID, float, >);
+    else
+      TH_RED_EXT(float, TH_RED_ID, float, <);
   } else if (dt == TH_BF16 && bs == 2 && th_eg_aligned(p, 2)) {
-    if (mx) TH_RED_EXT(uint16_t, th_sc_bf16_to_f32, float, >);
-    else TH_RED_EXT(uint16_t, th_sc_bf16_to_f32, float, <);
+    if (mx)
+      TH_RED_EXT(uint16_t, th_sc_bf16_to_f32, float, >);
+    else
+      TH_RED_EXT(uint16_t, th_sc_bf16_to_f32, float, <);
   } else if (dt == TH_F64 && bs == 8 && th_eg_aligned(p, 8)) {
-    if (mx) TH_RED_EXT(double, TH_RED_ID, double, >);
-    else TH_RED_EXT(double, TH_RED_ID, double, <);
+    if (mx)
+      TH_RED_EXT(double, TH_RED_ID, double, >);
+    else
+      TH_RED_EXT(double, TH_RED_ID, double, <);
   } else {
     r = mx ? -INFINITY : INFINITY;
     for (; i < n; i++) {
@@ -522,29 +540,29 @@ typedef struct colred_ctx {
 } colred_ctx;
 
 /* One block of m elements at q into the accumulators; LDK(k) loads element k as a double. */
-#define TH_COL_BLOCK(LDK)                                                                             \
-  do {                                                                                                \
-    if (c->kind == RED_SUM) {                                                                         \
-      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) a[k] += LDK(k);                             \
-    } else if (c->kind == RED_VAR) {                                                                  \
-      double rk = 1.0 / (double)(c->seen + 1);                                                        \
-      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                           \
-        double v = LDK(k), d = v - a[k];                                                              \
-        a[k] += d * rk;                                                                               \
-        m2[k] += d * (v - a[k]);                                                                      \
-      }                                                                                               \
-      c->seen++;                                                                                      \
-    } else if (c->kind == RED_MAX) {                                                                  \
-      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                           \
-        double v = LDK(k);                                                                            \
-        a[k] = v > a[k] || v != v ? v : a[k];                                                         \
-      }                                                                                               \
-    } else {                                                                                          \
-      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                           \
-        double v = LDK(k);                                                                            \
-        a[k] = v < a[k] || v != v ? v : a[k];                                                         \
-      }                                                                                               \
-    }                                                                                                 \
+#define TH_COL_BLOCK(LDK)                                                                                              \
+  do {                                                                                                                 \
+    if (c->kind == RED_SUM) {                                                                                          \
+      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) a[k] += LDK(k);                                              \
+    } else if (c->kind == RED_VAR) {                                                                                   \
+      double rk = 1.0 / (double)(c->seen + 1);                                                                         \
+      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                                            \
+        double v = LDK(k), d = v - a[k];                                                                               \
+        a[k] += d * rk;                                                                                                \
+        m2[k] += d * (v - a[k]);                                                                                       \
+      }                                                                                                                \
+      c->seen++;                                                                                                       \
+    } else if (c->kind == RED_MAX) {                                                                                   \
+      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                                            \
+        double v = LDK(k);                                                                                             \
+        a[k] = v > a[k] || v != v ? v : a[k];                                                                          \
+      }                                                                                                                \
+    } else {                                                                                                           \
+      _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                                            \
+        double v = LDK(k);                                                                                             \
+        a[k] = v < a[k] || v != v ? v : a[k];                                                                          \
+      }                                                                                                                \
+    }                                                                                                                  \
   } while (0)
 #define TH_LD_F32(k) ((double)((const float *)(const void *)q)[k])
 #define TH_LD_BF16(k) ((double)th_sc_bf16_to_f32(((const uint16_t *)(const void *)q)[k]))
@@ -552,19 +570,19 @@ typedef struct colred_ctx {
 #define TH_LD_ANY(k) th_load_f64(q + (k) * (int64_t)es, c->dt)
 
 /* Four blocks summed together first (f32 and bf16 sums, the common gradient case). */
-#define TH_COL_SUM4(T, LOAD)                                                                          \
-  do {                                                                                                \
-    const T *x0 = (const T *)(const void *)q, *x1 = (const T *)(const void *)(q + st),                \
-            *x2 = (const T *)(const void *)(q + 2 * st), *x3 = (const T *)(const void *)(q + 3 * st); \
-    _Pragma("omp simd") for (int64_t k = 0; k < m; k++) a[k] +=                                       \
-        ((double)LOAD(x0[k]) + (double)LOAD(x1[k])) + ((double)LOAD(x2[k]) + (double)LOAD(x3[k]));   \
+#define TH_COL_SUM4(T, LOAD)                                                                                           \
+  do {                                                                                                                 \
+    const T *x0 = (const T *)(const void *)q, *x1 = (const T *)(const void *)(q + st),                                 \
+            *x2 = (const T *)(const void *)(q + 2 * st), *x3 = (const T *)(const void *)(q + 3 * st);                  \
+    _Pragma("omp simd") for (int64_t k = 0; k < m; k++) a[k] +=                                                        \
+      ((double)LOAD(x0[k]) + (double)LOAD(x1[k])) + ((double)LOAD(x2[k]) + (double)LOAD(x3[k]));                       \
   } while (0)
 
 /* amax/amin of f32/bf16 blocks into float extremes: LDF(k) loads element k as a float. */
-#define TH_COL_EXTF(LDF, OP)                                                                          \
-  _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                               \
-    float v = LDF(k);                                                                                 \
-    af[k] = v OP af[k] || v != v ? v : af[k];                                                         \
+#define TH_COL_EXTF(LDF, OP)                                                                                           \
+  _Pragma("omp simd") for (int64_t k = 0; k < m; k++) {                                                                \
+    float v = LDF(k);                                                                                                  \
+    af[k] = v OP af[k] || v != v ? v : af[k];                                                                          \
   }
 #define TH_LDF_F32(k) (((const float *)(const void *)q)[k])
 #define TH_LDF_BF16(k) th_sc_bf16_to_f32(((const uint16_t *)(const void *)q)[k])
@@ -596,18 +614,25 @@ static void colred_row(void *vctx, char *const *pp, const int64_t *bsp, int64_t 
   if (c->kind == RED_SUM && th_eg_aligned(pp[0], es) && st % (int64_t)es == 0) {
     for (; e + 4 <= n; e += 4) {
       const char *q = pp[0] + e * st;
-      if (c->dt == TH_F32) TH_COL_SUM4(float, TH_RED_ID);
-      else if (c->dt == TH_BF16) TH_COL_SUM4(uint16_t, th_sc_bf16_to_f32);
-      else break;
+      if (c->dt == TH_F32)
+        TH_COL_SUM4(float, TH_RED_ID);
+      else if (c->dt == TH_BF16)
+        TH_COL_SUM4(uint16_t, th_sc_bf16_to_f32);
+      else
+        break;
     }
   }
   for (; e < n; e++) {
     const char *q = pp[0] + e * st;
     bool al = th_eg_aligned(q, es);
-    if (c->dt == TH_F32 && al) TH_COL_BLOCK(TH_LD_F32);
-    else if (c->dt == TH_BF16 && al) TH_COL_BLOCK(TH_LD_BF16);
-    else if (c->dt == TH_F64 && al) TH_COL_BLOCK(TH_LD_F64);
-    else TH_COL_BLOCK(TH_LD_ANY);
+    if (c->dt == TH_F32 && al)
+      TH_COL_BLOCK(TH_LD_F32);
+    else if (c->dt == TH_BF16 && al)
+      TH_COL_BLOCK(TH_LD_BF16);
+    else if (c->dt == TH_F64 && al)
+      TH_COL_BLOCK(TH_LD_F64);
+    else
+      TH_COL_BLOCK(TH_LD_ANY);
   }
 }
 
@@ -629,15 +654,22 @@ static th_status column_reduce(const th_bsym *b, const red_job *j, int64_t nout,
   bool fext = (j->kind == RED_MAX || j->kind == RED_MIN) && (j->dt == TH_F32 || j->dt == TH_BF16);
   float *fbuf = fext ? (float *)(void *)buf : NULL;
   for (size_t k = 0; k < (size_t)nt * per; k++) {
-    if (fext) fbuf[k] = (float)init;
-    else buf[k] = var && k % per >= (size_t)nout ? 0.0 : init;
+    if (fext)
+      fbuf[k] = (float)init;
+    else
+      buf[k] = var && k % per >= (size_t)nout ? 0.0 : init;
   }
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     int t = omp_get_thread_num(), tn = omp_get_num_threads();
     int64_t begin = j->nred * t / tn, end = j->nred * (t + 1) / tn;
-    colred_ctx c = {j->kind, j->dt, nout, buf + (size_t)t * per, var ? buf + (size_t)t * per + nout : NULL,
-                    fext ? fbuf + (size_t)t * per : NULL, 0};
+    colred_ctx c = {j->kind,
+                    j->dt,
+                    nout,
+                    buf + (size_t)t * per,
+                    var ? buf + (size_t)t * per + nout : NULL,
+                    fext ? fbuf + (size_t)t * per : NULL,
+                    0};
     char *base = j->data;
     if (end > begin) th_eg_iter_range_from(&j->rit, &base, begin, end, colred_row, &c);
     seen[t] = c.seen;
@@ -656,8 +688,10 @@ static th_status column_reduce(const th_bsym *b, const red_job *j, int64_t nout,
       part.n = var ? seen[t] : j->nred; /* n only weighs var's merge; extremes and sums ignore it */
       if (var) part.m2 = row[nout + k];
       if (j->kind == RED_MAX || j->kind == RED_MIN) part.nan = row[k] != row[k];
-      if (t == 0) a = part;
-      else acc_merge(j, &a, &part);
+      if (t == 0)
+        a = part;
+      else
+        acc_merge(j, &a, &part);
     }
     acc_finish(j, &a, out0, out1, k, correction);
   }
@@ -667,8 +701,8 @@ static th_status column_reduce(const th_bsym *b, const red_job *j, int64_t nout,
 }
 
 /* The common driver: reduces t over the dims in `mask` into out0 (and out1). */
-static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, const bool *mask,
-                               double correction, th_tensor *out0, th_tensor *out1) {
+static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, const bool *mask, double correction,
+                               th_tensor *out0, th_tensor *out1) {
   /* Step 1: split the input's dims into kept (outer, the output's order) and reduced ones. */
   red_job j;
   memset(&j, 0, sizeof j);
@@ -693,14 +727,15 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
     }
   }
   if (nout != th_tensor_numel(out0))
-    return th_error(TH_ERR_RUNTIME, "%s: the output has %lld elements, but the reduction gives %lld",
-                    th_eg_name(b), (long long)th_tensor_numel(out0), (long long)nout);
+    return th_error(TH_ERR_RUNTIME, "%s: the output has %lld elements, but the reduction gives %lld", th_eg_name(b),
+                    (long long)th_tensor_numel(out0), (long long)nout);
   if (nout == 0) return TH_OK;
   /* Step 2: extremes of nothing are errors, as in PyTorch. */
   if (j.nred == 0 && kind != RED_SUM && kind != RED_PROD && kind != RED_VAR)
-    return th_error(TH_ERR_INDEX, "%s: Expected reduction dim to have non-zero size (cannot reduce an "
-                    "empty tensor to its %s)", th_eg_name(b),
-                    kind == RED_MAX || kind == RED_ARGMAX ? "maximum" : "minimum");
+    return th_error(TH_ERR_INDEX,
+                    "%s: Expected reduction dim to have non-zero size (cannot reduce an "
+                    "empty tensor to its %s)",
+                    th_eg_name(b), kind == RED_MAX || kind == RED_ARGMAX ? "maximum" : "minimum");
   char *base0 = j.data;
   th_eg_iter_init(&j.rit, 1, nred_dims, rshape, &base0, (const int64_t(*)[TH_MAX_DIMS])rbs);
   /* Step 3: how to split: one task per output, or chunks of each reduction when outputs are fewer
@@ -747,8 +782,7 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
   int64_t min_rbs = INT64_MAX;
   for (int d = 0; d < nred_dims; d++)
     if (rshape[d] > 1 && llabs(rbs[0][d]) < min_rbs) min_rbs = llabs(rbs[0][d]);
-  if (nchunks == 1 && j.nkept > 0 && j.nred > 1 && j.kshape[j.nkept - 1] > 1 &&
-      j.kbs[j.nkept - 1] < min_rbs) {
+  if (nchunks == 1 && j.nkept > 0 && j.nred > 1 && j.kshape[j.nkept - 1] > 1 && j.kbs[j.nkept - 1] < min_rbs) {
     int64_t inner = j.kshape[j.nkept - 1], width = RED_G;
     double *wide = NULL;
     if (kind == RED_SUM && !j.exact && inner > RED_G) {
@@ -759,7 +793,8 @@ static th_status run_reduction(const th_bsym *b, red_kind kind, th_tensor *t, co
       int64_t w = (inner + nthreads - 1) / nthreads;
       w = (w + RED_G - 1) / RED_G * RED_G;
       width = w > 4096 ? 4096 : w;
-      if (!(wide = th_calloc((size_t)nout, sizeof *wide))) return th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
+      if (!(wide = th_calloc((size_t)nout, sizeof *wide)))
+        return th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
     }
     int64_t per = (inner + width - 1) / width, ntasks = nout / inner * per;
 #pragma omp parallel for schedule(static) if (par)
@@ -806,8 +841,10 @@ static th_status mark_dims(const th_bsym *b, int ndim, const int64_t *dims, int 
     int64_t d = dims[k];
     int64_t lim = ndim > 0 ? ndim : 1;
     if (d < -lim || d >= lim)
-      return th_error(TH_ERR_INDEX, "%s: Dimension out of range (expected to be in range of [%lld, %lld], "
-                      "but got %lld)", th_eg_name(b), (long long)-lim, (long long)(lim - 1), (long long)d);
+      return th_error(TH_ERR_INDEX,
+                      "%s: Dimension out of range (expected to be in range of [%lld, %lld], "
+                      "but got %lld)",
+                      th_eg_name(b), (long long)-lim, (long long)(lim - 1), (long long)d);
     if (d < 0) d += lim;
     if (ndim > 0) mask[d] = true;
   }
@@ -817,13 +854,13 @@ static th_status mark_dims(const th_bsym *b, int ndim, const int64_t *dims, int 
 th_status th_eg_reduce_ref(th_rt_env *env, const th_bsym *b) {
   red_kind kind;
   switch (b->sym->id) {
-  case TH_OP_prims_sum: kind = RED_SUM; break;
-  case TH_OP_prims_prod: kind = RED_PROD; break;
-  case TH_OP_prims_amax: kind = RED_MAX; break;
-  case TH_OP_prims_amin: kind = RED_MIN; break;
-  case TH_OP_prims_var:
-  case TH_OP_prims_var_mean: kind = RED_VAR; break;
-  default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: not a reduction prim", th_eg_name(b));
+    case TH_OP_prims_sum: kind = RED_SUM; break;
+    case TH_OP_prims_prod: kind = RED_PROD; break;
+    case TH_OP_prims_amax: kind = RED_MAX; break;
+    case TH_OP_prims_amin: kind = RED_MIN; break;
+    case TH_OP_prims_var:
+    case TH_OP_prims_var_mean: kind = RED_VAR; break;
+    default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: not a reduction prim", th_eg_name(b));
   }
   /* Step 1: the input, the reduced dims and (var) the correction. */
   th_tensor *t = th_eg_tensor_arg(env, b, 0);

@@ -41,10 +41,10 @@
 #include "executors/eager/eager_internal.h"
 
 #ifndef KC
-#define KC 256  /* depth of a block */
+#define KC 256 /* depth of a block */
 #endif
 #ifndef MC
-#define MC 120  /* rows of an A block (a multiple of every MR) */
+#define MC 120 /* rows of an A block (a multiple of every MR) */
 #endif
 #ifndef NCH
 #define NCH 512 /* columns of one task (a multiple of every NR) */
@@ -84,18 +84,30 @@ static void uk_portable(int64_t kc, const float *ap, const float *bp, float *c, 
 #if TH_FP8_X86
 /* One 6 x (2 * W) micro-kernel per vector ISA: two W-lane vectors of b per k, six broadcasts of a. */
 #define TH_FP8_UKERNEL(name, TGT, VT, W, ZERO, LOAD, STORE, BCAST, FMA, ADD)                                           \
-  __attribute__((target(TGT))) static void name(int64_t kc, const float *ap, const float *bp, float *c,                \
-      int64_t ldc, bool acc) {                                                                                         \
+  __attribute__((target(TGT))) static void name(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,   \
+                                                bool acc) {                                                            \
     VT c0a = ZERO(), c0b = ZERO(), c1a = ZERO(), c1b = ZERO(), c2a = ZERO(), c2b = ZERO();                             \
     VT c3a = ZERO(), c3b = ZERO(), c4a = ZERO(), c4b = ZERO(), c5a = ZERO(), c5b = ZERO();                             \
     for (int64_t k = 0; k < kc; k++, ap += 6, bp += 2 * (W)) {                                                         \
       VT b0 = LOAD(bp), b1 = LOAD(bp + (W)), a;                                                                        \
-      a = BCAST(ap + 0); c0a = FMA(a, b0, c0a); c0b = FMA(a, b1, c0b);                                                 \
-      a = BCAST(ap + 1); c1a = FMA(a, b0, c1a); c1b = FMA(a, b1, c1b);                                                 \
-      a = BCAST(ap + 2); c2a = FMA(a, b0, c2a); c2b = FMA(a, b1, c2b);                                                 \
-      a = BCAST(ap + 3); c3a = FMA(a, b0, c3a); c3b = FMA(a, b1, c3b);                                                 \
-      a = BCAST(ap + 4); c4a = FMA(a, b0, c4a); c4b = FMA(a, b1, c4b);                                                 \
-      a = BCAST(ap + 5); c5a = FMA(a, b0, c5a); c5b = FMA(a, b1, c5b);                                                 \
+      a = BCAST(ap + 0);                                                                                               \
+      c0a = FMA(a, b0, c0a);                                                                                           \
+      c0b = FMA(a, b1, c0b);                                                                                           \
+      a = BCAST(ap + 1);                                                                                               \
+      c1a = FMA(a, b0, c1a);                                                                                           \
+      c1b = FMA(a, b1, c1b);                                                                                           \
+      a = BCAST(ap + 2);                                                                                               \
+      c2a = FMA(a, b0, c2a);                                                                                           \
+      c2b = FMA(a, b1, c2b);                                                                                           \
+      a = BCAST(ap + 3);                                                                                               \
+      c3a = FMA(a, b0, c3a);                                                                                           \
+      c3b = FMA(a, b1, c3b);                                                                                           \
+      a = BCAST(ap + 4);                                                                                               \
+      c4a = FMA(a, b0, c4a);                                                                                           \
+      c4b = FMA(a, b1, c4b);                                                                                           \
+      a = BCAST(ap + 5);                                                                                               \
+      c5a = FMA(a, b0, c5a);                                                                                           \
+      c5b = FMA(a, b1, c5b);                                                                                           \
     }                                                                                                                  \
     VT *rows[6][2] = {{&c0a, &c0b}, {&c1a, &c1b}, {&c2a, &c2b}, {&c3a, &c3b}, {&c4a, &c4b}, {&c5a, &c5b}};             \
     for (int i = 0; i < 6; i++) {                                                                                      \
@@ -127,13 +139,13 @@ typedef struct {
 } isa_desc;
 
 static const isa_desc isas[3] = {
-    [TH_EG_ISA_PORTABLE] = {"portable", 4, 8, uk_portable},
+  [TH_EG_ISA_PORTABLE] = {"portable", 4, 8, uk_portable},
 #if TH_FP8_X86
-    [TH_EG_ISA_AVX2] = {"avx2", 6, 16, uk_avx2},
-    [TH_EG_ISA_AVX512] = {"avx512", 6, 32, uk_avx512},
+  [TH_EG_ISA_AVX2] = {"avx2", 6, 16, uk_avx2},
+  [TH_EG_ISA_AVX512] = {"avx512", 6, 32, uk_avx512},
 #else
-    [TH_EG_ISA_AVX2] = {"avx2", 4, 8, uk_portable},
-    [TH_EG_ISA_AVX512] = {"avx512", 4, 8, uk_portable},
+  [TH_EG_ISA_AVX2] = {"avx2", 4, 8, uk_portable},
+  [TH_EG_ISA_AVX512] = {"avx512", 4, 8, uk_portable},
 #endif
 };
 
@@ -285,8 +297,19 @@ th_status th_eg_scaled_mm_ref(th_rt_env *env, const th_bsym *b) {
   /* Step 1: the float32 product, straight into a float32 output, else into a scratch buffer. */
   float *c = out->dtype == TH_F32 ? th_tensor_data(out) : th_malloc(sizeof(float) * (size_t)(M * N > 0 ? M * N : 1));
   if (!c) return th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
-  th_eg_fp8_gemm_args g = {M, N, a->shape[1], (const uint8_t *)th_eg_data(a), atab, a->strides[0], a->strides[1],
-                           (const uint8_t *)th_eg_data(m2), btab, m2->strides[0], m2->strides[1], c, N};
+  th_eg_fp8_gemm_args g = {M,
+                           N,
+                           a->shape[1],
+                           (const uint8_t *)th_eg_data(a),
+                           atab,
+                           a->strides[0],
+                           a->strides[1],
+                           (const uint8_t *)th_eg_data(m2),
+                           btab,
+                           m2->strides[0],
+                           m2->strides[1],
+                           c,
+                           N};
   th_status st = th_eg_fp8_gemm(th_eg_fp8_gemm_isa(), &g);
   /* Step 2: scale, bias, round once into the output dtype. */
   if (st == TH_OK) {
@@ -300,8 +323,10 @@ th_status th_eg_scaled_mm_ref(th_rt_env *env, const th_bsym *b) {
       for (int64_t j = 0; j < N; j++) {
         float v = c[i * N + j] * scale;
         if (bd) v += th_load_f32(bd + j * bstride, bdt);
-        if (odt == TH_F32) c[i * N + j] = v;
-        else th_store_f32(o + (size_t)(i * N + j) * osz, odt, v);
+        if (odt == TH_F32)
+          c[i * N + j] = v;
+        else
+          th_store_f32(o + (size_t)(i * N + j) * osz, odt, v);
       }
     }
   }

@@ -37,8 +37,8 @@ th_status th_eg_broadcast_in_dim_ref(th_rt_env *env, const th_bsym *b) {
   TH_TRY(th_eg_int_list_arg(env, b, 1, shape, TH_MAX_DIMS, &n));
   TH_TRY(th_eg_int_list_arg(env, b, 2, bdims, TH_MAX_DIMS, &nb));
   if (nb != t->ndim)
-    return th_error(TH_ERR_RUNTIME, "%s: expected %d broadcast dimensions for a %d-dim tensor, got %d",
-                    th_eg_name(b), t->ndim, t->ndim, nb);
+    return th_error(TH_ERR_RUNTIME, "%s: expected %d broadcast dimensions for a %d-dim tensor, got %d", th_eg_name(b),
+                    t->ndim, t->ndim, nb);
   /* Step 2: strides: the input's where its dim has the target size, 0 everywhere else. */
   int64_t strides[TH_MAX_DIMS] = {0};
   for (int k = 0; k < nb; k++) {
@@ -52,8 +52,8 @@ th_status th_eg_broadcast_in_dim_ref(th_rt_env *env, const th_bsym *b) {
 }
 
 /* ATen's computeStride: strides viewing (oshape, ostride) as nshape, or false if no view exists. */
-static bool view_strides(int ond, const int64_t *oshape, const int64_t *ostride, int nnd,
-                         const int64_t *nshape, int64_t *nstride) {
+static bool view_strides(int ond, const int64_t *oshape, const int64_t *ostride, int nnd, const int64_t *nshape,
+                         int64_t *nstride) {
   int64_t numel = 1;
   for (int d = 0; d < ond; d++) numel *= oshape[d];
   if (numel == 0 || ond == 0) {
@@ -66,8 +66,7 @@ static bool view_strides(int ond, const int64_t *oshape, const int64_t *ostride,
   int64_t chunk_base_stride = ostride[ond - 1], tensor_numel = 1, view_numel = 1;
   for (int tensor_d = ond - 1; tensor_d >= 0; tensor_d--) {
     tensor_numel *= oshape[tensor_d];
-    if (tensor_d == 0 ||
-        (oshape[tensor_d - 1] != 1 && ostride[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 || (oshape[tensor_d - 1] != 1 && ostride[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || nshape[view_d] == 1)) {
         nstride[view_d] = view_numel * chunk_base_stride;
         view_numel *= nshape[view_d];
@@ -99,8 +98,8 @@ th_status th_eg_reshape_ref(th_rt_env *env, const th_bsym *b) {
   int64_t numel = 1;
   for (int d = 0; d < n; d++) numel *= shape[d];
   if (numel != th_tensor_numel(t))
-    return th_error(TH_ERR_RUNTIME, "%s: cannot reshape a tensor of %lld elements to %lld elements",
-                    th_eg_name(b), (long long)th_tensor_numel(t), (long long)numel);
+    return th_error(TH_ERR_RUNTIME, "%s: cannot reshape a tensor of %lld elements to %lld elements", th_eg_name(b),
+                    (long long)th_tensor_numel(t), (long long)numel);
   /* Step 2: a view when the strides allow it. */
   if (view_strides(t->ndim, t->shape, t->strides, n, shape, strides))
     return set_view(env, b, th_tensor_view(t, n, shape, strides, 0));
@@ -122,8 +121,7 @@ th_status th_eg_transpose_ref(th_rt_env *env, const th_bsym *b) {
   /* out dim i is input dim perm[i] */
   bool seen[TH_MAX_DIMS] = {false};
   if (n != t->ndim)
-    return th_error(TH_ERR_RUNTIME, "%s: permutation of length %d for a %d-dim tensor", th_eg_name(b), n,
-                    t->ndim);
+    return th_error(TH_ERR_RUNTIME, "%s: permutation of length %d for a %d-dim tensor", th_eg_name(b), n, t->ndim);
   for (int i = 0; i < n; i++) {
     if (perm[i] < 0 || perm[i] >= n || seen[perm[i]])
       return th_error(TH_ERR_RUNTIME, "%s: the permutation is not a permutation of 0..%d", th_eg_name(b), n - 1);
@@ -152,9 +150,8 @@ th_status th_eg_slice_ref(th_rt_env *env, const th_bsym *b) {
   int64_t shape[TH_MAX_DIMS], strides[TH_MAX_DIMS], offset = 0;
   for (int d = 0; d < t->ndim; d++) {
     if (start[d] < 0 || start[d] > end[d] || end[d] > t->shape[d] || step[d] < 1)
-      return th_error(TH_ERR_INDEX, "%s: invalid slice [%lld:%lld:%lld] of dim %d with size %lld",
-                      th_eg_name(b), (long long)start[d], (long long)end[d], (long long)step[d], d,
-                      (long long)t->shape[d]);
+      return th_error(TH_ERR_INDEX, "%s: invalid slice [%lld:%lld:%lld] of dim %d with size %lld", th_eg_name(b),
+                      (long long)start[d], (long long)end[d], (long long)step[d], d, (long long)t->shape[d]);
     int64_t span = end[d] - start[d]; /* 0 <= span <= size: ceil(span / step) without overflow */
     shape[d] = span / step[d] + (span % step[d] != 0);
     /* a dim of length <= 1 never steps, and a huge step (up to INT64_MAX) must not be multiplied out */
@@ -229,8 +226,8 @@ th_status th_eg_flip_ref(th_rt_env *env, const th_bsym *b) {
   for (int k = 0; k < nd; k++) {
     int64_t d = dims[k] < 0 ? dims[k] + t->ndim : dims[k];
     if (d < 0 || d >= (t->ndim ? t->ndim : 1))
-      return th_error(TH_ERR_INDEX, "%s: dim %lld out of range for a %d-dim tensor", th_eg_name(b),
-                      (long long)dims[k], t->ndim);
+      return th_error(TH_ERR_INDEX, "%s: dim %lld out of range for a %d-dim tensor", th_eg_name(b), (long long)dims[k],
+                      t->ndim);
     if (t->ndim == 0 || flipped[d]) continue;
     flipped[d] = true;
     if (t->shape[d] > 0) src += (t->shape[d] - 1) * sbs[d];
@@ -253,8 +250,8 @@ th_status th_eg_cat_ref(th_rt_env *env, const th_bsym *b) {
   if (!out) return th_last_status();
   if (dim < 0) dim += out->ndim;
   if (dim < 0 || dim >= out->ndim)
-    return th_error(TH_ERR_INDEX, "%s: Dimension out of range (got %lld for %d dims)", th_eg_name(b),
-                    (long long)dim, out->ndim);
+    return th_error(TH_ERR_INDEX, "%s: Dimension out of range (got %lld for %d dims)", th_eg_name(b), (long long)dim,
+                    out->ndim);
   int64_t obs[TH_MAX_DIMS];
   th_eg_tensor_bstrides(out, obs);
   int64_t step = out->strides[dim] * (int64_t)th_dtype_size(out->dtype);
@@ -267,8 +264,8 @@ th_status th_eg_cat_ref(th_rt_env *env, const th_bsym *b) {
     for (int d = 0; ok && d < out->ndim; d++)
       if (d != dim && t->shape[d] != out->shape[d]) ok = false;
     if (!ok)
-      return th_error(TH_ERR_RUNTIME, "%s: tensor %d does not fit the output along dim %lld", th_eg_name(b),
-                      k, (long long)dim);
+      return th_error(TH_ERR_RUNTIME, "%s: tensor %d does not fit the output along dim %lld", th_eg_name(b), k,
+                      (long long)dim);
     if (th_tensor_numel(t) > 0) {
       int64_t sbs[TH_MAX_DIMS];
       th_eg_tensor_bstrides(t, sbs);
@@ -277,8 +274,8 @@ th_status th_eg_cat_ref(th_rt_env *env, const th_bsym *b) {
     at += t->shape[dim];
   }
   if (at != out->shape[dim])
-    return th_error(TH_ERR_RUNTIME, "%s: the inputs fill %lld of the %lld entries along dim %lld",
-                    th_eg_name(b), (long long)at, (long long)out->shape[dim], (long long)dim);
+    return th_error(TH_ERR_RUNTIME, "%s: the inputs fill %lld of the %lld entries along dim %lld", th_eg_name(b),
+                    (long long)at, (long long)out->shape[dim], (long long)dim);
   return TH_OK;
 }
 
@@ -295,8 +292,8 @@ th_status th_eg_take_ref(th_rt_env *env, const th_bsym *b) {
   int nd = t->ndim ? t->ndim : 1;
   if (dim < 0) dim += nd;
   if (dim < 0 || dim >= nd)
-    return th_error(TH_ERR_INDEX, "%s: Dimension out of range (got %lld for %d dims)", th_eg_name(b),
-                    (long long)dim, t->ndim);
+    return th_error(TH_ERR_INDEX, "%s: Dimension out of range (got %lld for %d dims)", th_eg_name(b), (long long)dim,
+                    t->ndim);
   th_tensor *out = th_eg_alloc_out(env, b, 0);
   if (!out) return th_last_status();
   /* Step 2: the input as (shape, byte strides) with a 0-dim input seen as [1]; the output has the same
@@ -330,16 +327,15 @@ th_status th_eg_take_ref(th_rt_env *env, const th_bsym *b) {
   for (int64_t k = 0; k < nidx; k++) {
     int64_t i = th_load_i64(ip + k * ibs, index->dtype);
     if (i < 0 || i >= dsize)
-      return th_error(TH_ERR_INDEX, "%s: index %lld is out of bounds for dimension %lld with size %lld",
-                      th_eg_name(b), (long long)i, (long long)dim, (long long)dsize);
+      return th_error(TH_ERR_INDEX, "%s: index %lld is out of bounds for dimension %lld with size %lld", th_eg_name(b),
+                      (long long)i, (long long)dim, (long long)dsize);
   }
   int64_t slice[TH_MAX_DIMS];
   memcpy(slice, shape, sizeof slice);
   slice[dim] = 1;
   for (int64_t k = 0; k < nidx; k++) {
     int64_t i = th_load_i64(ip + k * ibs, index->dtype);
-    th_eg_copy(th_eg_data(out) + k * obs[dim], out->dtype, obs, th_eg_data(t) + i * sbs[dim], t->dtype, sbs,
-               nd, slice);
+    th_eg_copy(th_eg_data(out) + k * obs[dim], out->dtype, obs, th_eg_data(t) + i * sbs[dim], t->dtype, sbs, nd, slice);
   }
   return TH_OK;
 }
@@ -375,9 +371,11 @@ th_status th_eg_copy__ref(th_rt_env *env, const th_bsym *b) {
   /* Step 2: PyTorch refuses to write one memory location twice. */
   for (int d = 0; d < dst->ndim; d++)
     if (dst->strides[d] == 0 && dst->shape[d] > 1)
-      return th_error(TH_ERR_RUNTIME, "%s: unsupported operation: more than one element of the written-to "
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: unsupported operation: more than one element of the written-to "
                       "tensor refers to a single memory location. Please clone() the tensor before "
-                      "performing the operation.", th_eg_name(b));
+                      "performing the operation.",
+                      th_eg_name(b));
   th_eg_operand s;
   TH_TRY(th_eg_bind_tensor(src, dst->ndim, dst->shape, th_eg_name(b), &s));
   /* Step 3: a source overlapping the destination is read from a copy first (unless it is the very
@@ -419,8 +417,8 @@ th_status th_eg_device_put_ref(th_rt_env *env, const th_bsym *b) {
   if (dev.type != TH_CPU) {
     char buf[32];
     th_device_str(dev, buf, sizeof buf);
-    return th_error(TH_ERR_DEVICE, "%s: device %s is not available; this build runs on the CPU only",
-                    th_eg_name(b), buf);
+    return th_error(TH_ERR_DEVICE, "%s: device %s is not available; this build runs on the CPU only", th_eg_name(b),
+                    buf);
   }
   /* the tensor is already on the CPU: the result is the tensor itself */
   th_tensor_retain(t);

@@ -94,8 +94,10 @@ static const char *elem_type(th_dtype d) {
 /* Value x of compute class `from` as dtype `to`'s compute-class value (identity casts elided). */
 static void put_cast(th_strbuf *sb, char from, th_dtype to, const char *x) {
   bool same = (from == 'f' && to == TH_F32) || (from == 'd' && to == TH_F64) || (from == 'i' && to == TH_I64);
-  if (same) th_sb_puts(sb, x);
-  else th_sb_printf(sb, "th_fz_%c_%s(%s)", from, dt_suffix(to), x);
+  if (same)
+    th_sb_puts(sb, x);
+  else
+    th_sb_printf(sb, "th_fz_%c_%s(%s)", from, dt_suffix(to), x);
 }
 
 void th_cg_put_load(th_strbuf *sb, th_dtype d, int k, const char *idx) {
@@ -125,8 +127,10 @@ static void put_store(th_strbuf *sb, th_dtype d, int k, const char *idx, const c
 /* A constant cast to dtype d (eager's wrapped-scalar cast), as a literal of d's compute type. */
 static void put_const(th_strbuf *sb, const th_arg *a, th_dtype d) {
   unsigned char buf[16] = {0};
-  if (a->kind == TH_ARG_FLOAT) th_store_f64(buf, d, a->u.f);
-  else th_store_i64(buf, d, a->kind == TH_ARG_BOOL ? (int64_t)a->u.b : a->u.i);
+  if (a->kind == TH_ARG_FLOAT)
+    th_store_f64(buf, d, a->u.f);
+  else
+    th_store_i64(buf, d, a->kind == TH_ARG_BOOL ? (int64_t)a->u.b : a->u.i);
   int c = dclass(d);
   if (c == 2) {
     th_sb_printf(sb, "((int64_t)0x%llxULL)", (unsigned long long)th_load_i64(buf, d));
@@ -134,9 +138,12 @@ static void put_const(th_strbuf *sb, const th_arg *a, th_dtype d) {
   }
   double x = c == 0 ? (double)th_load_f32(buf, d) : th_load_f64(buf, d);
   const char *t = ctype(d);
-  if (isnan(x)) th_sb_printf(sb, "((%s)NAN)", t);
-  else if (isinf(x)) th_sb_printf(sb, "(%s(%s)INFINITY)", x < 0 ? "-" : "", t);
-  else th_sb_printf(sb, "((%s)%a)", t, x);
+  if (isnan(x))
+    th_sb_printf(sb, "((%s)NAN)", t);
+  else if (isinf(x))
+    th_sb_printf(sb, "(%s(%s)INFINITY)", x < 0 ? "-" : "", t);
+  else
+    th_sb_printf(sb, "((%s)%a)", t, x);
 }
 
 /* ---- the lowering context (codegen.h) ------------------------------------------------------------------ */
@@ -196,8 +203,7 @@ static const th_fz_mem *producer(const lower *L, const th_fz_mem *m, int a, th_o
   int r = m->ref[a];
   if (r < 0 || val(L, r)->lv != TH_FZ_FULL) return NULL;
   const th_fz_mem *p = mem_of(L, r);
-  if (p->kind != TH_FZ_POINTWISE || p->nest != m->nest || p->b->sym->id != id ||
-      p->b->out.u.value->dtype != TH_F32)
+  if (p->kind != TH_FZ_POINTWISE || p->nest != m->nest || p->b->sym->id != id || p->b->out.u.value->dtype != TH_F32)
     return NULL;
   return p;
 }
@@ -260,7 +266,8 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
           th_sb_printf(&ex, "(%s)", th_cg_operand(L, m, i)); /* a predicate (where's): its int64_t 0 or 1 */
         else if (b->args[i].kind == TH_ARG_VALUE)
           th_sb_printf(&ex, "((%s)%s)", ctype(d), th_cg_operand(L, m, i));
-        else put_const(&ex, &b->args[i], d);
+        else
+          put_const(&ex, &b->args[i], d);
       } else {
         th_sb_putc(&ex, *q);
       }
@@ -288,8 +295,10 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
 
 /* ---- FULL scopes: one element of the domain ---------------------------------------------------------- */
 static void mark_ref(lower *L, int r) {
-  if (r >= 0) th_cg_mark(L, r);
-  else if (r <= -2) L->need_r[-2 - r] = true;
+  if (r >= 0)
+    th_cg_mark(L, r);
+  else if (r <= -2)
+    L->need_r[-2 - r] = true;
 }
 
 void th_cg_mark(lower *L, int v) {
@@ -376,8 +385,10 @@ int th_cg_accs(lower *L, int i, bool second, acc_decl *out) {
       return 2;
     }
     default: /* var, var_mean */
-      if (!second) out[0] = (acc_decl){"double", S(L, "s%d", i), "0", S(L, "reduction(+:s%d)", i)};
-      else out[0] = (acc_decl){"double", S(L, "q%d", i), "0", S(L, "reduction(+:q%d)", i)};
+      if (!second)
+        out[0] = (acc_decl){"double", S(L, "s%d", i), "0", S(L, "reduction(+:s%d)", i)};
+      else
+        out[0] = (acc_decl){"double", S(L, "q%d", i), "0", S(L, "reduction(+:q%d)", i)};
       return 1;
   }
 }
@@ -398,8 +409,10 @@ static void emit_update(lower *L, th_ir *blk, int i, bool second) {
       break;
     }
     default:
-      if (!second) th_ir_set(L->ir, blk, S(L, "s%d", i), "+=", S(L, "(double)%s", x));
-      else th_ir_set(L->ir, blk, S(L, "q%d", i), "+=", S(L, "((double)%s - u%d) * ((double)%s - u%d)", x, i, x, i));
+      if (!second)
+        th_ir_set(L->ir, blk, S(L, "s%d", i), "+=", S(L, "(double)%s", x));
+      else
+        th_ir_set(L->ir, blk, S(L, "q%d", i), "+=", S(L, "((double)%s - u%d) * ((double)%s - u%d)", x, i, x, i));
       break;
   }
 }
@@ -421,7 +434,9 @@ void th_cg_emit_finish(lower *L, th_ir *blk, int i, const char *n) {
       put_cast(&sb, cls_letter(dt), o0->dtype, fl ? S(L, "(n%d ? (%s)NAN : m%d)", i, ctype(dt), i) : S(L, "m%d", i));
       break;
     default: {
-      double corr = b->args[2].kind == TH_ARG_FLOAT ? b->args[2].u.f : b->args[2].kind == TH_ARG_INT ? (double)b->args[2].u.i : 0;
+      double corr = b->args[2].kind == TH_ARG_FLOAT ? b->args[2].u.f
+                    : b->args[2].kind == TH_ARG_INT ? (double)b->args[2].u.i
+                                                    : 0;
       th_ir_let(L->ir, blk, "double", S(L, "dof%d", i), S(L, "(double)(%s) - %a", n, corr));
       put_cast(&sb, 'd', o0->dtype, S(L, "(%s) == 0 ? (double)NAN : q%d / (dof%d > 0 ? dof%d : 0.0)", n, i, i, i));
       if (m->out[1] >= 0) {
@@ -503,7 +518,7 @@ static bool read_invariant(const th_fz_read *r, int d0, int nd) {
       if (v->n != n) return false;
       for (int j = 0; j < n; j++) nz[j] = zero[v->a[j]], ns[j] = shape[v->a[j]];
     } else if (v->op == TH_OP_prims_reshape) { /* only inserting or removing size-1 dims ([R] -> [R, 1]) */
-      int o = 0; /* the next dim of the old shape */
+      int o = 0;                               /* the next dim of the old shape */
       for (int j = 0; j < v->n; j++) {
         ns[j] = v->a[j];
         nz[j] = false; /* a size-1 dim: indexed at 0 only, until a broadcast expands it (stride 0 then) */
@@ -626,8 +641,10 @@ void th_cg_mark_pass(lower *L, const int *red, int nred, bool cmode) {
   clear_marks(L);
   for (int k = 0; k < nred; k++) {
     const th_fz_mem *m = &L->p->mem[red[k]];
-    if (m->ref[0] >= 0) th_cg_mark(L, m->ref[0]);
-    else L->need_r[-2 - m->ref[0]] = true;
+    if (m->ref[0] >= 0)
+      th_cg_mark(L, m->ref[0]);
+    else
+      L->need_r[-2 - m->ref[0]] = true;
   }
   if (nred < 0)
     for (int v = 0; v < L->p->nval; v++)
@@ -654,7 +671,8 @@ static th_ir *row_loop(lower *L, th_ir *blk, const char *clauses, bool full) {
     /* a chunk is TH_FZ_PF_CHUNK * es bytes: one prefetch per 64-byte line, written out (as a loop, its
      * control cost 4% of softmax's instructions) */
     for (int q = 0; q < TH_FZ_PF_CHUNK * es / 64; q++)
-      th_ir_stmt(L->ir, on, S(L, "__builtin_prefetch(pf%d + jb * %d + %d, %d, 3)", s, es, 64 * q, L->pf_write[k] ? 1 : 0));
+      th_ir_stmt(L->ir, on,
+                 S(L, "__builtin_prefetch(pf%d + jb * %d + %d, %d, 3)", s, es, 64 * q, L->pf_write[k] ? 1 : 0));
   }
   return th_ir_loop(L->ir, ch, TH_IR_SIMD, "j", "jb", "je", clauses, NULL);
 }
@@ -722,9 +740,8 @@ static th_ir *strided_walk(lower *L, th_ir *blk, const th_fz_nest *N, int first,
     base = "c";
   }
   *is = (index_mode){base, "j", false, nd - 1};
-  return th_ir_loop(L->ir, lq, par && nd - 1 == no ? TH_IR_PARALLEL : TH_IR_SERIAL, "j", "0",
-                    S(L, "D[%d]", nd - 1), nd - 1 == no ? clauses : NULL,
-                    par && nd - 1 == no ? "ninner >= 32768" : NULL);
+  return th_ir_loop(L->ir, lq, par && nd - 1 == no ? TH_IR_PARALLEL : TH_IR_SERIAL, "j", "0", S(L, "D[%d]", nd - 1),
+                    nd - 1 == no ? clauses : NULL, par && nd - 1 == no ? "ninner >= 32768" : NULL);
 }
 
 /* A float64 var's Welford fallback, after its squared-deviation pass (the eager executor's var_row_f):
@@ -757,8 +774,10 @@ static int pass_reds(lower *L, int level, int *red, bool *second) {
   for (int i = 0; i < L->p->nmem && nred < 32; i++) {
     const th_fz_mem *m = &L->p->mem[i];
     if (m->nest != L->nest || m->kind != TH_FZ_REDUCE) continue;
-    if (L->red_pass[i] == level) red[nred] = i, second[nred++] = false;
-    else if (two_pass(m->b->sym->id) && L->red_pass[i] + 1 == level) red[nred] = i, second[nred++] = true;
+    if (L->red_pass[i] == level)
+      red[nred] = i, second[nred++] = false;
+    else if (two_pass(m->b->sym->id) && L->red_pass[i] + 1 == level)
+      red[nred] = i, second[nred++] = true;
   }
   return nred;
 }
@@ -778,7 +797,7 @@ static bool expensive(const lower *L, int v) {
 /* the row buffers of one nest, per thread, on its stack: 32 KiB, within L1 and far below the smallest
  * thread stacks in use (musl's default is 128 KiB; OMP_STACKSIZE may set less) */
 #define TH_FZ_ROWBUF_BYTES 32768
-#define TH_FZ_ROWBUF_MAX 4        /* cached values per nest */
+#define TH_FZ_ROWBUF_MAX 4 /* cached values per nest */
 
 /* Row buffers (passes 1..npass, the last being the output pass when `outs`): an expensive FULL value
  * needed by a pass after the first one computing it is stored by that one into rb<v> (cache_pass[v])
@@ -797,7 +816,8 @@ static int64_t plan_row_buffers(lower *L, int maxl, bool outs) {
     th_cg_mark_pass(L, red, nred, false);
     for (int v = 0; v < nv; v++) {
       if (!L->need_v[v] || !expensive(L, v)) continue;
-      if (!firstp[v]) firstp[v] = p;
+      if (!firstp[v])
+        firstp[v] = p;
       else if (firstp[v] < p && L->cache_pass[v] < 0 && L->ncache < TH_FZ_ROWBUF_MAX)
         L->cache_pass[v] = firstp[v], L->ncache++;
     }
@@ -857,7 +877,8 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
   if (nd - 1 > no) th_ir_let(L->ir, blk, "int64_t", "nq", S(L, "D[%d] > 0 ? ninner / D[%d] : 0", nd - 1, nd - 1));
   /* ic: every FULL slot is row-major in the inner dims (w<d>: the row-major strides of the inner dims) */
   th_ir_let(L->ir, blk, "int64_t", S(L, "w%d", nd - 1), "1");
-  for (int d = nd - 2; d >= no; d--) th_ir_let(L->ir, blk, "int64_t", S(L, "w%d", d), S(L, "w%d * D[%d]", d + 1, d + 1));
+  for (int d = nd - 2; d >= no; d--)
+    th_ir_let(L->ir, blk, "int64_t", S(L, "w%d", d), S(L, "w%d * D[%d]", d + 1, d + 1));
   th_ir *run = th_ir_if(L->ir, blk, "nrows > 0", NULL);
   th_ir_var(L->ir, run, "int", "ic", "1");
   for (int s = first; s < first + nslots; s++) {
@@ -903,8 +924,9 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
     th_dtype dt;
     if (!th_cg_slot_walked(L, s, &is_out, &dt)) continue;
     th_ir_let(L->ir, body, "char *", S(L, "pf%d", s),
-              S(L, "ic && row + 1 < nrows && T[%d] == ninner && ninner >= %d && ninner * (int64_t)sizeof *p%d <= 16384 ? "
-                   "(const char *)(p%d + b%d + ninner) : NULL",
+              S(L,
+                "ic && row + 1 < nrows && T[%d] == ninner && ninner >= %d && ninner * (int64_t)sizeof *p%d <= 16384 ? "
+                "(const char *)(p%d + b%d + ninner) : NULL",
                 s * TH_MAX_DIMS + no - 1, TH_FZ_PF_CHUNK, s, s, s));
     L->pf_write[L->npf] = is_out;
     L->pf_size[L->npf] = (int)th_dtype_size(dt);
@@ -934,8 +956,10 @@ static void lower_rows(lower *L, th_ir *blk, const th_fz_nest *N, int first, int
       bool fallback = two_pass(m->b->sym->id) && dclass(m->b->args[0].u.value->dtype) != 2;
       if (two_pass(m->b->sym->id) && !second[k]) {
         const char *u = S(L, "u%d", red[k]), *e = S(L, "s%d / (double)ninner", red[k]);
-        if (fallback) th_ir_var(L->ir, body, "double", u, e);
-        else th_ir_let(L->ir, body, "double", u, e);
+        if (fallback)
+          th_ir_var(L->ir, body, "double", u, e);
+        else
+          th_ir_let(L->ir, body, "double", u, e);
       } else {
         if (fallback) emit_welford(L, body, N, first, nslots, red[k]);
         th_cg_emit_finish(L, body, red[k], "ninner");
@@ -1026,8 +1050,8 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
   L.inv_slot = th_calloc((size_t)(plan.nread + nouts + 1), sizeof(bool));
   r->slots = th_calloc((size_t)(plan.nread + nouts + 1), sizeof(th_fuser_slot));
   r->nests = th_calloc((size_t)(plan.nnest ? plan.nnest : 1), sizeof(th_fz_nest));
-  if (!L.read_slot || !L.val_slot || !L.vname || !L.lvl || !L.red_pass || !L.need_v || !L.need_r || !memo || !L.cache_pass || !L.memo2 || !L.inv_read || !L.inv_slot ||
-      !r->slots || !r->nests) {
+  if (!L.read_slot || !L.val_slot || !L.vname || !L.lvl || !L.red_pass || !L.need_v || !L.need_r || !memo ||
+      !L.cache_pass || !L.memo2 || !L.inv_read || !L.inv_slot || !r->slots || !r->nests) {
     st = th_error(TH_ERR_NOMEM, "out of memory generating %s", rb->sym->qualname);
     goto done;
   }
@@ -1063,7 +1087,8 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
         goto done;
       }
       if (plan.mem[plan.val[v].member].kind == TH_FZ_INVIEW) { /* the partition evicts these */
-        st = th_error(TH_ERR_VALUE, "%s: output %s is a view of an input", rb->sym->qualname, ov->name ? ov->name : "?");
+        st =
+          th_error(TH_ERR_VALUE, "%s: output %s is a view of an input", rb->sym->qualname, ov->name ? ov->name : "?");
         goto done;
       }
       if (plan.mem[plan.val[v].member].nest != n) continue;
@@ -1083,8 +1108,10 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
     if (m->kind == TH_FZ_INVIEW) continue;
     for (int k = 0; k < 2; k++) {
       if (m->out[k] < 0) continue;
-      if (m->kind == TH_FZ_ALIAS || m->kind == TH_FZ_ROWBCAST) L.vname[m->out[k]] = L.vname[m->ref[0]];
-      else L.vname[m->out[k]] = th_ir_str(ir, "v%d", m->out[k]);
+      if (m->kind == TH_FZ_ALIAS || m->kind == TH_FZ_ROWBCAST)
+        L.vname[m->out[k]] = L.vname[m->ref[0]];
+      else
+        L.vname[m->out[k]] = th_ir_str(ir, "v%d", m->out[k]);
       if (!L.vname[m->out[k]]) L.vname[m->out[k]] = "0";
     }
   }
@@ -1103,14 +1130,21 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
     th_strbuf sb;
     th_sb_init(&sb);
     th_sb_printf(&sb, "nest %d: %s over %d dims", n,
-                 N->r ? (N->col ? "columns" : N->r == N->nd ? "full reduction" : "rows") : "pointwise", N->nd);
+                 N->r ? (N->col          ? "columns"
+                         : N->r == N->nd ? "full reduction"
+                                         : "rows")
+                      : "pointwise",
+                 N->nd);
     if (N->r && N->r < N->nd) th_sb_printf(&sb, ", the %s %d reduced", N->col ? "first" : "last", N->r);
     th_ir_comment(ir, blk, take(&L, &sb));
     th_ir_let(ir, blk, "int64_t", "*D", S(&L, "S + %d", off));
     declare_slots(&L, blk, first, cnt, r->slots);
-    if (N->r == 0) lower_pointwise(&L, blk, N, first, cnt);
-    else if (N->col) th_cg_lower_cols(&L, blk, &r->nests[n], first, cnt);
-    else lower_rows(&L, blk, N, first, cnt);
+    if (N->r == 0)
+      lower_pointwise(&L, blk, N, first, cnt);
+    else if (N->col)
+      th_cg_lower_cols(&L, blk, &r->nests[n], first, cnt);
+    else
+      lower_rows(&L, blk, N, first, cnt);
     off += N->nd;
     first += cnt;
   }

@@ -24,20 +24,20 @@ typedef struct {
   int *lvl;           /* ROW val -> the pass level after which it exists (0: before the first) */
   int *red_pass;      /* REDUCE member -> its first pass */
   bool *need_v, *need_r;
-  bool *inv_read;     /* read -> invariant over the nest's inner dims: loaded once outside them */
-  bool *inv_slot;     /* slot -> read by an invariant read */
-  int *memo2;         /* per val scratch of plan_row_buffers */
-  int *cache_pass;    /* FULL val -> the pass that computes it into its row buffer rb<v> (-1: recomputed) */
-  int ncache;         /* cached vals of the nest being lowered */
-  int cur_pass;       /* the pass being marked or emitted (1..; the output pass is the last) */
-  bool cmode;         /* marking/emitting the row-buffer variant of a pass */
-  int pf_pass;        /* the pass whose contiguous loops prefetch the next row (0: none) */
-  int npf;            /* prefetched slots: pf_slot[k], written (prefetchw) when pf_write[k] */
+  bool *inv_read;  /* read -> invariant over the nest's inner dims: loaded once outside them */
+  bool *inv_slot;  /* slot -> read by an invariant read */
+  int *memo2;      /* per val scratch of plan_row_buffers */
+  int *cache_pass; /* FULL val -> the pass that computes it into its row buffer rb<v> (-1: recomputed) */
+  int ncache;      /* cached vals of the nest being lowered */
+  int cur_pass;    /* the pass being marked or emitted (1..; the output pass is the last) */
+  bool cmode;      /* marking/emitting the row-buffer variant of a pass */
+  int pf_pass;     /* the pass whose contiguous loops prefetch the next row (0: none) */
+  int npf;         /* prefetched slots: pf_slot[k], written (prefetchw) when pf_write[k] */
   int pf_slot[TH_FZ_MAX_SLOTS_PF];
   int pf_size[TH_FZ_MAX_SLOTS_PF]; /* bytes per element of the prefetched slot */
   bool pf_write[TH_FZ_MAX_SLOTS_PF];
-  int scratch_slot;   /* P[scratch_slot]: the column nests' accumulators (the launcher's scratch) */
-  int nt_at;          /* S[nt_at]: how many threads' accumulators the scratch holds */
+  int scratch_slot; /* P[scratch_slot]: the column nests' accumulators (the launcher's scratch) */
+  int nt_at;        /* S[nt_at]: how many threads' accumulators the scratch holds */
   th_status st;
 } lower;
 

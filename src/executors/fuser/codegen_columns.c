@@ -139,7 +139,8 @@ void th_cg_lower_cols(lower *L, th_ir *blk, th_fz_nest *N, int first, int nslots
       th_ir_let(L->ir, lt, "double", "nab", S(L, "na%d + nb", i));
       th_ir_let(L->ir, lt, "double", "dl", S(L, "%s[row] - %s", col_acc(L, "double", "t", a - 2, nacc), u));
       th_ir_set(L->ir, lt, u, "+=", "dl * nb / nab");
-      th_ir_set(L->ir, lt, q, "+=", S(L, "%s[row] + dl * dl * na%d * nb / nab", col_acc(L, "double", "t", a - 1, nacc), i));
+      th_ir_set(L->ir, lt, q,
+                "+=", S(L, "%s[row] + dl * dl * na%d * nb / nab", col_acc(L, "double", "t", a - 1, nacc), i));
       th_ir_set(L->ir, lt, S(L, "na%d", i), "=", "nab");
       continue;
     }
@@ -151,9 +152,12 @@ void th_cg_lower_cols(lower *L, th_ir *blk, th_fz_nest *N, int first, int nslots
         case TH_OP_prims_sum: th_ir_set(L->ir, lt, nm, "+=", x); break;
         case TH_OP_prims_prod: th_ir_set(L->ir, lt, nm, "*=", x); break;
         default:
-          if (q == 1) th_ir_set(L->ir, lt, nm, "|=", x);
-          else th_ir_set(L->ir, lt, nm, "=", S(L, "th_fz_where(%s %s %s, %s, %s)", x,
-                                                m->b->sym->id == TH_OP_prims_amax ? ">" : "<", nm, x, nm));
+          if (q == 1)
+            th_ir_set(L->ir, lt, nm, "|=", x);
+          else
+            th_ir_set(
+              L->ir, lt, nm, "=",
+              S(L, "th_fz_where(%s %s %s, %s, %s)", x, m->b->sym->id == TH_OP_prims_amax ? ">" : "<", nm, x, nm));
           break;
       }
     }

@@ -80,14 +80,14 @@ long th_fuser_stat_cache_hits(void) { return atomic_load(&n_hits); }
 
 /* ---- SHA-256 ------------------------------------------------------------------------------------------ */
 static const uint32_t K256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
 typedef struct {
   uint32_t h[8];
@@ -111,10 +111,23 @@ static void sha256_block(sha256_ctx *c, const uint8_t *p) {
   for (int i = 0; i < 64; i++) {
     uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
     uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
-    h = g; g = f; f = e; e = d + t1; d = cc; cc = b; b = a; a = t1 + t2;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = cc;
+    cc = b;
+    b = a;
+    a = t1 + t2;
   }
-  c->h[0] += a; c->h[1] += b; c->h[2] += cc; c->h[3] += d;
-  c->h[4] += e; c->h[5] += f; c->h[6] += g; c->h[7] += h;
+  c->h[0] += a;
+  c->h[1] += b;
+  c->h[2] += cc;
+  c->h[3] += d;
+  c->h[4] += e;
+  c->h[5] += f;
+  c->h[6] += g;
+  c->h[7] += h;
 }
 
 static void sha256_init(sha256_ctx *c) {
@@ -453,9 +466,9 @@ static th_status compiler_version(const char *cc, const char *dir, char *out, si
 static char cpu_text[8192];
 static once_flag cpu_once = ONCE_FLAG_INIT;
 static void cpu_init(void) {
-  static const char *const keys[] = {"vendor_id", "cpu family", "model", "model name", "stepping", "flags",
-                                     "Features", "CPU implementer", "CPU architecture", "CPU variant",
-                                     "CPU part", "isa"};
+  static const char *const keys[] = {"vendor_id",        "cpu family",  "model",    "model name",
+                                     "stepping",         "flags",       "Features", "CPU implementer",
+                                     "CPU architecture", "CPU variant", "CPU part", "isa"};
   snprintf(cpu_text, sizeof cpu_text, "unknown");
   FILE *f = fopen("/proc/cpuinfo", "r");
   if (!f) return;
@@ -529,7 +542,7 @@ typedef struct {
 static int by_use(const void *a, const void *b) {
   const struct timespec *x = &((const cache_entry *)a)->used, *y = &((const cache_entry *)b)->used;
   return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
-                                 : (x->tv_nsec != y->tv_nsec ? (x->tv_nsec < y->tv_nsec ? -1 : 1) : 0);
+                                : (x->tv_nsec != y->tv_nsec ? (x->tv_nsec < y->tv_nsec ? -1 : 1) : 0);
 }
 
 static bool has_affixes(const char *s, const char *pre, const char *suf) {
@@ -640,8 +653,8 @@ static th_status write_slices(const char *path, const char *text, int n, const s
 
 /* argv for `cc FLAGS <mode> -o out in... [-lm]` (-lm unless mode is -c) in argv (CC_MAXWORDS + NFLAGS +
  * TH_FUSER_MAX_JOBS + 8 entries); ccbuf holds $CC's words. */
-static void cc_argv(char **argv, char *ccbuf, size_t nccbuf, const char *cc, const char *mode, const char *out,
-                    int nin, char *const *in) {
+static void cc_argv(char **argv, char *ccbuf, size_t nccbuf, const char *cc, const char *mode, const char *out, int nin,
+                    char *const *in) {
   int k = cc_words(cc, ccbuf, nccbuf, argv, CC_MAXWORDS);
   if (k == 0) argv[k++] = "cc";
   for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)FLAGS[i];
@@ -871,8 +884,7 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
       bool there = stat(so, &st1) == 0;
       /* another file now, even on a reused inode number (its change time differs) */
       bool other = there && (st1.st_ino != st0.st_ino || st1.st_dev != st0.st_dev ||
-                             st1.st_ctim.tv_sec != st0.st_ctim.tv_sec ||
-                             st1.st_ctim.tv_nsec != st0.st_ctim.tv_nsec);
+                             st1.st_ctim.tv_sec != st0.st_ctim.tv_sec || st1.st_ctim.tv_nsec != st0.st_ctim.tv_nsec);
       if (other)
         lib = dlopen(so, RTLD_NOW | RTLD_LOCAL); /* a new entry took its place */
       else if (there && entry_damaged(so))

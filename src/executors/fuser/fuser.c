@@ -34,7 +34,7 @@ struct th_fuser_set {
 
 /* ---- input views at launch ------------------------------------------------------------------------------ */
 typedef struct {
-  th_tensor *base; /* the tensor the view is taken of (borrowed, or `owned`) */
+  th_tensor *base;  /* the tensor the view is taken of (borrowed, or `owned`) */
   th_tensor *owned; /* a materialized copy, released after the call */
   int ndim;
   int64_t shape[TH_MAX_DIMS], strides[TH_MAX_DIMS], offset; /* offset relative to base's element [0...] */
@@ -255,8 +255,7 @@ static th_status dump(const char *opt_dir, const char *fn_name, const th_fuser_s
     if (err) remove(tmp);
   }
   if (!err) return TH_OK;
-  if (opt_dir)
-    return th_error(TH_ERR_IO, "fuser: dump_dir: cannot write '%s': %s", path, strerror(err));
+  if (opt_dir) return th_error(TH_ERR_IO, "fuser: dump_dir: cannot write '%s': %s", path, strerror(err));
   static atomic_bool warned;
   if (!atomic_exchange(&warned, true))
     fprintf(stderr, "thunder-c: warning: THUNDER_DUMP_FUSIONS: cannot write '%s': %s (not dumping)\n", path,

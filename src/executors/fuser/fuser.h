@@ -49,9 +49,9 @@ typedef enum {
 /* A member's output value (var_mean has two). */
 typedef struct th_fz_val {
   const th_value *v;
-  int member;                   /* producer (index into th_fz_plan.mem) */
-  th_fz_level lv;               /* FREE for INVIEW outputs */
-  int64_t smap[TH_MAX_DIMS];    /* FULL: element offset in a contiguous tensor of v's shape, per domain dim */
+  int member;                /* producer (index into th_fz_plan.mem) */
+  th_fz_level lv;            /* FREE for INVIEW outputs */
+  int64_t smap[TH_MAX_DIMS]; /* FULL: element offset in a contiguous tensor of v's shape, per domain dim */
 } th_fz_val;
 
 #define TH_FZ_MAX_VIEWS 8 /* longest view chain of one input read */
@@ -75,8 +75,8 @@ typedef struct th_fz_read {
   int64_t A[TH_MAX_DIMS][TH_MAX_DIMS];
 } th_fz_read;
 
-#define TH_FZ_REF_NONE (-1)           /* not a tensor argument */
-#define TH_FZ_REF_READ(k) (-2 - (k))  /* read slot k */
+#define TH_FZ_REF_NONE (-1)          /* not a tensor argument */
+#define TH_FZ_REF_READ(k) (-2 - (k)) /* read slot k */
 
 typedef struct th_fz_mem {
   const th_bsym *b;
@@ -137,7 +137,7 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
                              th_trace **out);
 
 /* ---- loopir.c -------------------------------------------------------------------------------------- */
-typedef struct th_ir th_ir;     /* a node */
+typedef struct th_ir th_ir;         /* a node */
 typedef struct th_ir_ctx th_ir_ctx; /* owns every node and string of one translation unit */
 
 typedef enum { TH_IR_SERIAL, TH_IR_SIMD, TH_IR_PARALLEL, TH_IR_PARALLEL_SIMD } th_ir_loop_kind;
@@ -153,8 +153,8 @@ th_ir *th_ir_parallel(th_ir_ctx *c, th_ir *parent, const char *clauses);
 /* `for (int64_t var = lo; var < hi; var++)` with its pragma: SIMD `omp simd`, PARALLEL `omp parallel
  * for schedule(static)`, PARALLEL_SIMD both; `clauses` (reduction(...), may be NULL) and `par_if` (the
  * OpenMP if clause of the parallel kinds, may be NULL) follow. Returns the loop (append to its body). */
-th_ir *th_ir_loop(th_ir_ctx *c, th_ir *parent, th_ir_loop_kind kind, const char *var, const char *lo,
-                  const char *hi, const char *clauses, const char *par_if);
+th_ir *th_ir_loop(th_ir_ctx *c, th_ir *parent, th_ir_loop_kind kind, const char *var, const char *lo, const char *hi,
+                  const char *clauses, const char *par_if);
 /* `if (cond) { then } else { els }`: *els (when not NULL) receives the else block. */
 th_ir *th_ir_if(th_ir_ctx *c, th_ir *parent, const char *cond, th_ir **els);
 /* `const type name = expr;` / `type name = expr;` / `name op expr;` / one statement `text;` / a comment. */
@@ -183,18 +183,18 @@ typedef struct th_fuser_slot {
   th_fz_level lv;
   int nviews;
   th_fz_view views[TH_FZ_MAX_VIEWS];
-  int vdim;                             /* rank of the viewed input */
-  int64_t A[TH_MAX_DIMS][TH_MAX_DIMS];  /* input: [view dim][domain dim] */
-  int64_t ostr[TH_MAX_DIMS];            /* FULL output: element strides per domain dim */
+  int vdim;                            /* rank of the viewed input */
+  int64_t A[TH_MAX_DIMS][TH_MAX_DIMS]; /* input: [view dim][domain dim] */
+  int64_t ostr[TH_MAX_DIMS];           /* FULL output: element strides per domain dim */
 } th_fuser_slot;
 
 typedef void (*th_fuser_fn)(char *const *ptrs, const int64_t *dims, const int64_t *strides);
 
 typedef struct th_fuser_region {
-  char name[32];  /* fusion0 (a copy: the partition trace is freed before the program runs) */
+  char name[32]; /* fusion0 (a copy: the partition trace is freed before the program runs) */
   int nnest;
   th_fz_nest *nests;
-  int nslots;     /* every nest's reads, then its outputs, nest by nest */
+  int nslots; /* every nest's reads, then its outputs, nest by nest */
   th_fuser_slot *slots;
   th_fuser_fn fn;
 } th_fuser_region;

@@ -134,7 +134,8 @@ static inline int64_t th_fz_where_i(int64_t c, int64_t a, int64_t b) {
   uint64_t m = 0u - (uint64_t)(c != 0);
   return (int64_t)(((uint64_t)a & m) | ((uint64_t)b & ~m));
 }
-#define th_fz_where(c, a, b) _Generic((a) + (b), float: th_fz_where_f, double: th_fz_where_d, default: th_fz_where_i)(c, a, b)
+#define th_fz_where(c, a, b)                                                                                           \
+  _Generic((a) + (b), float : th_fz_where_f, double : th_fz_where_d, default : th_fz_where_i)(c, a, b)
 
 /* ---- signbit --------------------------------------------------------------------------------------
  * The sign bit read from the integer representation. gcc 12.2 stops with an internal compiler error
@@ -142,11 +143,19 @@ static inline int64_t th_fz_where_i(int64_t c, int64_t a, int64_t b) {
  * under `omp simd` in some loops (bf16 neg -> signbit; found by test_fuser_fuzz); the memcpy form
  * vectorizes to the same shift without it. Generated code only: the library's own sources that
  * include this header (tests) define TH_FZ_KEEP_SIGNBIT. */
-static inline int th_fz_signbitf(float x) { uint32_t u; memcpy(&u, &x, 4); return (int)(u >> 31); }
-static inline int th_fz_signbitd(double x) { uint64_t u; memcpy(&u, &x, 8); return (int)(u >> 63); }
+static inline int th_fz_signbitf(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (int)(u >> 31);
+}
+static inline int th_fz_signbitd(double x) {
+  uint64_t u;
+  memcpy(&u, &x, 8);
+  return (int)(u >> 63);
+}
 #ifndef TH_FZ_KEEP_SIGNBIT
 #undef signbit
-#define signbit(x) _Generic((x), float: th_fz_signbitf, default: th_fz_signbitd)(x)
+#define signbit(x) _Generic((x), float : th_fz_signbitf, default : th_fz_signbitd)(x)
 #endif
 
 #endif

@@ -18,8 +18,8 @@ typedef enum { N_BLOCK, N_LOOP, N_IF, N_LET, N_VAR, N_SET, N_STMT, N_COMMENT, N_
 
 struct th_ir {
   node_kind kind;
-  bool braces;           /* BLOCK */
-  th_ir_loop_kind loop;  /* LOOP */
+  bool braces;                       /* BLOCK */
+  th_ir_loop_kind loop;              /* LOOP */
   const char *a, *b, *c, *d, *e, *f; /* LOOP: var lo hi clauses par_if; LET/VAR: type name expr; SET: name op expr;
                                         STMT/COMMENT: text; IF: cond; FUNC: name params */
   th_ir **kids;
@@ -127,8 +127,8 @@ th_ir *th_ir_parallel(th_ir_ctx *c, th_ir *parent, const char *clauses) {
   return n;
 }
 
-th_ir *th_ir_loop(th_ir_ctx *c, th_ir *parent, th_ir_loop_kind kind, const char *var, const char *lo,
-                  const char *hi, const char *clauses, const char *par_if) {
+th_ir *th_ir_loop(th_ir_ctx *c, th_ir *parent, th_ir_loop_kind kind, const char *var, const char *lo, const char *hi,
+                  const char *clauses, const char *par_if) {
   th_ir *n = node(c, parent, N_LOOP);
   if (!n) return NULL;
   n->loop = kind;

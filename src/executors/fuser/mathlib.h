@@ -361,14 +361,14 @@ TH_M_INLINE float th_m_erff(float x) {
 #undef log1p
 #undef tanh
 #undef erf
-#define exp(x) _Generic((x), float: th_m_expf, default: exp)(x)
-#define exp2(x) _Generic((x), float: th_m_exp2f, default: exp2)(x)
-#define expm1(x) _Generic((x), float: th_m_expm1f, default: expm1)(x)
-#define log(x) _Generic((x), float: th_m_logf, default: log)(x)
-#define log2(x) _Generic((x), float: th_m_log2f, default: log2)(x)
-#define log1p(x) _Generic((x), float: th_m_log1pf, default: log1p)(x)
-#define tanh(x) _Generic((x), float: th_m_tanhf, default: tanh)(x)
-#define erf(x) _Generic((x), float: th_m_erff, default: erf)(x)
+#define exp(x) _Generic((x), float : th_m_expf, default : exp)(x)
+#define exp2(x) _Generic((x), float : th_m_exp2f, default : exp2)(x)
+#define expm1(x) _Generic((x), float : th_m_expm1f, default : expm1)(x)
+#define log(x) _Generic((x), float : th_m_logf, default : log)(x)
+#define log2(x) _Generic((x), float : th_m_log2f, default : log2)(x)
+#define log1p(x) _Generic((x), float : th_m_log1pf, default : log1p)(x)
+#define tanh(x) _Generic((x), float : th_m_tanhf, default : tanh)(x)
+#define erf(x) _Generic((x), float : th_m_erff, default : erf)(x)
 #endif
 
 #endif /* TH_FUSER_MATHLIB_H */

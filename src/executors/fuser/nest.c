@@ -84,7 +84,7 @@ bool th_fuser_template_calls(const char *t) {
     if (*p != '(' || p == t || !ident_char(p[-1])) continue;
     const char *id = p;
     while (id > t && ident_char(id[-1])) id--;
-    if (id > t && id[-1] == '%') continue; /* "%0(": an operand hole, not a name */
+    if (id > t && id[-1] == '%') continue;                 /* "%0(": an operand hole, not a name */
     if (p - id > 6 && !strncmp(id, "th_fz_", 6)) continue; /* the prelude's exact helpers */
     return true;
   }
@@ -415,7 +415,8 @@ static th_status classify(plan_ctx *c, int i) {
     bool col = false;
     if (!reduced_dims(b, u, &f, &col) || col != N->col) return REFUSE;
     int no = N->nd - N->r;
-    int64_t rows = N->col ? numel(N->D + N->r, no) : numel(N->D, no), len = N->col ? numel(N->D, N->r) : numel(N->D + no, N->r);
+    int64_t rows = N->col ? numel(N->D + N->r, no) : numel(N->D, no),
+            len = N->col ? numel(N->D, N->r) : numel(N->D + no, N->r);
     if (!col && (numel(u->shape, f) != rows || numel(u->shape + f, u->ndim - f) != len)) return REFUSE;
     if (col && (numel(u->shape, f) != len || numel(u->shape + f, u->ndim - f) != rows)) return REFUSE;
     if ((id == TH_OP_prims_amax || id == TH_OP_prims_amin) && len == 0 && rows > 0) return REFUSE;
@@ -440,9 +441,12 @@ static th_status classify(plan_ctx *c, int i) {
       m->ref[a] = w;
     }
     if (lv == TH_FZ_FREE) {
-      if (same_shape(ov->shape, ov->ndim, N->D, N->nd)) lv = TH_FZ_FULL, smap = ident;
-      else if (row_shaped(N, ov)) lv = TH_FZ_ROW, smap = ident;
-      else return REFUSE;
+      if (same_shape(ov->shape, ov->ndim, N->D, N->nd))
+        lv = TH_FZ_FULL, smap = ident;
+      else if (row_shaped(N, ov))
+        lv = TH_FZ_ROW, smap = ident;
+      else
+        return REFUSE;
     }
     o->lv = lv;
     memcpy(o->smap, smap, sizeof o->smap);
@@ -557,10 +561,14 @@ th_status th_fz_plan_build(const th_bsym *const *ms, int n, th_fz_plan *out) {
       m->out[k] = c.p.nval;
       put(&c, v->v, c.p.nval++);
     }
-    if (is_reduction(id)) m->kind = TH_FZ_REDUCE;
-    else if (is_layout(id) && member_val(&c, b->args[0].u.value) < 0) m->kind = TH_FZ_INVIEW;
-    else if (is_layout(id)) m->kind = TH_FZ_ALIAS;
-    else m->kind = TH_FZ_POINTWISE;
+    if (is_reduction(id))
+      m->kind = TH_FZ_REDUCE;
+    else if (is_layout(id) && member_val(&c, b->args[0].u.value) < 0)
+      m->kind = TH_FZ_INVIEW;
+    else if (is_layout(id))
+      m->kind = TH_FZ_ALIAS;
+    else
+      m->kind = TH_FZ_POINTWISE;
   }
   if (st != TH_OK) goto done;
   /* step 2: components and their nests */
@@ -593,8 +601,8 @@ th_status th_fz_plan_build(const th_bsym *const *ms, int n, th_fz_plan *out) {
         break;
       }
       const th_value *v = c.p.val[c.p.mem[j].out[0]].v;
-      if (big < 0 || numel(v->shape, v->ndim) > numel(c.p.val[c.p.mem[big].out[0]].v->shape,
-                                                       c.p.val[c.p.mem[big].out[0]].v->ndim))
+      if (big < 0 ||
+          numel(v->shape, v->ndim) > numel(c.p.val[c.p.mem[big].out[0]].v->shape, c.p.val[c.p.mem[big].out[0]].v->ndim))
         big = j;
     }
     if (red >= 0) {

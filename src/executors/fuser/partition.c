@@ -32,7 +32,7 @@
 #include "core/ir.h"
 
 typedef struct {
-  int *m;    /* member indices, program order */
+  int *m; /* member indices, program order */
   int n, cap;
   int limit; /* dataflow: the first non-member using a computed value of the group (the region runs
                 before it), -1 while none has */
@@ -40,14 +40,14 @@ typedef struct {
 
 typedef struct {
   const th_trace *et;
-  int n;                /* bsyms */
-  int *grp;             /* per bsym: its group, -1 */
-  int *owner;           /* value id -> group producing it, -1 */
-  int *prod;            /* value id -> the bsym index producing it, -1 for trace inputs */
+  int n;      /* bsyms */
+  int *grp;   /* per bsym: its group, -1 */
+  int *owner; /* value id -> group producing it, -1 */
+  int *prod;  /* value id -> the bsym index producing it, -1 for trace inputs */
   uint32_t nids;
   group *g;
   int ng;
-  const th_bsym **buf;  /* scratch: a group's bsyms */
+  const th_bsym **buf; /* scratch: a group's bsyms */
 } part_ctx;
 
 static const th_bsym *bsym(const part_ctx *c, int i) { return c->et->bsyms.items[i]; }
@@ -74,8 +74,10 @@ typedef struct {
 
 static void out_cb(th_value *v, void *p) {
   vals_ctx *x = p;
-  if (x->n < (int)(sizeof x->v / sizeof *x->v)) x->v[x->n++] = v;
-  else x->overflow = true;
+  if (x->n < (int)(sizeof x->v / sizeof *x->v))
+    x->v[x->n++] = v;
+  else
+    x->overflow = true;
 }
 
 static void set_owner(part_ctx *c, const th_bsym *b, int g) {
@@ -297,8 +299,8 @@ static th_status make_region(part_ctx *c, th_trace *nt, int g, bool *used, int *
   for (int k = 0; k < c->g[g].n && st == TH_OK; k++) {
     const th_bsym *b = bsym(c, c->g[g].m[k]);
     for (int i = 0; i < b->nargs; i++)
-      if (b->args[i].kind == TH_ARG_VALUE && (b->args[i].u.value->id >= c->nids ||
-                                              c->owner[b->args[i].u.value->id] != g))
+      if (b->args[i].kind == TH_ARG_VALUE &&
+          (b->args[i].u.value->id >= c->nids || c->owner[b->args[i].u.value->id] != g))
         push_unique(&ins, b->args[i].u.value, nt->arena, &st);
     vals_ctx x = {c, {0}, 0, false};
     th_arg_foreach_value(&b->out, out_cb, &x);
@@ -380,7 +382,7 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
   c.g = th_calloc(nb, sizeof(group));
   c.buf = th_malloc(sizeof(th_bsym *) * (nb + 1));
   bool *used = th_malloc(sizeof(bool) * (c.nids > 2 * nb ? c.nids : 2 * nb)); /* also sink_converts' flags */
-  int *last = th_malloc(sizeof(int) * nb); /* also sink_converts' order */
+  int *last = th_malloc(sizeof(int) * nb);                                    /* also sink_converts' order */
   void **sorted = th_malloc(sizeof(void *) * nb);
   th_trace shallow;
   th_trace *nt = th_trace_derive(et, et->fn_name);
@@ -446,7 +448,8 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
         set_owner(&c, b, open);
         continue;
       }
-      st = TH_OK; /* no region can hold it (reduced dims neither a prefix nor a suffix): a non-member, the region stays */
+      st =
+        TH_OK; /* no region can hold it (reduced dims neither a prefix nor a suffix): a non-member, the region stays */
     }
     if (open < 0) continue;
     bool close = strat == TH_FUSER_CONSECUTIVE || th_fuser_is_effect(b);
@@ -476,9 +479,12 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
         if (st == TH_OK) st = th_vec_push(nt->arena, &nt->bsyms, cl);
       }
     if (st != TH_OK) break;
-    if (g < 0) st = th_bsym_clone(nt, bsym(&c, i), NULL, NULL, &cl);
-    else if (i == last[g]) st = make_region(&c, nt, g, used, &counter, &cl);
-    else continue;
+    if (g < 0)
+      st = th_bsym_clone(nt, bsym(&c, i), NULL, NULL, &cl);
+    else if (i == last[g])
+      st = make_region(&c, nt, g, used, &counter, &cl);
+    else
+      continue;
     if (st == TH_OK) st = th_vec_push(nt->arena, &nt->bsyms, cl);
     if (st == TH_OK && cl->sym->id == TH_OP_prims_python_return) nt->has_return = true;
   }
@@ -496,7 +502,8 @@ done:
   th_free(last);
   th_free(sorted);
   if (st != TH_OK) {
-    if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM) th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
+    if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM)
+      th_error(TH_ERR_NOMEM, "out of memory in the fusion pass");
     th_trace_free(nt);
     return st;
   }

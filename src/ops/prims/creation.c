@@ -78,8 +78,8 @@ static th_status uniform_common(th_trace *tr, const th_symbol *sym, const th_arg
   if ((klo && !isfinite(lo)) || (khi && !isfinite(hi)))
     return th_error(TH_ERR_RUNTIME, "%s: Expected minval and maxval to be finite numbers", op);
   if (klo && khi && lo > hi)
-    return th_error(TH_ERR_RUNTIME, "%s: uniform expects to return a [from, to) range, but found from=%g > to=%g",
-                    op, lo, hi);
+    return th_error(TH_ERR_RUNTIME, "%s: uniform expects to return a [from, to) range, but found from=%g > to=%g", op,
+                    lo, hi);
   return th_meta_new_tensor(tr, dt, dev, ndim, shape, false, out);
 }
 
@@ -116,7 +116,8 @@ th_status prims_get_and_update_rng_state_meta(th_trace *tr, const th_symbol *sym
   int64_t blocks;
   th_device dev;
   TH_TRY(th_meta_int(op, "blocks", &args[0], &blocks));
-  if (blocks < 0) return th_error(TH_ERR_VALUE, "%s: blocks: expected a count >= 0, but got %lld", op, (long long)blocks);
+  if (blocks < 0)
+    return th_error(TH_ERR_VALUE, "%s: blocks: expected a count >= 0, but got %lld", op, (long long)blocks);
   TH_TRY(th_meta_device(op, &args[1], &dev));
   th_arg *items = th_arena_alloc(tr->arena, 2 * sizeof(th_arg));
   if (!items) return TH_ERR_NOMEM;
@@ -129,10 +130,11 @@ th_status prims_get_and_update_rng_state_meta(th_trace *tr, const th_symbol *sym
 
 /* ---- vjp (ops/vjp.h): no tensor inputs, no gradient ------------------------------------------------- */
 const th_vjp_entry th_vjp_table_prims_creation[] = {
-    {TH_OP_prims_full, TH_VJP_NONDIFF, NULL},
-    {TH_OP_prims_iota, TH_VJP_NONDIFF, NULL},
-    {TH_OP_prims_uniform, TH_VJP_NONDIFF, NULL},
-    {TH_OP_prims_uniform_philox, TH_VJP_NONDIFF, NULL},
-    {TH_OP_prims_get_and_update_rng_state, TH_VJP_NONDIFF, NULL},
+  {TH_OP_prims_full, TH_VJP_NONDIFF, NULL},
+  {TH_OP_prims_iota, TH_VJP_NONDIFF, NULL},
+  {TH_OP_prims_uniform, TH_VJP_NONDIFF, NULL},
+  {TH_OP_prims_uniform_philox, TH_VJP_NONDIFF, NULL},
+  {TH_OP_prims_get_and_update_rng_state, TH_VJP_NONDIFF, NULL},
 };
-const int th_vjp_table_prims_creation_n = (int)(sizeof th_vjp_table_prims_creation / sizeof th_vjp_table_prims_creation[0]);
+const int th_vjp_table_prims_creation_n =
+  (int)(sizeof th_vjp_table_prims_creation / sizeof th_vjp_table_prims_creation[0]);

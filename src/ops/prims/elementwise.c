@@ -100,9 +100,8 @@ static th_status ew_check(const th_symbol *sym, const th_arg *ops, int n, unsign
       return th_error(TH_ERR_RUNTIME, "%s: Unsupported input dtype %s", op, th_meta_dtype_repr(info->dtype));
     if (has_number && th_meta_dtype_kind(widest_number) > th_meta_dtype_kind(info->dtype))
       return th_error(TH_ERR_RUNTIME,
-                      "%s: Expected a number no wider than the dtype %s (a Python %s or narrower), but found a %s",
-                      op, th_meta_dtype_repr(info->dtype),
-                      th_meta_numbertype_name(th_meta_dtype_numbertype(info->dtype)),
+                      "%s: Expected a number no wider than the dtype %s (a Python %s or narrower), but found a %s", op,
+                      th_meta_dtype_repr(info->dtype), th_meta_numbertype_name(th_meta_dtype_numbertype(info->dtype)),
                       th_meta_numbertype_name(widest_number));
   } else {
     info->dtype = widest_number;
@@ -132,8 +131,8 @@ static th_status ew_check(const th_symbol *sym, const th_arg *ops, int n, unsign
     for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == info->like->shape[d];
     if (!same) {
       char s0[TH_META_SHAPE_BUF], s1[TH_META_SHAPE_BUF];
-      return th_error(TH_ERR_RUNTIME, "%s: Expected shape %s but found %s! (prims require operands of one shape)",
-                      op, th_meta_shape_str(info->like->shape, info->like->ndim, s0, sizeof s0),
+      return th_error(TH_ERR_RUNTIME, "%s: Expected shape %s but found %s! (prims require operands of one shape)", op,
+                      th_meta_shape_str(info->like->shape, info->like->ndim, s0, sizeof s0),
                       th_meta_shape_str(t->shape, t->ndim, s1, sizeof s1));
     }
   }
@@ -236,75 +235,75 @@ static bool all_known(const th_arg *ops, int n) {
 #define UT_PRED(t) TH_BOOL
 #define UT_NONE(t) TH_F64
 
-#define UF_FLOAT(f64, i64)                     \
-  {                                            \
-    double x = a.f;                            \
-    double v = (f64);                          \
-    TH_TRY(check_math_result(op, v, a.f, 0));  \
-    *r = num_float(v);                         \
-    return TH_OK;                              \
+#define UF_FLOAT(f64, i64)                                                                                             \
+  {                                                                                                                    \
+    double x = a.f;                                                                                                    \
+    double v = (f64);                                                                                                  \
+    TH_TRY(check_math_result(op, v, a.f, 0));                                                                          \
+    *r = num_float(v);                                                                                                 \
+    return TH_OK;                                                                                                      \
   }
-#define UF_RECIPROCAL(f64, i64)                                                        \
-  {                                                                                    \
-    if (a.f == 0) return th_error(TH_ERR_VALUE, "%s: float division by zero", op);     \
-    UF_FLOAT(f64, i64)                                                                 \
+#define UF_RECIPROCAL(f64, i64)                                                                                        \
+  {                                                                                                                    \
+    if (a.f == 0) return th_error(TH_ERR_VALUE, "%s: float division by zero", op);                                     \
+    UF_FLOAT(f64, i64)                                                                                                 \
   }
-#define UF_LIKE(f64, i64)        \
-  {                              \
-    if (a.type == TH_F64) {      \
-      double x = a.f;            \
-      *r = num_float(f64);       \
-    } else {                     \
-      int64_t x = a.i;           \
-      *r = num_int(i64);         \
-    }                            \
-    return TH_OK;                \
+#define UF_LIKE(f64, i64)                                                                                              \
+  {                                                                                                                    \
+    if (a.type == TH_F64) {                                                                                            \
+      double x = a.f;                                                                                                  \
+      *r = num_float(f64);                                                                                             \
+    } else {                                                                                                           \
+      int64_t x = a.i;                                                                                                 \
+      *r = num_int(i64);                                                                                               \
+    }                                                                                                                  \
+    return TH_OK;                                                                                                      \
   }
-#define UF_SIGN(f64, i64)                                                        \
-  {                                                                              \
-    if (a.type == TH_F64)                                                        \
-      *r = num_float(isnan(a.f) ? a.f : (double)((a.f > 0) - (a.f < 0)));        \
-    else                                                                         \
-      *r = num_int((a.i > 0) - (a.i < 0));                                       \
-    return TH_OK;                                                                \
+#define UF_SIGN(f64, i64)                                                                                              \
+  {                                                                                                                    \
+    if (a.type == TH_F64)                                                                                              \
+      *r = num_float(isnan(a.f) ? a.f : (double)((a.f > 0) - (a.f < 0)));                                              \
+    else                                                                                                               \
+      *r = num_int((a.i > 0) - (a.i < 0));                                                                             \
+    return TH_OK;                                                                                                      \
   }
-#define UF_INT(f64, i64) \
-  {                      \
-    int64_t x = a.i;     \
-    *r = num_int(i64);   \
-    return TH_OK;        \
+#define UF_INT(f64, i64)                                                                                               \
+  {                                                                                                                    \
+    int64_t x = a.i;                                                                                                   \
+    *r = num_int(i64);                                                                                                 \
+    return TH_OK;                                                                                                      \
   }
-#define UF_TO_INT(f64, i64)                                                             \
-  {                                                                                     \
-    if (a.type != TH_F64) {                                                             \
-      int64_t x = a.i;                                                                  \
-      *r = num_int(i64);                                                                \
-      return TH_OK;                                                                     \
-    }                                                                                   \
-    double x = a.f;                                                                     \
-    int64_t i = 0; /* set by float_to_int on success (GCC -O3 cannot tell) */           \
-    TH_TRY(float_to_int(op, (f64), &i));                                                \
-    *r = num_int(i);                                                                    \
-    return TH_OK;                                                                       \
+#define UF_TO_INT(f64, i64)                                                                                            \
+  {                                                                                                                    \
+    if (a.type != TH_F64) {                                                                                            \
+      int64_t x = a.i;                                                                                                 \
+      *r = num_int(i64);                                                                                               \
+      return TH_OK;                                                                                                    \
+    }                                                                                                                  \
+    double x = a.f;                                                                                                    \
+    int64_t i = 0; /* set by float_to_int on success (GCC -O3 cannot tell) */                                          \
+    TH_TRY(float_to_int(op, (f64), &i));                                                                               \
+    *r = num_int(i);                                                                                                   \
+    return TH_OK;                                                                                                      \
   }
-#define UF_PRED(f64, i64)     \
-  {                           \
-    double x = num_f(a);      \
-    *r = num_bool(f64);       \
-    return TH_OK;             \
+#define UF_PRED(f64, i64)                                                                                              \
+  {                                                                                                                    \
+    double x = num_f(a);                                                                                               \
+    *r = num_bool(f64);                                                                                                \
+    return TH_OK;                                                                                                      \
   }
-#define UF_NONE(f64, i64)                                                                  \
-  {                                                                                        \
-    (void)a;                                                                               \
-    (void)r;                                                                               \
-    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", op);     \
+#define UF_NONE(f64, i64)                                                                                              \
+  {                                                                                                                    \
+    (void)a;                                                                                                           \
+    (void)r;                                                                                                           \
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", op);                                  \
   }
 
 /* One folding function per unary prim: unary_fold_<name>. */
-#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, ...) \
-  static th_status unary_fold_##name(const char *op, num a, num *r) { \
-    (void)op;                                                         \
-    UF_##fold(f64, i64)                                               \
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, ...)                                                          \
+  static th_status unary_fold_##name(const char *op, num a, num *r) {                                                  \
+    (void)op;                                                                                                          \
+    UF_##fold(f64, i64)                                                                                                \
   }
 #include "ops/unary.def"
 #undef TH_UNARY
@@ -313,8 +312,9 @@ static bool all_known(const th_arg *ops, int n) {
 static th_dtype unary_number_type(th_op_id id, th_dtype t) {
   (void)t;
   switch (id) {
-#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, ...) \
-  case TH_OP_prims_##name: return UT_##fold(t);
+#define TH_UNARY(name, kind, cexpr, f32, f64, i64, fold, ...)                                                          \
+  case TH_OP_prims_##name:                                                                                             \
+    return UT_##fold(t);
 #include "ops/unary.def"
 #undef TH_UNARY
     default: return TH_F64;
@@ -323,8 +323,9 @@ static th_dtype unary_number_type(th_op_id id, th_dtype t) {
 
 static th_status unary_fold(const th_symbol *sym, num a, num *r) {
   switch (sym->id) {
-#define TH_UNARY(name, ...) \
-  case TH_OP_prims_##name: return unary_fold_##name(sym->qualname, a, r);
+#define TH_UNARY(name, ...)                                                                                            \
+  case TH_OP_prims_##name:                                                                                             \
+    return unary_fold_##name(sym->qualname, a, r);
 #include "ops/unary.def"
 #undef TH_UNARY
     default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", sym->qualname);
@@ -371,99 +372,101 @@ th_status prims_unary_bool_meta(th_trace *tr, const th_symbol *sym, const th_arg
 #define BT_DIV(ta, tb, b, known) BT_ARITH(ta, tb, b, known)
 #define BT_MOD(ta, tb, b, known) BT_ARITH(ta, tb, b, known)
 #define BT_FLOAT(ta, tb, b, known) TH_F64 /* math.fmod, math.atan2 */
-#define BT_POW(ta, tb, b, known) (BT_ARITH(ta, tb, b, known) == TH_F64 || ((known) && (b).i < 0) ? TH_F64 : TH_I64) /* int ** -1 is a float */
+#define BT_POW(ta, tb, b, known)                                                                                       \
+  (BT_ARITH(ta, tb, b, known) == TH_F64 || ((known) && (b).i < 0) ? TH_F64 : TH_I64) /* int ** -1 is a float */
 #define BT_BITWISE(ta, tb, b, known) ((ta) == TH_BOOL && (tb) == TH_BOOL ? TH_BOOL : BT_ARITH(ta, tb, b, known))
 #define BT_MAX(ta, tb, b, known) BT_BITWISE(ta, tb, b, known)
 #define BT_MIN(ta, tb, b, known) BT_BITWISE(ta, tb, b, known)
 #define BT_CMP(ta, tb, b, known) TH_BOOL
 #define BT_NONE(ta, tb, b, known) BT_ARITH(ta, tb, b, known)
 
-#define BF_ARITH_ONLY(f64, i64)          \
-  if (fl) {                              \
-    double a = num_f(na), b = num_f(nb); \
-    *r = num_float(f64);                 \
-  } else {                               \
-    int64_t a = na.i, b = nb.i;          \
-    *r = num_int(i64);                   \
-  }                                      \
+#define BF_ARITH_ONLY(f64, i64)                                                                                        \
+  if (fl) {                                                                                                            \
+    double a = num_f(na), b = num_f(nb);                                                                               \
+    *r = num_float(f64);                                                                                               \
+  } else {                                                                                                             \
+    int64_t a = na.i, b = nb.i;                                                                                        \
+    *r = num_int(i64);                                                                                                 \
+  }                                                                                                                    \
   return TH_OK;
-#define BF_ARITH(f64, i64) \
-  (void)rtype;             \
+#define BF_ARITH(f64, i64)                                                                                             \
+  (void)rtype;                                                                                                         \
   BF_ARITH_ONLY(f64, i64)
-#define BF_ZERO_DIVISOR(float_msg)                                                                \
-  (void)rtype;                                                                                    \
-  if (fl && num_f(nb) == 0) return th_error(TH_ERR_VALUE, "%s: " float_msg, op);                  \
+#define BF_ZERO_DIVISOR(float_msg)                                                                                     \
+  (void)rtype;                                                                                                         \
+  if (fl && num_f(nb) == 0) return th_error(TH_ERR_VALUE, "%s: " float_msg, op);                                       \
   if (!fl && nb.i == 0) return th_error(TH_ERR_VALUE, "%s: integer division or modulo by zero", op);
 /* exact / exact truncates toward zero (Thunder's prims.div on numbers); otherwise true division */
-#define BF_DIV(f64, i64)                        \
-  BF_ZERO_DIVISOR("float division by zero")     \
+#define BF_DIV(f64, i64)                                                                                               \
+  BF_ZERO_DIVISOR("float division by zero")                                                                            \
   BF_ARITH_ONLY(f64, i64)
 /* Python's %: the result takes the sign of the divisor */
-#define BF_MOD(f64, i64)           \
-  BF_ZERO_DIVISOR("float modulo")  \
+#define BF_MOD(f64, i64)                                                                                               \
+  BF_ZERO_DIVISOR("float modulo")                                                                                      \
   BF_ARITH_ONLY(f64, i64)
-#define BF_FLOAT(f64, i64)                                   \
-  {                                                          \
-    (void)rtype;                                             \
-    double a = num_f(na), b = num_f(nb);                     \
-    double v = (f64);                                        \
-    TH_TRY(check_math_result(op, v, a, b));                  \
-    *r = num_float(v);                                       \
-    return TH_OK;                                            \
+#define BF_FLOAT(f64, i64)                                                                                             \
+  {                                                                                                                    \
+    (void)rtype;                                                                                                       \
+    double a = num_f(na), b = num_f(nb);                                                                               \
+    double v = (f64);                                                                                                  \
+    TH_TRY(check_math_result(op, v, a, b));                                                                            \
+    *r = num_float(v);                                                                                                 \
+    return TH_OK;                                                                                                      \
   }
-#define BF_POW(f64, i64)                                                                                 \
-  if (rtype == TH_I64) {                                                                                 \
-    int64_t a = na.i, b = nb.i;                                                                          \
-    *r = num_int(i64);                                                                                   \
-    return TH_OK;                                                                                        \
-  }                                                                                                      \
-  if (num_f(na) == 0 && num_f(nb) < 0) return th_error(TH_ERR_VALUE, "%s: 0.0 cannot be raised to a negative power", op); \
+#define BF_POW(f64, i64)                                                                                               \
+  if (rtype == TH_I64) {                                                                                               \
+    int64_t a = na.i, b = nb.i;                                                                                        \
+    *r = num_int(i64);                                                                                                 \
+    return TH_OK;                                                                                                      \
+  }                                                                                                                    \
+  if (num_f(na) == 0 && num_f(nb) < 0)                                                                                 \
+    return th_error(TH_ERR_VALUE, "%s: 0.0 cannot be raised to a negative power", op);                                 \
   BF_FLOAT(f64, i64)
 /* the operand itself: NaN wins, else the first of equal values (Python's max and min) */
-#define BF_PICK(cmp)                                                                                 \
-  {                                                                                                  \
-    double x = num_f(na), y = num_f(nb);                                                             \
-    num c = (fl ? (x cmp y || isnan(x)) : na.i cmp nb.i) ? na : nb;                                  \
-    if (rtype == TH_F64)                                                                             \
-      *r = num_float(num_f(c));                                                                      \
-    else                                                                                             \
-      *r = rtype == TH_BOOL ? num_bool(c.i != 0) : num_int(c.i);                                     \
-    return TH_OK;                                                                                    \
+#define BF_PICK(cmp)                                                                                                   \
+  {                                                                                                                    \
+    double x = num_f(na), y = num_f(nb);                                                                               \
+    num c = (fl ? (x cmp y || isnan(x)) : na.i cmp nb.i) ? na : nb;                                                    \
+    if (rtype == TH_F64)                                                                                               \
+      *r = num_float(num_f(c));                                                                                        \
+    else                                                                                                               \
+      *r = rtype == TH_BOOL ? num_bool(c.i != 0) : num_int(c.i);                                                       \
+    return TH_OK;                                                                                                      \
   }
 #define BF_MAX(f64, i64) BF_PICK(>=)
 #define BF_MIN(f64, i64) BF_PICK(<=)
-#define BF_BITWISE(f64, i64)                                    \
-  {                                                             \
-    int64_t a = na.i, b = nb.i;                                 \
-    int64_t v = (i64);                                          \
-    *r = rtype == TH_BOOL ? num_bool(v != 0) : num_int(v);      \
-    return TH_OK;                                               \
+#define BF_BITWISE(f64, i64)                                                                                           \
+  {                                                                                                                    \
+    int64_t a = na.i, b = nb.i;                                                                                        \
+    int64_t v = (i64);                                                                                                 \
+    *r = rtype == TH_BOOL ? num_bool(v != 0) : num_int(v);                                                             \
+    return TH_OK;                                                                                                      \
   }
-#define BF_CMP(f64, i64)                       \
-  (void)rtype;                                 \
-  if (fl) {                                    \
-    double a = num_f(na), b = num_f(nb);       \
-    *r = num_bool(f64);                        \
-  } else {                                     \
-    int64_t a = na.i, b = nb.i;                \
-    *r = num_bool(i64);                        \
-  }                                            \
+#define BF_CMP(f64, i64)                                                                                               \
+  (void)rtype;                                                                                                         \
+  if (fl) {                                                                                                            \
+    double a = num_f(na), b = num_f(nb);                                                                               \
+    *r = num_bool(f64);                                                                                                \
+  } else {                                                                                                             \
+    int64_t a = na.i, b = nb.i;                                                                                        \
+    *r = num_bool(i64);                                                                                                \
+  }                                                                                                                    \
   return TH_OK;
-#define BF_NONE(f64, i64)                                                              \
-  (void)na;                                                                            \
-  (void)nb;                                                                            \
-  (void)rtype;                                                                         \
-  (void)r;                                                                             \
-  (void)fl;                                                                            \
+#define BF_NONE(f64, i64)                                                                                              \
+  (void)na;                                                                                                            \
+  (void)nb;                                                                                                            \
+  (void)rtype;                                                                                                         \
+  (void)r;                                                                                                             \
+  (void)fl;                                                                                                            \
   return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", op);
 
 /* One folding function per binary prim: binary_fold_<name>. */
-#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, ...)                                     \
-  static th_status binary_fold_##name(const char *op, num na, num nb, th_dtype rtype, num *r) {    \
-    (void)op;                                                                                       \
-    bool fl = na.type == TH_F64 || nb.type == TH_F64;                                               \
-    (void)fl;                                                                                       \
-    BF_##fold(f64, i64)                                                                             \
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, ...)                                                         \
+  static th_status binary_fold_##name(const char *op, num na, num nb, th_dtype rtype, num *r) {                        \
+    (void)op;                                                                                                          \
+    bool fl = na.type == TH_F64 || nb.type == TH_F64;                                                                  \
+    (void)fl;                                                                                                          \
+    BF_##fold(f64, i64)                                                                                                \
   }
 #include "ops/binary.def"
 #undef TH_BINARY
@@ -473,8 +476,9 @@ static th_dtype binary_number_type(th_op_id id, th_dtype ta, th_dtype tb, num b,
   (void)b;
   (void)known;
   switch (id) {
-#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, ...) \
-  case TH_OP_prims_##name: return BT_##fold(ta, tb, b, known);
+#define TH_BINARY(name, kind, cexpr, f32, f64, i64, fold, ...)                                                         \
+  case TH_OP_prims_##name:                                                                                             \
+    return BT_##fold(ta, tb, b, known);
 #include "ops/binary.def"
 #undef TH_BINARY
     default: return BT_NONE(ta, tb, b, known);
@@ -483,8 +487,9 @@ static th_dtype binary_number_type(th_op_id id, th_dtype ta, th_dtype tb, num b,
 
 static th_status binary_fold(const th_symbol *sym, num a, num b, th_dtype rtype, num *r) {
   switch (sym->id) {
-#define TH_BINARY(name, ...) \
-  case TH_OP_prims_##name: return binary_fold_##name(sym->qualname, a, b, rtype, r);
+#define TH_BINARY(name, ...)                                                                                           \
+  case TH_OP_prims_##name:                                                                                             \
+    return binary_fold_##name(sym->qualname, a, b, rtype, r);
 #include "ops/binary.def"
 #undef TH_BINARY
     default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no number folding for this op", sym->qualname);
@@ -599,7 +604,7 @@ th_status prims_device_put_meta(th_trace *tr, const th_symbol *sym, const th_arg
  * (th_vjp_sum_to); number operands get none. */
 
 #define VJ_LN2 0.6931471805599453      /* log(2) */
-#define VJ_LN10 2.302585092994046     /* log(10) */
+#define VJ_LN10 2.302585092994046      /* log(10) */
 #define VJ_2_SQRTPI 1.1283791670955126 /* 2 / sqrt(pi) */
 #define VJ1(op, a, o) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_##op, a, o))
 #define VJ2(op, a, b, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, b, o))
@@ -660,61 +665,147 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
   if (!th_vjp_is_float_tensor(&a)) return TH_OK;
   th_arg *r = &grads[0];
   switch (b->sym->id) {
-    case TH_OP_prims_abs: VJ1(sign, a, &t); VJ2(mul, g, t, r); break; /* abs'(0) = sign(0) = 0 */
+    case TH_OP_prims_abs:
+      VJ1(sign, a, &t);
+      VJ2(mul, g, t, r);
+      break; /* abs'(0) = sign(0) = 0 */
     case TH_OP_prims_neg: VJ1(neg, g, r); break;
     case TH_OP_prims_exp: VJ2(mul, g, y, r); break;
-    case TH_OP_prims_exp2: VJ2(mul, g, y, &t); VJ2(mul, t, th_arg_float(VJ_LN2), r); break;
-    case TH_OP_prims_expm1: VJ2(add, y, th_arg_float(1.0), &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_exp2:
+      VJ2(mul, g, y, &t);
+      VJ2(mul, t, th_arg_float(VJ_LN2), r);
+      break;
+    case TH_OP_prims_expm1:
+      VJ2(add, y, th_arg_float(1.0), &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_log: VJ2(true_divide, g, a, r); break;
-    case TH_OP_prims_log1p: VJ2(add, a, th_arg_float(1.0), &t); VJ2(true_divide, g, t, r); break;
-    case TH_OP_prims_log2: VJ2(mul, a, th_arg_float(VJ_LN2), &t); VJ2(true_divide, g, t, r); break;
-    case TH_OP_prims_log10: VJ2(mul, a, th_arg_float(VJ_LN10), &t); VJ2(true_divide, g, t, r); break;
-    case TH_OP_prims_sin: VJ1(cos, a, &t); VJ2(mul, g, t, r); break;
-    case TH_OP_prims_cos: VJ1(sin, a, &t); VJ1(neg, t, &t); VJ2(mul, g, t, r); break;
-    case TH_OP_prims_tan: VJ2(mul, y, y, &t); VJ2(add, t, th_arg_float(1.0), &t); VJ2(mul, g, t, r); break;
-    case TH_OP_prims_sinh: VJ1(cosh, a, &t); VJ2(mul, g, t, r); break;
-    case TH_OP_prims_cosh: VJ1(sinh, a, &t); VJ2(mul, g, t, r); break;
-    case TH_OP_prims_tanh: VJ2(mul, y, y, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ2(mul, g, t, r); break;
+    case TH_OP_prims_log1p:
+      VJ2(add, a, th_arg_float(1.0), &t);
+      VJ2(true_divide, g, t, r);
+      break;
+    case TH_OP_prims_log2:
+      VJ2(mul, a, th_arg_float(VJ_LN2), &t);
+      VJ2(true_divide, g, t, r);
+      break;
+    case TH_OP_prims_log10:
+      VJ2(mul, a, th_arg_float(VJ_LN10), &t);
+      VJ2(true_divide, g, t, r);
+      break;
+    case TH_OP_prims_sin:
+      VJ1(cos, a, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_cos:
+      VJ1(sin, a, &t);
+      VJ1(neg, t, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_tan:
+      VJ2(mul, y, y, &t);
+      VJ2(add, t, th_arg_float(1.0), &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_sinh:
+      VJ1(cosh, a, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_cosh:
+      VJ1(sinh, a, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_tanh:
+      VJ2(mul, y, y, &t);
+      VJ2(sub, th_arg_float(1.0), t, &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_asin: /* g * rsqrt(1 - a^2) */
-      VJ2(mul, a, a, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ1(rsqrt, t, &t); VJ2(mul, g, t, r); break;
+      VJ2(mul, a, a, &t);
+      VJ2(sub, th_arg_float(1.0), t, &t);
+      VJ1(rsqrt, t, &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_acos: /* -g * rsqrt(1 - a^2) */
-      VJ2(mul, a, a, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ1(rsqrt, t, &t); VJ1(neg, t, &t);
-      VJ2(mul, g, t, r); break;
-    case TH_OP_prims_atan: VJ2(mul, a, a, &t); VJ2(add, t, th_arg_float(1.0), &t); VJ2(true_divide, g, t, r); break;
+      VJ2(mul, a, a, &t);
+      VJ2(sub, th_arg_float(1.0), t, &t);
+      VJ1(rsqrt, t, &t);
+      VJ1(neg, t, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_atan:
+      VJ2(mul, a, a, &t);
+      VJ2(add, t, th_arg_float(1.0), &t);
+      VJ2(true_divide, g, t, r);
+      break;
     case TH_OP_prims_asinh: /* g * rsqrt(a^2 + 1) */
-      VJ2(mul, a, a, &t); VJ2(add, t, th_arg_float(1.0), &t); VJ1(rsqrt, t, &t); VJ2(mul, g, t, r); break;
+      VJ2(mul, a, a, &t);
+      VJ2(add, t, th_arg_float(1.0), &t);
+      VJ1(rsqrt, t, &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_acosh: /* g * rsqrt(a^2 - 1) */
-      VJ2(mul, a, a, &t); VJ2(sub, t, th_arg_float(1.0), &t); VJ1(rsqrt, t, &t); VJ2(mul, g, t, r); break;
+      VJ2(mul, a, a, &t);
+      VJ2(sub, t, th_arg_float(1.0), &t);
+      VJ1(rsqrt, t, &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_atanh: /* g / (1 - a^2) */
-      VJ2(mul, a, a, &t); VJ2(sub, th_arg_float(1.0), t, &t); VJ2(true_divide, g, t, r); break;
+      VJ2(mul, a, a, &t);
+      VJ2(sub, th_arg_float(1.0), t, &t);
+      VJ2(true_divide, g, t, r);
+      break;
     case TH_OP_prims_erf:
     case TH_OP_prims_erfc: { /* +-g * 2/sqrt(pi) * exp(-a^2) */
       double k = VJ_2_SQRTPI;
-      VJ2(mul, a, a, &t); VJ1(neg, t, &t); VJ1(exp, t, &t);
-      VJ2(mul, t, th_arg_float(b->sym->id == TH_OP_prims_erf ? k : -k), &t); VJ2(mul, g, t, r); break;
+      VJ2(mul, a, a, &t);
+      VJ1(neg, t, &t);
+      VJ1(exp, t, &t);
+      VJ2(mul, t, th_arg_float(b->sym->id == TH_OP_prims_erf ? k : -k), &t);
+      VJ2(mul, g, t, r);
+      break;
     }
-    case TH_OP_prims_reciprocal: VJ2(mul, y, y, &t); VJ1(neg, t, &t); VJ2(mul, g, t, r); break;
-    case TH_OP_prims_lgamma: TH_TRY(digamma_ops(tr, a, &t)); VJ2(mul, g, t, r); break; /* g * digamma(a) */
-    case TH_OP_prims_sqrt: VJ2(mul, y, th_arg_float(2.0), &t); VJ2(true_divide, g, t, r); break; /* g / (2y): inf at 0 */
+    case TH_OP_prims_reciprocal:
+      VJ2(mul, y, y, &t);
+      VJ1(neg, t, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_lgamma:
+      TH_TRY(digamma_ops(tr, a, &t));
+      VJ2(mul, g, t, r);
+      break; /* g * digamma(a) */
+    case TH_OP_prims_sqrt:
+      VJ2(mul, y, th_arg_float(2.0), &t);
+      VJ2(true_divide, g, t, r);
+      break;                 /* g / (2y): inf at 0 */
     case TH_OP_prims_sinc: { /* g (pi a cos(pi a) - sin(pi a)) / (pi a^2), 0 where pi a^2 is 0 (PyTorch's sinc_backward) */
       const double pi = 3.141592653589793;
       th_arg p, q, z;
       VJ2(mul, a, th_arg_float(pi), &p);
-      VJ1(cos, p, &t); VJ2(mul, p, t, &t); VJ1(sin, p, &u); VJ2(sub, t, u, &t); VJ2(mul, g, t, &t);
-      VJ2(mul, a, a, &q); VJ2(mul, q, th_arg_float(pi), &q); VJ2(true_divide, t, q, &t);
+      VJ1(cos, p, &t);
+      VJ2(mul, p, t, &t);
+      VJ1(sin, p, &u);
+      VJ2(sub, t, u, &t);
+      VJ2(mul, g, t, &t);
+      VJ2(mul, a, a, &q);
+      VJ2(mul, q, th_arg_float(pi), &q);
+      VJ2(true_divide, t, q, &t);
       VJ2(eq, q, th_arg_float(0.0), &z);
-      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, r)); break;
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, r));
+      break;
     }
     case TH_OP_prims_rsqrt: /* -0.5 * g * y^3 */
-      VJ2(mul, y, y, &t); VJ2(mul, t, y, &t); VJ2(mul, t, th_arg_float(-0.5), &u); VJ2(mul, g, u, r); break;
+      VJ2(mul, y, y, &t);
+      VJ2(mul, t, y, &t);
+      VJ2(mul, t, th_arg_float(-0.5), &u);
+      VJ2(mul, g, u, r);
+      break;
     case TH_OP_prims_ceil:
     case TH_OP_prims_floor:
     case TH_OP_prims_round:
     case TH_OP_prims_trunc:
     case TH_OP_prims_sign: /* piecewise constant: zero gradient (PyTorch gives zeros too) */
       return th_vjp_zeros_like(tr, a.u.value, r);
-    default:
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
+    default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
   }
   return TH_OK;
 }
@@ -725,15 +816,26 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
   th_arg ga = th_arg_none(), gc = th_arg_none(), t, u, z;
   bool da = th_vjp_is_float_tensor(&a), dc = th_vjp_is_float_tensor(&c);
   switch (b->sym->id) {
-    case TH_OP_prims_add: ga = g; gc = g; break;
-    case TH_OP_prims_sub: ga = g; if (dc) VJ1(neg, g, &gc); break;
+    case TH_OP_prims_add:
+      ga = g;
+      gc = g;
+      break;
+    case TH_OP_prims_sub:
+      ga = g;
+      if (dc) VJ1(neg, g, &gc);
+      break;
     case TH_OP_prims_mul:
       if (da) VJ2(mul, g, c, &ga);
       if (dc) VJ2(mul, g, a, &gc);
       break;
     case TH_OP_prims_div: /* a: g / c; c: -g * ((a / c) / c) */
       if (da) VJ2(true_divide, g, c, &ga);
-      if (dc) { VJ2(true_divide, a, c, &t); VJ2(true_divide, t, c, &t); VJ1(neg, t, &t); VJ2(mul, g, t, &gc); }
+      if (dc) {
+        VJ2(true_divide, a, c, &t);
+        VJ2(true_divide, t, c, &t);
+        VJ1(neg, t, &t);
+        VJ2(mul, g, t, &gc);
+      }
       break;
     case TH_OP_prims_pow:
       if (da) { /* where(c == 0, 0, g * c * a^(c - 1)); a^(c - 1) for a number c - 1 = 0.5 or -0.5 as
@@ -741,10 +843,16 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
                  * nan at -inf, where pow gives +0, +inf, +inf and 0) */
         double cv = 0;
         bool cnum = !th_meta_is_tensor(&c) && th_meta_number_value(&c, &cv, NULL);
-        if (cnum && cv == 1.5) VJ1(sqrt, a, &t);
-        else if (cnum && cv == 0.5) VJ1(rsqrt, a, &t);
-        else { VJ2(sub, c, th_arg_float(1.0), &t); VJ2(pow, a, t, &t); }
-        VJ2(mul, c, t, &t); VJ2(mul, g, t, &t);
+        if (cnum && cv == 1.5)
+          VJ1(sqrt, a, &t);
+        else if (cnum && cv == 0.5)
+          VJ1(rsqrt, a, &t);
+        else {
+          VJ2(sub, c, th_arg_float(1.0), &t);
+          VJ2(pow, a, t, &t);
+        }
+        VJ2(mul, c, t, &t);
+        VJ2(mul, g, t, &t);
         if (th_meta_is_tensor(&c)) {
           VJ2(eq, c, th_arg_float(0.0), &z);
           TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &ga));
@@ -756,14 +864,19 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
       }
       if (dc) { /* g * where(a == 0 & c >= 0, 0, y * log(a)) */
         if (th_meta_is_tensor(&a)) {
-          VJ1(log, a, &t); VJ2(mul, y, t, &t);
-          VJ2(eq, a, th_arg_float(0.0), &z); VJ2(ge, c, th_arg_float(0.0), &u); VJ2(logical_and, z, u, &z);
+          VJ1(log, a, &t);
+          VJ2(mul, y, t, &t);
+          VJ2(eq, a, th_arg_float(0.0), &z);
+          VJ2(ge, c, th_arg_float(0.0), &u);
+          VJ2(logical_and, z, u, &z);
           TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
         } else { /* a number base: its log is a constant */
           double av = 1;
           if (!th_meta_number_value(&a, &av, NULL))
-            return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the gradient of the exponent with a number base known only "
-                            "at run time is not supported", b->sym->qualname);
+            return th_error(TH_ERR_NOT_IMPLEMENTED,
+                            "%s: the gradient of the exponent with a number base known only "
+                            "at run time is not supported",
+                            b->sym->qualname);
           VJ2(mul, y, th_arg_float(log(av)), &t);
           if (av == 0) {
             VJ2(ge, c, th_arg_float(0.0), &u);
@@ -778,19 +891,31 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
       ga = g;
       if (dc) {
         VJ2(true_divide, a, c, &t);
-        if (b->sym->id == TH_OP_prims_fmod) VJ1(trunc, t, &t);
-        else VJ1(floor, t, &t);
+        if (b->sym->id == TH_OP_prims_fmod)
+          VJ1(trunc, t, &t);
+        else
+          VJ1(floor, t, &t);
         VJ1(neg, t, &t);
         VJ2(mul, g, t, &gc);
       }
       break;
     case TH_OP_prims_atan2: /* a: g * c / (a^2 + c^2); c: g * -a / (a^2 + c^2); both 0 where a^2 + c^2 is 0
                              * (at the origin, or underflowed), as PyTorch's atan2_backward */
-      VJ2(mul, a, a, &t); VJ2(mul, c, c, &u); VJ2(add, t, u, &t);
-      VJ2(eq, t, th_arg_float(0.0), &z); VJ1(reciprocal, t, &t);
+      VJ2(mul, a, a, &t);
+      VJ2(mul, c, c, &u);
+      VJ2(add, t, u, &t);
+      VJ2(eq, t, th_arg_float(0.0), &z);
+      VJ1(reciprocal, t, &t);
       TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
-      if (da) { VJ2(mul, g, c, &u); VJ2(mul, u, t, &ga); }
-      if (dc) { VJ1(neg, a, &u); VJ2(mul, g, u, &u); VJ2(mul, u, t, &gc); }
+      if (da) {
+        VJ2(mul, g, c, &u);
+        VJ2(mul, u, t, &ga);
+      }
+      if (dc) {
+        VJ1(neg, a, &u);
+        VJ2(mul, g, u, &u);
+        VJ2(mul, u, t, &gc);
+      }
       break;
     case TH_OP_prims_maximum:
     case TH_OP_prims_minimum: { /* ties split the gradient in halves; the other side gets 0 (PyTorch) */
@@ -798,20 +923,23 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
       VJ2(eq, a, c, &z);
       VJ2(mul, g, th_arg_float(0.5), &t);
       TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, t, g, &t)); /* where(a == c, g / 2, g) */
-      if (da) { /* maximum: a < c loses; minimum: a > c */
-        if (mx) VJ2(lt, a, c, &u);
-        else VJ2(gt, a, c, &u);
+      if (da) {                                                 /* maximum: a < c loses; minimum: a > c */
+        if (mx)
+          VJ2(lt, a, c, &u);
+        else
+          VJ2(gt, a, c, &u);
         TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &ga));
       }
       if (dc) {
-        if (mx) VJ2(gt, a, c, &u);
-        else VJ2(lt, a, c, &u);
+        if (mx)
+          VJ2(gt, a, c, &u);
+        else
+          VJ2(lt, a, c, &u);
         TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &gc));
       }
       break;
     }
-    default:
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
+    default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
   }
   if (da && ga.kind == TH_ARG_VALUE) TH_TRY(th_vjp_sum_to(tr, ga, &a, &grads[0]));
   if (dc && gc.kind == TH_ARG_VALUE) TH_TRY(th_vjp_sum_to(tr, gc, &c, &grads[1]));
@@ -824,12 +952,15 @@ static th_status where_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
   for (int k = 1; k <= 2; k++) {
     if (!th_vjp_is_float_tensor(&b->args[k])) continue;
     if (th_meta_is_tensor(&p)) {
-      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, p, k == 1 ? g : th_arg_float(0.0), k == 1 ? th_arg_float(0.0) : g, &t));
+      TH_TRY(
+        th_tu_call3(tr, TH_OP_ltorch_where, p, k == 1 ? g : th_arg_float(0.0), k == 1 ? th_arg_float(0.0) : g, &t));
     } else {
       int64_t pv = 0;
       th_meta_number_value(&p, NULL, &pv);
-      if ((pv != 0) != (k == 1)) TH_TRY(th_vjp_zeros_like(tr, g.u.value, &t));
-      else t = g;
+      if ((pv != 0) != (k == 1))
+        TH_TRY(th_vjp_zeros_like(tr, g.u.value, &t));
+      else
+        t = g;
     }
     TH_TRY(th_vjp_sum_to(tr, t, &b->args[k], &grads[k]));
   }
@@ -864,10 +995,12 @@ static th_status device_put_vjp(th_trace *tr, const th_bsym *b, const th_arg *ct
 #undef VJ_LN10
 #undef VJ_2_SQRTPI
 
-#define RULE(name, fn) {TH_OP_prims_##name, TH_VJP_RULE, fn}
-#define NONDIFF(name) {TH_OP_prims_##name, TH_VJP_NONDIFF, NULL}
+#define RULE(name, fn)                                                                                                 \
+  { TH_OP_prims_##name, TH_VJP_RULE, fn }
+#define NONDIFF(name)                                                                                                  \
+  { TH_OP_prims_##name, TH_VJP_NONDIFF, NULL }
 const th_vjp_entry th_vjp_table_prims_elementwise[] = {
-    /* the unary prims: unary_vjp for kinds MATH and FLOAT, not differentiable for EXACT and PRED */
+/* the unary prims: unary_vjp for kinds MATH and FLOAT, not differentiable for EXACT and PRED */
 #define UV_MATH(name) RULE(name, unary_vjp),
 #define UV_FLOAT(name) RULE(name, unary_vjp),
 #define UV_EXACT(name) NONDIFF(name),
@@ -879,7 +1012,7 @@ const th_vjp_entry th_vjp_table_prims_elementwise[] = {
 #undef UV_FLOAT
 #undef UV_EXACT
 #undef UV_PRED
-    /* the binary prims: binary_vjp for kinds MATH, FLOAT and ALL, not differentiable for EXACT and CMP
+/* the binary prims: binary_vjp for kinds MATH, FLOAT and ALL, not differentiable for EXACT and CMP
      * (integer or bool results) */
 #define BV_MATH(name) RULE(name, binary_vjp),
 #define BV_FLOAT(name) RULE(name, binary_vjp),
@@ -894,8 +1027,11 @@ const th_vjp_entry th_vjp_table_prims_elementwise[] = {
 #undef BV_ALL
 #undef BV_EXACT
 #undef BV_CMP
-    RULE(where, where_vjp), RULE(convert_element_type, convert_element_type_vjp), RULE(device_put, device_put_vjp),
+  RULE(where, where_vjp),
+  RULE(convert_element_type, convert_element_type_vjp),
+  RULE(device_put, device_put_vjp),
 };
-const int th_vjp_table_prims_elementwise_n = (int)(sizeof th_vjp_table_prims_elementwise / sizeof th_vjp_table_prims_elementwise[0]);
+const int th_vjp_table_prims_elementwise_n =
+  (int)(sizeof th_vjp_table_prims_elementwise / sizeof th_vjp_table_prims_elementwise[0]);
 #undef RULE
 #undef NONDIFF

@@ -30,8 +30,7 @@ static th_status extent_mismatch(const char *op, const char *an, const char *ai,
                                  const char *bn, const char *bi, const th_value *b, int64_t bv) {
   char s0[TH_META_SHAPE_BUF], s1[TH_META_SHAPE_BUF];
   return th_error(TH_ERR_RUNTIME,
-                  "%s: Expected %s.shape[%s]=%" PRId64 " to equal %s.shape[%s]=%" PRId64
-                  " (%s.shape=%s, %s.shape=%s)",
+                  "%s: Expected %s.shape[%s]=%" PRId64 " to equal %s.shape[%s]=%" PRId64 " (%s.shape=%s, %s.shape=%s)",
                   op, an, ai, av, bn, bi, bv, an, th_meta_shape_str(a->shape, a->ndim, s0, sizeof s0), bn,
                   th_meta_shape_str(b->shape, b->ndim, s1, sizeof s1));
 }
@@ -72,13 +71,13 @@ th_status prims_matmul_meta(th_trace *tr, const th_symbol *sym, const th_arg *ar
     bool same_batch = a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)(a->ndim - 2));
     if (!same_batch) {
       char s0[TH_META_SHAPE_BUF], s1[TH_META_SHAPE_BUF], s2[TH_META_SHAPE_BUF], s3[TH_META_SHAPE_BUF];
-      return th_error(
-          TH_ERR_RUNTIME,
-          "%s: Expected the batch dimensions of a (%s) and the batch dimensions of b (%s) to be the same "
-          "(a.shape=%s, b.shape=%s)",
-          op, th_meta_shape_str(a->shape, a->ndim - 2, s0, sizeof s0),
-          th_meta_shape_str(b->shape, b->ndim - 2, s1, sizeof s1),
-          th_meta_shape_str(a->shape, a->ndim, s2, sizeof s2), th_meta_shape_str(b->shape, b->ndim, s3, sizeof s3));
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: Expected the batch dimensions of a (%s) and the batch dimensions of b (%s) to be the same "
+                      "(a.shape=%s, b.shape=%s)",
+                      op, th_meta_shape_str(a->shape, a->ndim - 2, s0, sizeof s0),
+                      th_meta_shape_str(b->shape, b->ndim - 2, s1, sizeof s1),
+                      th_meta_shape_str(a->shape, a->ndim, s2, sizeof s2),
+                      th_meta_shape_str(b->shape, b->ndim, s3, sizeof s3));
     }
     if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
       return extent_mismatch(op, "a", "-1", a, a->shape[a->ndim - 1], "b", "-2", b, b->shape[b->ndim - 2]);
@@ -117,8 +116,8 @@ th_status prims_linear_meta(th_trace *tr, const th_symbol *sym, const th_arg *ar
     if (bias->ndim != 1 || bias->shape[0] != w->shape[0]) {
       char s1[TH_META_SHAPE_BUF];
       return th_error(TH_ERR_RUNTIME,
-                      "%s: Expected bias to have shape [%" PRId64 "] (w.shape[0]), but bias.shape=%s (w.shape=%s)",
-                      op, w->shape[0], th_meta_shape_str(bias->shape, bias->ndim, s0, sizeof s0),
+                      "%s: Expected bias to have shape [%" PRId64 "] (w.shape[0]), but bias.shape=%s (w.shape=%s)", op,
+                      w->shape[0], th_meta_shape_str(bias->shape, bias->ndim, s0, sizeof s0),
                       th_meta_shape_str(w->shape, w->ndim, s1, sizeof s1));
     }
     rg |= bias->requires_grad;
@@ -224,7 +223,7 @@ static th_status linear_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
 }
 
 const th_vjp_entry th_vjp_table_prims_linalg[] = {
-    {TH_OP_prims_matmul, TH_VJP_RULE, matmul_vjp},
-    {TH_OP_prims_linear, TH_VJP_RULE, linear_vjp},
+  {TH_OP_prims_matmul, TH_VJP_RULE, matmul_vjp},
+  {TH_OP_prims_linear, TH_VJP_RULE, linear_vjp},
 };
 const int th_vjp_table_prims_linalg_n = (int)(sizeof th_vjp_table_prims_linalg / sizeof th_vjp_table_prims_linalg[0]);

@@ -44,6 +44,6 @@ static th_status copy_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_
 }
 
 const th_vjp_entry th_vjp_table_prims_memory[] = {
-    {TH_OP_prims_copy_, TH_VJP_RULE, copy_vjp},
+  {TH_OP_prims_copy_, TH_VJP_RULE, copy_vjp},
 };
 const int th_vjp_table_prims_memory_n = (int)(sizeof th_vjp_table_prims_memory / sizeof th_vjp_table_prims_memory[0]);

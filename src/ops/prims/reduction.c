@@ -34,10 +34,9 @@ static th_status reduced_shape(const th_symbol *sym, const th_value *a, const th
   for (int k = 0; k < n; k++) {
     if (dims[k] < 0 || dims[k] >= rank)
       return th_error(
-          TH_ERR_INDEX,
-          "%s: Expected dims=%s to contain only valid (non-negative, in range) dimensions of a tensor of shape %s",
-          op, th_meta_shape_tuple_str(dims, n, b0, sizeof b0),
-          th_meta_shape_tuple_str(a->shape, a->ndim, b1, sizeof b1));
+        TH_ERR_INDEX,
+        "%s: Expected dims=%s to contain only valid (non-negative, in range) dimensions of a tensor of shape %s", op,
+        th_meta_shape_tuple_str(dims, n, b0, sizeof b0), th_meta_shape_tuple_str(a->shape, a->ndim, b1, sizeof b1));
     if (drop[dims[k]])
       return th_error(TH_ERR_RUNTIME, "%s: Expected dims=%s to be unique", op,
                       th_meta_shape_tuple_str(dims, n, b0, sizeof b0));
@@ -280,19 +279,28 @@ static th_status var_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_a
   if (gm.kind == TH_ARG_VALUE) {
     VJ2(true_divide, gm, th_arg_float((double)n), &t);
     TH_TRY(restore(tr, t, av, mask, &t));
-    if (acc.kind == TH_ARG_VALUE) VJ2(add, acc, t, &acc);
-    else acc = t;
+    if (acc.kind == TH_ARG_VALUE)
+      VJ2(add, acc, t, &acc);
+    else
+      acc = t;
   }
   grads[0] = acc;
   return TH_OK;
 }
 #undef VJ2
 
-#define RULE(name, fn) {TH_OP_prims_##name, TH_VJP_RULE, fn}
+#define RULE(name, fn)                                                                                                 \
+  { TH_OP_prims_##name, TH_VJP_RULE, fn }
 const th_vjp_entry th_vjp_table_prims_reduction[] = {
-    RULE(sum, sum_vjp), RULE(prod, prod_vjp), RULE(amax, amax_vjp), RULE(amin, amax_vjp), RULE(var, var_vjp),
-    RULE(var_mean, var_vjp), {TH_OP_prims_argmax, TH_VJP_NONDIFF, NULL}, {TH_OP_prims_argmin, TH_VJP_NONDIFF, NULL},
+  RULE(sum, sum_vjp),
+  RULE(prod, prod_vjp),
+  RULE(amax, amax_vjp),
+  RULE(amin, amax_vjp),
+  RULE(var, var_vjp),
+  RULE(var_mean, var_vjp),
+  {TH_OP_prims_argmax, TH_VJP_NONDIFF, NULL},
+  {TH_OP_prims_argmin, TH_VJP_NONDIFF, NULL},
 };
 const int th_vjp_table_prims_reduction_n =
-    (int)(sizeof th_vjp_table_prims_reduction / sizeof th_vjp_table_prims_reduction[0]);
+  (int)(sizeof th_vjp_table_prims_reduction / sizeof th_vjp_table_prims_reduction[0]);
 #undef RULE

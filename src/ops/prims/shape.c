@@ -14,9 +14,7 @@
 #include "ops/vjp.h"
 
 /* "(2, 3)" into buf: how Thunder's messages print shapes and int tuples. */
-static const char *tup(const int64_t *v, int n, char *buf, size_t sz) {
-  return th_meta_shape_tuple_str(v, n, buf, sz);
-}
+static const char *tup(const int64_t *v, int n, char *buf, size_t sz) { return th_meta_shape_tuple_str(v, n, buf, sz); }
 
 /* ---- broadcast_in_dim(a, shape, broadcast_dimensions) -----------------------------------------------
  * One broadcast dimension per dimension of a, strictly increasing, each < len(shape); a's length there
@@ -32,10 +30,9 @@ th_status prims_broadcast_in_dim_meta(th_trace *tr, const th_symbol *sym, const 
   TH_TRY(th_meta_int_list(op, "broadcast_dimensions", &args[2], bdims, &nb));
   TH_TRY(th_meta_check_shape(op, shape, ndim));
   if (nb != a->ndim)
-    return th_error(
-        TH_ERR_RUNTIME,
-        "%s: Expected one broadcast dimension (got %d) for each dimension of a (which has %d dimensions)", op, nb,
-        a->ndim);
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Expected one broadcast dimension (got %d) for each dimension of a (which has %d dimensions)",
+                    op, nb, a->ndim);
   int64_t prev = -1;
   for (int k = 0; k < nb; k++) {
     int64_t idx = bdims[k];
@@ -51,8 +48,8 @@ th_status prims_broadcast_in_dim_meta(th_trace *tr, const th_symbol *sym, const 
                       op, tup(bdims, nb, b0, sizeof b0), idx, ndim);
     if (a->shape[k] != 1 && a->shape[k] != shape[idx])
       return th_error(TH_ERR_RUNTIME,
-                      "%s: A dimension of length %" PRId64 " cannot be broadcast to a dimension of length %" PRId64,
-                      op, a->shape[k], shape[idx]);
+                      "%s: A dimension of length %" PRId64 " cannot be broadcast to a dimension of length %" PRId64, op,
+                      a->shape[k], shape[idx]);
   }
   return th_meta_new_tensor_like(tr, a, a->dtype, ndim, shape, out);
 }
@@ -76,9 +73,8 @@ th_status prims_reshape_meta(th_trace *tr, const th_symbol *sym, const th_arg *a
   TH_TRY(th_meta_int_list(op, "shape", &args[1], shape, &ndim));
   for (int d = 0; d < ndim; d++)
     if (shape[d] < 0)
-      return th_error(TH_ERR_RUNTIME,
-                      "%s: Expected every length in shape=%s to be non-negative (the prim takes no -1)", op,
-                      tup(shape, ndim, s1, sizeof s1));
+      return th_error(TH_ERR_RUNTIME, "%s: Expected every length in shape=%s to be non-negative (the prim takes no -1)",
+                      op, tup(shape, ndim, s1, sizeof s1));
   int64_t an = numel_of(a->shape, a->ndim), n = numel_of(shape, ndim);
   if (n != an)
     return th_error(TH_ERR_RUNTIME,
@@ -100,14 +96,13 @@ th_status prims_transpose_meta(th_trace *tr, const th_symbol *sym, const th_arg 
   TH_TRY(th_meta_int_list(op, "permutation", &args[1], perm, &n));
   if (n != a->ndim)
     return th_error(TH_ERR_RUNTIME,
-                    "%s: Expected the length (%d) of the permutation=%s to be the number of dimensions (%d) of a",
-                    op, n, tup(perm, n, b0, sizeof b0), a->ndim);
+                    "%s: Expected the length (%d) of the permutation=%s to be the number of dimensions (%d) of a", op,
+                    n, tup(perm, n, b0, sizeof b0), a->ndim);
   bool seen[TH_MAX_DIMS] = {false};
   for (int k = 0; k < n; k++) {
     if (perm[k] < 0 || perm[k] >= n || seen[perm[k]])
-      return th_error(TH_ERR_RUNTIME,
-                      "%s: Expected permutation=%s to be a valid permutation of the dimensions of a", op,
-                      tup(perm, n, b0, sizeof b0));
+      return th_error(TH_ERR_RUNTIME, "%s: Expected permutation=%s to be a valid permutation of the dimensions of a",
+                      op, tup(perm, n, b0, sizeof b0));
     seen[perm[k]] = true;
     shape[k] = a->shape[perm[k]];
   }
@@ -136,10 +131,9 @@ th_status prims_slice_meta(th_trace *tr, const th_symbol *sym, const th_arg *arg
   int lens[3] = {ns, ne, nst};
   for (int k = 0; k < 3; k++)
     if (lens[k] != a->ndim)
-      return th_error(
-          TH_ERR_RUNTIME,
-          "%s: Attempting to slice a tensor with a length-%d %s sequence when the tensor has %d dimensions", op,
-          lens[k], names[k], a->ndim);
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: Attempting to slice a tensor with a length-%d %s sequence when the tensor has %d dimensions",
+                      op, lens[k], names[k], a->ndim);
   for (int d = 0; d < a->ndim; d++) {
     int64_t l = a->shape[d];
     if (start[d] < 0)
@@ -182,15 +176,13 @@ th_status prims_squeeze_meta(th_trace *tr, const th_symbol *sym, const th_arg *a
   bool drop[TH_MAX_DIMS] = {false};
   for (int k = 0; k < n; k++) {
     if (dims[k] < 0 || dims[k] >= a->ndim)
-      return th_error(TH_ERR_INDEX,
-                      "%s: Expected dims=%s to only contain valid dimensions for a tensor of shape %s", op,
-                      tup(dims, n, b0, sizeof b0), tup(a->shape, a->ndim, b1, sizeof b1));
+      return th_error(TH_ERR_INDEX, "%s: Expected dims=%s to only contain valid dimensions for a tensor of shape %s",
+                      op, tup(dims, n, b0, sizeof b0), tup(a->shape, a->ndim, b1, sizeof b1));
     if (drop[dims[k]])
       return th_error(TH_ERR_RUNTIME, "%s: Expected dims=%s to be unique", op, tup(dims, n, b0, sizeof b0));
     if (a->shape[dims[k]] != 1)
-      return th_error(TH_ERR_RUNTIME,
-                      "%s: Expected dims=%s to specify only dimensions of length one, but a.shape=%s", op,
-                      tup(dims, n, b0, sizeof b0), tup(a->shape, a->ndim, b1, sizeof b1));
+      return th_error(TH_ERR_RUNTIME, "%s: Expected dims=%s to specify only dimensions of length one, but a.shape=%s",
+                      op, tup(dims, n, b0, sizeof b0), tup(a->shape, a->ndim, b1, sizeof b1));
     drop[dims[k]] = true;
   }
   for (int d = 0; d < a->ndim; d++)
@@ -213,9 +205,8 @@ th_status prims_flip_meta(th_trace *tr, const th_symbol *sym, const th_arg *args
   bool seen[TH_MAX_DIMS] = {false};
   for (int k = 0; k < n; k++) {
     if (dims[k] < 0 || dims[k] >= rank)
-      return th_error(TH_ERR_INDEX,
-                      "%s: Expected dims=%s to only contain valid dimensions for a tensor of shape %s", op,
-                      tup(dims, n, b0, sizeof b0), tup(a->shape, a->ndim, b1, sizeof b1));
+      return th_error(TH_ERR_INDEX, "%s: Expected dims=%s to only contain valid dimensions for a tensor of shape %s",
+                      op, tup(dims, n, b0, sizeof b0), tup(a->shape, a->ndim, b1, sizeof b1));
     if (seen[dims[k]])
       return th_error(TH_ERR_RUNTIME, "%s: Expected dims=%s to be unique", op, tup(dims, n, b0, sizeof b0));
     seen[dims[k]] = true;
@@ -290,12 +281,11 @@ th_status prims_take_meta(th_trace *tr, const th_symbol *sym, const th_arg *args
     return th_error(TH_ERR_RUNTIME, "%s: Expected index to have an integer dtype, but found %s", op,
                     th_meta_dtype_repr(index->dtype));
   if (index->ndim > 1)
-    return th_error(TH_ERR_RUNTIME, "%s: Expected index to have at most one dimension, but it has %d", op,
-                    index->ndim);
+    return th_error(TH_ERR_RUNTIME, "%s: Expected index to have at most one dimension, but it has %d", op, index->ndim);
   if (!th_device_eq(index->device, a->device) && !(index->ndim == 0 && index->device.type == TH_CPU)) {
     char s0[32], s1[32];
-    return th_error(TH_ERR_RUNTIME, "%s: Expected device %s but found %s!", op,
-                    th_device_str(a->device, s0, sizeof s0), th_device_str(index->device, s1, sizeof s1));
+    return th_error(TH_ERR_RUNTIME, "%s: Expected device %s but found %s!", op, th_device_str(a->device, s0, sizeof s0),
+                    th_device_str(index->device, s1, sizeof s1));
   }
   TH_TRY(th_meta_canonical_dim(op, dim, a->ndim, &d));
   int64_t shape[TH_MAX_DIMS];
@@ -548,12 +538,21 @@ static th_status update_aliases_vjp(th_trace *tr, const th_bsym *b, const th_arg
                   b->sym->qualname);
 }
 
-#define RULE(name, fn) {TH_OP_prims_##name, TH_VJP_RULE, fn}
+#define RULE(name, fn)                                                                                                 \
+  { TH_OP_prims_##name, TH_VJP_RULE, fn }
 const th_vjp_entry th_vjp_table_prims_shape[] = {
-    RULE(broadcast_in_dim, broadcast_in_dim_vjp), RULE(reshape, reshape_vjp), RULE(squeeze, reshape_vjp),
-    RULE(transpose, transpose_vjp), RULE(slice_prim, slice_vjp), RULE(flip, flip_vjp), RULE(cat, cat_vjp),
-    RULE(take, take_vjp), RULE(clone, identity_vjp), RULE(shallow_copy, identity_vjp),
-    RULE(stride_order, identity_vjp), RULE(update_aliases, update_aliases_vjp),
+  RULE(broadcast_in_dim, broadcast_in_dim_vjp),
+  RULE(reshape, reshape_vjp),
+  RULE(squeeze, reshape_vjp),
+  RULE(transpose, transpose_vjp),
+  RULE(slice_prim, slice_vjp),
+  RULE(flip, flip_vjp),
+  RULE(cat, cat_vjp),
+  RULE(take, take_vjp),
+  RULE(clone, identity_vjp),
+  RULE(shallow_copy, identity_vjp),
+  RULE(stride_order, identity_vjp),
+  RULE(update_aliases, update_aliases_vjp),
 };
 const int th_vjp_table_prims_shape_n = (int)(sizeof th_vjp_table_prims_shape / sizeof th_vjp_table_prims_shape[0]);
 #undef RULE

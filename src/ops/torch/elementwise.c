@@ -21,9 +21,9 @@ static bool is_unsigned_dtype(th_dtype dt) { return dt == TH_BOOL || dt == TH_U8
 /* The one-line decompositions: every row of ops/unary.def whose decomp column is a promotion kind is
  * th_tu_unary into its prim with that kind (promote, convert, prim, convert back). */
 #define TU_DECOMP_OWN(name)
-#define TU_DECOMP_ONE(name, kind)                                                                         \
-  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) { \
-    return th_tu_unary(tr, sym->qualname, TH_OP_prims_##name, args[0], TH_TU_PROMO_##kind, out);         \
+#define TU_DECOMP_ONE(name, kind)                                                                                      \
+  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {              \
+    return th_tu_unary(tr, sym->qualname, TH_OP_prims_##name, args[0], TH_TU_PROMO_##kind, out);                       \
   }
 #define TU_DECOMP_INT_TO_FLOAT(name) TU_DECOMP_ONE(name, INT_TO_FLOAT)
 #define TU_DECOMP_DEFAULT(name) TU_DECOMP_ONE(name, DEFAULT)
@@ -118,7 +118,6 @@ th_status ltorch_frac_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   return th_tu_convert(tr, out, dt);
 }
 
-
 /* A bool tensor of a's shape and device filled with `value` (isfinite on exact dtypes, ...). */
 static th_status full_bool_like(th_trace *tr, const th_arg *a, bool value, th_arg *out) {
   const th_value *v = a->u.value;
@@ -164,9 +163,9 @@ th_status ltorch_sigmoid_decomp(th_trace *tr, const th_symbol *sym, const th_arg
  * Every row of ops/binary.def whose decomp column is a promotion kind is th_tu_binary into its prim
  * with that kind (promote, broadcast, convert, prim, convert back). */
 #define TB_DECOMP_OWN(name)
-#define TB_DECOMP_ONE(name, kind)                                                                          \
-  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {  \
-    return th_tu_binary(tr, sym->qualname, TH_OP_prims_##name, args[0], args[1], TH_TU_PROMO_##kind, out); \
+#define TB_DECOMP_ONE(name, kind)                                                                                      \
+  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {              \
+    return th_tu_binary(tr, sym->qualname, TH_OP_prims_##name, args[0], args[1], TH_TU_PROMO_##kind, out);             \
   }
 #define TB_DECOMP_DEFAULT(name) TB_DECOMP_ONE(name, DEFAULT)
 #define TB_DECOMP_INT_TO_FLOAT(name) TB_DECOMP_ONE(name, INT_TO_FLOAT)
@@ -222,7 +221,6 @@ th_status ltorch_add_decomp(th_trace *tr, const th_symbol *sym, const th_arg *ar
 th_status ltorch_sub_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return add_sub(tr, sym, args, TH_OP_prims_sub, out);
 }
-
 
 th_status ltorch_true_divide_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return th_tu_binary(tr, sym->qualname, TH_OP_prims_div, args[0], args[1], TH_TU_PROMO_INT_TO_FLOAT, out);
@@ -588,8 +586,10 @@ static th_status pow_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_a
     double av = 1;
     if (a_num) {
       if (!th_meta_number_value(&a, &av, NULL))
-        return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the gradient of the exponent with a number base known only at run "
-                        "time is not supported", op);
+        return th_error(TH_ERR_NOT_IMPLEMENTED,
+                        "%s: the gradient of the exponent with a number base known only at run "
+                        "time is not supported",
+                        op);
       TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, y, th_arg_float(log(av)), &t));
     } else {
       TH_TRY(th_tu_call1(tr, TH_OP_ltorch_log, a, &t));
@@ -678,9 +678,9 @@ static th_status clamp_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
 }
 
 const th_vjp_entry th_vjp_table_torch_elementwise[] = {
-    {TH_OP_ltorch_sigmoid, TH_VJP_RULE, sigmoid_vjp},
-    {TH_OP_ltorch_pow, TH_VJP_RULE, pow_vjp},
-    {TH_OP_ltorch_clamp, TH_VJP_RULE, clamp_vjp},
+  {TH_OP_ltorch_sigmoid, TH_VJP_RULE, sigmoid_vjp},
+  {TH_OP_ltorch_pow, TH_VJP_RULE, pow_vjp},
+  {TH_OP_ltorch_clamp, TH_VJP_RULE, clamp_vjp},
 };
 const int th_vjp_table_torch_elementwise_n =
-    (int)(sizeof th_vjp_table_torch_elementwise / sizeof th_vjp_table_torch_elementwise[0]);
+  (int)(sizeof th_vjp_table_torch_elementwise / sizeof th_vjp_table_torch_elementwise[0]);

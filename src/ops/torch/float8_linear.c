@@ -80,8 +80,10 @@ void th_f8_linear_tag(const th_value *w, int index, char *buf, size_t n) {
   if (len > 7 && !strcmp(nm + len - 7, "_weight")) len -= 7;
   if (len > 28) len = 28;
   if (len == 0 || (nm[0] == 't' && strspn(nm + 1, "0123456789") >= len - 1)) { /* an unnamed intermediate (t12) */
-    if (index >= 0) snprintf(buf, n, "linear%d", index);
-    else snprintf(buf, n, "linear");
+    if (index >= 0)
+      snprintf(buf, n, "linear%d", index);
+    else
+      snprintf(buf, n, "linear");
   } else {
     snprintf(buf, n, "%.*s", (int)len, nm);
   }
@@ -108,8 +110,10 @@ static th_status formats(const char *op, const th_arg *args, th_dtype *fx, th_dt
   TH_TRY(fp8_arg(op, "weight_dtype", &args[5], TH_F8E4M3FN, fw));
   TH_TRY(fp8_arg(op, "grad_dtype", &args[6], TH_F8E5M2, fg));
   if (*fx == TH_F8E5M2 && *fw == TH_F8E5M2)
-    return th_error(TH_ERR_VALUE, "%s: input_dtype and weight_dtype cannot both be float8_e5m2 (_scaled_mm refuses "
-                    "two e5m2 operands)", op);
+    return th_error(TH_ERR_VALUE,
+                    "%s: input_dtype and weight_dtype cannot both be float8_e5m2 (_scaled_mm refuses "
+                    "two e5m2 operands)",
+                    op);
   return TH_OK;
 }
 
@@ -120,25 +124,33 @@ th_status ltorch_float8_linear_output_decomp(th_trace *tr, const th_symbol *sym,
   const th_value *mm = th_meta_tensor(&args[0]), *x = th_meta_tensor(&args[1]), *w = th_meta_tensor(&args[2]);
   const th_value *bias = th_meta_tensor(&args[3]);
   if (!mm || !x || !w) return th_error(TH_ERR_TYPE, "%s: expected mm, input and weight to be tensors", op);
-  if (args[3].kind != TH_ARG_NONE && !bias) return th_error(TH_ERR_TYPE, "%s: expected bias to be a tensor or None", op);
+  if (args[3].kind != TH_ARG_NONE && !bias)
+    return th_error(TH_ERR_TYPE, "%s: expected bias to be a tensor or None", op);
   char buf[96];
   if (!is_hp_float(x) || !is_hp_float(w) || (bias && !is_hp_float(bias))) {
     const th_value *bad = !is_hp_float(x) ? x : !is_hp_float(w) ? w : bias;
     th_value_type_string(bad, buf, sizeof buf);
     return th_error(TH_ERR_TYPE, "%s: %s: expected a float16, bfloat16, float32 or float64 tensor, but got %s", op,
-                    bad == x ? "input" : bad == w ? "weight" : "bias", buf);
+                    bad == x   ? "input"
+                    : bad == w ? "weight"
+                               : "bias",
+                    buf);
   }
   if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1]) {
     char a[TH_META_SHAPE_BUF], b[TH_META_SHAPE_BUF];
-    return th_error(TH_ERR_VALUE, "%s: input %s and weight %s are not the operands of a linear (input [..., K], "
-                    "weight [N, K])", op, th_meta_shape_str(x->shape, x->ndim, a, sizeof a),
+    return th_error(TH_ERR_VALUE,
+                    "%s: input %s and weight %s are not the operands of a linear (input [..., K], "
+                    "weight [N, K])",
+                    op, th_meta_shape_str(x->shape, x->ndim, a, sizeof a),
                     th_meta_shape_str(w->shape, w->ndim, b, sizeof b));
   }
   const int64_t N = w->shape[0], K = w->shape[1], M = K ? th_value_numel(x) / K : 0;
   if (mm->ndim != 2 || mm->shape[0] != M || mm->shape[1] != N || mm->dtype != x->dtype) {
     th_value_type_string(mm, buf, sizeof buf);
-    return th_error(TH_ERR_VALUE, "%s: mm: expected the %s[%lld, %lld] product of the flattened input and the "
-                    "weight, but got %s", op, th_dtype_name(x->dtype), (long long)M, (long long)N, buf);
+    return th_error(TH_ERR_VALUE,
+                    "%s: mm: expected the %s[%lld, %lld] product of the flattened input and the "
+                    "weight, but got %s",
+                    op, th_dtype_name(x->dtype), (long long)M, (long long)N, buf);
   }
   if (bias && (bias->ndim != 1 || bias->shape[0] != N)) {
     th_value_type_string(bias, buf, sizeof buf);
@@ -208,7 +220,7 @@ static th_status float8_linear_output_vjp(th_trace *tr, const th_bsym *b, const 
 }
 
 const th_vjp_entry th_vjp_table_torch_float8_linear[] = {
-    {TH_OP_ltorch_float8_linear_output, TH_VJP_RULE, float8_linear_output_vjp},
+  {TH_OP_ltorch_float8_linear_output, TH_VJP_RULE, float8_linear_output_vjp},
 };
 const int th_vjp_table_torch_float8_linear_n =
-    (int)(sizeof th_vjp_table_torch_float8_linear / sizeof th_vjp_table_torch_float8_linear[0]);
+  (int)(sizeof th_vjp_table_torch_float8_linear / sizeof th_vjp_table_torch_float8_linear[0]);

@@ -83,9 +83,9 @@ static th_status inplace(th_trace *tr, const th_symbol *sym, th_op_id oop, const
 /* The decomposition of every TH_TORCH_INPLACE row of ops.def (the unary ones from ops/unary.def). */
 #define TH_PRIM(name, schema, tags, meta, cexpr)
 #define TH_TORCH(name, schema, tags, decomp, aliases)
-#define TH_TORCH_INPLACE(name, schema, tags, aliases)                                                       \
-  th_status ltorch_##name##__decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) { \
-    return inplace(tr, sym, TH_OP_ltorch_##name, args, out);                                               \
+#define TH_TORCH_INPLACE(name, schema, tags, aliases)                                                                  \
+  th_status ltorch_##name##__decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {             \
+    return inplace(tr, sym, TH_OP_ltorch_##name, args, out);                                                           \
   }
 #include "ops/ops.def"
 #undef TH_PRIM
@@ -108,8 +108,7 @@ th_status ltorch_fill__decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   }
   if (v->ndim != 0)
     return th_error(TH_ERR_RUNTIME,
-                    "%s: fill_ only supports 0-dimension value tensor but got tensor with %d dimensions.", op,
-                    v->ndim);
+                    "%s: fill_ only supports 0-dimension value tensor but got tensor with %d dimensions.", op, v->ndim);
   if (!th_device_eq(v->device, a->device))
     TH_TRY(th_tu_call2(tr, TH_OP_prims_device_put, value, th_tu_device(a->device), &value));
   TH_TRY(th_tu_convert(tr, &value, a->dtype));

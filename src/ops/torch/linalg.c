@@ -37,7 +37,8 @@ static th_status broadcast_batch(const char *op, const int64_t *a, int na, const
  * the message names the op, the argument and both dtypes. */
 static th_status same_dtype(const char *op, const th_value *a, const th_value *b, const char *bname) {
   if (a->dtype == b->dtype) return TH_OK;
-  return th_error(TH_ERR_RUNTIME, "%s: expected %s to have the dtype of input, %s, but got %s (no type promotion in "
+  return th_error(TH_ERR_RUNTIME,
+                  "%s: expected %s to have the dtype of input, %s, but got %s (no type promotion in "
                   "matrix products)",
                   op, bname, th_dtype_name(a->dtype), th_dtype_name(b->dtype));
 }

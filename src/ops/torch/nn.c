@@ -113,10 +113,11 @@ th_status th_tu_softmax(th_trace *tr, const char *op, th_arg a, int64_t dim, boo
   int d;
   TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
   if (!th_dtype_is_float(rdt)) /* PyTorch has no integer kernel (an integer input with dtype=float is fine) */
-    return th_error(TH_ERR_RUNTIME, "%s: \"%s\" not implemented for '%s' (expected a floating-point input or dtype)", op,
-                    d == v->ndim - 1 || v->ndim == 0 ? (log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl")
-                                                     : (log ? "log_softmax_kernel_impl" : "softmax_kernel_impl"),
-                    th_tu_scalar_type_name(rdt));
+    return th_error(
+      TH_ERR_RUNTIME, "%s: \"%s\" not implemented for '%s' (expected a floating-point input or dtype)", op,
+      d == v->ndim - 1 || v->ndim == 0 ? (log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl")
+                                       : (log ? "log_softmax_kernel_impl" : "softmax_kernel_impl"),
+      th_tu_scalar_type_name(rdt));
   /* Both shift by the row maximum m = amax(x) first, as PyTorch's kernels: z = x - m is exact where x
    * is close to m and exp(z) cannot overflow. softmax = exp(z) / sum(exp(z)); log_softmax = z -
    * log(sum(exp(z))), which keeps the shift: x - logsumexp(x) subtracts two numbers of x's magnitude,
@@ -202,10 +203,10 @@ static th_status check_normalized_shape(const char *op, const th_value *a, const
   char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
   if (n < 1)
     return th_error(
-        TH_ERR_RUNTIME,
-        "%s: Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, "
-        "but got normalized_shape = []",
-        op);
+      TH_ERR_RUNTIME,
+      "%s: Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, "
+      "but got normalized_shape = []",
+      op);
   const th_arg *params[2] = {weight, bias};
   const char *names[2] = {"weight", "bias"};
   for (int i = 0; i < 2; i++) {
@@ -224,8 +225,8 @@ static th_status check_normalized_shape(const char *op, const th_value *a, const
     th_meta_shape_str(shape, n, b2, sizeof b2);
     snprintf(star, sizeof star, "[*, %s", b2 + 1);
     return th_error(
-        TH_ERR_RUNTIME, "%s: Given normalized_shape=%s, expected input with shape %s, but got input of size%s", op,
-        th_meta_shape_str(shape, n, b0, sizeof b0), star, th_meta_shape_str(a->shape, a->ndim, b1, sizeof b1));
+      TH_ERR_RUNTIME, "%s: Given normalized_shape=%s, expected input with shape %s, but got input of size%s", op,
+      th_meta_shape_str(shape, n, b0, sizeof b0), star, th_meta_shape_str(a->shape, a->ndim, b1, sizeof b1));
   }
   return TH_OK;
 }
@@ -913,7 +914,7 @@ th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   th_arg r, mask, y;
   th_arg uargs[3] = {args[0], th_arg_float(0.0), th_arg_float(1.0)};
   TH_TRY(
-      kw_call1(tr, TH_OP_ltorch_uniform_like, 3, uargs, "dtype", th_arg_dtype(th_tu_computation_dtype(v->dtype)), &r));
+    kw_call1(tr, TH_OP_ltorch_uniform_like, 3, uargs, "dtype", th_arg_dtype(th_tu_computation_dtype(v->dtype)), &r));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_lt, r, th_arg_float(1.0 - p), &mask));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], mask, &y));
   return th_tu_call2(tr, TH_OP_ltorch_mul, y, th_arg_float(1.0 / (1.0 - p)), out);
@@ -1164,8 +1165,10 @@ static th_status norm_grads(th_trace *tr, const th_bsym *b, const th_arg *cts, t
   const th_arg *params[2] = {w, bias};
   for (int k = 0; k < 2; k++) {
     if (!params[k] || !th_vjp_is_float_tensor(params[k])) continue;
-    if (k == 0) VJ2(mul, g, xhat, &t);
-    else t = g;
+    if (k == 0)
+      VJ2(mul, g, xhat, &t);
+    else
+      t = g;
     if (nb > 0) TH_TRY(th_tu_call3(tr, TH_OP_ltorch_sum, t, th_tu_ints(items, nb, bdims), th_arg_bool(false), &t));
     TH_TRY(th_tu_convert(tr, &t, params[k]->u.value->dtype));
     grads[k + 2] = t;
@@ -1269,13 +1272,13 @@ static th_status rms_norm_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts,
 #undef VJ2
 
 const th_vjp_entry th_vjp_table_torch_nn[] = {
-    {TH_OP_ltorch_softmax, TH_VJP_RULE, softmax_vjp},
-    {TH_OP_ltorch_log_softmax, TH_VJP_RULE, log_softmax_vjp},
-    {TH_OP_ltorch_logsumexp, TH_VJP_RULE, logsumexp_vjp},
-    {TH_OP_ltorch_embedding, TH_VJP_RULE, embedding_vjp},
-    {TH_OP_ltorch_silu, TH_VJP_RULE, silu_vjp},
-    {TH_OP_ltorch_gelu, TH_VJP_RULE, gelu_vjp},
-    {TH_OP_ltorch_layer_norm, TH_VJP_RULE, layer_norm_vjp},
-    {TH_OP_ltorch_rms_norm, TH_VJP_RULE, rms_norm_vjp},
+  {TH_OP_ltorch_softmax, TH_VJP_RULE, softmax_vjp},
+  {TH_OP_ltorch_log_softmax, TH_VJP_RULE, log_softmax_vjp},
+  {TH_OP_ltorch_logsumexp, TH_VJP_RULE, logsumexp_vjp},
+  {TH_OP_ltorch_embedding, TH_VJP_RULE, embedding_vjp},
+  {TH_OP_ltorch_silu, TH_VJP_RULE, silu_vjp},
+  {TH_OP_ltorch_gelu, TH_VJP_RULE, gelu_vjp},
+  {TH_OP_ltorch_layer_norm, TH_VJP_RULE, layer_norm_vjp},
+  {TH_OP_ltorch_rms_norm, TH_VJP_RULE, rms_norm_vjp},
 };
 const int th_vjp_table_torch_nn_n = (int)(sizeof th_vjp_table_torch_nn / sizeof th_vjp_table_torch_nn[0]);

@@ -19,44 +19,43 @@
 
 /* Exact types: 0 bool 1 b8_ 2 b8 3 int 4 u8_ 5 u8 6 i8_ 7 i16_ 8 i32_ 9 i64_ 10 i8 11 i16 12 i32 13 i64 */
 static const unsigned char exact_table[14][14] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* bool */
-    {1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8_ */
-    {2, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8 */
-    {3, 3, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* int */
-    {4, 4, 4, 4, 4, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8_ */
-    {5, 5, 5, 5, 5, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8 */
-    {6, 6, 6, 6, 11, 11, 6, 7, 8, 9, 10, 11, 12, 13},         /* i8_ */
-    {7, 7, 7, 7, 11, 11, 7, 7, 8, 9, 10, 11, 12, 13},         /* i16_ */
-    {8, 8, 8, 8, 11, 11, 8, 8, 8, 9, 10, 11, 12, 13},         /* i32_ */
-    {9, 9, 9, 9, 11, 11, 9, 9, 9, 9, 10, 11, 12, 13},         /* i64_ */
-    {10, 10, 10, 10, 11, 11, 10, 10, 10, 10, 10, 11, 12, 13}, /* i8 */
-    {11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 12, 13}, /* i16 */
-    {12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 13}, /* i32 */
-    {13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13}, /* i64 */
+  {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* bool */
+  {1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8_ */
+  {2, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* b8 */
+  {3, 3, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},           /* int */
+  {4, 4, 4, 4, 4, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8_ */
+  {5, 5, 5, 5, 5, 5, 11, 11, 11, 11, 11, 11, 12, 13},       /* u8 */
+  {6, 6, 6, 6, 11, 11, 6, 7, 8, 9, 10, 11, 12, 13},         /* i8_ */
+  {7, 7, 7, 7, 11, 11, 7, 7, 8, 9, 10, 11, 12, 13},         /* i16_ */
+  {8, 8, 8, 8, 11, 11, 8, 8, 8, 9, 10, 11, 12, 13},         /* i32_ */
+  {9, 9, 9, 9, 11, 11, 9, 9, 9, 9, 10, 11, 12, 13},         /* i64_ */
+  {10, 10, 10, 10, 11, 11, 10, 10, 10, 10, 10, 11, 12, 13}, /* i8 */
+  {11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 12, 13}, /* i16 */
+  {12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 13}, /* i32 */
+  {13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13}, /* i64 */
 };
 static const th_tu_type exact_types[14] = {
-    {TH_BOOL, TH_TU_NUMBER}, {TH_BOOL, TH_TU_WEAK},  {TH_BOOL, TH_TU_STRONG}, {TH_I64, TH_TU_NUMBER},
-    {TH_U8, TH_TU_WEAK},     {TH_U8, TH_TU_STRONG},  {TH_I8, TH_TU_WEAK},     {TH_I16, TH_TU_WEAK},
-    {TH_I32, TH_TU_WEAK},    {TH_I64, TH_TU_WEAK},   {TH_I8, TH_TU_STRONG},   {TH_I16, TH_TU_STRONG},
-    {TH_I32, TH_TU_STRONG},  {TH_I64, TH_TU_STRONG},
+  {TH_BOOL, TH_TU_NUMBER}, {TH_BOOL, TH_TU_WEAK},  {TH_BOOL, TH_TU_STRONG}, {TH_I64, TH_TU_NUMBER},
+  {TH_U8, TH_TU_WEAK},     {TH_U8, TH_TU_STRONG},  {TH_I8, TH_TU_WEAK},     {TH_I16, TH_TU_WEAK},
+  {TH_I32, TH_TU_WEAK},    {TH_I64, TH_TU_WEAK},   {TH_I8, TH_TU_STRONG},   {TH_I16, TH_TU_STRONG},
+  {TH_I32, TH_TU_STRONG},  {TH_I64, TH_TU_STRONG},
 };
 
 /* Inexact types: 0 float 1 bf16_ 2 f16_ 3 f32_ 4 f64_ 5 bf16 6 f16 7 f32 8 f64 */
 static const unsigned char inexact_table[9][9] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8}, /* float */
-    {1, 1, 3, 3, 4, 5, 6, 7, 8}, /* bf16_ */
-    {2, 3, 2, 3, 4, 5, 6, 7, 8}, /* f16_ */
-    {3, 3, 3, 3, 4, 5, 6, 7, 8}, /* f32_ */
-    {4, 4, 4, 4, 4, 5, 6, 7, 8}, /* f64_ */
-    {5, 5, 5, 5, 5, 5, 7, 7, 8}, /* bf16 */
-    {6, 6, 6, 6, 6, 7, 6, 7, 8}, /* f16 */
-    {7, 7, 7, 7, 7, 7, 7, 7, 8}, /* f32 */
-    {8, 8, 8, 8, 8, 8, 8, 8, 8}, /* f64 */
+  {0, 1, 2, 3, 4, 5, 6, 7, 8}, /* float */
+  {1, 1, 3, 3, 4, 5, 6, 7, 8}, /* bf16_ */
+  {2, 3, 2, 3, 4, 5, 6, 7, 8}, /* f16_ */
+  {3, 3, 3, 3, 4, 5, 6, 7, 8}, /* f32_ */
+  {4, 4, 4, 4, 4, 5, 6, 7, 8}, /* f64_ */
+  {5, 5, 5, 5, 5, 5, 7, 7, 8}, /* bf16 */
+  {6, 6, 6, 6, 6, 7, 6, 7, 8}, /* f16 */
+  {7, 7, 7, 7, 7, 7, 7, 7, 8}, /* f32 */
+  {8, 8, 8, 8, 8, 8, 8, 8, 8}, /* f64 */
 };
 static const th_tu_type inexact_types[9] = {
-    {TH_F64, TH_TU_NUMBER}, {TH_BF16, TH_TU_WEAK},  {TH_F16, TH_TU_WEAK},
-    {TH_F32, TH_TU_WEAK},   {TH_F64, TH_TU_WEAK},   {TH_BF16, TH_TU_STRONG},
-    {TH_F16, TH_TU_STRONG}, {TH_F32, TH_TU_STRONG}, {TH_F64, TH_TU_STRONG},
+  {TH_F64, TH_TU_NUMBER},  {TH_BF16, TH_TU_WEAK},  {TH_F16, TH_TU_WEAK},   {TH_F32, TH_TU_WEAK},   {TH_F64, TH_TU_WEAK},
+  {TH_BF16, TH_TU_STRONG}, {TH_F16, TH_TU_STRONG}, {TH_F32, TH_TU_STRONG}, {TH_F64, TH_TU_STRONG},
 };
 
 static bool type_is_exact(th_tu_type t) { return t.dtype == TH_BOOL || th_dtype_is_integer(t.dtype); }
@@ -135,9 +134,7 @@ th_status th_tu_promote(const char *op, int n, const th_arg *args, th_tu_promo k
   const th_tu_type py_bool = {TH_BOOL, TH_TU_NUMBER}, py_int = {TH_I64, TH_TU_NUMBER},
                    py_float = {TH_F64, TH_TU_NUMBER};
   switch (kind) {
-    case TH_TU_PROMO_PRESERVE:
-      *computation = *result = p;
-      return TH_OK;
+    case TH_TU_PROMO_PRESERVE: *computation = *result = p; return TH_OK;
     case TH_TU_PROMO_ALWAYS_BOOL:
       *computation = p;
       *result = py_bool;
@@ -162,8 +159,7 @@ th_status th_tu_promote(const char *op, int n, const th_arg *args, th_tu_promo k
       }
       break;
     case TH_TU_PROMO_DEFAULT:
-    case TH_TU_PROMO_COMPLEX_TO_FLOAT:
-      break;
+    case TH_TU_PROMO_COMPLEX_TO_FLOAT: break;
   }
   /* DEFAULT: low-precision promotion types compute in float32 (keeping their strength) */
   *result = p;
@@ -176,9 +172,18 @@ th_dtype th_tu_computation_dtype(th_dtype dt) { return th_dtype_is_low_precision
 
 const char *th_tu_scalar_type_name(th_dtype dt) {
   static const char *const names[TH_DTYPE_COUNT] = {
-      [TH_BOOL] = "Bool",  [TH_U8] = "Byte",    [TH_I8] = "Char",   [TH_I16] = "Short", [TH_I32] = "Int",
-      [TH_I64] = "Long",   [TH_F16] = "Half",   [TH_BF16] = "BFloat16", [TH_F32] = "Float", [TH_F64] = "Double",
-      [TH_F8E4M3FN] = "Float8_e4m3fn",          [TH_F8E5M2] = "Float8_e5m2",
+    [TH_BOOL] = "Bool",
+    [TH_U8] = "Byte",
+    [TH_I8] = "Char",
+    [TH_I16] = "Short",
+    [TH_I32] = "Int",
+    [TH_I64] = "Long",
+    [TH_F16] = "Half",
+    [TH_BF16] = "BFloat16",
+    [TH_F32] = "Float",
+    [TH_F64] = "Double",
+    [TH_F8E4M3FN] = "Float8_e4m3fn",
+    [TH_F8E5M2] = "Float8_e5m2",
   };
   return (unsigned)dt < TH_DTYPE_COUNT ? names[dt] : "Undefined";
 }

@@ -433,12 +433,9 @@ static th_status max_min_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, 
 }
 
 const th_vjp_entry th_vjp_table_torch_reduction[] = {
-    {TH_OP_ltorch_max, TH_VJP_RULE, max_min_vjp},
-    {TH_OP_ltorch_min, TH_VJP_RULE, max_min_vjp},
-    {TH_OP_ltorch_var, TH_VJP_RULE, var_vjp},
-    {TH_OP_ltorch_std, TH_VJP_RULE, var_vjp},
-    {TH_OP_ltorch_var_mean, TH_VJP_RULE, var_vjp},
-    {TH_OP_ltorch_std_mean, TH_VJP_RULE, var_vjp},
+  {TH_OP_ltorch_max, TH_VJP_RULE, max_min_vjp},  {TH_OP_ltorch_min, TH_VJP_RULE, max_min_vjp},
+  {TH_OP_ltorch_var, TH_VJP_RULE, var_vjp},      {TH_OP_ltorch_std, TH_VJP_RULE, var_vjp},
+  {TH_OP_ltorch_var_mean, TH_VJP_RULE, var_vjp}, {TH_OP_ltorch_std_mean, TH_VJP_RULE, var_vjp},
 };
 const int th_vjp_table_torch_reduction_n =
-    (int)(sizeof th_vjp_table_torch_reduction / sizeof th_vjp_table_torch_reduction[0]);
+  (int)(sizeof th_vjp_table_torch_reduction / sizeof th_vjp_table_torch_reduction[0]);

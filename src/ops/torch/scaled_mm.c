@@ -39,8 +39,8 @@ static bool out_dtype_ok(th_dtype dt) { return dt == TH_F16 || dt == TH_BF16 || 
 /* A one-element float32 scale ("Both scale_a and scale_b must be float (fp32) tensors"). */
 static th_status check_scale(const char *op, const char *what, const th_value *s, const th_value *a) {
   if (s->dtype != TH_F32)
-    return th_error(TH_ERR_RUNTIME, "%s: Both scale_a and scale_b must be float (fp32) tensors, but %s is %s", op,
-                    what, th_tu_scalar_type_name(s->dtype));
+    return th_error(TH_ERR_RUNTIME, "%s: Both scale_a and scale_b must be float (fp32) tensors, but %s is %s", op, what,
+                    th_tu_scalar_type_name(s->dtype));
   int64_t n = 1;
   for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
   if (n != 1) {
@@ -66,12 +66,15 @@ static th_status check(const char *op, const th_value *a, const th_value *b, con
   if (b->ndim != 2) return th_error(TH_ERR_RUNTIME, "%s: mat2 must be a matrix, but it has %d dimensions", op, b->ndim);
   if (a->shape[1] != b->shape[0])
     return th_error(TH_ERR_RUNTIME,
-                    "%s: mat1 and mat2 shapes cannot be multiplied (%" PRId64 "x%" PRId64 " and %" PRId64 "x%" PRId64 ")",
+                    "%s: mat1 and mat2 shapes cannot be multiplied (%" PRId64 "x%" PRId64 " and %" PRId64 "x%" PRId64
+                    ")",
                     op, a->shape[0], a->shape[1], b->shape[0], b->shape[1]);
   if (!th_dtype_is_fp8(a->dtype))
-    return th_error(TH_ERR_RUNTIME, "%s: Expected mat1 to be Float8 matrix got %s", op, th_tu_scalar_type_name(a->dtype));
+    return th_error(TH_ERR_RUNTIME, "%s: Expected mat1 to be Float8 matrix got %s", op,
+                    th_tu_scalar_type_name(a->dtype));
   if (!th_dtype_is_fp8(b->dtype))
-    return th_error(TH_ERR_RUNTIME, "%s: Expected mat2 to be Float8 matrix got %s", op, th_tu_scalar_type_name(b->dtype));
+    return th_error(TH_ERR_RUNTIME, "%s: Expected mat2 to be Float8 matrix got %s", op,
+                    th_tu_scalar_type_name(b->dtype));
   if (a->dtype == TH_F8E5M2 && b->dtype == TH_F8E5M2)
     return th_error(TH_ERR_RUNTIME, "%s: Multiplication of two Float8_e5m2 matrices is not supported", op);
   if (!th_device_eq(a->device, b->device)) {
@@ -82,11 +85,15 @@ static th_status check(const char *op, const th_value *a, const th_value *b, con
   TH_TRY(check_scale(op, "scale_a", sa, a));
   TH_TRY(check_scale(op, "scale_b", sb, a));
   if (th_dtype_is_fp8(out_dtype) && !fp8_out)
-    return th_error(TH_ERR_VALUE, "%s: out_dtype must be float16, bfloat16, float32 or float64 (ltorch._scaled_mm "
-                    "records an fp8 output as a float32 product and a cast), but got %s", op, th_dtype_name(out_dtype));
+    return th_error(TH_ERR_VALUE,
+                    "%s: out_dtype must be float16, bfloat16, float32 or float64 (ltorch._scaled_mm "
+                    "records an fp8 output as a float32 product and a cast), but got %s",
+                    op, th_dtype_name(out_dtype));
   if (!out_dtype_ok(out_dtype) && !th_dtype_is_fp8(out_dtype))
-    return th_error(TH_ERR_RUNTIME, "%s: out_dtype must be a floating point dtype (float16, bfloat16, float32, float64, "
-                    "float8_e4m3fn or float8_e5m2), but got %s", op, th_dtype_name(out_dtype));
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: out_dtype must be a floating point dtype (float16, bfloat16, float32, float64, "
+                    "float8_e4m3fn or float8_e5m2), but got %s",
+                    op, th_dtype_name(out_dtype));
   if (bias) {
     int64_t n = 1;
     for (int d = 0; d < bias->ndim; d++) n *= bias->shape[d];
@@ -99,7 +106,9 @@ static th_status check(const char *op, const th_value *a, const th_value *b, con
                                    : bias->dtype != out_dtype && !(out_dtype == TH_F32 && bias->dtype == TH_BF16))
       return th_error(TH_ERR_RUNTIME, "%s: Bias must be %s%s to compute %s output, but got %s", op,
                       th_tu_scalar_type_name(th_dtype_is_fp8(out_dtype) ? TH_BF16 : out_dtype),
-                      out_dtype == TH_F32 ? " or BFloat16" : th_dtype_is_fp8(out_dtype) ? " or Float" : "",
+                      out_dtype == TH_F32          ? " or BFloat16"
+                      : th_dtype_is_fp8(out_dtype) ? " or Float"
+                                                   : "",
                       th_tu_scalar_type_name(out_dtype), th_tu_scalar_type_name(bias->dtype));
     if (!th_device_eq(bias->device, a->device)) {
       char d0[32], d1[32];
@@ -140,13 +149,15 @@ th_status ltorch__scaled_mm_decomp(th_trace *tr, const th_symbol *sym, const th_
   th_dtype dt;
   bool has, fast;
   TH_TRY(th_tu_dtype_arg(op, "out_dtype", &args[6], &dt, &has));
-  if (!has) dt = a->dtype; /* PyTorch: out_dtype.value_or(mat1.scalar_type()) */
+  if (!has) dt = a->dtype;                                   /* PyTorch: out_dtype.value_or(mat1.scalar_type()) */
   TH_TRY(th_tu_bool(op, "use_fast_accum", &args[7], &fast)); /* accepted; accumulation is exact f32 */
   TH_TRY(check(op, a, b, sa, sb, bias, dt, true));
   if (sr) {
     if (sr->dtype != TH_F32 || th_value_numel(sr) != 1)
-      return th_error(TH_ERR_RUNTIME, "%s: scale_result must be a float32 tensor with one element, but got %s with "
-                      "%" PRId64 " elements", op, th_dtype_name(sr->dtype), th_value_numel(sr));
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: scale_result must be a float32 tensor with one element, but got %s with "
+                      "%" PRId64 " elements",
+                      op, th_dtype_name(sr->dtype), th_value_numel(sr));
     if (th_dtype_is_fp8(dt))
       return th_error(TH_ERR_NOT_IMPLEMENTED,
                       "%s: scale_result with an fp8 output (out_dtype=%s) is not supported (CUDA scales the result "
@@ -173,10 +184,12 @@ static th_status scaled_mm_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts
   return th_error(TH_ERR_NOT_IMPLEMENTED,
                   "grad: the derivative of %s is not implemented (fp8 GEMM operands, scales and bias are not "
                   "differentiated); differentiate a float8 linear through the float8 transform, whose "
-                  "ltorch.float8_linear_output has torchao's backward", b->sym->qualname);
+                  "ltorch.float8_linear_output has torchao's backward",
+                  b->sym->qualname);
 }
 
 const th_vjp_entry th_vjp_table_torch_scaled_mm[] = {
-    {TH_OP_ltorch__scaled_mm, TH_VJP_RULE, scaled_mm_vjp},
+  {TH_OP_ltorch__scaled_mm, TH_VJP_RULE, scaled_mm_vjp},
 };
-const int th_vjp_table_torch_scaled_mm_n = (int)(sizeof th_vjp_table_torch_scaled_mm / sizeof th_vjp_table_torch_scaled_mm[0]);
+const int th_vjp_table_torch_scaled_mm_n =
+  (int)(sizeof th_vjp_table_torch_scaled_mm / sizeof th_vjp_table_torch_scaled_mm[0]);

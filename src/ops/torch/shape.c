@@ -47,7 +47,8 @@ static th_status infer_shape(const char *op, const th_value *v, int64_t *shape, 
       overflow |= __builtin_mul_overflow(known, shape[i], &known);
     }
   }
-  if (zero) known = 0;
+  if (zero)
+    known = 0;
   else if (overflow) /* more elements than int64 holds: more than any tensor has */
     return th_error(TH_ERR_RUNTIME, "%s: shape '%s' is invalid for input of size %lld", op,
                     th_meta_shape_str(shape, ndim, buf, sizeof buf), (long long)numel);
@@ -92,10 +93,10 @@ th_status ltorch_permute_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   TH_TRY(th_meta_int_list(op, "dims", &args[1], dims, &n));
   if (n != v->ndim)
     return th_error(
-        TH_ERR_RUNTIME,
-        "%s: permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
-        "desired ordering of dimensions i.e. input.dim() = %d is not equal to len(dims) = %d",
-        op, v->ndim, n);
+      TH_ERR_RUNTIME,
+      "%s: permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
+      "desired ordering of dimensions i.e. input.dim() = %d is not equal to len(dims) = %d",
+      op, v->ndim, n);
   for (int i = 0; i < n; i++) {
     int d;
     TH_TRY(th_meta_canonical_dim(op, dims[i], v->ndim, &d));
@@ -553,10 +554,10 @@ th_status ltorch_split_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
                       op, (long long)len, d);
     if (total != len)
       return th_error(
-          TH_ERR_RUNTIME,
-          "%s: split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at dimension "
-          "%d), but got a sum of %lld",
-          op, (long long)len, d, (long long)total);
+        TH_ERR_RUNTIME,
+        "%s: split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at dimension "
+        "%d), but got a sum of %lld",
+        op, (long long)len, d, (long long)total);
     return split_lengths(tr, args[0], d, n, lengths, out);
   }
   int64_t size;
@@ -569,10 +570,12 @@ th_status ltorch_split_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
                     "%s: split_size can only be 0 if dimension size is 0, but got dimension size of %lld", op,
                     (long long)len);
   int64_t n = size == 0 ? 1 : len / size + (len % size != 0); /* ceil(len / size) without overflow */
-  if (n == 0) n = 1; /* a zero-length dim splits into one empty piece */
+  if (n == 0) n = 1;                                          /* a zero-length dim splits into one empty piece */
   if (n > TH_MAX_PIECES)
-    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: splitting a dimension of size %lld by %lld gives %lld pieces; at most "
-                    "%d are supported", op, (long long)len, (long long)size, (long long)n, TH_MAX_PIECES);
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: splitting a dimension of size %lld by %lld gives %lld pieces; at most "
+                    "%d are supported",
+                    op, (long long)len, (long long)size, (long long)n, TH_MAX_PIECES);
   int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)n);
   if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
   for (int64_t i = 0; i < n; i++) lengths[i] = i + 1 < n ? size : len - size * (n - 1);
@@ -594,8 +597,10 @@ th_status ltorch_chunk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
   int64_t len = v->shape[d];
   if (len == 0 && chunks > TH_MAX_PIECES)
-    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: chunk of an empty dimension gives `chunks` (%lld) empty pieces; at "
-                    "most %d are supported", op, (long long)chunks, TH_MAX_PIECES);
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: chunk of an empty dimension gives `chunks` (%lld) empty pieces; at "
+                    "most %d are supported",
+                    op, (long long)chunks, TH_MAX_PIECES);
   if (len == 0) { /* chunks empty pieces */
     int64_t *lengths = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)chunks);
     if (!lengths) return th_error(TH_ERR_NOMEM, "out of memory");
@@ -656,8 +661,10 @@ static th_status split_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
     const th_arg *o = &b->out.u.seq.items[i];
     if (o->kind != TH_ARG_VALUE || !o->u.value->is_tensor)
       return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: expected its outputs as a sequence of tensors", op);
-    if (cts[i].kind == TH_ARG_NONE) TH_TRY(th_vjp_zeros_like(tr, o->u.value, &items[i]));
-    else items[i] = cts[i];
+    if (cts[i].kind == TH_ARG_NONE)
+      TH_TRY(th_vjp_zeros_like(tr, o->u.value, &items[i]));
+    else
+      items[i] = cts[i];
   }
   if (n == 1) {
     grads[0] = items[0];
@@ -667,7 +674,7 @@ static th_status split_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
 }
 
 const th_vjp_entry th_vjp_table_torch_shape[] = {
-    {TH_OP_ltorch_split, TH_VJP_RULE, split_vjp},
-    {TH_OP_ltorch_chunk, TH_VJP_RULE, split_vjp},
+  {TH_OP_ltorch_split, TH_VJP_RULE, split_vjp},
+  {TH_OP_ltorch_chunk, TH_VJP_RULE, split_vjp},
 };
 const int th_vjp_table_torch_shape_n = (int)(sizeof th_vjp_table_torch_shape / sizeof th_vjp_table_torch_shape[0]);
