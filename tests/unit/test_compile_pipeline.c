@@ -148,6 +148,20 @@ static void test_stages_in_order(void **state) {
   p = compile(tr, NULL, 0, 0);
   stage_names(p, names, sizeof names);
   assert_string_equal(names, "dce,cse,execution,fuser,del_last_used");
+  /* each stage's provenance line names its pass, as Thunder's traces do */
+  static const char *const provenance[] = {"Dead Code Elimination (took ", "Common Subexpression Elimination (took ",
+                                           "Transform for execution (took ", "Fusion (took ",
+                                           "Delete Last Used (took "};
+  for (int i = 0; i < 5; i++) {
+    const char *name = NULL;
+    const th_trace *st = th_program_stage_trace(p, i, &name);
+    assert_non_null(st);
+    char *text = th_trace_print(st, 0), want[96];
+    snprintf(want, sizeof want, "# Constructed by %s", provenance[i]);
+    assert_non_null(text);
+    assert_non_null(strstr(text, want));
+    free(text);
+  }
   th_program_free(p);
   th_trace_free(tr);
 }

@@ -263,10 +263,18 @@ static th_status dump(const char *opt_dir, const char *fn_name, const th_fuser_s
   return TH_OK;
 }
 
+/* The fusion trace's provenance, as Thunder's fusion passes name theirs. */
+static th_status set_provenance(th_trace *nt, double t0) {
+  char pss[64];
+  snprintf(pss, sizeof pss, "Fusion (took %ld milliseconds)", (long)(th_pass_clock_ms() - t0));
+  return th_trace_set_provenance(nt, pss);
+}
+
 th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs, int nexecs, int fuser_at,
                         const char *dump_dir, th_trace **out, th_fuser_set **set) {
   *out = NULL;
   *set = NULL;
+  const double t0 = th_pass_clock_ms();
   const char *after[16];
   int nafter = 0;
   for (int i = fuser_at + 1; i < nexecs && nafter < 16; i++) after[nafter++] = execs[i]->name;
@@ -274,6 +282,11 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   th_fuser_strategy strat = sv && !strcmp(sv, "consecutive") ? TH_FUSER_CONSECUTIVE : TH_FUSER_DATAFLOW;
   th_trace *nt = NULL;
   TH_TRY(th_fuser_partition(et, strat, after, nafter, &nt));
+  th_status st = set_provenance(nt, t0);
+  if (st != TH_OK) {
+    th_trace_free(nt);
+    return st;
+  }
   int nreg = 0;
   for (int i = 0; i < nt->bsyms.n; i++)
     if (((th_bsym *)nt->bsyms.items[i])->sym->id == TH_OP_DYNAMIC) nreg++;
@@ -284,7 +297,6 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   th_fuser_set *s = th_calloc(1, sizeof *s);
   if (s) s->r = th_calloc((size_t)nreg, sizeof(th_fuser_region));
   th_ir_ctx *ir = th_ir_ctx_new();
-  th_status st = TH_OK;
   char *source = NULL;
   size_t *fn_at = NULL;
   if (!s || !s->r || !ir) {
@@ -314,6 +326,11 @@ done:
   th_free(fn_at);
   th_ir_ctx_free(ir);
   if (st != TH_OK) {
+    th_fuser_set_free(s);
+    th_trace_free(nt);
+    return st;
+  }
+  if ((st = set_provenance(nt, t0)) != TH_OK) { /* the time includes generating and compiling the code */
     th_fuser_set_free(s);
     th_trace_free(nt);
     return st;

@@ -489,7 +489,6 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
     if (st == TH_OK && cl->sym->id == TH_OP_prims_python_return) nt->has_return = true;
   }
   for (int i = 0; i < et->inputs.n && st == TH_OK; i++) st = th_vec_push(nt->arena, &nt->inputs, et->inputs.items[i]);
-  if (st == TH_OK && et->provenance) st = th_trace_set_provenance(nt, et->provenance);
 done:
   if (c.g)
     for (int g = 0; g < c.ng; g++) th_free(c.g[g].m);
