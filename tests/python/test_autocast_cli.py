@@ -147,15 +147,15 @@ R = lambda *s, dtype=torch.float32: torch.randn(*s, dtype=dtype)
 POS = lambda *s, dtype=torch.float32: (torch.rand(*s) + 0.5).to(dtype)
 
 # more ops and Thunder's scenarios: (statement over a0, a1, ..., args, eager callable). The CLI applies the
-# function path to a parsed trace, which must be valid without autocast: the mixed-dtype programs of
-# scenarios 8 and 12 (bf16 x with f32 w) only record inside a region (tests/unit/test_autocast.c).
+# function path to a parsed trace, which must be valid without autocast: the mixed-dtype programs
+# (bf16 x with f32 w, for a linear and a 3-D @ 2-D matmul) only record inside a region (tests/unit/test_autocast.c).
 MORE = [
-    # seed 000 / scenario 8: a prim called directly in an autocast region
+    # seed 000: a prim called directly in an autocast region
     ("prims.linear(a0, a1, None)", (R(16, 16), R(16, 16)), lambda x, w: F.linear(x, w)),
     ("prims.matmul(a0, a1)", (R(4, 8), R(8, 3)), torch.matmul),
-    # scenario 9 on the CPU: linear with a bias, three converts
+    # on the CPU: linear with a bias, three converts
     ("ltorch.linear(a0, a1, a2)", (R(8, 16), R(4, 16), R(4)), F.linear),
-    # scenario 12: 3-D @ 2-D
+    # 3-D @ 2-D
     ("ltorch.matmul(a0, a1)", (R(3, 1, 2), R(2, 3)), torch.matmul),
     # float64 is never cast
     ("ltorch.matmul(a0, a1)", (R(4, 4, dtype=torch.float64), R(4, 4, dtype=torch.float64)), torch.matmul),

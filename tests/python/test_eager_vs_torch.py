@@ -8,13 +8,17 @@ matmul/linear and the copying shape prims. Exact results are compared exactly; t
 and float sums within a few float32 ulps (PyTorch uses SLEEF and a cascade sum).
 
 The unary prims are found by walking the op table (`thunder_c._C.op_rows()`: the rows of
-src/ops/unary.def that have a prim, every kind): UNARY_PRIMS gives each its input and comparison mode,
-and a row without an entry fails by name (test_unary_prim_table_is_complete)."""
+src/ops/unary.def that have a prim, every kind; tests/python/op_rows.py) and compared with their PyTorch
+function found through the row's aliases. Each gets the input and comparison mode of its kind
+(UNARY_PRIM_DEFAULTS); UNARY_PRIMS holds the exceptions by name, and test_unary_prim_table_is_complete
+checks that each of them names a prim. This walk is also the independent reference for a unary prim
+that tests/unit/test_eager_kernels.c has no hand-written C reference for."""
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+import op_rows
 import safetensors_ref as st
 import traceprog
 from conftest import import_thunder_c
@@ -76,21 +80,20 @@ f32unit, f32big = R(5, 6, lo=-0.95, hi=0.95, seed=19), R(5, 6, lo=1.05, hi=6.0, 
 casts = torch.tensor([0.0, -0.0, 1.5, -2.5, 300.7, -1.0, 40000.0, 1e10, -1e10, 65519.0, 65520.0, 1.00390625,
                       float("inf"), float("-inf"), float("nan"), 3.4e38, 1e-8, -7.999])
 
-# The unary prims of the op table (rows of every kind with a prim): name -> (input, comparison mode of
-# compare()). Transcendental float32 functions are SLEEF in PyTorch and glibc here: a few ulps ("ulp");
-# the others are exact.
+# The unary prims of the op table (rows of every kind with a prim) get an input and a comparison mode
+# of compare() from their kind: transcendental float32 functions are SLEEF in PyTorch and glibc here, a
+# few ulps ("ulp"); the others are exact. UNARY_PRIMS holds only the exceptions, name -> (input, mode):
+# a prim not defined on its kind's input, one whose input must reach other values (half-integers,
+# specials in float64), one exact although of kind FLOAT.
+UNARY_PRIM_DEFAULTS = {"MATH": (f32s, "exact"), "FLOAT": (f32pos, "ulp"), "EXACT": (u8a, "exact"),
+                       "PRED": (f64s, "exact")}
 UNARY_PRIMS = {
-    "abs": (f32s, "exact"), "acos": (f32unit, "ulp"), "acosh": (f32big, "ulp"), "asin": (f32unit, "ulp"),
-    "asinh": (f32pos, "ulp"), "atan": (f32pos, "ulp"), "atanh": (f32unit, "ulp"), "bitwise_not": (u8a, "exact"),
-    "ceil": (f32s, "exact"), "cos": (f32pos, "ulp"), "cosh": (f32pos, "ulp"), "erf": (f32pos, "ulp"),
-    "erfc": (f32pos, "ulp"), "exp": (f32pos, "ulp"), "exp2": (f32pos, "ulp"), "expm1": (f32pos, "ulp"),
-    "floor": (f32s, "exact"), "isfinite": (f64s, "exact"), "lgamma": (f32pos, "ulp"), "log": (f32pos, "ulp"),
-    "log10": (f32pos, "ulp"), "log1p": (f32pos, "ulp"), "log2": (f32pos, "ulp"), "neg": (f32s, "exact"),
-    "reciprocal": (f32pos, "ulp"), "round": (f64s, "exact"), "rsqrt": (f32pos, "ulp"), "sign": (f64s, "exact"),
-    "signbit": (f64s, "exact"), "sin": (f32pos, "ulp"), "sinc": (f32b, "ulp"), "sinh": (f32pos, "ulp"),
-    "sqrt": (f32pos, "exact"), "tan": (f32pos, "ulp"), "tanh": (f32pos, "ulp"), "trunc": (f64s, "exact"),
+    "acos": (f32unit, "ulp"), "acosh": (f32big, "ulp"), "asin": (f32unit, "ulp"), "atanh": (f32unit, "ulp"),
+    "round": (f64s, "exact"), "sign": (f64s, "exact"), "sinc": (f32b, "ulp"), "sqrt": (f32pos, "exact"),
+    "trunc": (f64s, "exact"),
 }
-UNARY_PRIM_ROWS = sorted(r["name"] for r in thunder_c._C.op_rows() if r["arity"] == 1 and r["prim"])
+UNARY_PRIM_ROWS = [r for r in op_rows.unary_rows(thunder_c) if r["prim"]]
+UNARY_PRIM_ENTRY = {r["name"]: op_rows.lookup(r, UNARY_PRIM_DEFAULTS, UNARY_PRIMS) for r in UNARY_PRIM_ROWS}
 
 CASES = [
     # integer arithmetic: wrap-around, truncating division, Python remainder, C fmod, exact pow
@@ -132,8 +135,8 @@ CASES = [
     ("out = prims.where(c, a, b)", {"c": mask, "a": bf16a, "b": bf16b}, torch.where, "exact"),
     ("out = prims.where(c, a, 0.5)", {"c": mask, "a": f32s}, lambda c, a: torch.where(c, a, torch.tensor(0.5)), "exact"),
     # every unary prim of the table on its input (transcendental float32: SLEEF vs glibc, a few ulps)
-    *[(f"out = prims.{n}(a)", {"a": UNARY_PRIMS[n][0]}, getattr(torch, n), UNARY_PRIMS[n][1])
-      for n in UNARY_PRIM_ROWS if n in UNARY_PRIMS],
+    *[(f"out = prims.{r['name']}(a)", {"a": UNARY_PRIM_ENTRY[r["name"]][0]}, r["fn"],
+       UNARY_PRIM_ENTRY[r["name"]][1]) for r in UNARY_PRIM_ROWS if UNARY_PRIM_ENTRY[r["name"]] and r["fn"]],
     # float64: glibc's exp is correctly rounded, PyTorch's vectorized (SLEEF) one within 1 ulp
     ("out = prims.exp(a)", {"a": f64s}, torch.exp, "ulp64"),
     ("out = prims.atan2(a, b)", {"a": f32s, "b": f32b}, torch.atan2, "ulp"),
@@ -201,11 +204,15 @@ def test_eager_prim_matches_torch(cli, tmp_path, body, inputs, fn, mode):
 
 
 def test_unary_prim_table_is_complete():
-    """Each unary prim of the op table has its UNARY_PRIMS entry (a new row needs one: its input and
-    comparison), and each entry is a unary prim."""
-    missing = [n for n in UNARY_PRIM_ROWS if n not in UNARY_PRIMS]
-    assert not missing, f"unary prims of the op table without a UNARY_PRIMS entry: {missing}"
-    stale = sorted(set(UNARY_PRIMS) - set(UNARY_PRIM_ROWS))
+    """Each unary prim of the op table has an input and a comparison (its kind's default in
+    UNARY_PRIM_DEFAULTS, or its UNARY_PRIMS entry) and a PyTorch function among its aliases, and each
+    UNARY_PRIMS entry is a unary prim (a typo would silently leave the prim on its default)."""
+    no_default = [r["name"] for r in UNARY_PRIM_ROWS if UNARY_PRIM_ENTRY[r["name"]] is None]
+    assert not no_default, f"unary prims of a kind without a default in UNARY_PRIM_DEFAULTS (add the kind, " \
+                           f"or a UNARY_PRIMS entry): {no_default}"
+    no_fn = [r["name"] for r in UNARY_PRIM_ROWS if r["fn"] is None]
+    assert not no_fn, f"unary prims whose aliases name no PyTorch function: {no_fn}"
+    stale = op_rows.stale_entries(UNARY_PRIMS, UNARY_PRIM_ROWS)
     assert not stale, f"UNARY_PRIMS entries that are no unary prim of the op table: {stale}"
 
 

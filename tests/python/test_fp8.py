@@ -178,7 +178,7 @@ def test_e4m3fn_saturates_as_torch():
 
 
 def test_reference_anchors():
-    """The reference itself against §8.1 / scenario 23's numbers (e4m3fn's overflow as torch >= 2.12)."""
+    """The NumPy reference on known e4m3fn values: round to nearest even, saturation at 448 (torch >= 2.12), NaN."""
     assert list(decode(E4, encode(E4, [4.48, -8.96, 2.24, 450.0]))) == [4.5, -9.0, 2.25, 448.0]
     assert decode(E4, encode(E4, [500.0]))[0] == 448.0 and decode(E4, encode(E4, [-np.inf]))[0] == -448.0
     assert np.isnan(decode(E4, encode(E4, [np.nan]))[0])
@@ -238,7 +238,7 @@ def test_fp8_outputs_under_autograd_do_not_require_grad():
     assert torch.equal(x.grad, torch.full((4,), 3.0))
 
 
-# ---- the worked example (reference §8.2, scenario 24) ------------------------------------------------------
+# ---- a worked quantization example: amax, scale, saturated cast, decode ----------------------------------
 
 @pytest.mark.parametrize("executors", EXECUTORS, ids=["eager", "fuser"])
 def test_worked_example(executors):

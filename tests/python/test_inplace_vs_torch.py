@@ -7,13 +7,15 @@ f32 and rounds once), with only the other operands broadcast. Errors PyTorch rai
 into an integer tensor, a broadcast that would grow the tensor) must make the CLI fail.
 
 The unary in-place ops are found by walking the op table (`thunder_c._C.op_rows()`: the rows of
-src/ops/unary.def with an in-place variant); UNARY_INPLACE gives each its input domain and comparison,
-and a row without an entry fails by name (test_unary_inplace_table_is_complete). Every in-place op of
-the table (`thunder_c._C.ops()`) must appear in some case (test_every_inplace_op_is_covered)."""
+src/ops/unary.def with an in-place variant; tests/python/op_rows.py): each gets the input domain and
+comparison of its kind (UNARY_INPLACE_DEFAULTS), UNARY_INPLACE holds the exceptions by name, and
+test_unary_inplace_table_is_complete checks that each of them names such a row. Every other in-place op
+of the table (`thunder_c._C.ops()`) must appear in some case of CASES (test_every_inplace_op_is_covered)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
+import op_rows
 import traceprog
 from conftest import import_thunder_c
 
@@ -42,27 +44,25 @@ bfb34 = R(3, 4, dtype=torch.bfloat16, seed=14)
 d34, s1 = R(3, 4, dtype=torch.float64, seed=15), R(1, dtype=torch.float64, seed=16)
 b14 = R(1, 4, seed=17)
 
-# The unary rows of the op table with an in-place variant: name -> (input, comparison). EXACT: equal
-# to PyTorch bit for bit; CLOSE: within assert_close's tolerances (libm vs. SLEEF in the last bits).
+# The unary rows of the op table with an in-place variant get an input and a comparison from their kind.
+# EXACT: equal to PyTorch bit for bit; CLOSE: within assert_close's tolerances (libm vs. SLEEF in the
+# last bits). UNARY_INPLACE holds only the exceptions, name -> (input, comparison): a row not defined on
+# its kind's input, or compared otherwise than its kind.
 EXACT, CLOSE = "exact", "close"
+UNARY_INPLACE_DEFAULTS = {"MATH": (a34, EXACT), "FLOAT": (pos34, CLOSE), "EXACT": (i34, EXACT),
+                          "PRED": (a34, EXACT), op_rows.COMPOSITE: (a34, CLOSE)}
 UNARY_INPLACE = {
-    "abs": (a34, EXACT), "acos": (unit34, CLOSE), "acosh": (big34, CLOSE), "asin": (unit34, CLOSE),
-    "asinh": (pos34, CLOSE), "atan": (pos34, CLOSE), "atanh": (unit34, CLOSE), "bitwise_not": (i34, EXACT),
-    "ceil": (a34, EXACT), "cos": (pos34, CLOSE), "cosh": (pos34, CLOSE), "erf": (pos34, CLOSE),
-    "erfc": (pos34, CLOSE), "exp": (pos34, CLOSE), "exp2": (pos34, CLOSE), "expm1": (pos34, CLOSE),
-    "floor": (a34, EXACT), "frac": (a34, EXACT), "lgamma": (pos34, CLOSE), "log": (pos34, CLOSE),
-    "log10": (pos34, CLOSE), "log1p": (pos34, CLOSE), "log2": (pos34, CLOSE), "logical_not": (a34, EXACT),
-    "neg": (a34, EXACT), "reciprocal": (pos34, CLOSE), "round": (a34, EXACT), "rsqrt": (pos34, CLOSE),
-    "sigmoid": (pos34, CLOSE), "sign": (a34, EXACT), "sin": (pos34, CLOSE), "sinc": (a34, CLOSE),
-    "sinh": (pos34, CLOSE), "sqrt": (pos34, CLOSE), "tan": (pos34, CLOSE), "tanh": (pos34, CLOSE),
-    "trunc": (a34, EXACT),
+    "acos": (unit34, CLOSE), "acosh": (big34, CLOSE), "asin": (unit34, CLOSE), "atanh": (unit34, CLOSE),
+    "frac": (a34, EXACT), "logical_not": (a34, EXACT), "sigmoid": (pos34, CLOSE), "sinc": (a34, CLOSE),
 }
-OP_ROWS = thunder_c._C.op_rows()
-UNARY_INPLACE_ROWS = sorted(r["name"] for r in OP_ROWS if r["arity"] == 1 and r["inplace"])
+UNARY_INPLACE_ROWS = [r for r in op_rows.unary_rows(thunder_c) if r["inplace"]]
+UNARY_INPLACE_ENTRY = {r["name"]: op_rows.lookup(r, UNARY_INPLACE_DEFAULTS, UNARY_INPLACE)
+                       for r in UNARY_INPLACE_ROWS}
 
 
-def _unary_inplace(n):
-    return lambda a: getattr(a, n + "_")()
+def _unary_inplace(row):
+    meth = op_rows.tensor_method(row["ip_aliases"]) or row["name"] + "_"
+    return lambda a: getattr(a, meth)()
 
 
 CASES = [
@@ -132,8 +132,8 @@ CASES = [
     ("ltorch.exp_(a)", {"a": bf34}, lambda a: a.exp_()),
     ("ltorch.sigmoid_(a)", {"a": d34}, lambda a: a.sigmoid_()),
     # unary ops: every row of the table with an in-place variant, on its input domain
-    *[(f"ltorch.{n}_(a)", {"a": UNARY_INPLACE[n][0]}, _unary_inplace(n)) for n in UNARY_INPLACE_ROWS
-      if n in UNARY_INPLACE],
+    *[(f"ltorch.{r['name']}_(a)", {"a": UNARY_INPLACE_ENTRY[r["name"]][0]}, _unary_inplace(r))
+      for r in UNARY_INPLACE_ROWS if UNARY_INPLACE_ENTRY[r["name"]]],
     ("ltorch.relu_(a)", {"a": a34}, lambda a: a.relu_()),
     ("ltorch.abs_(a)", {"a": i34}, lambda a: a.abs_()),
     ("ltorch.neg_(a)", {"a": i34}, lambda a: a.neg_()),
@@ -154,15 +154,15 @@ CASES = [
 # Results PyTorch computes through float32 intermediates in its own kernel order for which the trace's
 # prims differ in the last bit (transcendental functions of libm vs. SLEEF): compared with tolerance.
 # The other ops' results are compared exactly: these (substrings of the call), and the unary rows whose
-# UNARY_INPLACE entry says EXACT.
+# comparison (UNARY_INPLACE_DEFAULTS or UNARY_INPLACE) says EXACT.
 EXACT_OPS = ("add_", "sub_", "mul_", "fill_", "zero_", "copy_", "clamp_", "masked_fill_", "eq_", "ne_", "lt_",
              "le_", "gt_", "ge_", "floor_divide_", "relu_", "bitwise_", "logical_", "remainder_", "fmod_", "__i")
 
 
 def is_exact(call):
     op = call.split("; ")[-1].split("(")[0].split(".")[-1]
-    if op.endswith("_") and op[:-1] in UNARY_INPLACE:
-        return UNARY_INPLACE[op[:-1]][1] == EXACT
+    if op.endswith("_") and UNARY_INPLACE_ENTRY.get(op[:-1]):
+        return UNARY_INPLACE_ENTRY[op[:-1]][1] == EXACT
     return any(k in call for k in EXACT_OPS)
 
 
@@ -201,21 +201,27 @@ def test_inplace_matches_torch(cli, tmp_path, call, inputs, fn):
 
 
 def test_unary_inplace_table_is_complete():
-    """Each unary row of the op table with an in-place variant has its UNARY_INPLACE entry (a new row
-    needs one: its input domain and comparison), and each entry is such a row."""
-    missing = [n for n in UNARY_INPLACE_ROWS if n not in UNARY_INPLACE]
-    assert not missing, f"unary in-place ops of the op table without a UNARY_INPLACE entry: {missing}"
-    stale = sorted(set(UNARY_INPLACE) - set(UNARY_INPLACE_ROWS))
+    """Each unary row of the op table with an in-place variant has an input and a comparison (its kind's
+    default in UNARY_INPLACE_DEFAULTS, or its UNARY_INPLACE entry), and each UNARY_INPLACE entry is such
+    a row (a typo would silently leave the row on its default)."""
+    no_default = [r["name"] for r in UNARY_INPLACE_ROWS if UNARY_INPLACE_ENTRY[r["name"]] is None]
+    assert not no_default, f"unary in-place rows of a kind without a default in UNARY_INPLACE_DEFAULTS (add " \
+                           f"the kind, or a UNARY_INPLACE entry): {no_default}"
+    stale = op_rows.stale_entries(UNARY_INPLACE, UNARY_INPLACE_ROWS)
     assert not stale, f"UNARY_INPLACE entries that are no unary row with an in-place variant: {stale}"
 
 
 def test_every_inplace_op_is_covered():
-    """Each in-place op of the table appears in at least one case above."""
+    """Each in-place op of the table appears in at least one case above. The unary rows' in-place ops
+    are cases of the walk, one each (test_unary_inplace_table_is_complete names a row the walk cannot
+    give an input, so it is not reported here twice); any other in-place op (a TH_BINARY row's, a
+    TH_TORCH_INPLACE row's) needs a case in CASES."""
     called = {c[0].split("; ")[-1].split("(")[0].split(".")[-1] for c in CASES}
     ops = [q.split(".", 1)[1] for q, _aliases, _schema, in_place in thunder_c._C.ops() if in_place]
     assert len(ops) >= 60, ops
-    missing = [o for o in ops if o not in called]
-    assert not missing, f"in-place ops of the op table without a case: {missing}"
+    unary = {r["inplace"].split(".", 1)[1] for r in UNARY_INPLACE_ROWS}
+    missing = [o for o in ops if o not in called and o not in unary]
+    assert not missing, f"in-place ops of the op table without a case (add one to CASES): {missing}"
 
 
 # PyTorch's RuntimeErrors for in-place ops, and what the CLI says for the same program.

@@ -658,7 +658,7 @@ def test_inplace_returned_argument_shares_memory():
 
 
 def test_inplace_two_arguments_and_result():
-    def f(x, y):  # scenario 18
+    def f(x, y):
         x += 1
         y *= 2
         return x + y
@@ -672,7 +672,7 @@ def test_inplace_two_arguments_and_result():
 
 
 def test_inplace_on_aliased_arguments():
-    def f(a, b):  # scenario 21
+    def f(a, b):
         return a.exp_() + b.tanh_(), a
 
     a0 = R(3)
@@ -693,7 +693,7 @@ def test_inplace_zero_():
 
 
 def test_inplace_on_a_view_never_gives_stale_values():
-    def j(x):  # scenario 20: either right or NotImplementedError, never silently wrong
+    def j(x):  # either right or NotImplementedError, never silently wrong
         a = x.view(-1)
         b = x.view(-1)
         x.add_(1)
@@ -1040,7 +1040,7 @@ def test_last_traces_pipeline_order_and_provenance():
 
 
 def test_final_trace_dels_and_return():
-    # scenario 6: RETURN is the last bsym, no del after it, no output deleted, each intermediate deleted at most once
+    # RETURN is the last bsym, no del after it, no output deleted, each intermediate deleted at most once
     def f(a, b):
         c = a + b
         d = c * b

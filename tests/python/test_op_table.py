@@ -18,7 +18,8 @@ import re
 import pytest
 import torch
 
-from conftest import import_thunder_c
+from conftest import SOURCE_DIR, import_thunder_c
+from op_rows import torch_callable
 
 thunder_c = import_thunder_c()
 
@@ -27,26 +28,6 @@ BY_NAME = {q: (al, sch, ip) for q, al, sch, ip in OPS}
 UNARY_LTORCH = re.compile(r"^(\w+)\(Tensor input(, \*, [^)]*)?\) -> Tensor$")
 UNARY_PRIM = "{}(TensorOrScalar a, /) -> Tensor"
 VALUES = [-2.5, -1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.5, 10.0]
-
-
-def torch_callable(aliases):
-    """The first alias that names a torch function (torch.X), else a Tensor method (Tensor.X)."""
-    names = aliases.split("|") if aliases else []
-    for n in names:
-        if n.startswith("torch.") and not n.startswith("torch.Tensor."):
-            obj = torch
-            for part in n.split(".")[1:]:
-                obj = getattr(obj, part, None)
-                if obj is None:
-                    break
-            if obj is not None:
-                return n, obj
-    for n in names:
-        if n.startswith("Tensor."):
-            meth = n.split(".", 1)[1]
-            if hasattr(torch.Tensor, meth):
-                return n, (lambda m: lambda x: getattr(x, m)())(meth)
-    return None, None
 
 
 def unary_ops():
@@ -188,6 +169,16 @@ def test_op_rows_agree_with_the_op_table():
         for arity, form in ((1, UNARY_PRIM), (2, BINARY_PRIM)):
             if sch == form.format(n):
                 assert (arity, n) in by_arity, f"{q}: an elementwise prim without a row in op_rows()"
+
+
+def test_unary_def_rows_are_in_alphabetical_order():
+    """The rows of src/ops/unary.def stay sorted by name, as its header says (op_rows() sorts what it
+    lists, so this reads the file itself)."""
+    text = (SOURCE_DIR / "src" / "ops" / "unary.def").read_text()
+    names = re.findall(r"^TH_UNARY(?:_TORCH)?\((\w+),", text, re.M)
+    assert set(names) == {r["name"] for r in ROWS if r["arity"] == 1}, "the rows read from unary.def"
+    bad = [f"{a} before {b}" for a, b in zip(names, names[1:]) if a > b]
+    assert not bad, f"rows of src/ops/unary.def out of alphabetical order: {bad}"
 
 
 def test_the_walk_finds_every_unary_row():

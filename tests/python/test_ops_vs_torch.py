@@ -4,8 +4,10 @@ torch.testing.assert_close's dtype tolerances, and the exact output dtype). Inpu
 .safetensors files written and read by the test's own reader (tests/python/safetensors_ref.py).
 
 The unary elementwise ops are found by walking the op table (`thunder_c._C.op_rows()`, the rows of
-src/ops/unary.def of every kind, composites too): UNARY gives each its input and tolerance, and a row
-without an entry fails by name (test_unary_table_is_complete)."""
+src/ops/unary.def of every kind, composites too; tests/python/op_rows.py) and compared with their
+PyTorch function found through the row's aliases. Each gets the input and tolerance of its kind
+(UNARY_DEFAULTS); UNARY holds the exceptions by name, and test_unary_table_is_complete checks that each
+of them names a row."""
 import math
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import op_rows
 import traceprog
 from conftest import import_thunder_c
 
@@ -52,23 +55,21 @@ x234, m2 = R(2, 3, 4, seed=9), R(4, 5, seed=10)
 unit34, big34 = R(3, 4, lo=-0.9, hi=0.9, seed=11), R(3, 4, lo=1.1, hi=4.0, seed=12)
 u1 = lambda f: (lambda a: f(a))
 
-# The unary rows of the op table (every kind, composites too): name -> (input, tolerance). DEFAULT is
-# assert_close's for the output dtype (float32: rtol 1.3e-6, atol 1e-5; exact for bool and integers).
+# The unary rows of the op table (every kind, composites too) get their input from their kind, and a
+# tolerance: DEFAULT is assert_close's for the output dtype (float32: rtol 1.3e-6, atol 1e-5; exact for
+# bool and integers). UNARY holds only the exceptions, name -> (input, tolerance): a row whose function
+# is not defined on its kind's input, or that needs another tolerance.
 DEFAULT = {}
+UNARY_DEFAULTS = {"MATH": (a34, DEFAULT), "FLOAT": (pos34, DEFAULT), "EXACT": (i34, DEFAULT),
+                  "PRED": (a34, DEFAULT), op_rows.COMPOSITE: (a34, DEFAULT)}
 UNARY = {
-    "abs": (a34, DEFAULT), "acos": (unit34, DEFAULT), "acosh": (big34, DEFAULT), "asin": (unit34, DEFAULT),
-    "asinh": (a34, DEFAULT), "atan": (a34, DEFAULT), "atanh": (unit34, DEFAULT), "bitwise_not": (i34, DEFAULT),
-    "ceil": (a34, DEFAULT), "cos": (pos34, DEFAULT), "cosh": (a34, DEFAULT), "erf": (pos34, DEFAULT),
-    "erfc": (a34, DEFAULT), "exp": (pos34, DEFAULT), "exp2": (a34, DEFAULT), "expm1": (pos34, DEFAULT),
-    "floor": (a34, DEFAULT), "frac": (a34, DEFAULT), "isfinite": (a34, DEFAULT), "isnan": (a34, DEFAULT),
-    "lgamma": (pos34, DEFAULT), "log": (pos34, DEFAULT), "log10": (pos34, DEFAULT), "log1p": (pos34, DEFAULT),
-    "log2": (pos34, DEFAULT), "logical_not": (i34, DEFAULT), "neg": (a34, DEFAULT),
-    "reciprocal": (pos34, DEFAULT), "round": (a34, DEFAULT), "rsqrt": (pos34, DEFAULT),
-    "sigmoid": (pos34, DEFAULT), "sign": (a34, DEFAULT), "signbit": (a34, DEFAULT), "sin": (pos34, DEFAULT),
-    "sinc": (a34, DEFAULT), "sinh": (a34, DEFAULT), "sqrt": (pos34, DEFAULT), "tan": (pos34, DEFAULT),
-    "tanh": (pos34, DEFAULT), "trunc": (a34, DEFAULT),
+    "acos": (unit34, DEFAULT), "acosh": (big34, DEFAULT), "asin": (unit34, DEFAULT), "asinh": (a34, DEFAULT),
+    "atan": (a34, DEFAULT), "atanh": (unit34, DEFAULT), "cosh": (a34, DEFAULT), "erfc": (a34, DEFAULT),
+    "exp2": (a34, DEFAULT), "logical_not": (i34, DEFAULT), "sigmoid": (pos34, DEFAULT), "sinc": (a34, DEFAULT),
+    "sinh": (a34, DEFAULT),
 }
-UNARY_ROWS = sorted(r["name"] for r in thunder_c._C.op_rows() if r["arity"] == 1)
+UNARY_ROWS = op_rows.unary_rows(thunder_c)
+UNARY_ENTRY = {r["name"]: op_rows.lookup(r, UNARY_DEFAULTS, UNARY) for r in UNARY_ROWS}
 
 CASES = [
     # elementwise binary with promotion and broadcasting
@@ -97,7 +98,8 @@ CASES = [
     ("ltorch.clamp(a, -0.5, 0.5)", {"a": a34}, lambda a: torch.clamp(a, -0.5, 0.5)),
     ("ltorch.masked_fill(a, c, -1.0)", {"a": a34, "c": bool34}, lambda a, c: a.masked_fill(c, -1.0)),
     # unary: every row of the table, on its input
-    *[(f"ltorch.{n}(a)", {"a": UNARY[n][0]}, getattr(torch, n)) for n in UNARY_ROWS if n in UNARY],
+    *[(f"ltorch.{r['name']}(a)", {"a": UNARY_ENTRY[r['name']][0]}, r["fn"]) for r in UNARY_ROWS
+      if UNARY_ENTRY[r["name"]] and r["fn"]],
     ("ltorch.exp(a)", {"a": bf34}, torch.exp),
     ("ltorch.abs(a)", {"a": i34}, torch.abs),
     ("ltorch.exp(a)", {"a": i34}, torch.exp),
@@ -183,13 +185,17 @@ def test_op_matches_torch(cli, tmp_path, call, inputs, fn):
     with torch.no_grad():
         expected = fn(*inputs.values())
     op = call.split("(")[0].split(".")[-1]
-    run_case(cli, tmp_path, call, inputs, expected, UNARY[op][1] if op in UNARY else None)
+    run_case(cli, tmp_path, call, inputs, expected, UNARY_ENTRY[op][1] if UNARY_ENTRY.get(op) else None)
 
 
 def test_unary_table_is_complete():
-    """Each unary row of the op table has its UNARY entry (a new row needs one: its input and
-    tolerance), and each entry is a row."""
-    missing = [n for n in UNARY_ROWS if n not in UNARY]
-    assert not missing, f"unary ops of the op table without a UNARY entry: {missing}"
-    stale = sorted(set(UNARY) - set(UNARY_ROWS))
+    """Each unary row of the op table has an input and a tolerance (its kind's default in
+    UNARY_DEFAULTS, or its UNARY entry) and a PyTorch function among its aliases, and each UNARY
+    entry is a row (a typo would silently leave the row on its default)."""
+    no_default = [r["name"] for r in UNARY_ROWS if UNARY_ENTRY[r["name"]] is None]
+    assert not no_default, f"unary rows of a kind without a default in UNARY_DEFAULTS (add the kind, or " \
+                           f"a UNARY entry): {no_default}"
+    no_fn = [r["name"] for r in UNARY_ROWS if r["fn"] is None]
+    assert not no_fn, f"unary rows whose aliases name no PyTorch function: {no_fn}"
+    stale = op_rows.stale_entries(UNARY, UNARY_ROWS)
     assert not stale, f"UNARY entries that are no unary row of the op table: {stale}"

@@ -98,7 +98,7 @@ def test_seed000_mixed_dtypes_outside_autocast_raise():
 
 
 def test_seed000_mixed_dtypes_under_autocast():
-    # scenario 8: x bf16, w f32 inside torch.autocast("cpu", bf16): w is converted, no dtype error
+    # x bf16, w f32 inside torch.autocast("cpu", bf16): w is converted, no dtype error
     def foo(x, w):
         return thunder.prims.linear(x, w, None)
 
@@ -141,7 +141,7 @@ def test_seed001_autocast_transform():
     assert want.dtype == torch.float32
     assert out.dtype == torch.float32, out.dtype
     torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)
-    # scenario 13: the matmul runs in bf16 on converted operands; the add in f32
+    # the matmul runs in bf16 on converted operands; the add in f32
     dce = str(thunder.last_traces(jfunc)[1])
     assert dce.count("prims.convert_element_type") >= 3, dce
     assert "bf16[2, 2]" in dce
@@ -159,7 +159,7 @@ def test_seed001_same_harness(fn, dtype):
 
 
 def test_seed001_autocast_rejects_non_low_precision_dtypes():
-    from thunder_c.core.transforms import autocast  # scenario 14
+    from thunder_c.core.transforms import autocast
 
     with pytest.raises(ValueError, match=r"float16`? or `?thunder(_c)?\.bfloat16"):
         autocast(h, dtype=thunder.float32)

@@ -1,13 +1,13 @@
 /* test_fp8.c — fp8 end to end: the casts, ltorch._scaled_mm / prims.scaled_mm (meta, errors, the CPU
- * kernel and its micro-kernels), the float8 training transform (th_transform_float8), the worked
- * quantization example of reference §8.2 / scenario 24, and seed 003's extrace run on the CPU.
+ * kernel and its micro-kernels), the float8 training transform (th_transform_float8), a worked
+ * quantization example (torchao's dynamic per-tensor recipe), and seed 003's extrace run on the CPU.
  *
  * References are independent of the code under test: fp8 codes are decoded here with integer
  * arithmetic and ldexp (sign / exponent / mantissa fields, OCP and PyTorch formats), casts are
  * checked against a brute-force round-to-nearest-even search over every code (with PyTorch's overflow
  * rules: e4m3fn saturates to 448 above 464, e5m2 gives inf from 61440), GEMMs against float64 sums of the exactly
  * decoded operands, and the transform against a float64 recomputation of the quantization recipe
- * (amax, scale, saturated cast, decode) from the reference §8.2 text, with bounds for float32
+ * (amax, scale, saturated cast, decode), with bounds for float32
  * accumulation. Allocation failures in the transform and in both scaled_mm kernels end in
  * TH_ERR_NOMEM (the sanitizer build checks for leaks). */
 #define _POSIX_C_SOURCE 200809L
@@ -196,7 +196,7 @@ static void test_scalar_casts(void **state) {
         check_code(fs[k], sat, x, got, "scalar sweep");
       }
     }
-  /* the reference's own anchors (reference §8.1 / scenario 23) */
+  /* known e4m3fn codes: ties to even, saturation past 448, -inf to -448 */
   assert_int_equal(ref_encode(E4, 464.0f, false), 0x7e);  /* tie to even: 448 */
   assert_int_equal(ref_encode(E4, 464.01f, false), 0x7e); /* saturates (torch >= 2.12) */
   assert_int_equal(ref_encode(E4, -INFINITY, false), 0xfe);
@@ -245,7 +245,7 @@ static void test_program_casts(void **state) {
   }
 }
 
-/* ---- the worked example (reference §8.2, scenario 24) ----------------------------------------------- */
+/* ---- a worked quantization example: amax, scale, saturated cast, decode ------------------------------ */
 
 static void test_worked_example(void **state) {
   (void)state;

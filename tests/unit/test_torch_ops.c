@@ -173,7 +173,7 @@ static th_arg ellipsis(void) {
 
 /* ---- type promotion ------------------------------------------------------------------------------ */
 
-/* Scenario 3: bf16 + bf16 records convert->f32 x2, prims.add, convert->bf16. */
+/* bf16 + bf16 records convert->f32 x2, prims.add, convert->bf16. */
 static void test_promote_bf16_add(void **state) {
   (void)state;
   th_trace *tr = new_trace();
