@@ -333,8 +333,9 @@ th_status th_program_compile(const th_trace *tr, const th_compile_options *opts,
 }
 
 th_status th_compile_prepare(const th_trace *tr, const th_compile_options *opts, th_trace **dce, th_trace **cse) {
+  if (dce) *dce = NULL;
+  if (cse) *cse = NULL;
   if (!dce || !cse) return th_error(TH_ERR_VALUE, "th_compile_prepare: %s is NULL", !dce ? "dce" : "cse");
-  *dce = *cse = NULL;
   if (!tr) return th_error(TH_ERR_VALUE, "th_compile_prepare: the trace is NULL");
   TH_TRY(th_compile_stage_verify(tr, opts));
   th_trace *d = NULL;

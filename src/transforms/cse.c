@@ -140,6 +140,16 @@ static bool mergeable(const th_bsym *b) {
   return !th_bsym_has_effect(b);
 }
 
+/* Whether b writes a tensor in place (an in-place op, or prims.copy_ at any depth). A value read
+ * after the write names the same buffer with new contents, so no computation recorded before it
+ * may stand for one after it. */
+static bool writes_in_place(const th_bsym *b) {
+  if ((b->sym->tags & TH_TAG_IN_PLACE) || b->sym->id == TH_OP_prims_copy_) return true;
+  for (int i = 0; i < b->nsubs; i++)
+    if (writes_in_place(b->subs[i])) return true;
+  return false;
+}
+
 /* ---- the pass ------------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -294,6 +304,10 @@ th_status th_cse(const th_trace *tr, th_trace **out) {
         st = map_outputs(&c, b, prior);
         continue;
       }
+    } else if (writes_in_place(b) && c.cap) { /* what came before is forgotten */
+      memset(c.table, 0, c.cap * sizeof *c.table);
+      memset(c.hashes, 0, c.cap * sizeof *c.hashes);
+      c.used = 0;
     }
     st = th_vec_push(nt->arena, &nt->bsyms, b);
   }

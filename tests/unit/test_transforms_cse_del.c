@@ -608,6 +608,58 @@ static void test_cse_dels(void **state) {
   th_trace_free(tr);
 }
 
+/* A computation read after an in-place write of its input is a new computation: the second
+ * ltorch.add(x, y) reads x after x += y, so it must not merge with the first. */
+static void test_cse_not_across_inplace_writes(void **state) {
+  (void)state;
+  const char *text = "import thunder\n"
+                     "import thunder.torch as ltorch\n"
+                     "import torch\n"
+                     "\n"
+                     "def computation(x, y):\n"
+                     "  # x: \"cpu f32[3]\"\n"
+                     "  # y: \"cpu f32[3]\"\n"
+                     "  t0 = ltorch.add(x, y)  # t0: \"cpu f32[3]\"\n"
+                     "  t1 = ltorch.add_(x, y)  # t1: \"cpu f32[3]\"\n"
+                     "  t2 = ltorch.add(x, y)  # t2: \"cpu f32[3]\"\n"
+                     "  t3 = ltorch.add(x, y)  # t3: \"cpu f32[3]\"\n"
+                     "  return (t0, t1, t2, t3)\n";
+  th_trace *tr = NULL;
+  if (th_trace_parse(text, "cse_inplace.py", &tr) != TH_OK) fail_msg("%s", th_last_error());
+  verify(tr);
+  th_trace *e = cse(tr);
+  char *out = th_trace_print(e, 0);
+  assert_non_null(out);
+  assert_non_null(strstr(out, "  t2 = ltorch.add(x, y")); /* after the write: kept */
+  assert_null(strstr(out, "  t3 = ltorch.add(x, y"));     /* the same read after the same write: merged */
+  assert_non_null(strstr(out, "return (t0, t1, t2, t2)"));
+  free(out);
+  th_trace_free(e);
+
+  /* and the compiled program computes x + y, then x + 2y for the reads after the write */
+  th_program *p = NULL;
+  if (th_program_compile(tr, NULL, &p) != TH_OK) fail_msg("%s", th_last_error());
+  th_tensor *x = th_tensor_empty(TH_F32, 1, (int64_t[]){3});
+  th_tensor *y = th_tensor_empty(TH_F32, 1, (int64_t[]){3});
+  for (int i = 0; i < 3; i++) {
+    ((float *)th_tensor_data(x))[i] = 1.0f;
+    ((float *)th_tensor_data(y))[i] = 1.0f;
+  }
+  th_tensor *in[2] = {x, y}, **outs = NULL;
+  int nout = 0;
+  if (th_program_run(p, 2, in, &nout, &outs) != TH_OK) fail_msg("%s", th_last_error());
+  assert_int_equal(nout, 4);
+  assert_true(th_tensor_get_f64(outs[0], 0) == 2.0);
+  assert_true(th_tensor_get_f64(outs[2], 0) == 3.0);
+  assert_true(th_tensor_get_f64(outs[3], 0) == 3.0);
+  for (int i = 0; i < nout; i++) th_tensor_release(outs[i]);
+  free(outs);
+  th_tensor_release(x);
+  th_tensor_release(y);
+  th_program_free(p);
+  th_trace_free(tr);
+}
+
 /* ---- Delete Last Used ---------------------------------------------------------------------------- */
 
 /* The del rules by hand: inputs a, b, u (unused); t0 = a+b; t1 = t0*b; t2 = neg(t1) (unused);
@@ -847,6 +899,7 @@ int main(void) {
     cmocka_unit_test(test_copy_and_inplace_not_merged),
     cmocka_unit_test(test_executor_mismatch),
     cmocka_unit_test(test_cse_dels),
+    cmocka_unit_test(test_cse_not_across_inplace_writes),
     cmocka_unit_test(test_del_last_used_by_hand),
     cmocka_unit_test(test_del_seed000),
     cmocka_unit_test(test_del_outputs_and_structures),
