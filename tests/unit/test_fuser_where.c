@@ -31,6 +31,7 @@
 
 #include "fuser_test_util.h"
 #include "fuser_trace_util.h"
+#include "program_test_util.h"
 
 /* prims.where in a fused loop is a bit select (the prelude's th_fz_where: a `?:` there kept gcc from
  * vectorizing the loop): every element is the exact bits of a or of b, NaN payloads and -0.0 included,
@@ -97,29 +98,6 @@ static void test_where_select(void **state) {
     for (int i = 0; i < 3; i++) th_tensor_release(in[i]);
     th_trace_free(tr);
   }
-}
-
-static th_program *compile_text(const char *text, const char *const *ex, int nex) {
-  th_trace *tr = NULL;
-  if (th_trace_parse(text, "<test>", &tr) != TH_OK) fail_msg("parse: %s", th_last_error());
-  th_compile_options o;
-  memset(&o, 0, sizeof o);
-  o.executors = ex;
-  o.nexecutors = nex;
-  th_program *p = NULL;
-  if (th_program_compile(tr, &o, &p) != TH_OK) fail_msg("compile: %s", th_last_error());
-  th_trace_free(tr);
-  return p;
-}
-
-static th_tensor *run_one(th_program *p, int nin, th_tensor **in) {
-  int nout = 0;
-  th_tensor **out = NULL;
-  if (th_program_run(p, nin, in, &nout, &out) != TH_OK) fail_msg("run: %s", th_last_error());
-  assert_int_equal(nout, 1);
-  th_tensor *r = out[0];
-  free(out);
-  return r;
 }
 
 /* prims.where members inside fusion regions of p's execution trace. */
