@@ -460,6 +460,15 @@ static void test_number_folding(void **state) {
   expect_err(CALL(tr, "prims.div", &out, th_arg_float(1), th_arg_float(0)), TH_ERR_VALUE, "float division by zero");
   expect_err(CALL(tr, "prims.sqrt", &out, th_arg_float(-1.0)), TH_ERR_VALUE, "math domain error");
   expect_err(CALL(tr, "prims.exp", &out, th_arg_float(1000.0)), TH_ERR_VALUE, "math range error");
+  expect_err(CALL(tr, "prims.sin", &out, th_arg_float(INFINITY)), TH_ERR_VALUE, "math domain error");
+  expect_err(CALL(tr, "prims.log", &out, th_arg_float(-INFINITY)), TH_ERR_VALUE, "math domain error");
+  expect_err(CALL(tr, "prims.acos", &out, th_arg_float(-INFINITY)), TH_ERR_VALUE, "math domain error");
+  expect_err(CALL(tr, "prims.fmod", &out, th_arg_float(INFINITY), th_arg_float(1.0)), TH_ERR_VALUE,
+             "math domain error");
+  expect_ok(CALL(tr, "prims.exp", &out, th_arg_float(INFINITY))); /* math.exp(inf) is inf */
+  assert_true(out.kind == TH_ARG_FLOAT && isinf(out.u.f) && out.u.f > 0);
+  FOLD_FLOAT("prims.atan", 1.5707963267948966, th_arg_float(INFINITY));
+  assert_true(CALL(tr, "prims.sin", &out, th_arg_float(NAN)) == TH_OK && isnan(out.u.f)); /* nan in, nan out */
   expect_err(CALL(tr, "prims.floor", &out, th_arg_float(NAN)), TH_ERR_VALUE, "cannot convert float NaN to integer");
   /* dtype sets apply to Python types too */
   expect_err(CALL(tr, "prims.exp", &out, th_arg_int(1)), TH_ERR_RUNTIME, "Unsupported input dtype int");

@@ -188,12 +188,11 @@ static th_status float_to_int(const char *op, double f, int64_t *out) {
   return TH_OK;
 }
 
-/* A float result of math on finite inputs must be finite, as Python's math module raises otherwise. */
+/* Python's math module: a NaN from inputs that are not NaN is a domain error (sin(inf), log(-inf),
+ * fmod(inf, 1)), an infinity from finite inputs a range error (exp(1000)). */
 static th_status check_math_result(const char *op, double r, double x, double y) {
-  if (isfinite(x) && isfinite(y)) {
-    if (isnan(r)) return th_error(TH_ERR_VALUE, "%s: math domain error", op);
-    if (isinf(r)) return th_error(TH_ERR_VALUE, "%s: math range error", op);
-  }
+  if (isnan(r) && !isnan(x) && !isnan(y)) return th_error(TH_ERR_VALUE, "%s: math domain error", op);
+  if (isinf(r) && isfinite(x) && isfinite(y)) return th_error(TH_ERR_VALUE, "%s: math range error", op);
   return TH_OK;
 }
 
