@@ -46,10 +46,43 @@ __all__ = ["jit", "get_num_threads", "set_num_threads", "last_traces", "last_bac
            "extend", "Trace", "TensorProxy", "prims", "torch", "dtypes", "ThunderModule"]
 
 
+# Activations with PyTorch's `inplace=` flag: with inplace=True each records its in-place op (the
+# out-of-place op, then prims.copy_ into the input, as ltorch.relu_), which the tracer knows updates its
+# first argument, as eager's F.relu calls torch.relu_. Values: the in-place torch callable and the
+# parameters it takes after the input (all but `inplace`).
+_INPLACE_ACTIVATIONS = {
+    _torch.nn.functional.relu: (_torch.relu_, ("input", "inplace"), ()),
+    _torch.nn.functional.silu: (_torch._C._nn.silu_, ("input", "inplace"), ()),
+    _torch.nn.functional.dropout: (_torch.dropout_, ("input", "p", "training", "inplace"), (0.5, True)),
+}
+
+
+def _inplace_activation(func, args, kwargs):
+    """(the in-place callable, its arguments) for an activation called with inplace=True, else None."""
+    spec = _INPLACE_ACTIVATIONS.get(func)
+    if spec is None:
+        return None
+    target, params, defaults = spec
+    if len(args) > len(params) or any(k not in params for k in kwargs):
+        return None  # not a valid call: the tracer reports it as it would
+    bound = dict(zip(params, args))
+    for k, v in kwargs.items():
+        if k in bound:
+            return None
+        bound[k] = v
+    if "input" not in bound or not bound.get("inplace", False):
+        return None
+    rest = [bound.get(p, d) for p, d in zip(params[1:-1], defaults)]
+    return target, (bound["input"], *rest)
+
+
 class _ThunderMode(TorchFunctionMode):
     """Active while thunder_c traces a function: every torch call goes to the C tracer."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        ip = _inplace_activation(func, args, kwargs or {}) if func in _INPLACE_ACTIVATIONS else None
+        if ip is not None:
+            func, args, kwargs = ip[0], ip[1], None
         r = _C.torch_function(func, types, args, kwargs)
         if r is _C.PASSTHROUGH:  # a metadata read on a real tensor (x.shape of a captured tensor)
             return func(*args, **(kwargs or {}))

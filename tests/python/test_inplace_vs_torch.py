@@ -148,6 +148,10 @@ CASES = [
     ("Tensor.__imod__(a, b)", {"a": i34, "b": nz_j34}, lambda a, b: a.__imod__(b)),
     ("Tensor.__ixor__(a, b)", {"a": i34, "b": j34}, lambda a, b: a.__ixor__(b)),
     ("torch.nn.functional.relu_(a)", {"a": a34}, F.relu_),
+    # F.silu / F.dropout with inplace=True record these (tests/python/test_inplace_activations.py)
+    ("ltorch.silu_(a)", {"a": a34}, lambda a: F.silu(a, inplace=True)),
+    ("ltorch.dropout_(a, 1.0)", {"a": a34}, lambda a: F.dropout(a, 1.0, True, True)),
+    ("ltorch.dropout_(a, 0.5, False)", {"a": a34}, lambda a: F.dropout(a, 0.5, False, True)),
     ("torch.Tensor.zero_(a)", {"a": a34}, lambda a: a.zero_()),
 ]
 

@@ -684,6 +684,37 @@ static void test_cat_split(void **state) {
   finish(tr, n);
 }
 
+/* unbind: one piece per index with the dim removed (negative dims, size 1 and 0), PyTorch's errors */
+static void test_unbind(void **state) {
+  (void)state;
+  th_trace *tr = new_trace();
+  th_arg x = tensor(tr, "x", TH_BF16, 3, (int64_t)2, (int64_t)3, (int64_t)4);
+  th_arg s = call2(tr, "ltorch.unbind", x, th_arg_int(-1));
+  assert_int_equal(s.kind, TH_ARG_TUPLE);
+  assert_int_equal(s.u.seq.n, 4);
+  for (int i = 0; i < 4; i++) check_tensor(s.u.seq.items[i], TH_BF16, 2, (int64_t)2, (int64_t)3);
+  s = call1(tr, "torch.unbind", x); /* dim=0 by default */
+  assert_int_equal(s.u.seq.n, 2);
+  check_tensor(s.u.seq.items[1], TH_BF16, 2, (int64_t)3, (int64_t)4);
+  th_arg one = tensor(tr, "one", TH_F32, 2, (int64_t)1, (int64_t)5);
+  s = call2(tr, "ltorch.unbind", one, th_arg_int(0));
+  assert_int_equal(s.u.seq.n, 1);
+  check_tensor(s.u.seq.items[0], TH_F32, 1, (int64_t)5);
+  th_arg empty = tensor(tr, "empty", TH_F32, 2, (int64_t)0, (int64_t)5);
+  s = call2(tr, "ltorch.unbind", empty, th_arg_int(0));
+  assert_int_equal(s.kind, TH_ARG_TUPLE);
+  assert_int_equal(s.u.seq.n, 0);
+  th_arg m = tensor(tr, "m", TH_F32, 2, (int64_t)2, (int64_t)3);
+  expect_error(tr, "ltorch.unbind", 2, (th_arg[]){m, th_arg_int(2)}, 0, NULL, NULL, TH_ERR_INDEX,
+               "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  th_arg z = tensor(tr, "z", TH_F32, 0);
+  expect_error(tr, "ltorch.unbind", 2, (th_arg[]){z, th_arg_int(0)}, 0, NULL, NULL, TH_ERR_INDEX,
+               "Dimension specified as 0 but tensor has no dimensions");
+  s = call2(tr, "ltorch.unbind", m, th_arg_int(-2));
+  assert_int_equal(s.u.seq.n, 2);
+  finish(tr, s.u.seq.items[0]);
+}
+
 /* ---- reductions ------------------------------------------------------------------------------------ */
 
 static void test_reductions(void **state) {
@@ -1125,6 +1156,7 @@ int main(void) {
     cmocka_unit_test(test_layout_ops),
     cmocka_unit_test(test_getitem),
     cmocka_unit_test(test_cat_split),
+    cmocka_unit_test(test_unbind),
     cmocka_unit_test(test_reductions),
     cmocka_unit_test(test_matmul),
     cmocka_unit_test(test_activations),

@@ -189,8 +189,10 @@ static const char *const data_constructors[] = {"tensor", "as_tensor", "from_num
 /* torch callables of Python-side state that torch 2.x routes through the TorchFunctionMode: run
  * eagerly while tracing (no proxy among their arguments). `torch.no_grad()` sets grad mode through
  * torch._C._set_grad_enabled, which the recording then reads (grad_stops); torch.device(...) makes a
- * device object. Dotted paths below `torch`. */
-static const char *const state_functions[] = {"device", "_C._set_grad_enabled"};
+ * device object; torch._assert(cond, msg) with a Python bool (a shape comparison) is a no-op or raises
+ * AssertionError(msg) at trace time, as in eager (a tensor condition is data-dependent: refused below).
+ * Dotted paths below `torch`. */
+static const char *const state_functions[] = {"device", "_C._set_grad_enabled", "_assert"};
 
 /* Metadata queries in function form (torch.numel(x)): answered by the proxy's method of that name. */
 static const struct {
@@ -401,7 +403,12 @@ PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t 
     } else if (pt >= 0) {
       PyObject *d = func_display(func);
       const char *name = d ? PyUnicode_AsUTF8(d) : NULL;
-      if (name && pyth_is_random_factory(name))
+      if (name && !strcmp(name, "torch._assert"))
+        PyErr_Format(PyExc_NotImplementedError,
+                     "%U with a tensor condition is not supported by thunder_c: the condition depends on the "
+                     "tensor's data, known only at run time (assert on shapes or Python values instead)",
+                     d);
+      else if (name && pyth_is_random_factory(name))
         PyErr_Format(PyExc_NotImplementedError,
                      "%U is not supported by thunder_c: random numbers cannot be drawn inside a jitted function "
                      "(draw them outside and pass the tensor in as an argument)",

@@ -17,8 +17,10 @@
  *     plus an f32 one computes in f32 and rounds once to bf16, as PyTorch's kernel stores).
  *
  * Each in-place row of ops.def has the same parameters as its out-of-place op (a leading prefix of
- * them for relu_, whose `inplace` flag is left at its default), so the bound arguments are forwarded
- * as they are. fill_, zero_ and copy_ have no out-of-place op of their own: fill_ and zero_ copy a
+ * them for relu_, silu_ and dropout_, whose `inplace` flag is left at its default), so the bound
+ * arguments are forwarded as they are; where the out-of-place op returns its input itself (dropout_
+ * with training=False or p=0) nothing is copied. relu_, silu_ and dropout_ are also what the Python
+ * frontend records for F.relu / F.silu / F.dropout with inplace=True. fill_, zero_ and copy_ have no out-of-place op of their own: fill_ and zero_ copy a
  * ltorch.full_like / ltorch.zeros_like of the tensor; copy_ (Tensor.copy_) moves the source to the
  * tensor's device, converts it to the tensor's dtype (any cast, as PyTorch's copy_) and expands it to
  * the tensor's shape. */
@@ -75,6 +77,10 @@ static th_status inplace(th_trace *tr, const th_symbol *sym, th_op_id oop, const
   }
   th_arg result;
   TH_TRY(th_tu_call_kw(tr, oop, npos, pos, nkw, kwnames, kw, &result));
+  if (result.kind == TH_ARG_VALUE && args[0].kind == TH_ARG_VALUE && result.u.value == args[0].u.value) {
+    *out = args[0]; /* the op is the identity here (dropout_ with training=False or p=0): nothing to write */
+    return TH_OK;
+  }
   return write_back(tr, sym->qualname, args[0], result, out);
 }
 

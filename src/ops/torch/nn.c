@@ -29,10 +29,13 @@ static th_status kw_call1(th_trace *tr, th_op_id op, int nargs, const th_arg *ar
 
 /* ---- activations ------------------------------------------------------------------------------------ */
 
+/* inplace=True is the in-place op ltorch.<name>_ (the out-of-place op, then prims.copy_ into the input;
+ * torch/inplace.c): the Python frontend records F.relu(x, inplace=True) as ltorch.relu_(x), so that the
+ * tensor updated takes its new version; a trace written by hand calls ltorch.relu_ itself. */
 static th_status no_inplace(const char *op, const th_arg *inplace) {
   bool b;
   TH_TRY(th_tu_bool(op, "inplace", inplace, &b));
-  if (b) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: only inplace=False is supported", op);
+  if (b) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: inplace=True is recorded as %s_(input) (call that op)", op, op);
   return TH_OK;
 }
 
@@ -901,7 +904,9 @@ th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   TH_TRY(th_tu_float(op, "p", &args[1], &p));
   TH_TRY(th_tu_bool(op, "training", &args[2], &training));
   TH_TRY(th_tu_bool(op, "inplace", &args[3], &inplace));
-  if (inplace) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: Only inplace=False is currently supported in dropout", op);
+  if (inplace) /* the in-place op ltorch.dropout_ (see no_inplace) */
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: inplace=True is recorded as %s_(input, p, training) (call that op)",
+                    op, op);
   if (p < 0.0 || p > 1.0)
     return th_error(TH_ERR_VALUE, "%s: dropout probability has to be between 0 and 1, but got %g", op, p);
   if (!training || p == 0.0) {

@@ -1,5 +1,5 @@
 /* shape.c — torch-level layout ops: reshape/view (with -1), permute/transpose/t, unsqueeze/squeeze,
- * expand/broadcast_to, flatten, contiguous/clone, indexing (getitem), cat/stack, split/chunk/narrow.
+ * expand/broadcast_to, flatten, contiguous/clone, indexing (getitem), cat/stack, split/chunk/unbind/narrow.
  *
  * They decompose into the strict shape prims (reshape with a fully known shape, transpose with a full
  * permutation, broadcast_in_dim, slice_prim, squeeze, cat, take). An op that changes nothing returns its
@@ -10,7 +10,8 @@
  * one cat of the pieces' cotangents along the split dim, zeros for a piece no gradient reached. Through
  * the decomposition each slice_prim would pad its cotangent with zeros to the full shape and the pads
  * would then be summed (k full-size zero fills, cats and adds for k pieces: the fused qkv projection's
- * backward). The other ops differentiate through their decompositions. */
+ * backward). unbind's rule is the same with each cotangent unsqueezed first (PyTorch's stack). The other
+ * ops differentiate through their decompositions. */
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
@@ -618,6 +619,33 @@ th_status ltorch_chunk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   return split_lengths(tr, args[0], d, (int)n, lengths, out);
 }
 
+/* unbind: one piece per index of dim, that dim removed (a size-1 slice, then squeeze); a size-0 dim gives
+ * an empty tuple. */
+th_status ltorch_unbind_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = tensor0(args);
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(op, "dim", &args[1], &dim));
+  if (v->ndim == 0)
+    return th_error(TH_ERR_INDEX, "%s: Dimension specified as %lld but tensor has no dimensions", op, (long long)dim);
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  int64_t n = v->shape[d];
+  if (n > TH_MAX_PIECES)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: unbind gives %lld pieces; at most %d are supported", op, (long long)n,
+                    TH_MAX_PIECES);
+  th_arg *pieces = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(n ? n : 1));
+  if (!pieces) return th_error(TH_ERR_NOMEM, "out of memory");
+  const int64_t sq[1] = {d};
+  for (int64_t i = 0; i < n; i++) {
+    th_arg s;
+    TH_TRY(th_tu_slice_in_dim(tr, args[0], i, i + 1, 1, d, &s));
+    TH_TRY(th_tu_squeeze(tr, s, 1, sq, &pieces[i]));
+  }
+  *out = th_arg_tuple((int)n, pieces);
+  return TH_OK;
+}
+
 th_status ltorch_narrow_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = tensor0(args);
@@ -673,8 +701,43 @@ static th_status split_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
   return th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(n, items), th_arg_int(d), &grads[0]);
 }
 
+/* unbind: the pieces' cotangents (zeros where none reached) unsqueezed at dim and concatenated there
+ * (PyTorch's stack); zeros of the input's shape when the dim has size 0 (no pieces). */
+static th_status unbind_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a)) return TH_OK;
+  const char *op = b->sym->qualname;
+  int64_t dim;
+  int d;
+  TH_TRY(th_meta_int(op, "dim", &b->args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(op, dim, a->u.value->ndim, &d));
+  if (b->out.kind != TH_ARG_TUPLE && b->out.kind != TH_ARG_LIST)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: expected its outputs as a sequence of tensors", op);
+  int n = b->out.u.seq.n;
+  if (n == 0) return th_vjp_zeros_like(tr, a->u.value, &grads[0]);
+  th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)n);
+  if (!items) return th_error(TH_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    const th_arg *o = &b->out.u.seq.items[i];
+    th_arg ct;
+    if (o->kind != TH_ARG_VALUE || !o->u.value->is_tensor)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: expected its outputs as a sequence of tensors", op);
+    if (cts[i].kind == TH_ARG_NONE)
+      TH_TRY(th_vjp_zeros_like(tr, o->u.value, &ct));
+    else
+      ct = cts[i];
+    TH_TRY(th_tu_unsqueeze(tr, ct, d, &items[i]));
+  }
+  if (n == 1) {
+    grads[0] = items[0];
+    return TH_OK;
+  }
+  return th_tu_call2(tr, TH_OP_prims_cat, th_arg_list(n, items), th_arg_int(d), &grads[0]);
+}
+
 const th_vjp_entry th_vjp_table_torch_shape[] = {
   {TH_OP_ltorch_split, TH_VJP_RULE, split_vjp},
   {TH_OP_ltorch_chunk, TH_VJP_RULE, split_vjp},
+  {TH_OP_ltorch_unbind, TH_VJP_RULE, unbind_vjp},
 };
 const int th_vjp_table_torch_shape_n = (int)(sizeof th_vjp_table_torch_shape / sizeof th_vjp_table_torch_shape[0]);
