@@ -414,6 +414,69 @@ static th_arg tuple_of(th_trace *tr, int n, th_value *const *v, bool *oom) {
   return th_arg_tuple(n, items);
 }
 
+/* The buffer a value names: the destination's buffer for the output of a prims.copy_ (at any depth),
+ * else the value itself. root is indexed by value id, NULL = the value itself. */
+static th_value *buffer_of(th_value **root, uint32_t nroot, th_value *v) {
+  while (v && v->id < nroot && root[v->id]) v = root[v->id];
+  return v;
+}
+
+static void note_copies(const th_bsym *b, th_value **root, uint32_t nroot) {
+  for (int i = 0; i < b->nsubs; i++) note_copies(b->subs[i], root, nroot);
+  if (b->sym->id != TH_OP_prims_copy_ || b->nargs < 2 || b->args[1].kind != TH_ARG_VALUE ||
+      b->out.kind != TH_ARG_VALUE || b->out.u.value->id >= nroot)
+    return;
+  root[b->out.u.value->id] = buffer_of(root, nroot, b->args[1].u.value);
+}
+
+static bool copies_into(const th_bsym *b, th_value **root, uint32_t nroot, const th_value *buf) {
+  if (b->sym->id == TH_OP_prims_copy_ && b->nargs >= 2 && b->args[1].kind == TH_ARG_VALUE &&
+      buffer_of(root, nroot, b->args[1].u.value) == buf)
+    return true;
+  for (int i = 0; i < b->nsubs; i++)
+    if (copies_into(b->subs[i], root, nroot, buf)) return true;
+  return false;
+}
+
+static bool defines(const th_bsym *b, const th_value *v) {
+  vlist outs = {0};
+  bool found = false;
+  if (values_of(&b->out, &outs) == TH_OK)
+    for (int i = 0; i < outs.n && !found; i++) found = outs.v[i] == v;
+  th_free(outs.v);
+  return found;
+}
+
+/* A saved tensor whose buffer a later prims.copy_ of the forward overwrites (an in-place op on an
+ * intermediate or an input, y.sin_()) would reach the backward with the new contents: the forward
+ * saves a prims.clone of it, made just before the first such write, in its place. The backward still
+ * reads the value by position, so only the forward's saved tuple changes. */
+static th_status protect_saved(th_trace *fwd, int nt, th_value **tens, th_value **out) {
+  uint32_t nroot = th_trace_id_bound(fwd);
+  th_value **root = th_calloc(nroot ? nroot : 1, sizeof *root);
+  if (!root) return th_error(TH_ERR_NOMEM, "grad: out of memory");
+  for (int j = 0; j < fwd->bsyms.n; j++) note_copies(fwd->bsyms.items[j], root, nroot);
+  th_status st = TH_OK;
+  for (int i = 0; i < nt && st == TH_OK; i++) {
+    out[i] = tens[i];
+    th_value *buf = buffer_of(root, nroot, tens[i]);
+    int j = 0;
+    for (int k = 0; k < fwd->bsyms.n; k++) /* writes before the value exists do not touch it */
+      if (defines(fwd->bsyms.items[k], tens[i])) j = k + 1;
+    for (; j < fwd->bsyms.n && !copies_into(fwd->bsyms.items[j], root, nroot, buf); j++) {}
+    if (j == fwd->bsyms.n) continue;
+    th_arg a = th_arg_value(tens[i]), r;
+    if ((st = th_call(fwd, TH_OP_prims_clone, 1, &a, &r)) != TH_OK) break;
+    /* th_call appended the clone: move it in front of the write */
+    void *cl = fwd->bsyms.items[fwd->bsyms.n - 1];
+    memmove(&fwd->bsyms.items[j + 1], &fwd->bsyms.items[j], sizeof(void *) * (size_t)(fwd->bsyms.n - 1 - j));
+    fwd->bsyms.items[j] = cl;
+    out[i] = r.u.value;
+  }
+  th_free(root);
+  return st;
+}
+
 static th_status finish(gctx *c, const vlist *cots, double t0) {
   th_trace *fwd = c->fwd, *bwd = c->bwd;
   vlist saved = {0};
@@ -436,6 +499,9 @@ static th_status finish(gctx *c, const vlist *cots, double t0) {
     else
       nums[no++] = saved.v[i];
   }
+  th_value **saved_out = st == TH_OK ? th_malloc(sizeof(th_value *) * (size_t)(nt + 1)) : NULL;
+  if (st == TH_OK && !saved_out) st = th_error(TH_ERR_NOMEM, "grad: out of memory");
+  if (st == TH_OK) st = protect_saved(fwd, nt, tens, saved_out);
   bool oom = false;
   /* the forward's return */
   if (st == TH_OK) {
@@ -464,7 +530,7 @@ static th_status finish(gctx *c, const vlist *cots, double t0) {
       dict.u.seq.n = 3;
       dict.u.seq.items = d;
       dict.u.seq.keys = keys;
-      pair[0] = tuple_of(fwd, nt, tens, &oom);
+      pair[0] = tuple_of(fwd, nt, saved_out, &oom);
       pair[1] = tuple_of(fwd, no, nums, &oom);
       top[0] = dict;
       top[1] = th_arg_tuple(2, pair);
@@ -504,6 +570,7 @@ static th_status finish(gctx *c, const vlist *cots, double t0) {
   }
   th_free(saved.v);
   th_free(tens);
+  th_free(saved_out);
   th_free(nums);
   if (st == TH_OK) {
     char pss[96];
