@@ -438,13 +438,15 @@ static bool copies_into(const th_bsym *b, th_value **root, uint32_t nroot, const
   return false;
 }
 
-static bool defines(const th_bsym *b, const th_value *v) {
-  vlist outs = {0};
-  bool found = false;
-  if (values_of(&b->out, &outs) == TH_OK)
-    for (int i = 0; i < outs.n && !found; i++) found = outs.v[i] == v;
-  th_free(outs.v);
-  return found;
+typedef struct {
+  int *def_at; /* indexed by value id: 1 + the top-level index of the bsym defining it, 0 = an input */
+  uint32_t n;
+  int at;
+} def_ctx;
+
+static void def_at_cb(th_value *v, void *p) {
+  def_ctx *d = p;
+  if (v->id < d->n) d->def_at[v->id] = d->at + 1;
 }
 
 /* A saved tensor whose buffer a later prims.copy_ of the forward overwrites (an in-place op on an
@@ -452,28 +454,43 @@ static bool defines(const th_bsym *b, const th_value *v) {
  * saves a prims.clone of it, made just before the first such write, in its place. The backward still
  * reads the value by position, so only the forward's saved tuple changes. */
 static th_status protect_saved(th_trace *fwd, int nt, th_value **tens, th_value **out) {
-  uint32_t nroot = th_trace_id_bound(fwd);
-  th_value **root = th_calloc(nroot ? nroot : 1, sizeof *root);
-  if (!root) return th_error(TH_ERR_NOMEM, "grad: out of memory");
-  for (int j = 0; j < fwd->bsyms.n; j++) note_copies(fwd->bsyms.items[j], root, nroot);
+  memcpy(out, tens, sizeof(th_value *) * (size_t)nt);
+  uint32_t n = th_trace_id_bound(fwd);
+  th_value **root = th_calloc(n ? n : 1, sizeof *root);
+  int *def_at = th_calloc(n ? n : 1, sizeof *def_at);
+  if (!root || !def_at) {
+    th_free(root);
+    th_free(def_at);
+    return th_error(TH_ERR_NOMEM, "grad: out of memory");
+  }
+  def_ctx d = {def_at, n, 0};
+  for (d.at = 0; d.at < fwd->bsyms.n; d.at++) {
+    note_copies(fwd->bsyms.items[d.at], root, n);
+    th_bsym_foreach_value(fwd->bsyms.items[d.at], TH_BSYM_OUT, def_at_cb, &d);
+  }
+  /* the first write into each saved value's buffer after the value exists (def_at[id] reused for it) */
+  for (int i = 0; i < nt; i++) {
+    th_value *buf = buffer_of(root, n, tens[i]);
+    int j = tens[i]->id < n ? def_at[tens[i]->id] : 0;
+    while (j < fwd->bsyms.n && !copies_into(fwd->bsyms.items[j], root, n, buf)) j++;
+    if (tens[i]->id < n) def_at[tens[i]->id] = j < fwd->bsyms.n ? j : -1; /* -1: never written */
+  }
   th_status st = TH_OK;
   for (int i = 0; i < nt && st == TH_OK; i++) {
-    out[i] = tens[i];
-    th_value *buf = buffer_of(root, nroot, tens[i]);
-    int j = 0;
-    for (int k = 0; k < fwd->bsyms.n; k++) /* writes before the value exists do not touch it */
-      if (defines(fwd->bsyms.items[k], tens[i])) j = k + 1;
-    for (; j < fwd->bsyms.n && !copies_into(fwd->bsyms.items[j], root, nroot, buf); j++) {}
-    if (j == fwd->bsyms.n) continue;
+    int j = tens[i]->id < n ? def_at[tens[i]->id] : -1;
+    if (j < 0) continue;
     th_arg a = th_arg_value(tens[i]), r;
     if ((st = th_call(fwd, TH_OP_prims_clone, 1, &a, &r)) != TH_OK) break;
-    /* th_call appended the clone: move it in front of the write */
+    /* th_call appended the clone: move it in front of the write; later positions shift by one */
     void *cl = fwd->bsyms.items[fwd->bsyms.n - 1];
     memmove(&fwd->bsyms.items[j + 1], &fwd->bsyms.items[j], sizeof(void *) * (size_t)(fwd->bsyms.n - 1 - j));
     fwd->bsyms.items[j] = cl;
     out[i] = r.u.value;
+    for (int k = i + 1; k < nt; k++)
+      if (tens[k]->id < n && def_at[tens[k]->id] >= j) def_at[tens[k]->id]++;
   }
   th_free(root);
+  th_free(def_at);
   return st;
 }
 
