@@ -379,15 +379,17 @@ th_status prims_unary_bool_meta(th_trace *tr, const th_symbol *sym, const th_arg
 #define BT_CMP(ta, tb, b, known) TH_BOOL
 #define BT_NONE(ta, tb, b, known) BT_ARITH(ta, tb, b, known)
 
-#define BF_ARITH_ONLY(f64, i64)                                                                                        \
+/* f64 on float operands (a, b as doubles) or i64 on exact ones, the result made by ff or fi */
+#define BF_EACH(ff, fi, f64, i64)                                                                                      \
   if (fl) {                                                                                                            \
     double a = num_f(na), b = num_f(nb);                                                                               \
-    *r = num_float(f64);                                                                                               \
+    *r = ff(f64);                                                                                                      \
   } else {                                                                                                             \
     int64_t a = na.i, b = nb.i;                                                                                        \
-    *r = num_int(i64);                                                                                                 \
+    *r = fi(i64);                                                                                                      \
   }                                                                                                                    \
   return TH_OK;
+#define BF_ARITH_ONLY(f64, i64) BF_EACH(num_float, num_int, f64, i64)
 #define BF_ARITH(f64, i64)                                                                                             \
   (void)rtype;                                                                                                         \
   BF_ARITH_ONLY(f64, i64)
@@ -443,14 +445,7 @@ th_status prims_unary_bool_meta(th_trace *tr, const th_symbol *sym, const th_arg
   }
 #define BF_CMP(f64, i64)                                                                                               \
   (void)rtype;                                                                                                         \
-  if (fl) {                                                                                                            \
-    double a = num_f(na), b = num_f(nb);                                                                               \
-    *r = num_bool(f64);                                                                                                \
-  } else {                                                                                                             \
-    int64_t a = na.i, b = nb.i;                                                                                        \
-    *r = num_bool(i64);                                                                                                \
-  }                                                                                                                    \
-  return TH_OK;
+  BF_EACH(num_bool, num_bool, f64, i64)
 #define BF_NONE(f64, i64)                                                                                              \
   (void)na;                                                                                                            \
   (void)nb;                                                                                                            \
