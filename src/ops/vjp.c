@@ -29,6 +29,21 @@ static void build(void) {
   add(th_vjp_table_torch_shape, th_vjp_table_torch_shape_n);
   add(th_vjp_table_torch_scaled_mm, th_vjp_table_torch_scaled_mm_n);
   add(th_vjp_table_torch_float8_linear, th_vjp_table_torch_float8_linear_n);
+
+  /* conv */
+
+  /* norm */
+
+  /* pool */
+
+  /* index */
+
+  /* scan */
+
+  /* act */
+
+  /* rnn */
+
 }
 
 const th_vjp_entry *th_vjp_get(th_op_id id) {

@@ -55,6 +55,21 @@ TH_VJP_TABLE(torch_nn)
 TH_VJP_TABLE(torch_shape)
 TH_VJP_TABLE(torch_scaled_mm)
 TH_VJP_TABLE(torch_float8_linear)
+
+/* conv */
+
+/* norm */
+
+/* pool */
+
+/* index */
+
+/* scan */
+
+/* act */
+
+/* rnn */
+
 #undef TH_VJP_TABLE
 
 /* The entry of op `id`, or NULL (no entry: decompose, see above). Built once, thread-safe. */

@@ -74,6 +74,21 @@ static const th_operator_impl eager_impls[] = {
   {TH_OP_prims_scaled_mm, th_eg_scaled_mm_ref, NULL},
   /* memory */
   {TH_OP_prims_copy_, th_eg_copy__ref, NULL},
+
+  /* conv */
+
+  /* norm */
+
+  /* pool */
+
+  /* index */
+
+  /* scan */
+
+  /* act */
+
+  /* rnn */
+
 };
 
 const th_executor_desc th_eager_executor = {"eager", (int)(sizeof eager_impls / sizeof eager_impls[0]), eager_impls};
