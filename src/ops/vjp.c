@@ -31,6 +31,7 @@ static void build(void) {
   add(th_vjp_table_torch_float8_linear, th_vjp_table_torch_float8_linear_n);
 
   /* conv */
+  add(th_vjp_table_prims_conv, th_vjp_table_prims_conv_n);
 
   /* norm */
 

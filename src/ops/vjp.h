@@ -57,6 +57,7 @@ TH_VJP_TABLE(torch_scaled_mm)
 TH_VJP_TABLE(torch_float8_linear)
 
 /* conv */
+TH_VJP_TABLE(prims_conv)
 
 /* norm */
 

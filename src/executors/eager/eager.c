@@ -76,6 +76,7 @@ static const th_operator_impl eager_impls[] = {
   {TH_OP_prims_copy_, th_eg_copy__ref, NULL},
 
   /* conv */
+  {TH_OP_prims_convolution, th_eg_convolution_ref, NULL},
 
   /* norm */
 

@@ -173,6 +173,7 @@ th_status th_eg_linear_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_scaled_mm_ref(th_rt_env *env, const th_bsym *b);
 
 /* conv */
+th_status th_eg_convolution_ref(th_rt_env *env, const th_bsym *b); /* conv.c */
 
 /* norm */
 
