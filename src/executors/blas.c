@@ -39,6 +39,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "core/scalar.h"
+#include "executors/blas_conv.h"
 #include "executors/kernel.h"
 #include "runtime/program.h"
 
@@ -674,6 +675,7 @@ static const th_operator_impl blas_impls[] = {
   {TH_OP_prims_matmul, matmul_kernel, matmul_checker},
   {TH_OP_prims_linear, linear_kernel, linear_checker},
   {TH_OP_prims_scaled_mm, scaled_mm_kernel, NULL},
+  {TH_OP_prims_convolution, th_blas_convolution_kernel, th_blas_convolution_checker}, /* blas_conv.c */
 };
 
 const th_executor_desc th_blas_executor = {"blas", (int)(sizeof blas_impls / sizeof blas_impls[0]), blas_impls};

@@ -126,6 +126,13 @@ _DEFAULT_TOL = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7), torc
                 torch.float16: (1e-3, 1e-5)}
 
 
+# Loosened where thunder_c's kernel sums in another order than PyTorch's, legitimately: float32
+# conv_transpose3d's samples sum 108 products into outputs near 900 (PyTorch's im2col/col2im kernel vs
+# oneDNN's deconvolution), so both differ from the float64 result by ~1e-4 where an output cancels to
+# near zero, beyond assert_close's float32 default atol.
+_TOL_OVERRIDES = {("nn.functional.conv_transpose3d", torch.float32): (1.3e-6, 5e-4)}
+
+
 def tolerances(op, dtype, out_dtype):
     """(rtol, atol) for an output of `out_dtype` of a sample of `dtype`: each the largest of
     assert_close's default for out_dtype and the OpInfo's toleranceOverride / precisionOverride
@@ -133,6 +140,8 @@ def tolerances(op, dtype, out_dtype):
     if out_dtype not in _DEFAULT_TOL:
         return {}
     rtol, atol = _DEFAULT_TOL[out_dtype]
+    if (opinfo_id(op), out_dtype) in _TOL_OVERRIDES:
+        rtol, atol = _TOL_OVERRIDES[(opinfo_id(op), out_dtype)]
     for dec in op.decorators or ():
         if getattr(dec, "device_type", None) not in (None, "cpu"):
             continue

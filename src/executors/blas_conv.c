@@ -1,0 +1,373 @@
+/* blas_conv.c — prims.convolution in the BLAS executor: oneDNN's convolution primitive (transposed:
+ * its deconvolution primitive), float32 and bfloat16 (float32 accumulation, the result rounded to
+ * bfloat16, as PyTorch's mkldnn path); oneDNN picks the implementation for the CPU (AVX-512, AMX).
+ *
+ * A call is described to oneDNN in the tensors' logical layouts:
+ *   src (N, C_in, *L) and dst (N, C_out, *L_o) dense row-major (a strided input is first copied);
+ *   weights (C_out, C_in / G, *K) (groups: (G, C_out / G, C_in / G, *K) over the same memory); a
+ *   transposed weight (C_in, C_out / G, *K) is the deconvolution's (G, C_out / G, C_in / G, *K) with its
+ *   two channel strides swapped, no copy;
+ *   bias (C_out) of the operands' dtype;
+ *   strides, dilations (oneDNN counts d - 1), padding_l = p and padding_r = p (a convolution: oneDNN
+ *   floors the output size as ATen) or p - output_padding (a deconvolution, whose output is then the
+ *   size ATen gives; oneDNN takes padding_r > -stride).
+ * The primitive itself is created with format `any` for src, weights and dst, so oneDNN chooses its
+ * blocked layouts; reorders from the plain tensors into them (and back for dst) run around it, into
+ * scratch buffers. A primitive and its reorders are cached by the problem (dtype, shapes, parameters) in
+ * a small LRU table shared by all programs (a mutex guards lookups; an entry in use is never evicted).
+ * The checker creates (and so caches) the primitive at compile time: a problem oneDNN refuses stays
+ * with the eager executor, as do float64, the integers and empty tensors. */
+#include <string.h>
+#include <threads.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "executors/blas_conv.h"
+#include "runtime/program.h"
+
+/* ---- the problem ------------------------------------------------------------------------------------ */
+
+typedef struct { /* int64 fields only: compared with memcmp */
+  int64_t dt;    /* dnnl_data_type_t */
+  int64_t transposed, k, has_bias;
+  int64_t N, IC, OC, G;
+  int64_t L[3], K[3], Lo[3], s[3], d[3], pl[3], pr[3];
+} cv_key;
+
+/* The key of b's call from its operands' metadata (shapes known at compile time), or false when the
+ * call is not one this executor runs (dtype, an empty tensor, parameters it cannot read). */
+static bool key_of(const th_bsym *b, cv_key *k) {
+  memset(k, 0, sizeof *k);
+  if (b->nargs < 9 || b->out.kind != TH_ARG_VALUE) return false;
+  const th_arg *A = b->args;
+  if (A[0].kind != TH_ARG_VALUE || A[1].kind != TH_ARG_VALUE) return false;
+  const th_value *x = A[0].u.value, *w = A[1].u.value, *o = b->out.u.value;
+  if (!x->is_tensor || !w->is_tensor || !o->is_tensor) return false;
+  if ((x->dtype != TH_F32 && x->dtype != TH_BF16) || w->dtype != x->dtype || o->dtype != x->dtype) return false;
+  const int nd = w->ndim - 2;
+  if (nd < 1 || nd > 3 || x->ndim != w->ndim || o->ndim != w->ndim) return false;
+  if (A[2].kind == TH_ARG_VALUE) {
+    const th_value *bias = A[2].u.value;
+    if (!bias->is_tensor || bias->dtype != x->dtype || bias->ndim != 1) return false;
+    k->has_bias = 1;
+  } else if (A[2].kind != TH_ARG_NONE) {
+    return false;
+  }
+  for (int i = 0; i < x->ndim; i++)
+    if (x->shape[i] == 0 || w->shape[i] == 0 || o->shape[i] == 0) return false;
+  int64_t lists[4][3];
+  const int which[4] = {3, 4, 5, 7}; /* stride, padding, dilation, output_padding */
+  for (int l = 0; l < 4; l++) {
+    const th_arg *a = &A[which[l]];
+    if (a->kind != TH_ARG_TUPLE && a->kind != TH_ARG_LIST) return false;
+    if (a->u.seq.n != 1 && a->u.seq.n != nd) return false;
+    for (int i = 0; i < nd; i++) {
+      const th_arg *e = &a->u.seq.items[a->u.seq.n == 1 ? 0 : i];
+      if (e->kind != TH_ARG_INT) return false;
+      lists[l][i] = e->u.i;
+    }
+  }
+  if (A[6].kind != TH_ARG_BOOL || A[8].kind != TH_ARG_INT || A[8].u.i <= 0) return false;
+  k->dt = x->dtype == TH_BF16 ? dnnl_bf16 : dnnl_f32;
+  k->transposed = A[6].u.b;
+  k->k = nd;
+  k->N = x->shape[0], k->IC = x->shape[1], k->OC = o->shape[1], k->G = A[8].u.i;
+  for (int i = 0; i < nd; i++) {
+    k->L[i] = x->shape[2 + i], k->K[i] = w->shape[2 + i], k->Lo[i] = o->shape[2 + i];
+    k->s[i] = lists[0][i], k->d[i] = lists[2][i], k->pl[i] = lists[1][i];
+    k->pr[i] = k->transposed ? lists[1][i] - lists[3][i] : lists[1][i];
+    if (k->pr[i] + k->s[i] <= 0) return false;
+  }
+  return true;
+}
+
+/* ---- engine and primitive cache ----------------------------------------------------------------------- */
+
+static once_flag init_once = ONCE_FLAG_INIT;
+static dnnl_engine_t engine;
+static mtx_t cache_mtx;
+
+enum { SRC, WEI, BIA, DST };
+
+typedef struct {
+  cv_key key;
+  dnnl_primitive_t prim;
+  dnnl_primitive_t reorder[4];  /* SRC, WEI: user -> primitive; DST: primitive -> user; NULL: none */
+  dnnl_memory_desc_t user[4];   /* the tensors' layouts */
+  dnnl_memory_desc_t chosen[4]; /* the primitive's */
+  size_t scratch[4];            /* bytes of the reorder buffers */
+  uint64_t tick;
+  int inuse;
+  bool cached; /* false: a one-off entry, destroyed after its call */
+} cv_entry;
+
+#define CACHE_SIZE 64
+static cv_entry cache[CACHE_SIZE];
+static uint64_t cache_tick;
+
+static void init(void) {
+  if (mtx_init(&cache_mtx, mtx_plain) != thrd_success) return;
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
+}
+
+static bool init_ok(void) {
+  call_once(&init_once, init);
+  return engine != NULL;
+}
+
+static th_status dnnl_err(const char *what, dnnl_status_t s) {
+  return th_error(s == dnnl_out_of_memory ? TH_ERR_NOMEM : TH_ERR_RUNTIME, "prims.convolution: oneDNN %s failed: %s",
+                  what, dnnl_status2str(s));
+}
+
+static void entry_destroy(cv_entry *e) {
+  if (e->prim) dnnl_primitive_destroy(e->prim);
+  for (int i = 0; i < 4; i++)
+    if (e->reorder[i]) dnnl_primitive_destroy(e->reorder[i]);
+  e->prim = NULL;
+  memset(e->reorder, 0, sizeof e->reorder);
+}
+
+/* The user (plain) layouts of the problem's four tensors. */
+static void user_mds(const cv_key *k, dnnl_memory_desc_t md[4]) {
+  const int nd = (int)k->k;
+  const dnnl_data_type_t dt = (dnnl_data_type_t)k->dt;
+  dnnl_dims_t dims, strides;
+  /* src and dst: dense (N, C, *L) */
+  for (int t = 0; t < 2; t++) {
+    dims[0] = k->N, dims[1] = t ? k->OC : k->IC;
+    for (int i = 0; i < nd; i++) dims[2 + i] = t ? k->Lo[i] : k->L[i];
+    int64_t acc = 1;
+    for (int i = nd + 1; i >= 0; i--) strides[i] = acc, acc *= dims[i];
+    dnnl_memory_desc_init_by_strides(&md[t ? DST : SRC], nd + 2, dims, dt, strides);
+  }
+  /* weights: oneDNN's (G,) O, I, *K over PyTorch's memory */
+  int64_t ksz = 1;
+  for (int i = 0; i < nd; i++) ksz *= k->K[i];
+  const int64_t G = k->G, Og = k->OC / G, Ig = k->IC / G;
+  const int g = G > 1;
+  if (g) dims[0] = G;
+  dims[g] = Og, dims[g + 1] = Ig;
+  for (int i = 0; i < nd; i++) dims[g + 2 + i] = k->K[i];
+  int64_t acc = 1;
+  for (int i = nd - 1; i >= 0; i--) strides[g + 2 + i] = acc, acc *= k->K[i];
+  if (!k->transposed) { /* (G, Og, Ig, *K) row-major */
+    strides[g + 1] = ksz, strides[g] = Ig * ksz;
+  } else { /* PyTorch (G, Ig, Og, *K) row-major read as (G, Og, Ig, *K) */
+    strides[g] = ksz, strides[g + 1] = Og * ksz;
+  }
+  if (g) strides[0] = Og * Ig * ksz;
+  dnnl_memory_desc_init_by_strides(&md[WEI], g + 2 + nd, dims, dt, strides);
+  dims[0] = k->OC;
+  dnnl_memory_desc_init_by_tag(&md[BIA], 1, dims, dt, dnnl_a);
+}
+
+static dnnl_status_t reorder_create(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                    dnnl_primitive_t *out) {
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL);
+  if (s != dnnl_success) return s;
+  s = dnnl_primitive_create(out, pd);
+  dnnl_primitive_desc_destroy(pd);
+  return s;
+}
+
+static dnnl_status_t create(const cv_key *k, cv_entry *e) {
+  memset(e, 0, sizeof *e);
+  user_mds(k, e->user);
+  const int nd = (int)k->k;
+  dnnl_memory_desc_t any[4];
+  for (int t = 0; t < 4; t++) {
+    if (t == BIA) continue;
+    dnnl_memory_desc_init_by_tag(&any[t], e->user[t].ndims, e->user[t].dims, (dnnl_data_type_t)k->dt,
+                                 dnnl_format_tag_any);
+  }
+  dnnl_dims_t strides, dil, pl, pr;
+  for (int i = 0; i < nd; i++) strides[i] = k->s[i], dil[i] = k->d[i] - 1, pl[i] = k->pl[i], pr[i] = k->pr[i];
+  const dnnl_memory_desc_t *bias = k->has_bias ? &e->user[BIA] : NULL;
+  dnnl_status_t s;
+  dnnl_primitive_desc_t pd;
+  if (k->transposed) {
+    dnnl_deconvolution_desc_t d;
+    s = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_deconvolution_direct, &any[SRC],
+                                                     &any[WEI], bias, &any[DST], strides, dil, pl, pr);
+    if (s != dnnl_success) return s;
+    s = dnnl_primitive_desc_create(&pd, &d, NULL, engine, NULL);
+  } else {
+    dnnl_convolution_desc_t d;
+    s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct, &any[SRC],
+                                                   &any[WEI], bias, &any[DST], strides, dil, pl, pr);
+    if (s != dnnl_success) return s;
+    s = dnnl_primitive_desc_create(&pd, &d, NULL, engine, NULL);
+  }
+  if (s != dnnl_success) return s;
+  const dnnl_query_t q[4] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_undef, dnnl_query_dst_md};
+  for (int t = 0; t < 4; t++) {
+    if (t == BIA) continue;
+    e->chosen[t] = *dnnl_primitive_desc_query_md(pd, q[t], 0);
+    if (dnnl_memory_desc_equal(&e->chosen[t], &e->user[t])) continue;
+    e->scratch[t] = dnnl_memory_desc_get_size(&e->chosen[t]);
+    s = t == DST ? reorder_create(&e->chosen[t], &e->user[t], &e->reorder[t])
+                 : reorder_create(&e->user[t], &e->chosen[t], &e->reorder[t]);
+    if (s != dnnl_success) break;
+  }
+  if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+  dnnl_primitive_desc_destroy(pd);
+  if (s != dnnl_success) entry_destroy(e);
+  return s;
+}
+
+/* An entry for k: from the cache, or created (and cached when a slot is free). */
+static th_status acquire(const cv_key *k, cv_entry **out) {
+  if (!init_ok()) return th_error(TH_ERR_RUNTIME, "prims.convolution: the oneDNN CPU engine could not be created");
+  mtx_lock(&cache_mtx);
+  cv_entry *victim = NULL;
+  for (int i = 0; i < CACHE_SIZE; i++) {
+    cv_entry *e = &cache[i];
+    if (e->prim && !memcmp(&e->key, k, sizeof *k)) {
+      e->inuse++;
+      e->tick = ++cache_tick;
+      mtx_unlock(&cache_mtx);
+      *out = e;
+      return TH_OK;
+    }
+    if (!e->inuse && (!victim || !e->prim || (victim->prim && e->tick < victim->tick))) victim = e;
+  }
+  cv_entry tmp;
+  dnnl_status_t s = create(k, &tmp);
+  if (s != dnnl_success) {
+    mtx_unlock(&cache_mtx);
+    return dnnl_err("convolution primitive creation", s);
+  }
+  tmp.key = *k;
+  tmp.inuse = 1;
+  tmp.tick = ++cache_tick;
+  if (victim) {
+    entry_destroy(victim);
+    tmp.cached = true;
+    *victim = tmp;
+    *out = victim;
+  } else {
+    *out = th_malloc(sizeof tmp);
+    if (*out) **out = tmp;
+  }
+  mtx_unlock(&cache_mtx);
+  if (!*out) {
+    entry_destroy(&tmp);
+    return th_error(TH_ERR_NOMEM, "out of memory caching a oneDNN primitive");
+  }
+  return TH_OK;
+}
+
+static void release(cv_entry *e) {
+  if (!e->cached) {
+    entry_destroy(e);
+    th_free(e);
+    return;
+  }
+  mtx_lock(&cache_mtx);
+  e->inuse--;
+  mtx_unlock(&cache_mtx);
+}
+
+/* ---- execution --------------------------------------------------------------------------------------- */
+
+static dnnl_status_t run_prim(dnnl_stream_t stream, dnnl_primitive_t p, int n, const int *which,
+                              const dnnl_memory_desc_t *const *mds, void *const *data) {
+  dnnl_exec_arg_t args[4];
+  int m = 0;
+  dnnl_status_t s = dnnl_success;
+  for (int i = 0; i < n && s == dnnl_success; i++) {
+    args[m].arg = which[i];
+    s = dnnl_memory_create(&args[m].memory, mds[i], engine, data[i]);
+    if (s == dnnl_success) m++;
+  }
+  if (s == dnnl_success) s = dnnl_primitive_execute(p, stream, m, args);
+  if (s == dnnl_success) s = dnnl_stream_wait(stream);
+  for (int i = 0; i < m; i++) dnnl_memory_destroy(args[i].memory);
+  return s;
+}
+
+/* The reorders around the primitive and the primitive itself; data[t] are the plain tensors' memory. */
+static th_status execute(cv_entry *e, void *data[4]) {
+  th_tensor *buf[4] = {NULL, NULL, NULL, NULL};
+  void *prim_data[4] = {data[0], data[1], data[2], data[3]};
+  dnnl_stream_t stream = NULL;
+  dnnl_status_t s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+  th_status st = TH_OK;
+  for (int t = 0; t < 4 && s == dnnl_success; t++) {
+    if (!e->reorder[t]) continue;
+    const int64_t bytes = (int64_t)e->scratch[t];
+    if (!(buf[t] = th_rt_pool_empty(TH_U8, 1, &bytes))) {
+      st = th_last_status();
+      break;
+    }
+    prim_data[t] = th_tensor_data(buf[t]);
+    if (t == DST) continue;
+    const int which[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+    const dnnl_memory_desc_t *mds[2] = {&e->user[t], &e->chosen[t]};
+    void *ptrs[2] = {data[t], prim_data[t]};
+    s = run_prim(stream, e->reorder[t], 2, which, mds, ptrs);
+  }
+  if (st == TH_OK && s == dnnl_success) {
+    const int which[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    const dnnl_memory_desc_t *mds[4] = {e->reorder[SRC] ? &e->chosen[SRC] : &e->user[SRC],
+                                        e->reorder[WEI] ? &e->chosen[WEI] : &e->user[WEI],
+                                        e->reorder[DST] ? &e->chosen[DST] : &e->user[DST], &e->user[BIA]};
+    void *ptrs[4] = {prim_data[SRC], prim_data[WEI], prim_data[DST], data[BIA]};
+    s = run_prim(stream, e->prim, e->key.has_bias ? 4 : 3, which, mds, ptrs);
+  }
+  if (st == TH_OK && s == dnnl_success && e->reorder[DST]) {
+    const int which[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+    const dnnl_memory_desc_t *mds[2] = {&e->chosen[DST], &e->user[DST]};
+    void *ptrs[2] = {prim_data[DST], data[DST]};
+    s = run_prim(stream, e->reorder[DST], 2, which, mds, ptrs);
+  }
+  if (stream) dnnl_stream_destroy(stream);
+  for (int t = 0; t < 4; t++) th_tensor_release(buf[t]);
+  if (st == TH_OK && s != dnnl_success) st = dnnl_err("convolution", s);
+  return st;
+}
+
+/* t itself when contiguous (*owned NULL), else a contiguous copy (*owned = it). */
+static th_tensor *dense(th_tensor *t, th_tensor **owned) {
+  *owned = NULL;
+  if (!t || th_tensor_is_contiguous(t)) return t;
+  return *owned = th_tensor_contiguous_copy(t);
+}
+
+th_status th_blas_convolution_kernel(th_rt_env *env, const th_bsym *b) {
+  cv_key k;
+  if (!key_of(b, &k)) return th_error(TH_ERR_RUNTIME, "prims.convolution: a call the BLAS executor does not run");
+  th_tensor *x = th_rt_tensor(env, &b->args[0]), *w = th_rt_tensor(env, &b->args[1]);
+  th_tensor *bias = k.has_bias ? th_rt_tensor(env, &b->args[2]) : NULL;
+  if (!x || !w || (k.has_bias && !bias)) return th_error(TH_ERR_RUNTIME, "prims.convolution: expected tensor operands");
+  th_tensor *out = th_rt_alloc_output(env, b->out.u.value);
+  if (!out) return th_last_status();
+  cv_entry *e;
+  TH_TRY(acquire(&k, &e));
+  th_tensor *ox, *ow, *ob;
+  th_tensor *dx = dense(x, &ox), *dw = dense(w, &ow), *db = dense(bias, &ob);
+  th_status st;
+  if (!dx || !dw || (bias && !db)) {
+    st = th_last_status();
+  } else {
+    void *data[4] = {th_tensor_data(dx), th_tensor_data(dw), db ? th_tensor_data(db) : NULL, th_tensor_data(out)};
+    st = execute(e, data);
+  }
+  release(e);
+  th_tensor_release(ox);
+  th_tensor_release(ow);
+  th_tensor_release(ob);
+  return st;
+}
+
+bool th_blas_convolution_checker(const th_bsym *b) {
+  cv_key k;
+  if (!key_of(b, &k)) return false;
+  cv_entry *e;
+  if (acquire(&k, &e) != TH_OK) return false;
+  release(e);
+  return true;
+}
