@@ -147,12 +147,15 @@ th_status prims_convolution_meta(th_trace *tr, const th_symbol *sym, const th_ar
                     op, G, G, th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0));
   const int64_t want_cin = p.transposed ? w->shape[0] : w->shape[1] * G;
   if (cin != want_cin) {
-    char s2[TH_META_SHAPE_BUF];
+    char s2[TH_META_SHAPE_BUF], given[48];
+    if (p.transposed)
+      snprintf(given, sizeof given, "transposed=1");
+    else
+      snprintf(given, sizeof given, "groups=%" PRId64, G);
     return th_error(TH_ERR_RUNTIME,
-                    "%s: Given %s%" PRId64 ", weight of size %s, expected input%s to have %" PRId64
+                    "%s: Given %s, weight of size %s, expected input%s to have %" PRId64
                     " channels, but got %" PRId64 " channels instead",
-                    op, p.transposed ? "transposed=1, groups=" : "groups=", G,
-                    th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0),
+                    op, given, th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0),
                     th_meta_shape_str(a->shape, a->ndim, s2, sizeof s2), want_cin, cin);
   }
   const int64_t cout = p.transposed ? w->shape[1] * G : w->shape[0];
