@@ -3,7 +3,7 @@
  * bfloat16, as PyTorch's mkldnn path); oneDNN picks the implementation for the CPU (AVX-512, AMX).
  *
  * A call is described to oneDNN in the tensors' logical layouts:
- *   src (N, C_in, *L) and dst (N, C_out, *L_o) dense row-major (a strided input is first copied);
+ *   src (N, C_in, *L) through its strides, dst (N, C_out, *L_o) dense row-major;
  *   weights (C_out, C_in / G, *K) (groups: (G, C_out / G, C_in / G, *K) over the same memory); a
  *   transposed weight (C_in, C_out / G, *K) is the deconvolution's (G, C_out / G, C_in / G, *K) with its
  *   two channel strides swapped, no copy;
@@ -13,8 +13,11 @@
  *   size ATen gives; oneDNN takes padding_r > -stride).
  * The primitive itself is created with format `any` for src, weights and dst, so oneDNN chooses its
  * blocked layouts; reorders from the plain tensors into them (and back for dst) run around it, into
- * scratch buffers. A primitive and its reorders are cached by the problem (dtype, shapes, parameters) in
- * a small LRU table shared by all programs (a mutex guards lookups; an entry in use is never evicted).
+ * scratch buffers. A strided src or weight (the backward's transposed views, a channels-last input) is
+ * reordered from its strides in the same single pass, by a reorder made for the call; one with a zero
+ * or negative stride (a broadcast or flipped view), and a strided bias, are copied to dense first.
+ * A primitive and its reorders are cached by the problem (dtype, shapes, parameters) in a small LRU
+ * table shared by all programs (a mutex guards lookups; an entry in use is never evicted).
  * The checker creates (and so caches) the primitive at compile time: a problem oneDNN refuses stays
  * with the eager executor, as do float64, the integers and empty tensors. */
 #include <string.h>
@@ -129,38 +132,62 @@ static void entry_destroy(cv_entry *e) {
   memset(e->reorder, 0, sizeof e->reorder);
 }
 
-/* The user (plain) layouts of the problem's four tensors. */
-static void user_mds(const cv_key *k, dnnl_memory_desc_t md[4]) {
+/* Dense row-major element strides of an n-D shape. */
+static void dense_strides(int n, const int64_t *dims, int64_t *strides) {
+  int64_t acc = 1;
+  for (int i = n - 1; i >= 0; i--) strides[i] = acc, acc *= dims[i] > 1 ? dims[i] : 1;
+}
+
+/* The layout of src (N, C_in, *L) whose element strides are xs. */
+static void src_md(const cv_key *k, const int64_t *xs, dnnl_memory_desc_t *md) {
   const int nd = (int)k->k;
-  const dnnl_data_type_t dt = (dnnl_data_type_t)k->dt;
   dnnl_dims_t dims, strides;
-  /* src and dst: dense (N, C, *L) */
-  for (int t = 0; t < 2; t++) {
-    dims[0] = k->N, dims[1] = t ? k->OC : k->IC;
-    for (int i = 0; i < nd; i++) dims[2 + i] = t ? k->Lo[i] : k->L[i];
-    int64_t acc = 1;
-    for (int i = nd + 1; i >= 0; i--) strides[i] = acc, acc *= dims[i];
-    dnnl_memory_desc_init_by_strides(&md[t ? DST : SRC], nd + 2, dims, dt, strides);
-  }
-  /* weights: oneDNN's (G,) O, I, *K over PyTorch's memory */
-  int64_t ksz = 1;
-  for (int i = 0; i < nd; i++) ksz *= k->K[i];
+  dims[0] = k->N, dims[1] = k->IC;
+  for (int i = 0; i < nd; i++) dims[2 + i] = k->L[i];
+  for (int i = 0; i < nd + 2; i++) strides[i] = xs[i];
+  dnnl_memory_desc_init_by_strides(md, nd + 2, dims, (dnnl_data_type_t)k->dt, strides);
+}
+
+/* The layout of the weights as oneDNN's (G,) O, I, *K over PyTorch's tensor with element strides ws:
+ * (O, I / G, *K) for a convolution, (I, O / G, *K) for a transposed one (its two channel strides swap). */
+static void wei_md(const cv_key *k, const int64_t *ws, dnnl_memory_desc_t *md) {
+  const int nd = (int)k->k, g = k->G > 1;
   const int64_t G = k->G, Og = k->OC / G, Ig = k->IC / G;
-  const int g = G > 1;
+  dnnl_dims_t dims, strides;
   if (g) dims[0] = G;
   dims[g] = Og, dims[g + 1] = Ig;
-  for (int i = 0; i < nd; i++) dims[g + 2 + i] = k->K[i];
-  int64_t acc = 1;
-  for (int i = nd - 1; i >= 0; i--) strides[g + 2 + i] = acc, acc *= k->K[i];
-  if (!k->transposed) { /* (G, Og, Ig, *K) row-major */
-    strides[g + 1] = ksz, strides[g] = Ig * ksz;
-  } else { /* PyTorch (G, Ig, Og, *K) row-major read as (G, Og, Ig, *K) */
-    strides[g] = ksz, strides[g + 1] = Og * ksz;
+  for (int i = 0; i < nd; i++) dims[g + 2 + i] = k->K[i], strides[g + 2 + i] = ws[2 + i];
+  if (!k->transposed) { /* PyTorch's dim 0 is (G, Og), dim 1 is Ig */
+    strides[g] = ws[0], strides[g + 1] = ws[1];
+    if (g) strides[0] = Og * ws[0];
+  } else { /* PyTorch's dim 0 is (G, Ig), dim 1 is Og */
+    strides[g] = ws[1], strides[g + 1] = ws[0];
+    if (g) strides[0] = Ig * ws[0];
   }
-  if (g) strides[0] = Og * Ig * ksz;
-  dnnl_memory_desc_init_by_strides(&md[WEI], g + 2 + nd, dims, dt, strides);
-  dims[0] = k->OC;
-  dnnl_memory_desc_init_by_tag(&md[BIA], 1, dims, dt, dnnl_a);
+  dnnl_memory_desc_init_by_strides(md, g + 2 + nd, dims, (dnnl_data_type_t)k->dt, strides);
+}
+
+/* The user (plain, dense) layouts of the problem's four tensors. */
+static void user_mds(const cv_key *k, dnnl_memory_desc_t md[4]) {
+  const int nd = (int)k->k;
+  int64_t dims[5], st[5];
+  dims[0] = k->N, dims[1] = k->IC;
+  for (int i = 0; i < nd; i++) dims[2 + i] = k->L[i];
+  dense_strides(nd + 2, dims, st);
+  src_md(k, st, &md[SRC]);
+  dims[0] = k->transposed ? k->IC : k->OC, dims[1] = k->transposed ? k->OC / k->G : k->IC / k->G;
+  for (int i = 0; i < nd; i++) dims[2 + i] = k->K[i];
+  dense_strides(nd + 2, dims, st);
+  wei_md(k, st, &md[WEI]);
+  dnnl_dims_t d;
+  d[0] = k->N, d[1] = k->OC;
+  for (int i = 0; i < nd; i++) d[2 + i] = k->Lo[i];
+  dense_strides(nd + 2, d, st);
+  dnnl_dims_t ds;
+  for (int i = 0; i < nd + 2; i++) ds[i] = st[i];
+  dnnl_memory_desc_init_by_strides(&md[DST], nd + 2, d, (dnnl_data_type_t)k->dt, ds);
+  d[0] = k->OC;
+  dnnl_memory_desc_init_by_tag(&md[BIA], 1, d, (dnnl_data_type_t)k->dt, dnnl_a);
 }
 
 static dnnl_status_t reorder_create(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
@@ -289,16 +316,20 @@ static dnnl_status_t run_prim(dnnl_stream_t stream, dnnl_primitive_t p, int n, c
   return s;
 }
 
-/* The reorders around the primitive and the primitive itself; data[t] are the plain tensors' memory. */
-static th_status execute(cv_entry *e, void *data[4]) {
+/* The reorders around the primitive and the primitive itself. data[t] is each tensor's memory; strided[t]
+ * (SRC, WEI) the layout of an operand that is not dense, else NULL: such an operand is reordered
+ * straight from its strides into the primitive's layout (a one-off reorder, one pass). */
+static th_status execute(cv_entry *e, void *data[4], const dnnl_memory_desc_t *strided[2]) {
   th_tensor *buf[4] = {NULL, NULL, NULL, NULL};
   void *prim_data[4] = {data[0], data[1], data[2], data[3]};
   dnnl_stream_t stream = NULL;
   dnnl_status_t s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
   th_status st = TH_OK;
   for (int t = 0; t < 4 && s == dnnl_success; t++) {
-    if (!e->reorder[t]) continue;
-    const int64_t bytes = (int64_t)e->scratch[t];
+    const bool one_off = t < 2 && strided[t];
+    if (!e->reorder[t] && !one_off) continue;
+    const dnnl_memory_desc_t *to = e->reorder[t] ? &e->chosen[t] : &e->user[t];
+    const int64_t bytes = (int64_t)(e->reorder[t] ? e->scratch[t] : dnnl_memory_desc_get_size(to));
     if (!(buf[t] = th_rt_pool_empty(TH_U8, 1, &bytes))) {
       st = th_last_status();
       break;
@@ -306,9 +337,12 @@ static th_status execute(cv_entry *e, void *data[4]) {
     prim_data[t] = th_tensor_data(buf[t]);
     if (t == DST) continue;
     const int which[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
-    const dnnl_memory_desc_t *mds[2] = {&e->user[t], &e->chosen[t]};
+    const dnnl_memory_desc_t *mds[2] = {one_off ? strided[t] : &e->user[t], to};
     void *ptrs[2] = {data[t], prim_data[t]};
-    s = run_prim(stream, e->reorder[t], 2, which, mds, ptrs);
+    dnnl_primitive_t r = e->reorder[t];
+    if (one_off && (s = reorder_create(strided[t], to, &r)) != dnnl_success) break;
+    s = run_prim(stream, r, 2, which, mds, ptrs);
+    if (one_off) dnnl_primitive_destroy(r);
   }
   if (st == TH_OK && s == dnnl_success) {
     const int which[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
@@ -330,11 +364,11 @@ static th_status execute(cv_entry *e, void *data[4]) {
   return st;
 }
 
-/* t itself when contiguous (*owned NULL), else a contiguous copy (*owned = it). */
-static th_tensor *dense(th_tensor *t, th_tensor **owned) {
-  *owned = NULL;
-  if (!t || th_tensor_is_contiguous(t)) return t;
-  return *owned = th_tensor_contiguous_copy(t);
+/* True when oneDNN reads t through its strides: all positive (a broadcast or flipped view is copied). */
+static bool strides_ok(const th_tensor *t) {
+  for (int i = 0; i < t->ndim; i++)
+    if (t->strides[i] < 1) return false;
+  return true;
 }
 
 th_status th_blas_convolution_kernel(th_rt_env *env, const th_bsym *b) {
@@ -347,19 +381,32 @@ th_status th_blas_convolution_kernel(th_rt_env *env, const th_bsym *b) {
   if (!out) return th_last_status();
   cv_entry *e;
   TH_TRY(acquire(&k, &e));
-  th_tensor *ox, *ow, *ob;
-  th_tensor *dx = dense(x, &ox), *dw = dense(w, &ow), *db = dense(bias, &ob);
-  th_status st;
-  if (!dx || !dw || (bias && !db)) {
-    st = th_last_status();
-  } else {
-    void *data[4] = {th_tensor_data(dx), th_tensor_data(dw), db ? th_tensor_data(db) : NULL, th_tensor_data(out)};
-    st = execute(e, data);
+  /* Step 1: operands; a strided input or weight is described by its strides (reordered in one pass), a
+   * strided bias (or a negative stride anywhere) copied to a dense tensor */
+  th_tensor *owned[3] = {NULL, NULL, NULL}, *ops[3] = {x, w, bias};
+  dnnl_memory_desc_t md[2];
+  const dnnl_memory_desc_t *strided[2] = {NULL, NULL};
+  th_status st = TH_OK;
+  for (int i = 0; i < 3 && st == TH_OK; i++) {
+    if (!ops[i] || th_tensor_is_contiguous(ops[i])) continue;
+    if (i < 2 && strides_ok(ops[i])) {
+      if (i == SRC)
+        src_md(&k, ops[i]->strides, &md[i]);
+      else
+        wei_md(&k, ops[i]->strides, &md[i]);
+      strided[i] = &md[i];
+      continue;
+    }
+    if (!(owned[i] = ops[i] = th_tensor_contiguous_copy(ops[i]))) st = th_last_status();
+  }
+  /* Step 2: the reorders and the primitive */
+  if (st == TH_OK) {
+    void *data[4] = {th_tensor_data(ops[0]), th_tensor_data(ops[1]), ops[2] ? th_tensor_data(ops[2]) : NULL,
+                     th_tensor_data(out)};
+    st = execute(e, data, strided);
   }
   release(e);
-  th_tensor_release(ox);
-  th_tensor_release(ow);
-  th_tensor_release(ob);
+  for (int i = 0; i < 3; i++) th_tensor_release(owned[i]);
   return st;
 }
 

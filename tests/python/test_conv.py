@@ -107,6 +107,24 @@ def test_bfloat16_gradients_run_on_onednn_and_match_torch():
     assert _executors_of(jf) == ["blas"] and set(_executors_of(jf, backward=True)) == {"blas"}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
+def test_strided_operands(dtype, transposed):
+    """Views oneDNN reads through their strides (channels-last input, a weight stored with its channel
+    dims swapped, a sliced input) and one it cannot (a broadcast input, stride 0), copied first."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 9, 7, 6, generator=g).to(dtype)
+    w = torch.randn(3, 6, 3, 3, generator=g).to(dtype).transpose(0, 1)  # (6, 3, 3, 3), not contiguous
+    fn = F.conv_transpose2d if transposed else F.conv2d
+    f = lambda x, w: fn(x, w, stride=2, padding=1, groups=1 if not transposed else 2)  # noqa: E731
+    c = 6 if transposed else 3  # the input channels the weight takes
+    for xv in (x[:, :c], x[:, :c].contiguous(memory_format=torch.channels_last),
+               x[:1, :c, :1].expand(2, c, 7, 6)):
+        jf = thunder_c.jit(f)
+        torch.testing.assert_close(jf(xv, w), f(xv, w), **TOL[dtype])
+        assert _executors_of(jf) == ["blas"]
+
+
 def test_torch_convolution_is_the_prim():
     x, w, b = torch.randn(2, 4, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(6)
     f = lambda x, w, b: torch.convolution(x, w, b, [2, 1], [1, 0], [1, 1], True, [1, 0], 2)  # noqa: E731
