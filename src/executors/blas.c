@@ -29,6 +29,9 @@
  * float32 copy of both operands for the duration of the call (the eager executor's kernel,
  * executors/eager/scaled_mm.c, decodes into cache-sized panels instead and needs none).
  *
+ * prims.convolution is claimed too, by the kernel and checker of blas_conv.c (oneDNN's convolution and
+ * deconvolution primitives).
+ *
  * Primitives are cached by (dtype, rank, layouts of src/wei/bias/dst) in a small LRU table shared by
  * all programs (a mutex guards lookups; a primitive in use is never evicted; oneDNN primitives may run
  * concurrently). oneDNN threads with its default OpenMP runtime. */

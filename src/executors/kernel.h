@@ -12,7 +12,8 @@
  * An operator executor claims bsyms of the symbols it implements; `checker` (optional, the public
  * th_checker_fn of thunder/executor.h) may refuse a particular call (dtype, shape). The eager executor
  * implements every prim; the BLAS executor takes prims.matmul / prims.linear in f32 and bf16 (f64
- * and every other dtype stay with the eager executor) and prims.scaled_mm. Executors users make with
+ * and every other dtype stay with the eager executor), prims.scaled_mm, and prims.convolution in f32
+ * and bf16 (blas_conv.c). Executors users make with
  * th_executor_new (executors/registry.c) are descriptors of the same type, whose impls run
  * th_rt_user_kernel_adapter. */
 typedef struct th_operator_impl {
