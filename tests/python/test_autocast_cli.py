@@ -36,6 +36,12 @@ TORCH_OPS = {
     "baddbmm": ("ltorch.baddbmm(a0, a1, a2)", torch.baddbmm),
     "addmm": ("ltorch.addmm(a0, a1, a2)", torch.addmm),
     "linear": ("ltorch.linear(a0, a1)", F.linear),
+    "conv1d": ("ltorch.conv1d(a0, a1)", torch.conv1d),
+    "conv2d": ("ltorch.conv2d(a0, a1)", torch.conv2d),
+    "conv3d": ("ltorch.conv3d(a0, a1)", torch.conv3d),
+    "conv_transpose1d": ("ltorch.conv_transpose1d(a0, a1)", torch.conv_transpose1d),
+    "conv_transpose2d": ("ltorch.conv_transpose2d(a0, a1)", torch.conv_transpose2d),
+    "conv_transpose3d": ("ltorch.conv_transpose3d(a0, a1)", torch.conv_transpose3d),
     "nll_loss": ("ltorch.nll_loss(a0, a1)", F.nll_loss),
     "mse_loss": ("ltorch.mse_loss(a0, a1)", F.mse_loss),
     "cat": ("ltorch.cat([a0, a1], 0)", torch.cat),
@@ -60,9 +66,8 @@ TORCH_OPS = {
     "__div__": ("ltorch.div(a0, a1, rounding_mode=None)", lambda a, b: a / b),
     "__mul__": ("ltorch.mul(a0, a1)", lambda a, b: a * b),
 }
-# ops of the lists thunder-c does not have (convolutions, pooling, padding, most losses)
-ABSENT = {"conv1d", "conv2d", "conv3d", "addbmm", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
-          "conv_transpose3d", "poisson_nll_loss", "cosine_embedding_loss", "hinge_embedding_loss",
+# ops of the lists thunder-c does not have (conv_tbc, pooling, padding, most losses)
+ABSENT = {"addbmm", "conv_tbc", "poisson_nll_loss", "cosine_embedding_loss", "hinge_embedding_loss",
           "margin_ranking_loss", "triplet_margin_loss", "binary_cross_entropy_with_logits", "avg_pool3d",
           "binary_cross_entropy", "reflection_pad1d", "nll_loss2d", "l1_loss", "smooth_l1_loss",
           "multilabel_margin_loss", "soft_margin_loss", "multi_margin_loss", "huber_loss",
@@ -128,7 +133,7 @@ def test_lists_are_covered():
     """The lists this test runs: everything thunder-c has of the installed torch's CPU autocast lists."""
     ids = {p.id for p in list_cases()}
     for need in ("torch_16-mm", "torch_16-bmm", "torch_16-matmul", "torch_16-addmm",
-                 "torch_16-baddbmm", "nn_16-linear", "nn_fp32-nll_loss", "nn_fp32-mse_loss",
+                 "torch_16-baddbmm", "torch_16-conv2d", "torch_16-conv_transpose3d", "nn_16-linear", "nn_fp32-nll_loss", "nn_fp32-mse_loss",
                  "torch_need_autocast_promote-cat", "torch_need_autocast_promote-stack",
                  "methods_expect_builtin_promote-__add__"):
         assert need in ids
