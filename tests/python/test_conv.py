@@ -199,6 +199,10 @@ ERRORS = [  # (id, function, input shape, weight shape, bias shape, kwargs, PyTo
      "Given transposed=1, weight of size [3, 6, 3, 3], expected input[2, 4, 5, 5] to have 3 channels, but got 4 channels instead"),
     ("transposed_bias", F.conv_transpose2d, (2, 4, 5, 5), (4, 6, 3, 3), (5,), {},
      "Given transposed=1, weight of size [4, 6, 3, 3], expected bias to be 1-dimensional with 6 elements"),
+    ("weight_rows", F.conv2d, (2, 4, 5, 5), (0, 4, 3, 3), None, {},
+     "Given groups=1, expected weight to be at least 1 at dimension 0, but got weight of size [0, 4, 3, 3] instead"),
+    ("empty_spatial", F.conv2d, (2, 4, 0, 5), (6, 4, 1, 1), None, dict(padding=1),
+     "Only zero batch or zero channel inputs are supported, but got input shape: [2, 4, 0, 5]"),
     ("output_padding", F.conv_transpose2d, (2, 4, 5, 5), (4, 6, 3, 3), None, dict(output_padding=1),
      "output padding must be smaller than either stride or dilation"),
 ]
@@ -215,6 +219,26 @@ def test_errors_are_pytorchs(case):
     with pytest.raises(RuntimeError) as got:
         thunder_c.jit(f)(x, w, b)
     assert message in str(got.value)
+
+
+@pytest.mark.parametrize("fn, xs, ws", [(F.conv2d, (0, 4, 5, 5), (6, 4, 3, 3)), (F.conv2d, (2, 0, 5, 5), (6, 0, 3, 3)),
+                                         (F.conv_transpose2d, (0, 4, 5, 5), (4, 6, 3, 3))],
+                         ids=["batch0", "channels0", "transposed_batch0"])
+def test_empty_inputs(fn, xs, ws):
+    x, w = torch.randn(xs, requires_grad=True), torch.randn(ws, requires_grad=True)
+    jf = thunder_c.jit(lambda x, w: fn(x, w))
+    y = jf(x, w)
+    assert y.shape == fn(x, w).shape
+    gx, gw = torch.autograd.grad(y.sum(), (x, w))
+    assert gx.shape == x.shape and gw.shape == w.shape and not gw.any()
+
+
+def test_bool_is_not_implemented():
+    x, w = torch.ones(1, 2, 3, 3, dtype=torch.bool), torch.ones(1, 2, 1, 1, dtype=torch.bool)
+    with pytest.raises(NotImplementedError):
+        F.conv2d(x, w)
+    with pytest.raises(NotImplementedError, match="not implemented for 'bool'"):
+        thunder_c.jit(F.conv2d)(x, w)
 
 
 def test_dtype_mismatch_is_an_error():

@@ -127,7 +127,14 @@ static void test_errors(void **state) {
                "got 4 channels instead");
   expect_error((c = base2d(), &c), TH_F32, TH_F64, TH_ERR_RUNTIME,
                "Input type (float32) and weight type (float64) should be the same");
-  expect_error((c = base2d(), &c), TH_BOOL, TH_BOOL, TH_ERR_RUNTIME, "convolution is not implemented for 'bool'");
+  expect_error((c = base2d(), &c), TH_BOOL, TH_BOOL, TH_ERR_NOT_IMPLEMENTED,
+               "convolution is not implemented for 'bool'");
+  expect_error((c = base2d(), SET4(w, 0, 4, 3, 3), &c), TH_F32, TH_F32, TH_ERR_RUNTIME,
+               "Given groups=1, expected weight to be at least 1 at dimension 0, but got weight of size [0, 4, 3, 3] "
+               "instead");
+  expect_error((c = base2d(), SET4(x, 2, 4, 0, 5), SET4(w, 6, 4, 1, 1), SET2(p, 1, 1), &c), TH_F32, TH_F32,
+               TH_ERR_RUNTIME,
+               "Only zero batch or zero channel inputs are supported, but got input shape: [2, 4, 0, 5]");
   expect_error((c = base2d(), SET4(w, 6, 4, 0, 3), &c), TH_F32, TH_F32, TH_ERR_RUNTIME,
                "should not contain zero dimensions");
   /* a list of the wrong length */

@@ -135,11 +135,16 @@ th_status prims_convolution_meta(th_trace *tr, const th_symbol *sym, const th_ar
                       th_dtype_name(a->dtype), th_dtype_name(bias->dtype));
   }
   if (a->dtype == TH_BOOL || th_dtype_is_fp8(a->dtype))
-    return th_error(TH_ERR_RUNTIME, "%s: convolution is not implemented for '%s'", op, th_dtype_name(a->dtype));
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: convolution is not implemented for '%s'", op, th_dtype_name(a->dtype));
   conv_params p;
   TH_TRY(read_params(op, args, k, &p));
   /* Step 2: channels and groups */
   const int64_t G = p.groups, cin = a->shape[1];
+  if (w->shape[0] < G)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Given groups=%" PRId64 ", expected weight to be at least %" PRId64
+                    " at dimension 0, but got weight of size %s instead",
+                    op, G, G, th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0));
   if (w->shape[0] % G)
     return th_error(TH_ERR_RUNTIME,
                     "%s: Given groups=%" PRId64 ", expected weight to be divisible by %" PRId64
@@ -165,6 +170,11 @@ th_status prims_convolution_meta(th_trace *tr, const th_symbol *sym, const th_ar
                     " elements, but got bias of size %s instead",
                     op, p.transposed ? "transposed=1, " : "", th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0),
                     cout, th_meta_shape_str(bias->shape, bias->ndim, s1, sizeof s1));
+  for (int i = 0; i < k; i++)
+    if (a->shape[2 + i] == 0 && a->shape[0] != 0 && cin != 0)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: Only zero batch or zero channel inputs are supported, but got input shape: %s", op,
+                      th_meta_shape_str(a->shape, a->ndim, s0, sizeof s0));
   for (int i = 0; i < k; i++)
     if (w->shape[2 + i] == 0)
       return th_error(TH_ERR_RUNTIME, "%s: weight.shape[2:]=%s should not contain zero dimensions", op,
