@@ -18,14 +18,19 @@
  * or negative stride (a broadcast or flipped view), and a strided bias, are copied to dense first.
  * A primitive and its reorders are cached by the problem (dtype, shapes, parameters) in a small LRU
  * table shared by all programs (a mutex guards lookups; an entry in use is never evicted).
+ * On a CPU without a bf16 convolution in oneDNN (no AVX-512: probed once at start; the environment
+ * variable THUNDER_TEST_BLAS_CONV_WIDEN=1 makes the probe say so, for the tests), a bf16 call runs the
+ * float32 primitive on widened copies of its operands and rounds the result to bf16 once.
  * The checker creates (and so caches) the primitive at compile time: a problem oneDNN refuses stays
  * with the eager executor, as do float64, the integers and empty tensors. */
+#include <stdlib.h>
 #include <string.h>
 #include <threads.h>
 
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "core/scalar.h"
 #include "executors/blas_conv.h"
 #include "runtime/program.h"
 
@@ -109,9 +114,26 @@ typedef struct {
 static cv_entry cache[CACHE_SIZE];
 static uint64_t cache_tick;
 
+static bool bf16_native; /* oneDNN has a bf16 convolution on this CPU (probed once) */
+
+static dnnl_status_t create(const cv_key *k, cv_entry *e);
+static void entry_destroy(cv_entry *e);
+
 static void init(void) {
   if (mtx_init(&cache_mtx, mtx_plain) != thrd_success) return;
-  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+    engine = NULL;
+    return;
+  }
+  /* does this CPU have a bf16 convolution? (THUNDER_TEST_BLAS_CONV_WIDEN=1 says no, for the tests) */
+  const char *force = getenv("THUNDER_TEST_BLAS_CONV_WIDEN");
+  cv_key k = {.dt = dnnl_bf16, .k = 1, .N = 1, .IC = 1, .OC = 1, .G = 1};
+  k.L[0] = k.K[0] = k.Lo[0] = k.s[0] = k.d[0] = 1;
+  cv_entry e;
+  if ((!force || strcmp(force, "1")) && create(&k, &e) == dnnl_success) {
+    bf16_native = true;
+    entry_destroy(&e);
+  }
 }
 
 static bool init_ok(void) {
@@ -371,9 +393,61 @@ static bool strides_ok(const th_tensor *t) {
   return true;
 }
 
+/* The problem the primitive solves: a bf16 call on a CPU without a bf16 convolution runs in float32 on
+ * widened operands (*widen), rounded back to bf16 once, as PyTorch's float32-accumulating kernel. */
+static bool effective_key(const th_bsym *b, cv_key *k, bool *widen) {
+  if (!key_of(b, k) || !init_ok()) return false;
+  *widen = k->dt == dnnl_bf16 && !bf16_native;
+  if (*widen) k->dt = dnnl_f32;
+  return true;
+}
+
+/* A dense float32 copy of bf16 tensor t (NULL with an error set). */
+static th_tensor *widen_tensor(const th_tensor *t) {
+  th_tensor *c = th_tensor_is_contiguous(t) ? NULL : th_tensor_contiguous_copy(t);
+  if (!th_tensor_is_contiguous(t) && !c) return NULL;
+  const th_tensor *src = c ? c : t;
+  th_tensor *f = th_rt_pool_empty(TH_F32, t->ndim, t->shape);
+  if (f) {
+    const uint16_t *in = th_tensor_data(src);
+    float *o = th_tensor_data(f);
+    const int64_t n = th_tensor_numel(t);
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) o[i] = th_sc_bf16_to_f32(in[i]);
+  }
+  th_tensor_release(c);
+  return f;
+}
+
+/* The widened call: float32 copies of the operands, the float32 primitive, the result rounded to bf16. */
+static th_status run_widened(cv_entry *e, th_tensor *x, th_tensor *w, th_tensor *bias, th_tensor *out) {
+  th_tensor *f[4] = {widen_tensor(x), widen_tensor(w), bias ? widen_tensor(bias) : NULL,
+                     th_rt_pool_empty(TH_F32, out->ndim, out->shape)};
+  th_status st = TH_OK;
+  if (!f[0] || !f[1] || (bias && !f[2]) || !f[3]) {
+    st = th_last_status();
+  } else {
+    void *data[4] = {th_tensor_data(f[0]), th_tensor_data(f[1]), f[2] ? th_tensor_data(f[2]) : NULL,
+                     th_tensor_data(f[3])};
+    const dnnl_memory_desc_t *strided[2] = {NULL, NULL};
+    st = execute(e, data, strided);
+  }
+  if (st == TH_OK) {
+    const float *r = th_tensor_data(f[3]);
+    uint16_t *o = th_tensor_data(out);
+    const int64_t n = th_tensor_numel(out);
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) o[i] = th_sc_f32_to_bf16(r[i]);
+  }
+  for (int i = 0; i < 4; i++) th_tensor_release(f[i]);
+  return st;
+}
+
 th_status th_blas_convolution_kernel(th_rt_env *env, const th_bsym *b) {
   cv_key k;
-  if (!key_of(b, &k)) return th_error(TH_ERR_RUNTIME, "prims.convolution: a call the BLAS executor does not run");
+  bool widen;
+  if (!effective_key(b, &k, &widen))
+    return th_error(TH_ERR_RUNTIME, "prims.convolution: a call the BLAS executor does not run");
   th_tensor *x = th_rt_tensor(env, &b->args[0]), *w = th_rt_tensor(env, &b->args[1]);
   th_tensor *bias = k.has_bias ? th_rt_tensor(env, &b->args[2]) : NULL;
   if (!x || !w || (k.has_bias && !bias)) return th_error(TH_ERR_RUNTIME, "prims.convolution: expected tensor operands");
@@ -381,6 +455,11 @@ th_status th_blas_convolution_kernel(th_rt_env *env, const th_bsym *b) {
   if (!out) return th_last_status();
   cv_entry *e;
   TH_TRY(acquire(&k, &e));
+  if (widen) {
+    th_status st = run_widened(e, x, w, bias, out);
+    release(e);
+    return st;
+  }
   /* Step 1: operands; a strided input or weight is described by its strides (reordered in one pass), a
    * strided bias (or a negative stride anywhere) copied to a dense tensor */
   th_tensor *owned[3] = {NULL, NULL, NULL}, *ops[3] = {x, w, bias};
@@ -412,7 +491,8 @@ th_status th_blas_convolution_kernel(th_rt_env *env, const th_bsym *b) {
 
 bool th_blas_convolution_checker(const th_bsym *b) {
   cv_key k;
-  if (!key_of(b, &k)) return false;
+  bool widen;
+  if (!effective_key(b, &k, &widen)) return false;
   cv_entry *e;
   if (acquire(&k, &e) != TH_OK) return false;
   release(e);

@@ -125,6 +125,37 @@ def test_strided_operands(dtype, transposed):
         assert _executors_of(jf) == ["blas"]
 
 
+WIDENED = """
+import torch, thunder_c, torch.nn.functional as F
+g = torch.Generator().manual_seed(0)
+x, w = torch.randn(2, 8, 9, 9, generator=g).bfloat16(), torch.randn(6, 4, 3, 3, generator=g).bfloat16()
+b = torch.randn(6, generator=g).bfloat16()
+for f in (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2),
+          lambda x, w, b: F.conv_transpose2d(x[:, :6].transpose(2, 3), w, None, stride=2, output_padding=1)):
+    jf = thunder_c.jit(f)
+    got = jf(x, w, b)
+    assert [e.executor for e in thunder_c.last_traces(jf)[-1].bound_symbols
+            if e.qualname == "prims.convolution"] == ["blas"]
+    # the float32 convolution of the same (exactly widened) operands, rounded once
+    want = thunder_c.jit(f)(x.float(), w.float(), b.float()).bfloat16()
+    assert torch.equal(got, want), (got - want).abs().max()
+    torch.testing.assert_close(got.float(), f(x, w, b).float(), rtol=2e-2, atol=5e-2)
+print("ok")
+"""
+
+
+def test_bfloat16_without_a_bf16_convolution_runs_widened():
+    """On a CPU without oneDNN's bf16 convolution (forced here by THUNDER_TEST_BLAS_CONV_WIDEN=1) the
+    BLAS executor still claims bf16 convolutions: the float32 primitive on widened operands, rounded to
+    bf16 once."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, THUNDER_TEST_BLAS_CONV_WIDEN="1", PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-c", WIDENED], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr
+
+
 def test_torch_convolution_is_the_prim():
     x, w, b = torch.randn(2, 4, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(6)
     f = lambda x, w, b: torch.convolution(x, w, b, [2, 1], [1, 0], [1, 1], True, [1, 0], 2)  # noqa: E731
