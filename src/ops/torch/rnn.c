@@ -506,3 +506,188 @@ th_status ltorch_multi_head_attention_forward_decomp(th_trace *tr, const th_symb
   }
   return th_tu_tuple_out(tr, 2, res, out);
 }
+
+/* ---- lstm / gru / rnn_tanh / rnn_relu ------------------------------------------------------------------
+ * torch.lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+ * and its kin (torch._VF's, what nn.LSTM / nn.GRU / nn.RNN call), unrolled over the time steps: per
+ * layer and direction the input projection of every step at once (linear(x, w_ih, b_ih)), then per step
+ * the hidden projection and the cell as ATen's cells compute it (gate order i, f, g, o for the LSTM;
+ * r, z, n for the GRU, with n = tanh(n_i + r * n_h)), the reverse direction walking the steps
+ * backwards. Dropout applies between layers in training. The packed-sequence overload is refused. */
+
+typedef enum { CELL_LSTM, CELL_GRU, CELL_TANH, CELL_RELU } cell_kind;
+
+static th_status step_slice(th_trace *tr, th_arg x, int64_t t, th_arg *out) {
+  const th_value *v = val(&x);
+  TH_TRY(th_tu_slice_in_dim(tr, x, t, t + 1, 1, 0, &x));
+  return th_tu_reshape(tr, x, v->ndim - 1, v->shape + 1, out);
+}
+
+static th_status gate(th_trace *tr, th_arg g, int64_t i, int64_t h, th_arg *out) {
+  return th_tu_slice_in_dim(tr, g, i * h, (i + 1) * h, 1, val(&g)->ndim - 1, out);
+}
+
+static th_status call1(th_trace *tr, th_op_id op, th_arg a, th_arg *out) { return th_tu_call1(tr, op, a, out); }
+
+/* One cell step: the new h (and c for the LSTM) from the step's input projection xi. */
+static th_status cell(th_trace *tr, cell_kind kind, th_arg xi, th_arg *h, th_arg *c, th_arg w_hh, th_arg b_hh,
+                      th_arg w_hr, int64_t hs) {
+  th_arg hg;
+  TH_TRY(linear(tr, *h, w_hh, b_hh, &hg));
+  if (kind == CELL_LSTM) {
+    th_arg gates, ig, fg, gg, og, t1, t2;
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, xi, hg, &gates));
+    TH_TRY(gate(tr, gates, 0, hs, &ig));
+    TH_TRY(gate(tr, gates, 1, hs, &fg));
+    TH_TRY(gate(tr, gates, 2, hs, &gg));
+    TH_TRY(gate(tr, gates, 3, hs, &og));
+    TH_TRY(call1(tr, TH_OP_ltorch_sigmoid, ig, &ig));
+    TH_TRY(call1(tr, TH_OP_ltorch_sigmoid, fg, &fg));
+    TH_TRY(call1(tr, TH_OP_ltorch_tanh, gg, &gg));
+    TH_TRY(call1(tr, TH_OP_ltorch_sigmoid, og, &og));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, fg, *c, &t1));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, ig, gg, &t2));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, t1, t2, c));
+    TH_TRY(call1(tr, TH_OP_ltorch_tanh, *c, &t1));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, og, t1, h));
+    if (!is_none(&w_hr)) TH_TRY(linear(tr, *h, w_hr, th_arg_none(), h));
+    return TH_OK;
+  }
+  if (kind == CELL_GRU) {
+    th_arg ri, zi, ni, rh, zh, nh, r, z, n, t;
+    TH_TRY(gate(tr, xi, 0, hs, &ri));
+    TH_TRY(gate(tr, xi, 1, hs, &zi));
+    TH_TRY(gate(tr, xi, 2, hs, &ni));
+    TH_TRY(gate(tr, hg, 0, hs, &rh));
+    TH_TRY(gate(tr, hg, 1, hs, &zh));
+    TH_TRY(gate(tr, hg, 2, hs, &nh));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, ri, rh, &r));
+    TH_TRY(call1(tr, TH_OP_ltorch_sigmoid, r, &r));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, zi, zh, &z));
+    TH_TRY(call1(tr, TH_OP_ltorch_sigmoid, z, &z));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, r, nh, &n));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, ni, n, &n));
+    TH_TRY(call1(tr, TH_OP_ltorch_tanh, n, &n));
+    /* h' = (1 - z) * n + z * h, written as ATen's GRU cell: n + z * (h - n) */
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_sub, *h, n, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, z, t, &t));
+    return th_tu_call2(tr, TH_OP_ltorch_add, n, t, h);
+  }
+  th_arg pre;
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, xi, hg, &pre));
+  if (kind == CELL_TANH) return call1(tr, TH_OP_ltorch_tanh, pre, h);
+  return call1(tr, TH_OP_ltorch_relu, pre, h);
+}
+
+/* the tensor list argument `what` (params, or the LSTM's (h0, c0)) */
+static th_status tensor_list(const char *op, const char *what, const th_arg *a, int *n, const th_arg **items) {
+  if (a->kind != TH_ARG_LIST && a->kind != TH_ARG_TUPLE)
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: packed sequences (nn.utils.rnn.PackedSequence) are not supported; pass a padded tensor "
+                    "(%s is not a list of tensors)",
+                    op, what);
+  for (int i = 0; i < a->u.seq.n; i++) TH_TRY(need_tensor(op, what, &a->u.seq.items[i]));
+  *n = a->u.seq.n;
+  *items = a->u.seq.items;
+  return TH_OK;
+}
+
+static th_status rnn_decomp(th_trace *tr, const char *op, cell_kind kind, const th_arg *args, th_arg *out) {
+  TH_TRY(need_tensor(op, "input", &args[0]));
+  int np = 0, nh = 1;
+  const th_arg *params = NULL, *hx = NULL;
+  if (kind == CELL_LSTM) {
+    TH_TRY(tensor_list(op, "hx", &args[1], &nh, &hx));
+    if (nh != 2) return th_error(TH_ERR_RUNTIME, "%s: lstm expects two hidden states, got %d", op, nh);
+  } else {
+    if (args[1].kind != TH_ARG_VALUE || !th_value_is_tensor(args[1].u.value) || args[2].kind == TH_ARG_VALUE)
+      return th_error(TH_ERR_NOT_IMPLEMENTED,
+                      "%s: packed sequences (nn.utils.rnn.PackedSequence) are not supported; pass a padded tensor", op);
+    hx = &args[1];
+  }
+  TH_TRY(tensor_list(op, "params", &args[2], &np, &params));
+  bool has_biases, train, bidirectional, batch_first;
+  int64_t num_layers;
+  double p;
+  TH_TRY(th_tu_bool(op, "has_biases", &args[3], &has_biases));
+  TH_TRY(th_meta_int(op, "num_layers", &args[4], &num_layers));
+  TH_TRY(th_tu_float(op, "dropout", &args[5], &p));
+  TH_TRY(th_tu_bool(op, "train", &args[6], &train));
+  TH_TRY(th_tu_bool(op, "bidirectional", &args[7], &bidirectional));
+  TH_TRY(th_tu_bool(op, "batch_first", &args[8], &batch_first));
+  const int64_t D = bidirectional ? 2 : 1;
+  if (num_layers <= 0 || np % (num_layers * D) != 0)
+    return th_error(TH_ERR_RUNTIME, "%s: %d parameters do not divide into %lld layers x %lld directions", op, np,
+                    (long long)num_layers, (long long)D);
+  const int per = (int)(np / (num_layers * D));
+  const int want = has_biases ? 4 : 2;
+  const bool proj = kind == CELL_LSTM && per == want + 1;
+  if (per != want && !proj)
+    return th_error(TH_ERR_RUNTIME, "%s: expected %d parameters per layer and direction, got %d", op, want, per);
+  th_arg x = args[0];
+  if (val(&x)->ndim != 3)
+    return th_error(TH_ERR_RUNTIME, "%s: input must have 3 dimensions, got %d", op, val(&x)->ndim);
+  if (batch_first) TH_TRY(transpose01(tr, x, &x)); /* (T, N, I) */
+  const int64_t T = val(&x)->shape[0];
+  const int64_t gates = kind == CELL_LSTM ? 4 : kind == CELL_GRU ? 3 : 1;
+  th_arg *hn = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(num_layers * D));
+  th_arg *cn = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(num_layers * D));
+  th_arg *steps = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(T ? T : 1));
+  if (!hn || !cn || !steps) return th_error(TH_ERR_NOMEM, "%s: out of memory", op);
+  for (int64_t l = 0; l < num_layers; l++) {
+    th_arg dirs[2];
+    for (int64_t d = 0; d < D; d++) {
+      const th_arg *w = &params[(l * D + d) * per];
+      th_arg w_ih = w[0], w_hh = w[1], b_ih = has_biases ? w[2] : th_arg_none(), b_hh = has_biases ? w[3] : th_arg_none();
+      th_arg w_hr = proj ? w[want] : th_arg_none();
+      const int64_t hs = val(&w_hh)->shape[0] / gates;
+      th_arg h, c = th_arg_none(), xp;
+      TH_TRY(step_slice(tr, hx[0], l * D + d, &h));
+      if (kind == CELL_LSTM) TH_TRY(step_slice(tr, hx[1], l * D + d, &c));
+      TH_TRY(linear(tr, x, w_ih, b_ih, &xp)); /* every step's input projection: (T, N, gates * hs) */
+      for (int64_t s = 0; s < T; s++) {
+        int64_t t = d == 0 ? s : T - 1 - s;
+        th_arg xi;
+        TH_TRY(step_slice(tr, xp, t, &xi));
+        TH_TRY(cell(tr, kind, xi, &h, &c, w_hh, b_hh, w_hr, hs));
+        steps[t] = h;
+      }
+      if (T > 0) {
+        TH_TRY(th_tu_call2(tr, TH_OP_ltorch_stack, th_arg_list((int)T, steps), th_arg_int(0), &dirs[d]));
+      } else {
+        const th_value *hv = val(&h);
+        int64_t s3[3] = {0, hv->shape[0], hv->shape[1]};
+        TH_TRY(th_tu_full(tr, 3, s3, th_arg_int(0), hv->device, hv->dtype, &dirs[d]));
+      }
+      hn[l * D + d] = h;
+      cn[l * D + d] = c;
+    }
+    if (D == 2)
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_cat, th_arg_list(2, dirs), th_arg_int(-1), &x));
+    else
+      x = dirs[0];
+    if (train && p > 0.0 && l < num_layers - 1) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_dropout, x, th_arg_float(p), &x));
+  }
+  if (batch_first) TH_TRY(transpose01(tr, x, &x));
+  th_arg res[3] = {x};
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_stack, th_arg_list((int)(num_layers * D), hn), th_arg_int(0), &res[1]));
+  if (kind != CELL_LSTM) return th_tu_tuple_out(tr, 2, res, out);
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_stack, th_arg_list((int)(num_layers * D), cn), th_arg_int(0), &res[2]));
+  return th_tu_tuple_out(tr, 3, res, out);
+}
+
+th_status ltorch_lstm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rnn_decomp(tr, sym->qualname, CELL_LSTM, args, out);
+}
+
+th_status ltorch_gru_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rnn_decomp(tr, sym->qualname, CELL_GRU, args, out);
+}
+
+th_status ltorch_rnn_tanh_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rnn_decomp(tr, sym->qualname, CELL_TANH, args, out);
+}
+
+th_status ltorch_rnn_relu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return rnn_decomp(tr, sym->qualname, CELL_RELU, args, out);
+}
