@@ -1,7 +1,7 @@
 """Runs the model zoo (zoo.py) and writes what it finds.
 
     PYTHONPATH=build/python .venv/bin/python tests/models/report.py [--update-failures] [--doc docs/models.md]
-        [--models a,b] [--reps 5] [--no-timing] [--no-compile]
+        [--models a,b] [--reps 20] [--threads 1] [--no-timing] [--no-compile]
 
 --update-failures  rewrites tests/models/failures.json: per model and mode (forward, train, bf16) the
                    failure runner.reason() gives (the missing op, as thunder_c's NotImplementedError names
@@ -11,7 +11,9 @@
                    run its eval forward and its train step, the largest error against eager, the eval
                    forward's time against eager and against torch.compile (inductor) as min/median over
                    --reps calls after a warm-up, the first call's time (trace + compile), and what blocks
-                   it. The header names the CPU, the thread count and the versions.
+                   it. The header names the CPU, the thread count and the versions. --threads sets
+                   torch's and thunder_c's thread counts alike (default 1: on a loaded machine one
+                   thread each gives the steadiest comparison).
 """
 import argparse
 import json
@@ -97,7 +99,9 @@ def timings(spec, reps, with_inductor):
 
 
 def ratio(a, b):
-    return f"{a[1] / b[1]:.2f} ({a[0]:.2f}/{b[0]:.2f} ms min)" if a and b else "—"
+    """thunder_c's time over the other's, by their minima (the least disturbed by other load), with
+    each side's min/median in ms."""
+    return f"{a[0] / b[0]:.2f} ({a[0]:.2f}/{a[1]:.2f} vs {b[0]:.2f}/{b[1]:.2f} ms)" if a and b else "—"
 
 
 def main():
@@ -105,11 +109,15 @@ def main():
     ap.add_argument("--update-failures", action="store_true")
     ap.add_argument("--doc")
     ap.add_argument("--models")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile (inductor) timing")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
+    import thunder_c
+    torch.set_num_threads(args.threads)
+    thunder_c.set_num_threads(args.threads)
     names = args.models.split(",") if args.models else [s.name for s in zoo.SPECS]
     compile_backend = backend()
     rows, failures = [], {}
@@ -179,14 +187,19 @@ def write_doc(path, rows, have_backend):
         "step (loss, every gradient, every parameter after an SGD step, the loss after it), both within the",
         "float32 tolerances of `tests/models/runner.py`; *backend* columns are the same through",
         "`torch.compile(backend=thunder_c.dynamo.ThunderCompiler())` (n/a: not available in this build).",
-        "*max error* is the largest error of the passing modes, relative to each tensor's largest magnitude.",
-        "Times are the eval forward, median over calls after a warm-up (min in parentheses);",
-        "*first call* is thunder_c's first call (trace and compile, fused kernels from the disk cache when",
-        "they are there). *unsupported* is the first failure of each failing mode: what blocks the model.",
+        "*bf16* is the eval forward under `torch.autocast(\"cpu\", torch.bfloat16)` for the language models,",
+        "checked against eager float32 within a few times eager bf16's own error (its error in parentheses).",
+        "*max error* is the largest error of the passing float32 modes, relative to each tensor's largest",
+        "magnitude. Times are the eval forward over calls after a warm-up: the ratio of the minima, then",
+        "min/median in ms of thunder_c vs the other (eager; torch.compile with its default inductor backend).",
+        "*first call* is thunder_c's first call (trace and compile; fused kernels come from the disk cache",
+        "when an earlier run compiled them). *unsupported* is the first failure of each failing mode: what",
+        "blocks the model.",
         "`tests/models/failures.json` holds the same per model and mode; `tests/models/test_models.py`",
         "makes each a strict xfail.",
         "",
-        f"Machine: {cpu_model()}, {torch.get_num_threads()} threads; torch {torch.__version__}, "
+        f"Machine: {cpu_model()}, {torch.get_num_threads()} thread(s) for torch and thunder_c alike; "
+        f"torch {torch.__version__}, "
         f"transformers {transformers.__version__}, torchvision {torchvision.__version__}.",
         "",
         "| model | family | jit fwd | jit train | bf16 | backend fwd | backend train | max error | "
@@ -197,9 +210,11 @@ def write_doc(path, rows, have_backend):
         if "skip" in row:
             lines.append(f"| {row['name']} | {row['family']} | skipped | skipped | | | | | | | | {row['skip']} |")
             continue
-        errs = [row[m][1] for m in ("forward", "train", "bf16") if row.get(m) and row[m][0]]
+        errs = [row[m][1] for m in ("forward", "train") if row.get(m) and row[m][0]]
         t = row.get("time", {})
         bf = cell(row.get("bf16")) if "bf16" in row else ""
+        if bf == "yes":
+            bf += f" ({row['bf16'][1]:.2g})"
         be_f = cell(row.get("backend_forward")) if have_backend else "n/a"
         be_t = cell(row.get("backend_train")) if have_backend else "n/a"
         ind = ratio(t.get("thunder_c"), t.get("inductor")) if "inductor" in t else (
