@@ -8,6 +8,16 @@ if(NOT THUNDER_SANITIZE)
     ENVIRONMENT "THUNDER_BUILD_DIR=${PROJECT_BINARY_DIR};THUNDER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endif()
 
+# The model zoo (tests/models: Hugging Face, torchvision, nanoGPT/minGPT/llama2.c and torch.nn models with
+# random weights through thunder_c.jit against eager; the failures of today are strict xfails listed in
+# tests/models/failures.json).
+if(NOT THUNDER_SANITIZE)
+  add_test(NAME model_zoo
+    COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/models)
+  set_tests_properties(model_zoo PROPERTIES LABELS "python;models" TIMEOUT 1800
+    ENVIRONMENT "THUNDER_BUILD_DIR=${PROJECT_BINARY_DIR};THUNDER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endif()
+
 # In a sanitizer build: the Python frontend's tests against the ASan/UBSan-built extension, with the
 # sanitizer runtimes preloaded into the interpreter (leak detection off: CPython and torch keep
 # allocations until exit by design).

@@ -77,7 +77,23 @@ def _inplace_activation(func, args, kwargs):
 
 
 class _ThunderMode(TorchFunctionMode):
-    """Active while thunder_c traces a function: every torch call goes to the C tracer."""
+    """Active while thunder_c traces a function: every torch call goes to the C tracer. While it is,
+    torch.compiler.is_compiling() is True (as under torch.compile, and as Thunder's lookaside makes it):
+    libraries take their trace-friendly paths then (transformers builds its attention mask without
+    reading mask values in Python)."""
+
+    def __enter__(self):
+        self._was_compiling = getattr(_torch.compiler, "_is_compiling_flag", None)
+        if self._was_compiling is not None:
+            _torch.compiler._is_compiling_flag = True
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            if self._was_compiling is not None:
+                _torch.compiler._is_compiling_flag = self._was_compiling
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         ip = _inplace_activation(func, args, kwargs or {}) if func in _INPLACE_ACTIVATIONS else None
@@ -125,6 +141,17 @@ class ThunderModule(_torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         return self._thunder_jit(*args, **kwargs)
+
+    def __getattr__(self, name):
+        """Other attributes are the original module's (as torch.compile's OptimizedModule does), so
+        `jmodel.last_loss` reads what forward stored on the model (llama2.c's train.py reads it so)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            model = self.__dict__.get("_modules", {}).get("_model")
+            if model is None:
+                raise
+            return getattr(model, name)
 
     # The original module's keys (no "_model." prefix), so checkpoints move between the two.
     def state_dict(self, *args, **kwargs):

@@ -276,15 +276,78 @@ def test_module_state_side_effects():
     assert m.count.item() == 3
     assert set(tm.state_dict()) == set(m.state_dict()) == {"lin.weight", "lin.bias", "count"}
 
-    class Leaky(torch.nn.Module):
+    class Stores(torch.nn.Module):
         def forward(self, x):
-            self.cache = x * 2  # a computed tensor stored on the module: refused, and undone
+            self.cache = x * 2  # a computed tensor stored on the module: set after each call, as in eager
+            self.note = "seen"
             return x
 
-    lm = Leaky()
-    with pytest.raises(NotImplementedError, match="module attribute 'cache'"):
-        thunder_c.jit(lm)(torch.randn(2))
-    assert not hasattr(lm, "cache")
+    sm = Stores()
+    jsm = thunder_c.jit(sm)
+    for i in range(3):
+        x = torch.randn(2)
+        jsm(x)
+        torch.testing.assert_close(sm.cache, x * 2)
+    assert sm.note == "seen"
+    assert (thunder_c.cache_misses(jsm), thunder_c.cache_hits(jsm)) == (1, 2)  # the new attribute is no edit
+
+
+def test_tensor_assigned_to_a_module_attribute_is_read_after_the_call_and_differentiates():
+    """llama2.c's pattern: forward stores its loss in self.last_loss (None at inference); after each call
+    the attribute holds what eager's would, and loss.backward() through it fills the gradients."""
+    import torch.nn.functional as F
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+            self.last_loss = None
+
+        def forward(self, x, targets=None):
+            y = self.lin(x)
+            if targets is not None:
+                self.last_loss = F.cross_entropy(y, targets)
+            else:
+                self.last_loss = None
+            return y
+
+    torch.manual_seed(0)
+    m, ref = LM(), LM()
+    ref.load_state_dict(m.state_dict())
+    jm = thunder_c.jit(m)
+    x, t = torch.randn(5, 4), torch.randint(0, 3, (5,))
+    jm(x, t)
+    ref(x, t)
+    torch.testing.assert_close(m.last_loss, ref.last_loss)
+    assert jm.last_loss is m.last_loss  # the jitted module reads the model's attributes
+    m.last_loss.backward()
+    ref.last_loss.backward()
+    torch.testing.assert_close(m.lin.weight.grad, ref.lin.weight.grad)
+    torch.testing.assert_close(m.lin.bias.grad, ref.lin.bias.grad)
+    with torch.no_grad():
+        jm(x)
+    assert m.last_loss is None
+    jm(x, t)
+    torch.testing.assert_close(m.last_loss, ref.last_loss)
+    assert thunder_c.cache_misses(jm) == 2  # with targets (under autograd) and without: no retrace after that
+
+
+def test_returned_model_output_keeps_its_type():
+    """A dict subclass returned by forward (transformers' ModelOutput) comes back as that type."""
+    import collections
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Out(collections.OrderedDict):
+        logits: torch.Tensor = None
+
+        def __post_init__(self):
+            self["logits"] = self.logits
+
+    jf = thunder_c.jit(lambda x: Out(logits=x * 2))
+    r = jf(torch.ones(2))
+    assert type(r) is Out
+    torch.testing.assert_close(r.logits, torch.full((2,), 2.0))
 
 
 G = torch.zeros(2)

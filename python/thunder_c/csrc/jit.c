@@ -31,6 +31,7 @@ static void jit_dealloc(PyObject *o) {
   PyMem_Free(j->executors);
   pyth_float8_clear(&j->float8);
   Py_XDECREF(j->dump_dir);
+  Py_XDECREF(j->written);
   PyObject_GC_Del(o);
 }
 
@@ -45,6 +46,7 @@ static int jit_traverse(PyObject *o, visitproc visit, void *arg) {
   Py_VISIT(j->cache);
   Py_VISIT(j->last);
   Py_VISIT(j->float8.filter);
+  Py_VISIT(j->written);
   return 0;
 }
 
@@ -58,7 +60,18 @@ static int jit_clear(PyObject *o) {
   Py_CLEAR(j->structure);
   Py_CLEAR(j->cache);
   Py_CLEAR(j->last);
+  Py_CLEAR(j->written);
   return 0;
+}
+
+bool jit_attr_written(const pyth_jit *j, PyObject *md, PyObject *key) {
+  if (!j->written || !md) return false;
+  PyObject *id = PyLong_FromVoidPtr(md);
+  PyObject *names = id ? PyDict_GetItemWithError(j->written, id) : NULL;
+  Py_XDECREF(id);
+  int in = names ? PySet_Contains(names, key) : 0;
+  PyErr_Clear();
+  return in == 1;
 }
 
 /* Parameter names of a Python function (for naming trace inputs): co_varnames up to the positional
@@ -103,7 +116,14 @@ static PyObject *structure_of(pyth_jit *j) {
       if (!item || PyList_Append(sig, item) < 0) Py_CLEAR(sig);
       Py_XDECREF(item);
     }
-    PyObject *n = md ? PyLong_FromSsize_t(PyDict_Size(md)) : NULL; /* an attribute added or deleted */
+    /* an attribute added or deleted (other than those forward assigns, which each run sets) */
+    Py_ssize_t count = md ? PyDict_Size(md) : 0;
+    if (md && j->written) {
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(md, &pos, &k, &v)) count -= jit_attr_written(j, md, k);
+    }
+    PyObject *n = md ? PyLong_FromSsize_t(count) : NULL;
     if (!n || PyList_Append(sig, n) < 0) Py_CLEAR(sig);
     Py_XDECREF(n);
     Py_XDECREF(md);
@@ -166,7 +186,7 @@ static int collect_slots(pyth_jit *j) {
       PyObject *k, *v;
       while (rc == 0 && PyDict_Next(md, &pos, &k, &v)) {
         const char *ks = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
-        if (!ks || ks[0] == '_' || !strcmp(ks, "training")) continue;
+        if (!ks || ks[0] == '_' || !strcmp(ks, "training") || jit_attr_written(j, md, k)) continue;
         bool keep = PyObject_TypeCheck(v, (PyTypeObject *)pyth_T.tensor_type) || PyBool_Check(v) ||
                     PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_Check(v);
         if (!keep) continue;
@@ -183,6 +203,35 @@ static int collect_slots(pyth_jit *j) {
   if (rc || PyErr_Occurred()) return -1;
   j->structure = structure_of(j);
   return j->structure ? 0 : -1;
+}
+
+/* Adds the attributes entry e's forward assigns to j->written, and takes the structure afresh so that
+ * the first run's assignments do not count as an edit of the module. */
+static int note_writes(pyth_jit *j, const pyth_entry *e) {
+  if (!j->written && !(j->written = PyDict_New())) return -1;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(e->writes); i++) {
+    PyObject *w = PyList_GET_ITEM(e->writes, i);
+    PyObject *id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(w, 0));
+    PyObject *names = id ? PyDict_GetItemWithError(j->written, id) : NULL;
+    if (id && !names && !PyErr_Occurred() && (names = PySet_New(NULL))) {
+      if (PyDict_SetItem(j->written, id, names) < 0) Py_CLEAR(names);
+      Py_XDECREF(names); /* the dict holds it */
+    }
+    int rc = names ? PySet_Add(names, PyTuple_GET_ITEM(w, 1)) : -1;
+    Py_XDECREF(id);
+    if (rc < 0) return -1;
+  }
+  /* the key no longer guards them either (each run assigns a new tensor) */
+  for (Py_ssize_t s = j->attr_slots ? PyList_GET_SIZE(j->attr_slots) - 1 : -1; s >= 0; s--) {
+    PyObject *slot = PyList_GET_ITEM(j->attr_slots, s);
+    if (jit_attr_written(j, PyTuple_GET_ITEM(slot, 0), PyTuple_GET_ITEM(slot, 1)) &&
+        PySequence_DelItem(j->attr_slots, s) < 0)
+      return -1;
+  }
+  PyObject *now = structure_of(j);
+  if (!now) return -1;
+  Py_XSETREF(j->structure, now);
+  return 0;
 }
 
 static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -242,6 +291,10 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
       Py_DECREF(key);
       goto done;
     }
+    if (e->writes && note_writes(j, e) < 0) {
+      Py_DECREF(key);
+      goto done;
+    }
     /* objects whose identity is in the key stay alive with the entry (so their ids are not reused) */
     if ((ids && PyList_Append(e->pinned, ids) < 0) || pyth_extend_pin(e->prog, e->pinned) < 0 ||
         pyth_extend_pin(pyth_grad_backward_program(e->grad), e->pinned) < 0 ||
@@ -253,6 +306,8 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   Py_DECREF(key);
   Py_XSETREF(j->last, Py_NewRef((PyObject *)e));
   res = jit_run_entry(j, e, &tl);
+  if (res && e->writes && jit_apply_writes(e, &res) < 0) Py_CLEAR(res);
+  if (res && e->ret_type && jit_rebuild_result(e, &res) < 0) Py_CLEAR(res);
 done:
   Py_XDECREF(e);
   Py_XDECREF(ids);

@@ -48,6 +48,10 @@ typedef struct {
   int nparams_in;    /* distinct parameter inputs */
   pyth_grad *grad;   /* owned: the backward of a call under autograd (autograd.c), or NULL */
   int64_t rng_draws; /* the words torch's generator advances by per call (rng.c); 0: no dropout */
+  PyObject *writes;  /* module attributes forward assigns, replayed after each run (jit_apply_writes): a
+                      * list of (submodule __dict__, name) per computed tensor, in the order of the
+                      * program's extra outputs, then (__dict__, name, value) per None/number/str */
+  PyObject *ret_type; /* the type of a returned dict subclass (transformers' ModelOutput), else NULL */
 } pyth_entry;
 
 extern PyTypeObject jit_entry_type;
@@ -77,6 +81,8 @@ typedef struct {
   PyObject *weakrefs;
   pyth_float8 float8; /* jit(..., float8=...): the float8 transform on every trace (transforms.c) */
   PyObject *dump_dir; /* jit(..., dump_fusions=dir): str, each program's fusion source written there */
+  PyObject *written;  /* modules: dict id(submodule __dict__) -> set of the attribute names some entry's
+                       * forward assigns (left out of the structure and the key: the runs set them) */
 } pyth_jit;
 
 /* ---- jit_cache.c ---------------------------------------------------------------------------------- */
@@ -100,6 +106,14 @@ int jit_alias_roots(const tensor_list *l, int32_t *first);
 /* Traces the function on proxies of (args, kwargs) and compiles it into a new entry (NULL with an
  * exception). */
 pyth_entry *jit_compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, const tensor_list *tl);
+/* After a run of entry e: assigns the module attributes its forward assigned (e->writes) from the extra
+ * outputs, and replaces *res by the function's own result. 0, or -1 with an exception. */
+int jit_apply_writes(pyth_entry *e, PyObject **res);
+/* When the function returned a dict subclass (a ModelOutput): *res (a dict) rebuilt as that type.
+ * 0, or -1 with an exception. */
+int jit_rebuild_result(pyth_entry *e, PyObject **res);
+/* Whether some entry's forward assigns attribute `key` of the submodule whose __dict__ is md. */
+bool jit_attr_written(const pyth_jit *j, PyObject *md, PyObject *key);
 /* The trace input of call tensor i (arguments first, then module parameter slots), or -1. */
 int jit_tensor_input_index(const pyth_jit *j, const pyth_entry *e, int i);
 

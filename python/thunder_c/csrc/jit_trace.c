@@ -28,6 +28,8 @@ static void entry_dealloc(PyObject *o) {
   for (int i = 0; i < e->ntraces; i++) th_trace_free(e->traces[i]);
   Py_XDECREF(e->lifted);
   Py_XDECREF(e->pinned);
+  Py_XDECREF(e->writes);
+  Py_XDECREF(e->ret_type);
   PyMem_Free(e->param_input);
   PyObject_GC_Del(o);
 }
@@ -38,6 +40,8 @@ static int entry_traverse(PyObject *o, visitproc visit, void *arg) {
   pyth_entry *e = (pyth_entry *)o;
   Py_VISIT(e->lifted);
   Py_VISIT(e->pinned);
+  Py_VISIT(e->writes);
+  Py_VISIT(e->ret_type);
   return 0;
 }
 
@@ -166,11 +170,15 @@ int jit_tensor_input_index(const pyth_jit *j, const pyth_entry *e, int i) {
   return e->param_input[s];
 }
 
-/* Puts back the submodule attributes of `snapshots` (list of (__dict__, copy)) that tracing rebound.
- * With `check`, an attribute that now holds a proxy is an error: forward stored a computed tensor in
- * the module (a side effect on module state that a compiled program cannot replay). */
-static int restore_module_attributes(PyObject *snapshots, bool check) {
+/* Puts back the submodule attributes of `snapshots` (list of (__dict__, copy)) that tracing rebound. With
+ * `writes` (a list), each assignment forward made is recorded there first, to be replayed after every
+ * run (jit_apply_writes): a computed tensor (a proxy) as (__dict__, name) — its value becomes an extra
+ * output of the program, in this order, appended to *proxies — and None, a bool, int, float or str as
+ * (__dict__, name, value). Other assignments are undone without a replay (the snapshot wins). */
+static int restore_module_attributes(PyObject *snapshots, PyObject *writes, PyObject *proxies) {
   int rc = 0;
+  PyObject *consts = writes ? PyList_New(0) : NULL;
+  if (writes && !consts) return -1;
   for (Py_ssize_t s = 0; s < PyList_GET_SIZE(snapshots); s++) {
     PyObject *md = PyTuple_GET_ITEM(PyList_GET_ITEM(snapshots, s), 0);
     PyObject *old = PyTuple_GET_ITEM(PyList_GET_ITEM(snapshots, s), 1);
@@ -179,24 +187,86 @@ static int restore_module_attributes(PyObject *snapshots, bool check) {
       PyObject *k = PyList_GET_ITEM(keys, i);
       PyObject *now = PyDict_GetItem(md, k), *was = PyDict_GetItem(old, k);
       if (now == was) continue;
-      if (check && rc == 0 && now && Py_TYPE(now) == &pyth_proxy_type) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "thunder_c: forward assigned a computed tensor to the module attribute '%U' (a side effect on "
-                     "module state, which thunder_c does not replay); return the tensor instead, or update a "
-                     "registered buffer in place (self.buf.copy_(...))",
-                     k);
-        rc = -1;
+      if (writes && rc == 0 && now) {
+        PyObject *w = NULL;
+        if (Py_TYPE(now) == &pyth_proxy_type) {
+          w = PyTuple_Pack(2, md, k);
+          if (!w || PyList_Append(proxies, now) < 0) rc = -1;
+        } else if (now == Py_None || PyBool_Check(now) || PyLong_CheckExact(now) || PyFloat_CheckExact(now) ||
+                   PyUnicode_Check(now)) {
+          w = PyTuple_Pack(3, md, k, now);
+        }
+        if (w && PyList_Append(Py_TYPE(now) == &pyth_proxy_type ? writes : consts, w) < 0) rc = -1;
+        Py_XDECREF(w);
       }
-      if (!check || rc) { /* undo */
-        if (was)
-          PyDict_SetItem(md, k, was);
-        else
-          PyDict_DelItem(md, k);
-      }
+      /* undo: the module's state is the caller's, and the runs replay the writes */
+      if (was)
+        PyDict_SetItem(md, k, was);
+      else
+        PyDict_DelItem(md, k);
     }
+    if (!keys) rc = -1;
     Py_XDECREF(keys);
   }
-  PyErr_Occurred() && rc == 0 ? PyErr_Clear() : (void)0;
+  if (writes && rc == 0 && PyList_SetSlice(writes, PyList_GET_SIZE(writes), PyList_GET_SIZE(writes), consts) < 0)
+    rc = -1;
+  Py_XDECREF(consts);
+  if (rc == 0 && PyErr_Occurred()) PyErr_Clear();
+  return rc;
+}
+
+int jit_rebuild_result(pyth_entry *e, PyObject **res) {
+  if (!PyDict_Check(*res)) return 0;
+  /* a dataclass-like ModelOutput takes its fields by keyword; an OrderedDict subclass the dict */
+  PyObject *empty = PyTuple_New(0);
+  PyObject *r = empty ? PyObject_Call(e->ret_type, empty, *res) : NULL;
+  if (!r) {
+    PyErr_Clear();
+    r = PyObject_CallOneArg(e->ret_type, *res);
+  }
+  Py_XDECREF(empty);
+  if (!r) return -1;
+  Py_SETREF(*res, r);
+  return 0;
+}
+
+int jit_apply_writes(pyth_entry *e, PyObject **res) {
+  Py_ssize_t nw = PyList_GET_SIZE(e->writes), nt = 0;
+  while (nt < nw && PyTuple_GET_SIZE(PyList_GET_ITEM(e->writes, nt)) == 2) nt++;
+  PyObject *r = *res;
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(r, 1)) ||
+      PyTuple_GET_SIZE(PyTuple_GET_ITEM(r, 1)) != nt) {
+    PyErr_SetString(PyExc_RuntimeError, "thunder_c: internal error: the program's attribute outputs are missing");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < nw; i++) {
+    PyObject *w = PyList_GET_ITEM(e->writes, i);
+    PyObject *v = i < nt ? PyTuple_GET_ITEM(PyTuple_GET_ITEM(r, 1), i) : PyTuple_GET_ITEM(w, 2);
+    if (PyDict_SetItem(PyTuple_GET_ITEM(w, 0), PyTuple_GET_ITEM(w, 1), v) < 0) return -1;
+  }
+  *res = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+  Py_DECREF(r);
+  return 0;
+}
+
+/* The module attributes forward assigned (e->writes, when there are any; the module is put back): the
+ * computed tensors among them travel as extra outputs, *result becoming (result, (tensors...)). */
+static int record_writes(pyth_entry *e, PyObject *snapshots, PyObject **result) {
+  PyObject *writes = PyList_New(0), *proxies = PyList_New(0);
+  int rc = writes && proxies ? restore_module_attributes(snapshots, writes, proxies) : -1;
+  if (rc == 0 && PyList_GET_SIZE(writes) > 0) {
+    PyObject *extra = PyList_AsTuple(proxies);
+    PyObject *wrapped = extra ? PyTuple_Pack(2, *result, extra) : NULL;
+    Py_XDECREF(extra);
+    if (wrapped) {
+      Py_SETREF(*result, wrapped);
+      e->writes = Py_NewRef(writes);
+    } else {
+      rc = -1;
+    }
+  }
+  Py_XDECREF(writes);
+  Py_XDECREF(proxies);
   return rc;
 }
 
@@ -239,6 +309,8 @@ static pyth_entry *entry_new(void) {
   e->param_input = NULL;
   e->nparams_in = 0;
   e->nargs_tensors = 0;
+  e->writes = NULL;
+  e->ret_type = NULL;
   PyObject_GC_Track((PyObject *)e);
   if (!e->lifted || !e->pinned) Py_CLEAR(e);
   return e;
@@ -629,7 +701,7 @@ static void restore_module(const pyth_jit *j, PyObject *saved, PyObject *snapsho
   PyObject *et, *ev, *tb;
   if (snapshots) {
     PyErr_Fetch(&et, &ev, &tb);
-    restore_module_attributes(snapshots, false);
+    restore_module_attributes(snapshots, NULL, NULL);
     PyErr_Restore(et, ev, tb);
   }
   if (saved) {
@@ -665,7 +737,8 @@ pyth_entry *jit_compile_entry(pyth_jit *j, PyObject *args, PyObject *kwargs, con
   if (rc == 0 && j->is_module && !(snapshots = snapshot_module(j))) rc = -1;
   pyth_active = &c.tr;
   if (rc == 0 && !(result = call_traced(j, pargs, pkwargs))) rc = -1;
-  if (rc == 0 && snapshots) rc = restore_module_attributes(snapshots, true);
+  if (rc == 0 && PyDict_Check(result) && !PyDict_CheckExact(result)) e->ret_type = Py_NewRef(Py_TYPE(result));
+  if (rc == 0 && snapshots) rc = record_writes(e, snapshots, &result);
   if (rc == 0) rc = record_return(&c, result);
   pyth_active = prev;
   pyth_autocast_clear(&c.tr);

@@ -93,6 +93,7 @@ typedef struct {
   th_value *value;
   pyth_tracer *tracer; /* the tracing session it belongs to; checked on use */
   unsigned long epoch; /* tracer epoch at creation; a proxy from a finished trace is rejected */
+  PyObject *weakrefs;  /* weak references to it (nn.RNNBase keeps weakref.ref of its flat weights) */
 } pyth_proxy;
 extern PyTypeObject pyth_proxy_type;
 

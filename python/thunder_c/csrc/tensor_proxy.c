@@ -3,6 +3,7 @@
  * from the trace value it stands for; its Tensor methods and Python operators record ops through the
  * dispatch table (dispatch.c) and pyth_record (proxy.c); a value that only exists at run time
  * (Tensor.item, bool(tensor)) cannot be read and raises. */
+#include <stddef.h>
 #include <string.h>
 
 #include "proxy.h"
@@ -16,6 +17,7 @@ PyObject *pyth_proxy_new(pyth_tracer *tr, th_value *v) {
   p->value = v;
   p->tracer = tr;
   p->epoch = tr->epoch;
+  p->weakrefs = NULL;
   return (PyObject *)p;
 }
 
@@ -34,7 +36,10 @@ th_value *pyth_proxy_value(PyObject *o) {
   return p->value;
 }
 
-static void proxy_dealloc(PyObject *o) { PyObject_Free(o); }
+static void proxy_dealloc(PyObject *o) {
+  if (((pyth_proxy *)o)->weakrefs) PyObject_ClearWeakRefs(o);
+  PyObject_Free(o);
+}
 
 static PyObject *proxy_repr(PyObject *o) {
   pyth_proxy *p = (pyth_proxy *)o;
@@ -593,6 +598,7 @@ static Py_hash_t proxy_hash(PyObject *a) { return _Py_HashPointer(a); }
 PyTypeObject pyth_proxy_type = {
   PyVarObject_HEAD_INIT(NULL, 0).tp_name = "thunder_c.TensorProxy",
   .tp_basicsize = sizeof(pyth_proxy),
+  .tp_weaklistoffset = offsetof(pyth_proxy, weakrefs),
   .tp_dealloc = proxy_dealloc,
   .tp_repr = proxy_repr,
   .tp_as_number = &proxy_number,
