@@ -61,6 +61,7 @@ TH_VJP_TABLE(torch_float8_linear)
 /* norm */
 
 /* pool */
+TH_VJP_TABLE(prims_pool)
 
 /* index */
 
