@@ -593,28 +593,47 @@ static th_status make_taps(int mode, bool align, bool has_scale, double scale_fa
   return TH_OK;
 }
 
+/* One output row (plane, d, h) at a time: the W taps of each source row into tmp, summed over the H
+ * taps into sd, over the D taps into the output row (each pass a loop over the row the compiler
+ * vectorizes); the nearest modes copy. buf holds 2 OW elements per thread. */
 #define RESAMPLE_KERNEL(NAME, T)                                                                                       \
-  static void NAME(const geo *g, const taps *tp, const T *x, T *y) {                                                   \
+  static void NAME(const geo *g, const taps *tp, const T *const *wt, bool nearest, T *buf, const T *x, T *y) {         \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2];                        \
     const int64_t rows = g->P * OD * OH, pin = plane_in(g);                                                            \
     const int nd = tp[0].n, nh = tp[1].n, nw = tp[2].n;                                                                \
+    const int64_t *iw = tp[2].idx;                                                                                     \
+    const T *ww = wt[2];                                                                                               \
     _Pragma("omp parallel for schedule(static) if (rows * OW * nd * nh * nw > TH_EG_PAR_MIN)")                        \
     for (int64_t r = 0; r < rows; r++) {                                                                               \
       const int64_t p = r / (OD * OH), od = (r / OH) % OD, oh = r % OH;                                                \
       const T *xp = x + p * pin;                                                                                       \
-      for (int64_t ow = 0; ow < OW; ow++) {                                                                            \
-        T acc = 0;                                                                                                     \
-        for (int a = 0; a < nd; a++) {                                                                                 \
-          T sd = 0;                                                                                                    \
-          for (int bb = 0; bb < nh; bb++) {                                                                            \
-            const T *row = xp + (tp[0].idx[od * nd + a] * IH + tp[1].idx[oh * nh + bb]) * IW;                          \
-            T sh = 0;                                                                                                  \
-            for (int c = 0; c < nw; c++) sh += row[tp[2].idx[ow * nw + c]] * (T)tp[2].w[ow * nw + c];                  \
-            sd += sh * (T)tp[1].w[oh * nh + bb];                                                                       \
+      T *acc = y + r * OW;                                                                                             \
+      if (nearest) {                                                                                                   \
+        const T *row = xp + (tp[0].idx[od] * IH + tp[1].idx[oh]) * IW;                                                 \
+        for (int64_t ow = 0; ow < OW; ow++) acc[ow] = row[iw[ow]];                                                     \
+        continue;                                                                                                      \
+      }                                                                                                                \
+      T *sd = buf + (int64_t)omp_get_thread_num() * 2 * OW, *tmp = sd + OW;                                            \
+      for (int64_t ow = 0; ow < OW; ow++) acc[ow] = 0;                                                                 \
+      for (int a = 0; a < nd; a++) {                                                                                   \
+        for (int64_t ow = 0; ow < OW; ow++) sd[ow] = 0;                                                                \
+        for (int bb = 0; bb < nh; bb++) {                                                                              \
+          const T *row = xp + (tp[0].idx[od * nd + a] * IH + tp[1].idx[oh * nh + bb]) * IW;                            \
+          if (nw == 2) {                                                                                               \
+            for (int64_t ow = 0; ow < OW; ow++)                                                                        \
+              tmp[ow] = row[iw[2 * ow]] * ww[2 * ow] + row[iw[2 * ow + 1]] * ww[2 * ow + 1];                           \
+          } else {                                                                                                     \
+            for (int64_t ow = 0; ow < OW; ow++) {                                                                      \
+              T t = 0;                                                                                                 \
+              for (int c = 0; c < nw; c++) t += row[iw[ow * nw + c]] * ww[ow * nw + c];                                \
+              tmp[ow] = t;                                                                                             \
+            }                                                                                                          \
           }                                                                                                            \
-          acc += sd * (T)tp[0].w[od * nd + a];                                                                         \
+          const T wh = wt[1][oh * nh + bb];                                                                            \
+          for (int64_t ow = 0; ow < OW; ow++) sd[ow] += tmp[ow] * wh;                                                  \
         }                                                                                                              \
-        y[r * OW + ow] = acc;                                                                                          \
+        const T wd = wt[0][od * nd + a];                                                                               \
+        for (int64_t ow = 0; ow < OW; ow++) acc[ow] += sd[ow] * wd;                                                    \
       }                                                                                                                \
     }                                                                                                                  \
   }
@@ -622,7 +641,7 @@ RESAMPLE_KERNEL(resample_f32, float)
 RESAMPLE_KERNEL(resample_f64, double)
 
 #define RESAMPLE_BACKWARD_KERNEL(NAME, T)                                                                              \
-  static void NAME(const geo *g, const taps *tp, const T *gy, T *gx) {                                                 \
+  static void NAME(const geo *g, const taps *tp, const T *const *wt, const T *gy, T *gx) {                            \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2];                        \
     const int64_t pin = plane_in(g), pout = plane_out(g);                                                              \
     const int nd = tp[0].n, nh = tp[1].n, nw = tp[2].n;                                                                \
@@ -636,11 +655,11 @@ RESAMPLE_KERNEL(resample_f64, double)
           for (int64_t ow = 0; ow < OW; ow++) {                                                                        \
             T v = yp[(od * OH + oh) * OW + ow];                                                                        \
             for (int a = 0; a < nd; a++) {                                                                             \
-              T vd = v * (T)tp[0].w[od * nd + a];                                                                      \
+              T vd = v * wt[0][od * nd + a];                                                                           \
               for (int bb = 0; bb < nh; bb++) {                                                                        \
-                T vh = vd * (T)tp[1].w[oh * nh + bb];                                                                  \
+                T vh = vd * wt[1][oh * nh + bb];                                                                       \
                 T *row = xp + (tp[0].idx[od * nd + a] * IH + tp[1].idx[oh * nh + bb]) * IW;                            \
-                for (int c = 0; c < nw; c++) row[tp[2].idx[ow * nw + c]] += vh * (T)tp[2].w[ow * nw + c];              \
+                for (int c = 0; c < nw; c++) row[tp[2].idx[ow * nw + c]] += vh * wt[2][ow * nw + c];                   \
               }                                                                                                        \
             }                                                                                                          \
           }                                                                                                            \
@@ -684,23 +703,42 @@ static th_status run_resample(th_rt_env *env, const th_bsym *b, bool backward) {
     st = sd < 0 ? make_taps(RS_NEAREST, false, false, 0, 1, 1, f32, &tp[d])
                 : make_taps(mode, align, has, s, g.in[d], g.out[d], f32, &tp[d]);
   }
+  /* the weights in the compute type, and the forward's row buffers (2 OW per thread) */
+  size_t esz = f32 ? sizeof(float) : sizeof(double);
+  void *wt[3] = {NULL, NULL, NULL}, *buf = NULL;
+  for (int d = 0; d < 3 && st == TH_OK; d++) {
+    int64_t n = g.out[d] * tp[d].n;
+    if (!(wt[d] = malloc((size_t)n * esz))) st = th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
+    for (int64_t i = 0; st == TH_OK && i < n; i++) {
+      if (f32)
+        ((float *)wt[d])[i] = (float)tp[d].w[i];
+      else
+        ((double *)wt[d])[i] = tp[d].w[i];
+    }
+  }
+  if (st == TH_OK && !backward && !(buf = malloc((size_t)(2 * g.out[2] * omp_get_max_threads()) * esz)))
+    st = th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
+  bool nearest = mode == RS_NEAREST || mode == RS_NEAREST_EXACT;
   th_tensor *c = NULL, *owned = NULL;
   if (st == TH_OK) st = contiguous(t, &c, &owned);
   if (st == TH_OK) {
     if (f32) {
+      const float *const w3[3] = {wt[0], wt[1], wt[2]};
       if (backward)
-        resample_backward_f32(&g, tp, dp(c), dp(y));
+        resample_backward_f32(&g, tp, w3, dp(c), dp(y));
       else
-        resample_f32(&g, tp, dp(c), dp(y));
+        resample_f32(&g, tp, w3, nearest, buf, dp(c), dp(y));
     } else {
+      const double *const w3[3] = {wt[0], wt[1], wt[2]};
       if (backward)
-        resample_backward_f64(&g, tp, dp(c), dp(y));
+        resample_backward_f64(&g, tp, w3, dp(c), dp(y));
       else
-        resample_f64(&g, tp, dp(c), dp(y));
+        resample_f64(&g, tp, w3, nearest, buf, dp(c), dp(y));
     }
   }
   th_tensor_release(owned);
-  for (int d = 0; d < 3; d++) free(tp[d].idx), free(tp[d].w);
+  free(buf);
+  for (int d = 0; d < 3; d++) free(tp[d].idx), free(tp[d].w), free(wt[d]);
   return st;
 }
 
