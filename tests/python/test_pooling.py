@@ -258,3 +258,17 @@ def test_torchvision_style_modules_forward_backward():
     v, i = thunder_c.jit(pool)(R(1, 2, 6, 6))
     ve, ie = pool(R(1, 2, 6, 6))
     assert torch.equal(v, ve) and torch.equal(i, ie)
+
+
+def test_autocast_cpu_runs_3d_pools_in_float32():
+    # PyTorch's CPU autocast float32 list has the 3-d pools; the 2-d ones run in the input's dtype
+    x5, x4 = R(1, 2, 4, 6, 6, dtype=torch.bfloat16), R(1, 2, 6, 6, dtype=torch.bfloat16)
+    for f, x in [(lambda t: F.max_pool3d(t, 2), x5), (lambda t: F.avg_pool3d(t, 2), x5),
+                 (lambda t: F.adaptive_avg_pool3d(t, 2), x5), (lambda t: F.adaptive_max_pool3d(t, 2), x5),
+                 (lambda t: F.max_pool2d(t, 2), x4), (lambda t: F.interpolate(t, scale_factor=2), x4)]:
+        def g(t, f=f):
+            with torch.autocast("cpu", torch.bfloat16):
+                return f(t)
+        want, got = g(x), thunder_c.jit(g)(x)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want)
