@@ -197,6 +197,14 @@ def test_interpolate_1d_3d_bf16_and_upsample():
         check(lambda t: F.upsample_bilinear(t, size=(8, 9)), R(2, 3, 5, 5))
 
 
+def test_interpolate_nearest_uint8_images():
+    x = torch.randint(0, 256, (2, 3, 5, 7), dtype=torch.uint8)
+    check(lambda t: F.interpolate(t, scale_factor=1.7), x, grad=False)
+    check(lambda t: F.interpolate(t, size=(9, 4), mode="nearest-exact"), x, grad=False)
+    with pytest.raises(NotImplementedError, match="uint8 tensor with mode='bilinear' is not supported"):
+        thunder_c.jit(lambda t: F.interpolate(t, size=3, mode="bilinear"))(x)
+
+
 def test_interpolate_errors():
     x = R(1, 2, 4, 4)
     with pytest.raises(ValueError, match="only one of size or scale_factor"):

@@ -9,8 +9,8 @@
  *
  * Dtypes follow PyTorch's CPU kernels: bfloat16 and float16 compute in float32 and round once (the
  * max pools exactly: a maximum is one of the inputs); the max pools take every integer dtype (computed
- * in int64, exactly) and avg_pool int64 (integer sum, truncating division); the other ops take floats
- * only. pixel_shuffle, pixel_unshuffle, channel_shuffle and unfold only move elements (any dtype). */
+ * in int64, exactly) and avg_pool int64 (integer sum, truncating division); interpolate's nearest
+ * modes take uint8 (exact through float32); the other ops take floats only. pixel_shuffle, pixel_unshuffle, channel_shuffle and unfold only move elements (any dtype). */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -394,8 +394,18 @@ static th_status interpolate(th_trace *tr, const th_symbol *sym, th_arg x, const
     return th_error(TH_ERR_RUNTIME, "%s: Input and output sizes should be greater than 0, but got input %s output %s",
                     op, th_meta_shape_str(v->shape + 2, k, buf, sizeof buf), th_meta_shape_str(os, k, b1, sizeof b1));
   }
+  /* uint8 images: the nearest modes copy elements, exactly through float32 (PyTorch's uint8 bilinear and
+   * bicubic kernels round in their own fixed-point way: not supported) */
   th_dtype cd;
-  if (!compute_dtype(v->dtype, false, false, &cd))
+  bool u8_nearest = v->dtype == TH_U8 && (m == 0 || m == 6);
+  if (u8_nearest)
+    cd = TH_F32;
+  else if (v->dtype == TH_U8)
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: torch.nn.functional.interpolate of a uint8 tensor with mode='%s' is not supported by "
+                    "thunder_c (convert it to a float dtype first)",
+                    op, mode);
+  else if (!compute_dtype(v->dtype, false, false, &cd))
     return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: \"upsample_%s\" not implemented for '%s'", op, mode,
                     th_tu_scalar_type_name(v->dtype));
   const char *pm = m == 0 ? "nearest" : m == 6 ? "nearest-exact" : m == 3 ? "cubic" : "linear";
