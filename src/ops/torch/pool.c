@@ -10,7 +10,8 @@
  * Dtypes follow PyTorch's CPU kernels: bfloat16 and float16 compute in float32 and round once (the
  * max pools exactly: a maximum is one of the inputs); the max pools take every integer dtype (computed
  * in int64, exactly) and avg_pool int64 (integer sum, truncating division); interpolate's nearest
- * modes take uint8 (exact through float32); the other ops take floats only. pixel_shuffle, pixel_unshuffle, channel_shuffle and unfold only move elements (any dtype). */
+ * modes take uint8 (exact through float32); the other ops take floats only. pixel_shuffle,
+ * pixel_unshuffle, channel_shuffle and unfold only move elements (any dtype). */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
