@@ -158,7 +158,7 @@ th_status prims_max_pool_meta(th_trace *tr, const th_symbol *sym, const th_arg *
   return values_and_indices(tr, a, with_spatial(a, k, os, shape), shape, out);
 }
 
-static th_status adaptive_sizes(const char *op, const th_value *a, const th_arg *arg, int *k, int64_t *os) {
+static th_status adaptive_sizes(const char *op, const th_arg *arg, int *k, int64_t *os) {
   int64_t v[TH_MAX_DIMS];
   TH_TRY(th_meta_int_list(op, "output_size", arg, v, k));
   if (*k < 1 || *k > TH_POOL_MAX_K)
@@ -167,7 +167,6 @@ static th_status adaptive_sizes(const char *op, const th_value *a, const th_arg 
     if (v[i] < 0) return th_error(TH_ERR_RUNTIME, "%s: output_size must be non-negative, but got %" PRId64, op, v[i]);
     os[i] = v[i];
   }
-  (void)a;
   return TH_OK;
 }
 
@@ -176,7 +175,7 @@ th_status prims_adaptive_max_pool_meta(th_trace *tr, const th_symbol *sym, const
   const th_value *a = th_meta_tensor(&args[0]);
   int k;
   int64_t os[TH_POOL_MAX_K], shape[TH_MAX_DIMS];
-  TH_TRY(adaptive_sizes(op, a, &args[1], &k, os));
+  TH_TRY(adaptive_sizes(op, &args[1], &k, os));
   TH_TRY(need_tensor(op, a, k, true));
   for (int i = 0; i < k; i++)
     if (a->shape[a->ndim - k + i] == 0 && os[i] > 0)
@@ -189,7 +188,7 @@ th_status prims_adaptive_avg_pool_meta(th_trace *tr, const th_symbol *sym, const
   const th_value *a = th_meta_tensor(&args[0]);
   int k;
   int64_t os[TH_POOL_MAX_K], shape[TH_MAX_DIMS];
-  TH_TRY(adaptive_sizes(op, a, &args[1], &k, os));
+  TH_TRY(adaptive_sizes(op, &args[1], &k, os));
   TH_TRY(need_tensor(op, a, k, false));
   for (int i = 0; i < k; i++)
     if (a->shape[a->ndim - k + i] == 0 && os[i] > 0)
@@ -286,7 +285,7 @@ th_status prims_resample_meta(th_trace *tr, const th_symbol *sym, const th_arg *
   const th_value *a = th_meta_tensor(&args[0]);
   int k;
   int64_t os[TH_POOL_MAX_K], shape[TH_MAX_DIMS];
-  TH_TRY(adaptive_sizes(op, a, &args[1], &k, os));
+  TH_TRY(adaptive_sizes(op, &args[1], &k, os));
   TH_TRY(need_tensor(op, a, k, false));
   TH_TRY(resample_mode(op, &args[2]));
   TH_TRY(resample_scales(op, &args[4], k));
