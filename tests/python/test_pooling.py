@@ -1,5 +1,5 @@
 """Pooling and resampling through thunder_c.jit against PyTorch eager: F.max_pool1d/2d/3d (and their
-return_indices / _with_indices spellings), avg_pool*, adaptive_avg_pool*, adaptive_max_pool*,
+return_indices / _with_indices spellings), avg_pool*, lp_pool*, adaptive_avg_pool*, adaptive_max_pool*,
 interpolate's modes, pixel_shuffle / pixel_unshuffle / channel_shuffle, unfold / fold, and the
 nn modules torchvision builds with them (nn.MaxPool2d, nn.AdaptiveAvgPool2d), forward and backward.
 
@@ -47,7 +47,7 @@ def check(fn, x, grad=True):
         (ge,) = torch.autograd.grad(wants[0], xe, ct)
         (gj,) = torch.autograd.grad(gots[0], xj, ct)
         t = tol(x.dtype)
-        torch.testing.assert_close(gj, ge, rtol=t, atol=t)
+        torch.testing.assert_close(gj, ge, rtol=t, atol=t, equal_nan=True)
 
 
 # ---- max pooling -------------------------------------------------------------------------------------------
@@ -143,6 +143,20 @@ def test_avg_pool1d_3d_and_int64():
     check(lambda t: F.avg_pool3d(t, 2, 2, 1, divisor_override=3), R(1, 2, 5, 6, 7))
     x = torch.randint(-50, 50, (2, 3, 7, 7))
     check(lambda t: F.avg_pool2d(t, 3, 2, 1), x, grad=False)  # integer sum, truncating division
+
+
+@pytest.mark.parametrize("p", [2, 1.5, 3, float("inf"), -float("inf")])
+def test_lp_pool(p):
+    x = R(2, 3, 8, 9)
+    pos = x.abs() + 0.1  # fractional powers of negatives are NaN in eager too; keep them finite here
+    check(lambda t: F.lp_pool2d(t, p, 3, 2), pos)
+    check(lambda t: F.lp_pool2d(t, p, (2, 3), ceil_mode=True), pos)
+    check(lambda t: F.lp_pool1d(t, p, 3), pos.flatten(2))
+    check(lambda t: F.lp_pool3d(t, p, 2), pos.unsqueeze(0))
+    if p in (2, 3):
+        check(lambda t: nn.LPPool2d(p, 2)(t), x)
+    with pytest.raises(ValueError, match="norm_type must be a non-zero value"):
+        thunder_c.jit(lambda t: F.lp_pool2d(t, 0, 2))(x)
 
 
 # ---- adaptive pooling --------------------------------------------------------------------------------------

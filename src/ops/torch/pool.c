@@ -1,6 +1,6 @@
 /* pool.c — the torch-level pooling and resampling ops (torch.nn.functional's max_pool*, avg_pool*,
  * adaptive_*_pool*, interpolate / upsample*, pixel_shuffle, pixel_unshuffle, channel_shuffle, unfold,
- * fold): PyTorch's argument rules and checks, then the prims of prims/pool.c.
+ * fold, lp_pool*): PyTorch's argument rules and checks, then the prims of prims/pool.c.
  *
  * F.max_pool2d and F.adaptive_max_pool2d are torch's boolean_dispatch wrappers: traced, the wrapper
  * itself (return_indices=False) or F.max_pool2d_with_indices (return_indices=True, always a tuple)
@@ -601,4 +601,45 @@ th_status ltorch_fold_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   for (int i = 0; i < 5; i++) call[1 + i] = th_tu_ints(items[i], 2, p[i]);
   TH_TRY(th_call(tr, TH_OP_prims_col2im, 6, call, out));
   return th_tu_convert(tr, out, v->dtype);
+}
+
+/* ---- lp_pool1d/2d/3d ----------------------------------------------------------------------------------------- *
+ * F.lp_poolNd's composition: (sign(s) * relu(|s|) * prod(kernel)) ** (1 / p) with s the average pooling
+ * of input ** p (no padding); p = +-inf is the max pooling of |input| (of -|input|, negated). */
+
+static th_status lp_pool(th_trace *tr, const th_symbol *sym, const th_arg *args, int k, th_arg *out) {
+  const char *op = sym->qualname;
+  double p;
+  TH_TRY(th_tu_float(op, "norm_type", &args[1], &p));
+  if (p == 0) return th_error(TH_ERR_VALUE, "%s: norm_type must be a non-zero value, but got %g", op, p);
+  int64_t ks[3];
+  TH_TRY(th_pool_ints(op, "kernel_size", &args[2], k, ks));
+  th_arg x = args[0], t, u;
+  if (isinf(p)) {
+    TH_TRY(th_tu_call1(tr, TH_OP_ltorch_abs, x, &t));
+    if (p < 0) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_neg, t, &t));
+    th_arg call[7] = {t, args[2], args[3], th_arg_int(0), th_arg_int(1), args[4], th_arg_bool(false)};
+    TH_TRY(max_pool(tr, sym, call, k, -1, out));
+    if (p < 0) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_neg, *out, out));
+    return TH_OK;
+  }
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_pow, x, args[1], &t));
+  th_arg call[7] = {t, args[2], args[3], th_arg_int(0), args[4], th_arg_bool(true), th_arg_none()};
+  TH_TRY(avg_pool(tr, sym, call, k, &t));
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_abs, t, &u));
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_relu, u, &u));
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_sign, t, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, t, u, &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, t, th_arg_int(ks[0] * (k > 1 ? ks[1] : 1) * (k > 2 ? ks[2] : 1)), &t));
+  return th_tu_call2(tr, TH_OP_ltorch_pow, t, th_arg_float(1.0 / p), out);
+}
+
+th_status ltorch_lp_pool1d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return lp_pool(tr, sym, args, 1, out);
+}
+th_status ltorch_lp_pool2d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return lp_pool(tr, sym, args, 2, out);
+}
+th_status ltorch_lp_pool3d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return lp_pool(tr, sym, args, 3, out);
 }
