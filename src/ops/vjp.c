@@ -36,6 +36,7 @@ static void build(void) {
   /* norm */
 
   /* pool */
+  add(th_vjp_table_prims_pool, th_vjp_table_prims_pool_n);
 
   /* index */
 

@@ -62,6 +62,7 @@ TH_VJP_TABLE(prims_conv)
 /* norm */
 
 /* pool */
+TH_VJP_TABLE(prims_pool)
 
 /* index */
 

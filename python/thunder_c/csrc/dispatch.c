@@ -312,6 +312,18 @@ static PyObject *func_display(PyObject *func) {
     return PyObject_Repr(func);
   }
   const char *q = PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+  if (q && strstr(q, "<locals>")) {
+    /* a wrapper made by a factory (torch's boolean_dispatch gives F.max_pool2d the qualname
+     * "boolean_dispatch.<locals>.fn" and the public __name__ "max_pool2d"): name it by __name__ */
+    PyObject *nm = PyObject_GetAttrString(func, "__name__");
+    if (nm && PyUnicode_Check(nm)) {
+      Py_SETREF(qn, nm);
+      q = PyUnicode_AsUTF8(qn);
+    } else {
+      Py_XDECREF(nm);
+      PyErr_Clear();
+    }
+  }
   PyObject *r = NULL;
   if (q && (!strncmp(q, "_TensorBase.", 12) || !strncmp(q, "Tensor.", 7))) {
     r = PyUnicode_FromFormat("torch.Tensor.%s", strchr(q, '.') + 1);

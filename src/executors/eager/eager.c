@@ -81,6 +81,18 @@ static const th_operator_impl eager_impls[] = {
   /* norm */
 
   /* pool */
+  {TH_OP_prims_max_pool, th_eg_max_pool_ref, NULL},
+  {TH_OP_prims_adaptive_max_pool, th_eg_adaptive_max_pool_ref, NULL},
+  {TH_OP_prims_pool_scatter_add, th_eg_pool_scatter_add_ref, NULL},
+  {TH_OP_prims_pool_gather, th_eg_pool_gather_ref, NULL},
+  {TH_OP_prims_avg_pool, th_eg_avg_pool_ref, NULL},
+  {TH_OP_prims_avg_pool_backward, th_eg_avg_pool_backward_ref, NULL},
+  {TH_OP_prims_adaptive_avg_pool, th_eg_adaptive_avg_pool_ref, NULL},
+  {TH_OP_prims_adaptive_avg_pool_backward, th_eg_adaptive_avg_pool_backward_ref, NULL},
+  {TH_OP_prims_resample, th_eg_resample_ref, NULL},
+  {TH_OP_prims_resample_backward, th_eg_resample_backward_ref, NULL},
+  {TH_OP_prims_im2col, th_eg_im2col_ref, NULL},
+  {TH_OP_prims_col2im, th_eg_col2im_ref, NULL},
 
   /* index */
 

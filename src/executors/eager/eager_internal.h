@@ -178,6 +178,19 @@ th_status th_eg_convolution_ref(th_rt_env *env, const th_bsym *b); /* conv.c */
 /* norm */
 
 /* pool */
+/* pool.c: the pooling and resampling prims */
+th_status th_eg_max_pool_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_adaptive_max_pool_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_pool_scatter_add_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_pool_gather_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_avg_pool_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_avg_pool_backward_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_adaptive_avg_pool_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_adaptive_avg_pool_backward_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_resample_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_resample_backward_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_im2col_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_col2im_ref(th_rt_env *env, const th_bsym *b);
 
 /* index */
 
