@@ -293,6 +293,12 @@ static bool ref_binary_f(const char *n, double a, double b, double *r) {
     *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
   else if (!strcmp(n, "minimum"))
     *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
+  else if (!strcmp(n, "hypot"))
+    *r = sqrt(a * a + b * b);
+  else if (!strcmp(n, "fmax"))
+    *r = isnan(a) ? b : isnan(b) ? a : a > b ? a : b;
+  else if (!strcmp(n, "fmin"))
+    *r = isnan(a) ? b : isnan(b) ? a : a < b ? a : b;
   else if (!strcmp(n, "eq"))
     *r = a == b;
   else if (!strcmp(n, "ne"))
@@ -331,7 +337,25 @@ static bool ref_binary_i(const char *n, int64_t a, int64_t b, int64_t *r) {
     *r = a > b ? a : b;
   else if (!strcmp(n, "minimum"))
     *r = a < b ? a : b;
-  else if (!strcmp(n, "bitwise_and"))
+  else if (!strcmp(n, "fmax"))
+    *r = a > b ? a : b;
+  else if (!strcmp(n, "fmin"))
+    *r = a < b ? a : b;
+  else if (!strcmp(n, "bitwise_left_shift")) /* a * 2^b for the small b of the test's inputs */
+    *r = b < 0 ? 0 : a * ((int64_t)1 << b);
+  else if (!strcmp(n, "bitwise_right_shift")) /* floor(a / 2^b) */
+    *r = b < 0 ? (a < 0 ? -1 : 0) : (int64_t)floor((double)a / (double)((int64_t)1 << b));
+  else if (!strcmp(n, "gcd") || !strcmp(n, "lcm")) {
+    int64_t x = a < 0 ? -a : a, y = b < 0 ? -b : b, g = y;
+    for (int64_t k = x > y ? x : y; k >= 1; k--)
+      if (x % k == 0 && y % k == 0) {
+        g = k;
+        break;
+      }
+    if (x == 0) g = y;
+    if (y == 0) g = x;
+    *r = !strcmp(n, "gcd") ? g : g == 0 ? 0 : x / g * y;
+  } else if (!strcmp(n, "bitwise_and"))
     *r = a & b;
   else if (!strcmp(n, "bitwise_or"))
     *r = a | b;

@@ -804,7 +804,7 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
   return TH_OK;
 }
 
-/* add sub mul div pow fmod remainder atan2 maximum minimum */
+/* add sub mul div pow fmod remainder atan2 hypot maximum minimum fmax fmin */
 static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   th_arg a = b->args[0], c = b->args[1], y = th_vjp_out(b), g = cts[0];
   th_arg ga = th_arg_none(), gc = th_arg_none(), t, u, z;
@@ -931,6 +931,29 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
           VJ2(lt, a, c, &u);
         TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &gc));
       }
+      break;
+    }
+    case TH_OP_prims_hypot: /* a: g * a / y; c: g * c / y (PyTorch's hypot backward) */
+      if (da) {
+        VJ2(mul, g, a, &t);
+        VJ2(true_divide, t, y, &ga);
+      }
+      if (dc) {
+        VJ2(mul, g, c, &t);
+        VJ2(true_divide, t, y, &gc);
+      }
+      break;
+    case TH_OP_prims_fmax:
+    case TH_OP_prims_fmin: { /* a gets g where it is picked (a >= c for fmax, a <= c for fmin) or c is NaN,
+                              * c gets g elsewhere: no tie split (PyTorch's fmax/fmin backward) */
+      if (b->sym->id == TH_OP_prims_fmax)
+        VJ2(ge, a, c, &z);
+      else
+        VJ2(le, a, c, &z);
+      VJ2(ne, c, c, &u);
+      VJ2(logical_or, z, u, &z);
+      if (da) TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, g, th_arg_float(0.0), &ga));
+      if (dc) TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), g, &gc));
       break;
     }
     default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
