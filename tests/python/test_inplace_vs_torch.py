@@ -181,6 +181,8 @@ CASES = [
     ("ltorch.mish_(a)", {"a": a34}, lambda a: F.mish(a, inplace=True)),
     ("ltorch.threshold_(a, 3, -1)", {"a": i34}, lambda a: torch.threshold_(a, 3, -1)),
     ("ltorch.rrelu_(a)", {"a": a34}, lambda a: torch.rrelu_(a)),
+    ("ltorch.tensor_polygamma_(a, 2)", {"a": pos34}, lambda a: a.polygamma_(2)),
+    ("ltorch.mvlgamma_(a, 2)", {"a": big34}, lambda a: a.mvlgamma_(2)),
 ]
 
 # Results PyTorch computes through float32 intermediates in its own kernel order for which the trace's

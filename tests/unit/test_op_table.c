@@ -293,7 +293,22 @@ static bool ref_binary_f(const char *n, double a, double b, double *r) {
     *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
   else if (!strcmp(n, "minimum"))
     *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
-  else if (!strcmp(n, "hypot"))
+  else if (!strcmp(n, "zeta")) { /* Hurwitz zeta: a direct sum to N, then Euler-Maclaurin, in long double */
+    if (a == 1)
+      *r = INFINITY;
+    else if (a < 1 || (b <= 0 && b != floor(b) && a != floor(a)))
+      *r = NAN;
+    else if (b <= 0 && b == floor(b))
+      *r = INFINITY;
+    else {
+      long double s = 0, x = a, q = b, qn = q + 40;
+      for (int k = 0; k < 40; k++) s += powl(q + k, -x);
+      s += powl(qn, 1 - x) / (x - 1) + powl(qn, -x) / 2 + x * powl(qn, -x - 1) / 12 -
+           x * (x + 1) * (x + 2) * powl(qn, -x - 3) / 720 +
+           x * (x + 1) * (x + 2) * (x + 3) * (x + 4) * powl(qn, -x - 5) / 30240;
+      *r = (double)s;
+    }
+  } else if (!strcmp(n, "hypot"))
     *r = sqrt(a * a + b * b);
   else if (!strcmp(n, "fmax"))
     *r = isnan(a) ? b : isnan(b) ? a : a > b ? a : b;

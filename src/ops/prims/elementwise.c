@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "ops/binary_scalar.h"
+#include "ops/special_scalar.h"
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
 #include "ops/vjp.h"
@@ -793,6 +794,16 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
       VJ2(mul, t, th_arg_float(-0.5), &u);
       VJ2(mul, g, u, r);
       break;
+    case TH_OP_prims_digamma: /* g * polygamma(1, a) (PyTorch's trigamma formula, torch/elementwise_more.c) */
+      VJ2(polygamma, th_arg_int(1), a, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_erfinv: /* g * sqrt(pi) / 2 * exp(y^2) */
+      VJ2(mul, y, y, &t);
+      VJ1(exp, t, &t);
+      VJ2(mul, t, th_arg_float(0.88622692545275801364), &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_ceil:
     case TH_OP_prims_floor:
     case TH_OP_prims_round:
@@ -933,6 +944,18 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
       }
       break;
     }
+    case TH_OP_prims_zeta: /* q: -g * x * zeta(x + 1, q); x: no derivative (PyTorch's neither) */
+      if (da)
+        return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the derivative of zeta with respect to x is not implemented",
+                        b->sym->qualname);
+      if (dc) {
+        VJ2(add, a, th_arg_float(1.0), &t);
+        VJ2(zeta, t, c, &t);
+        VJ2(mul, t, a, &t);
+        VJ2(mul, g, t, &t);
+        VJ1(neg, t, &gc);
+      }
+      break;
     case TH_OP_prims_hypot: /* a: g * a / y; c: g * c / y (PyTorch's hypot backward) */
       if (da) {
         VJ2(mul, g, a, &t);

@@ -437,3 +437,137 @@ th_status ltorch_square_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   (void)sym;
   return th_tu_call2(tr, TH_OP_ltorch_pow, args[0], th_arg_int(2), out);
 }
+
+/* ---- special functions -------------------------------------------------------------------------------- */
+
+/* trigamma, PyTorch's formula (its polygamma(1, x) kernel) op by op in x's dtype (float32 or float64):
+ * below 0.5 the reflection -pi^2 / sin(pi x)^2 and x -> 1 - x (with the sign -1), then six terms
+ * 1 / x^2 of the recurrence and the asymptotic series at x + 6. Its float64 result is accurate to about
+ * 1e-10 (the series is short); zeta(2, x) would be more accurate, but it is PyTorch's value that is
+ * matched, digamma's gradient included. */
+static th_status trigamma(th_trace *tr, th_arg x0, th_arg *out) {
+  const double pi = 3.14159265358979323846;
+  bool f32 = dtype_of(&x0) != TH_F64;
+#define K(v) th_arg_float(f32 ? (double)(float)(v) : (v))
+  th_arg lo, x, t, r, sgn;
+  L2(lt, x0, th_arg_float(0.5), &lo);
+  L2(mul, x0, th_arg_float(pi), &t);
+  L1(sin, t, &t);
+  L2(mul, t, t, &t);
+  L2(true_divide, th_arg_float(f32 ? (double)((float)pi * (float)pi) : pi * pi), t, &t);
+  L1(neg, t, &t);
+  L3(where, lo, t, th_arg_float(0.0), &r);
+  L2(rsub, x0, th_arg_float(1.0), &t);
+  L3(where, lo, t, x0, &x);
+  for (int i = 0; i < 6; i++) {
+    L2(mul, x, x, &t);
+    L2(true_divide, th_arg_float(1.0), t, &t);
+    L2(add, r, t, &r);
+    L2(add, x, th_arg_float(1.0), &x);
+  }
+  th_arg ixx, s;
+  L2(mul, x, x, &t);
+  L2(true_divide, th_arg_float(1.0), t, &ixx);
+  L2(mul, ixx, K(1. / 42), &s);
+  L2(rsub, s, K(1. / 30), &s);
+  L2(mul, ixx, s, &s);
+  L2(rsub, s, K(1. / 6), &s);
+  L2(mul, ixx, s, &s);
+  L2(mul, x, th_arg_float(2.0), &t);
+  L2(true_divide, th_arg_float(1.0), t, &t);
+  L2(add, th_arg_float(1.0), t, &t);
+  L2(add, t, s, &t);
+  L2(true_divide, t, x, &t);
+  L2(add, r, t, &r);
+  L3(where, lo, th_arg_float(-1.0), th_arg_float(1.0), &sgn);
+  L2(mul, sgn, r, out);
+#undef K
+  return TH_OK;
+}
+
+/* polygamma(n, x): digamma for n = 0, trigamma for n = 1, else (-1)^(n+1) n! zeta(n + 1, x) (PyTorch's
+ * calc_polygamma), in the computation dtype; integers and bool become float32. */
+static th_status polygamma(th_trace *tr, const char *op, const th_arg *n_arg, th_arg a, th_arg *out) {
+  int64_t n;
+  TH_TRY(th_meta_int(op, "n", n_arg, &n));
+  if (n < 0) return th_error(TH_ERR_RUNTIME, "%s: polygamma(n, x) does not support negative n.", op);
+  if (n == 0) return th_tu_call1(tr, TH_OP_ltorch_digamma, a, out);
+  th_arg x = a, t;
+  th_tu_type res;
+  TH_TRY(prepare(tr, op, 1, &x, TH_TU_PROMO_INT_TO_FLOAT, &res));
+  if (n == 1) {
+    TH_TRY(trigamma(tr, x, out));
+    return th_tu_convert_type(tr, out, res);
+  }
+  double fact = 1;
+  for (int64_t k = 2; k <= n; k++) fact *= (double)k;
+  L2(zeta, th_arg_float((double)(n + 1)), x, &t);
+  L2(mul, t, th_arg_float(n % 2 ? fact : -fact), out);
+  return th_tu_convert_type(tr, out, res);
+}
+
+th_status ltorch_polygamma_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return polygamma(tr, sym->qualname, &args[0], args[1], out);
+}
+
+/* x.polygamma(n) = torch.polygamma(n, x). */
+th_status ltorch_tensor_polygamma_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return polygamma(tr, sym->qualname, &args[1], args[0], out);
+}
+
+/* mvlgamma(x, p) = sum_{j < p} lgamma(x - j / 2) + p (p - 1) / 4 log(pi), the terms added from the
+ * smallest argument up as PyTorch's sum over arange(-(p - 1) / 2, 0.5, 0.5) + x, in the computation dtype.
+ * PyTorch also checks that every element exceeds (p - 1) / 2, a check on the data this trace does not
+ * make (lgamma gives inf or a finite value there). */
+th_status ltorch_mvlgamma_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  int64_t p;
+  TH_TRY(th_meta_int(op, "p", &args[1], &p));
+  if (p < 1) return th_error(TH_ERR_RUNTIME, "%s: p has to be greater than or equal to 1", op);
+  th_arg x = args[0], t, s = th_arg_none();
+  th_tu_type res;
+  TH_TRY(prepare(tr, op, 1, &x, TH_TU_PROMO_INT_TO_FLOAT, &res));
+  for (int64_t j = p - 1; j >= 0; j--) {
+    t = x;
+    if (j) L2(sub, x, th_arg_float(0.5 * (double)j), &t);
+    L1(lgamma, t, &t);
+    if (s.kind == TH_ARG_NONE)
+      s = t;
+    else
+      L2(add, s, t, &s);
+  }
+  L2(add, s, th_arg_float((double)p * (double)(p - 1) / 4 * 1.14472988584940017414), out); /* log(pi) */
+  return th_tu_convert_type(tr, out, res);
+}
+
+/* ndtr(x) = (1 + erf(x * sqrt(1/2))) * 0.5, PyTorch's composition (each op rounds to the dtype). */
+th_status ltorch_ndtr_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  (void)sym;
+  th_arg t;
+  L2(mul, args[0], th_arg_float(0.70710678118654752440), &t);
+  L1(erf, t, &t);
+  L2(add, th_arg_int(1), t, &t);
+  L2(mul, t, th_arg_float(0.5), out);
+  return TH_OK;
+}
+
+/* entr(x) = -x log(x) for x > 0, 0 at 0, -inf below, NaN for NaN (PyTorch's kernel), in the computation
+ * dtype. The gradient is -(1 + log(x)) as PyTorch's (NaN below 0), but 0 at 0: the logarithm's argument
+ * is 1 there. */
+th_status ltorch_entr_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  th_arg x = args[0], pos, t, u, m, z;
+  th_tu_type res;
+  TH_TRY(prepare(tr, sym->qualname, 1, &x, TH_TU_PROMO_INT_TO_FLOAT, &res));
+  L2(gt, x, th_arg_float(0.0), &pos);
+  L2(eq, x, th_arg_float(0.0), &z);
+  L3(where, z, th_arg_float(1.0), x, &t);
+  L1(log, t, &t);
+  L2(mul, x, t, &t);
+  L1(neg, t, &t);
+  L2(eq, x, th_arg_float(0.0), &m);
+  L3(where, m, th_arg_float(0.0), th_arg_float(-INFINITY), &u);
+  L3(where, pos, t, u, &t);
+  L2(ne, x, x, &m);
+  L3(where, m, x, t, out);
+  return th_tu_convert_type(tr, out, res);
+}

@@ -1,0 +1,61 @@
+"""The special functions (digamma, erfinv, zeta as prims; polygamma, mvlgamma, ndtr, entr as composites;
+ops/special_scalar.h, src/ops/torch/elementwise_more.c) against PyTorch eager on grids that reach their
+poles, branch points and asymptotic ranges, in float32 and float64, through the fuser and the eager
+executor; and the gradients PyTorch defines for them."""
+import pytest
+import torch
+
+from conftest import import_thunder_c
+
+thunder_c = import_thunder_c()
+
+GRID = torch.cat([torch.linspace(-6.5, 6.5, 131), torch.tensor([0.0, -0.0, -1.0, -2.0, 1e-8, 10.0, 10.5, 1e3, 1e18,
+                                                               float("inf"), float("nan")])])
+UNIT = torch.cat([torch.linspace(-1.0, 1.0, 101), torch.tensor([0.69999, 0.70001, -0.7, 1.5, -1.5, float("nan")])])
+
+CASES = {
+    "digamma": (torch.digamma, GRID),
+    "erfinv": (torch.erfinv, UNIT),
+    "polygamma1": (lambda t: torch.polygamma(1, t), GRID),
+    "polygamma3": (lambda t: torch.polygamma(3, t), GRID[GRID.abs() < 1e3]),
+    "method_polygamma2": (lambda t: t.polygamma(2), GRID[GRID.abs() < 1e3]),
+    "zeta": (lambda t: torch.special.zeta(t.abs() + 1.0, 2.5), GRID),
+    "zeta_q": (lambda t: torch.special.zeta(3.0, t), GRID),
+    "mvlgamma": (lambda t: torch.mvlgamma(t.abs() + 2.5, 3), GRID),
+    "ndtr": (torch.special.ndtr, GRID),
+    "entr": (torch.special.entr, GRID),
+}
+
+
+@pytest.mark.parametrize("executors", [None, ["eager"]], ids=["default", "eager"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", CASES)
+def test_matches_torch(name, dtype, executors):
+    fn, x = CASES[name]
+    x = x.to(dtype)
+    jf = thunder_c.jit(fn) if executors is None else thunder_c.jit(fn, executors=executors)
+    torch.testing.assert_close(jf(x), fn(x), equal_nan=True, rtol=4e-6 if dtype == torch.float32 else 1e-12,
+                               atol=1e-6 if dtype == torch.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("fn", [torch.digamma, torch.erfinv, lambda t: torch.polygamma(2, t),
+                                lambda t: torch.special.zeta(2.5, t), lambda t: torch.mvlgamma(t, 2)])
+def test_gradients_match_torch(fn):
+    x = torch.linspace(0.55, 0.95, 9, dtype=torch.float64, requires_grad=True)
+    xe = x.detach().clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(thunder_c.jit(fn)(x).sum(), x)
+    (ge,) = torch.autograd.grad(fn(xe).sum(), xe)
+    torch.testing.assert_close(g, ge, rtol=1e-10, atol=1e-10)
+
+
+def test_integer_input_promotes_to_float32():
+    x = torch.arange(1, 6)
+    for fn in (torch.digamma, torch.special.ndtr, lambda t: torch.polygamma(1, t), lambda t: torch.mvlgamma(t, 1)):
+        got, want = thunder_c.jit(fn)(x), fn(x)
+        assert got.dtype == want.dtype == torch.float32
+        torch.testing.assert_close(got, want)
+
+
+def test_polygamma_negative_n_refused():
+    with pytest.raises(RuntimeError, match="does not support negative n"):
+        thunder_c.jit(lambda t: torch.polygamma(-1, t))(torch.ones(3))
