@@ -1,4 +1,4 @@
-"""The special functions (digamma, erfinv, zeta as prims; polygamma, mvlgamma, ndtr, entr as composites;
+"""The special functions (digamma, erfinv, zeta, i0, i0e, i1, i1e, ndtri as prims; polygamma, mvlgamma, ndtr, entr as composites;
 ops/special_scalar.h, src/ops/torch/elementwise_more.c) against PyTorch eager on grids that reach their
 poles, branch points and asymptotic ranges, in float32 and float64, through the fuser and the eager
 executor; and the gradients PyTorch defines for them."""
@@ -24,6 +24,11 @@ CASES = {
     "mvlgamma": (lambda t: torch.mvlgamma(t.abs() + 2.5, 3), GRID),
     "ndtr": (torch.special.ndtr, GRID),
     "entr": (torch.special.entr, GRID),
+    "i0": (torch.i0, GRID[GRID.abs() < 80]),
+    "i0e": (torch.special.i0e, GRID),
+    "i1": (torch.special.i1, GRID[GRID.abs() < 80]),
+    "i1e": (torch.special.i1e, GRID),
+    "ndtri": (torch.special.ndtri, torch.cat([UNIT.abs(), torch.tensor([1e-20, 1e-300, 0.13, 0.87, 1 - 1e-12])])),
 }
 
 
@@ -39,7 +44,8 @@ def test_matches_torch(name, dtype, executors):
 
 
 @pytest.mark.parametrize("fn", [torch.digamma, torch.erfinv, lambda t: torch.polygamma(2, t),
-                                lambda t: torch.special.zeta(2.5, t), lambda t: torch.mvlgamma(t, 2)])
+                                lambda t: torch.special.zeta(2.5, t), lambda t: torch.mvlgamma(t, 2), torch.i0,
+                                torch.special.i0e, torch.special.i1, torch.special.i1e, torch.special.ndtri])
 def test_gradients_match_torch(fn):
     x = torch.linspace(0.55, 0.95, 9, dtype=torch.float64, requires_grad=True)
     xe = x.detach().clone().requires_grad_(True)

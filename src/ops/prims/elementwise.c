@@ -798,6 +798,45 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
       VJ2(polygamma, th_arg_int(1), a, &t);
       VJ2(mul, g, t, r);
       break;
+    case TH_OP_prims_i0: /* g * i1(a) */
+      VJ1(i1, a, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_i0e: /* g * (i1e(a) - sign(a) * y) */
+      VJ1(i1e, a, &t);
+      VJ1(sign, a, &u);
+      VJ2(mul, u, y, &u);
+      VJ2(sub, t, u, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_i1:    /* g * (i0(a) - y / a), 0.5 g at 0 (PyTorch's i1_backward) */
+    case TH_OP_prims_i1e: { /* g * (i0e(a) - y * (sign(a) + 1 / a)), 0.5 g at 0 */
+      th_arg z;
+      bool e = b->sym->id == TH_OP_prims_i1e;
+      if (e)
+        VJ1(i0e, a, &t);
+      else
+        VJ1(i0, a, &t);
+      VJ2(true_divide, y, a, &u);
+      if (e) {
+        th_arg s;
+        VJ1(sign, a, &s);
+        VJ2(mul, s, y, &s);
+        VJ2(add, u, s, &u);
+      }
+      VJ2(sub, t, u, &t);
+      VJ2(eq, a, th_arg_float(0.0), &z);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.5), t, &t));
+      VJ2(mul, g, t, r);
+      break;
+    }
+    case TH_OP_prims_ndtri: /* g * sqrt(2 pi) * exp(y^2 / 2) */
+      VJ2(mul, y, y, &t);
+      VJ2(mul, t, th_arg_float(0.5), &t);
+      VJ1(exp, t, &t);
+      VJ2(mul, t, th_arg_float(2.50662827463100050242), &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_erfinv: /* g * sqrt(pi) / 2 * exp(y^2) */
       VJ2(mul, y, y, &t);
       VJ1(exp, t, &t);
