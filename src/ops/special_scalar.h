@@ -7,6 +7,7 @@
 #define THUNDER_OPS_SPECIAL_SCALAR_H
 
 #include <math.h>
+#include <stdint.h>
 
 /* sum c[i] z^(n-i), highest power first (Horner). */
 static inline double th_sf_poly_f64(double z, const double *c, int n) {
@@ -297,5 +298,119 @@ static inline double th_sf_ndtri_f64(double y0) {
   x = x0 - x1;
   return negate ? -x : x;
 }
+
+/* ---- orthogonal polynomials P_n(x) (PyTorch's recurrences and special cases) -----------------------------
+ * n arrives in the operands' floating type and is truncated to an integer as static_cast<int64_t> does on
+ * x86-64 (NaN and values out of range give INT64_MIN, a negative degree: 0). Chebyshev T, U, V, W use the
+ * trigonometric forms for |x| < 1 above a small degree, as PyTorch. The float32 step of He,
+ * x q - k p, is one fused multiply-add, as PyTorch's compiled float kernel evaluates it (the cancellation
+ * there makes the two roundings visible). */
+static inline int64_t th_sf_degree(double n) {
+  return (n != n || n >= 9223372036854775808.0 || n < -9223372036854775808.0) ? INT64_MIN : (int64_t)n;
+}
+#define TH_SF_MULSUB(a, b, c) ((a) * (b) + (c))
+#define TH_SF_POLYS(T, SUF, FABS, COS, SIN, ACOS, FMA)                                                                    \
+  static inline T th_sf_cheb_t_##SUF(T x, T nf) {                                                                      \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (FABS(x) == 1) return (x > 0 || n % 2 == 0) ? (T)1 : (T)-1;                                                     \
+    if (n > 6 && FABS(x) < 1) return COS((T)n * ACOS(x));                                                              \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return x;                                                                                              \
+    T p = 1, q = x, r = 0;                                                                                             \
+    for (int64_t k = 2; k <= n; k++) r = (x + x) * q - p, p = q, q = r;                                                \
+    return r;                                                                                                          \
+  }                                                                                                                    \
+  static inline T th_sf_cheb_u_##SUF(T x, T nf) {                                                                      \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (FABS(x) == 1) return (x > 0 || n % 2 == 0) ? (T)(n + 1) : -(T)(n + 1);                                         \
+    if (n > 8 && FABS(x) < 1) {                                                                                        \
+      if (SIN(ACOS(x)) != 0) return SIN((T)(n + 1) * ACOS(x)) / SIN(ACOS(x));                                          \
+      return (T)(n + 1) * COS((T)(n + 1) * ACOS(x)) / x;                                                               \
+    }                                                                                                                  \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return x + x;                                                                                          \
+    T p = 1, q = x + x, r = 0;                                                                                         \
+    for (int64_t k = 2; k <= n; k++) r = (x + x) * q - p, p = q, q = r;                                                \
+    return r;                                                                                                          \
+  }                                                                                                                    \
+  static inline T th_sf_cheb_v_##SUF(T x, T nf) {                                                                      \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (FABS(x) == 1) {                                                                                                \
+      if (x > 0) return 1;                                                                                             \
+      return n % 2 == 0 ? (T)(n + n + 1) : -(T)(n + n + 1);                                                            \
+    }                                                                                                                  \
+    if (n > 8 && FABS(x) < 1) {                                                                                        \
+      if (SIN(ACOS(x) / 2) != 1) return COS(((T)n + (T)0.5) * ACOS(x)) / COS(ACOS(x) / 2);                             \
+      return n % 2 == 0 ? (T)(n + n + 1) : -(T)(n + n + 1);                                                            \
+    }                                                                                                                  \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return x + x - 1;                                                                                      \
+    T p = 1, q = x + x - 1, r = 0;                                                                                     \
+    for (int64_t k = 2; k <= n; k++) r = (x + x) * q - p, p = q, q = r;                                                \
+    return r;                                                                                                          \
+  }                                                                                                                    \
+  static inline T th_sf_cheb_w_##SUF(T x, T nf) {                                                                      \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (FABS(x) == 1) {                                                                                                \
+      if (x > 0) return (T)(n + n + 1);                                                                                \
+      return n % 2 == 0 ? (T)1 : (T)-1;                                                                                \
+    }                                                                                                                  \
+    if (n > 8 && FABS(x) < 1) {                                                                                        \
+      if (COS(ACOS(x) / 2) != 1) return SIN(((T)n + (T)0.5) * ACOS(x)) / SIN(ACOS(x) / 2);                             \
+      if (x > 0) return (T)(n + n + 1);                                                                                \
+      return n % 2 == 0 ? (T)1 : (T)-1;                                                                                \
+    }                                                                                                                  \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return x + x + 1;                                                                                      \
+    T p = 1, q = x + x + 1, r = 0;                                                                                     \
+    for (int64_t k = 2; k <= n; k++) r = (x + x) * q - p, p = q, q = r;                                                \
+    return r;                                                                                                          \
+  }                                                                                                                    \
+  static inline T th_sf_hermite_h_##SUF(T x, T nf) {                                                                   \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return x + x;                                                                                          \
+    T p = 1, q = x + x, r = 0;                                                                                         \
+    for (int64_t k = 2; k < n + n; k += 2) r = (x + x) * q - (T)k * p, p = q, q = r;                                   \
+    return r;                                                                                                          \
+  }                                                                                                                    \
+  static inline T th_sf_hermite_he_##SUF(T x, T nf) {                                                                  \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return x;                                                                                              \
+    T p = 1, q = x, r = 0;                                                                                             \
+    for (int64_t k = 1; k < n; k++) r = FMA(x, q, -((T)k * p)), p = q, q = r;                                         \
+    return r;                                                                                                          \
+  }                                                                                                                    \
+  static inline T th_sf_laguerre_l_##SUF(T x, T nf) {                                                                  \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (FABS(x) == 0) return 1;                                                                                        \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return 1 - x;                                                                                          \
+    T p = 1, q = 1 - x, r = 0;                                                                                         \
+    for (int64_t k = 1; k < n; k++) r = (((T)(k + k) + (1 - x)) * q - (T)k * p) / (T)(k + 1), p = q, q = r;            \
+    return r;                                                                                                          \
+  }                                                                                                                    \
+  static inline T th_sf_legendre_p_##SUF(T x, T nf) {                                                                  \
+    int64_t n = th_sf_degree((double)nf);                                                                              \
+    if (n < 0) return 0;                                                                                               \
+    if (FABS(x) == 1) return (x > 0 || n % 2 == 0) ? (T)1 : (T)-1;                                                     \
+    if (n == 0) return 1;                                                                                              \
+    if (n == 1) return x;                                                                                              \
+    T p = 1, q = x, r = 0;                                                                                             \
+    for (int64_t k = 1; k < n; k++) r = ((T)(k + k + 1) * x * q - (T)k * p) / (T)(k + 1), p = q, q = r;                \
+    return r;                                                                                                          \
+  }
+TH_SF_POLYS(double, f64, fabs, cos, sin, acos, TH_SF_MULSUB)
+TH_SF_POLYS(float, f32, fabsf, cosf, sinf, acosf, fmaf)
+#undef TH_SF_POLYS
+#undef TH_SF_MULSUB
 
 #endif

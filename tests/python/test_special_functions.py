@@ -1,4 +1,4 @@
-"""The special functions (digamma, erfinv, zeta, i0, i0e, i1, i1e, ndtri as prims; polygamma, mvlgamma, ndtr, entr as composites;
+"""The special functions (digamma, erfinv, zeta, i0, i0e, i1, i1e, ndtri and the orthogonal polynomials as prims; polygamma, mvlgamma, ndtr, entr as composites;
 ops/special_scalar.h, src/ops/torch/elementwise_more.c) against PyTorch eager on grids that reach their
 poles, branch points and asymptotic ranges, in float32 and float64, through the fuser and the eager
 executor; and the gradients PyTorch defines for them."""
@@ -30,6 +30,28 @@ CASES = {
     "i1e": (torch.special.i1e, GRID),
     "ndtri": (torch.special.ndtri, torch.cat([UNIT.abs(), torch.tensor([1e-20, 1e-300, 0.13, 0.87, 1 - 1e-12])])),
 }
+
+
+POLYS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+         "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", POLYS)
+def test_polynomials_match_torch(name, dtype):
+    """Degrees 0..12 (past the trigonometric forms' thresholds), a negative and a fractional degree, on
+    [-1.2, 1.2] with the endpoints +-1 and 0."""
+    fn = getattr(torch.special, name)
+    x = torch.cat([torch.linspace(-1.2, 1.2, 25), torch.tensor([1.0, -1.0, 0.0])]).to(dtype)
+    n = torch.tensor([float(k) for k in range(13)] + [-1.0, 2.7]).to(dtype)
+    xx, nn = x[:, None].expand(-1, n.numel()), n[None, :].expand(x.numel(), -1)
+    torch.testing.assert_close(thunder_c.jit(fn)(xx, nn), fn(xx, nn), equal_nan=True)
+    torch.testing.assert_close(thunder_c.jit(lambda t: fn(t, 3))(x), fn(x, 3), equal_nan=True)
+
+
+def test_polynomial_refuses_bfloat16():
+    with pytest.raises(NotImplementedError, match="not implemented for 'BFloat16'"):
+        thunder_c.jit(lambda t: torch.special.chebyshev_polynomial_t(t, 2))(torch.ones(3, dtype=torch.bfloat16))
 
 
 @pytest.mark.parametrize("executors", [None, ["eager"]], ids=["default", "eager"])

@@ -293,7 +293,30 @@ static bool ref_binary_f(const char *n, double a, double b, double *r) {
     *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
   else if (!strcmp(n, "minimum"))
     *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
-  else if (!strcmp(n, "zeta")) { /* Hurwitz zeta: a direct sum to N, then Euler-Maclaurin, in long double */
+  else if (strstr(n, "_polynomial_")) { /* closed forms of degrees 0..4 (the test's degrees), 0 below 0 */
+    double x = a, x2 = a * a, x3 = x2 * a, x4 = x2 * x2;
+    int64_t k = (int64_t)b;
+    double t[5] = {1, x, 2 * x2 - 1, 4 * x3 - 3 * x, 8 * x4 - 8 * x2 + 1};
+    double u[5] = {1, 2 * x, 4 * x2 - 1, 8 * x3 - 4 * x, 16 * x4 - 12 * x2 + 1};
+    double v[5] = {1, 2 * x - 1, 4 * x2 - 2 * x - 1, 8 * x3 - 4 * x2 - 4 * x + 1, 16 * x4 - 8 * x3 - 12 * x2 + 4 * x + 1};
+    double w[5] = {1, 2 * x + 1, 4 * x2 + 2 * x - 1, 8 * x3 + 4 * x2 - 4 * x - 1, 16 * x4 + 8 * x3 - 12 * x2 - 4 * x + 1};
+    double h[5] = {1, 2 * x, 4 * x2 - 2, 8 * x3 - 12 * x, 16 * x4 - 48 * x2 + 12};
+    double he[5] = {1, x, x2 - 1, x3 - 3 * x, x4 - 6 * x2 + 3};
+    double l[5] = {1, 1 - x, (x2 - 4 * x + 2) / 2, (-x3 + 9 * x2 - 18 * x + 6) / 6,
+                   (x4 - 16 * x3 + 72 * x2 - 96 * x + 24) / 24};
+    double p[5] = {1, x, (3 * x2 - 1) / 2, (5 * x3 - 3 * x) / 2, (35 * x4 - 30 * x2 + 3) / 8};
+    const double *tab = !strcmp(n, "chebyshev_polynomial_t")  ? t
+                        : !strcmp(n, "chebyshev_polynomial_u") ? u
+                        : !strcmp(n, "chebyshev_polynomial_v") ? v
+                        : !strcmp(n, "chebyshev_polynomial_w") ? w
+                        : !strcmp(n, "hermite_polynomial_h")   ? h
+                        : !strcmp(n, "hermite_polynomial_he")  ? he
+                        : !strcmp(n, "laguerre_polynomial_l")  ? l
+                        : !strcmp(n, "legendre_polynomial_p")  ? p
+                                                               : NULL;
+    if (!tab || k > 4) return false;
+    *r = k < 0 ? 0 : tab[k];
+  } else if (!strcmp(n, "zeta")) { /* Hurwitz zeta: a direct sum to N, then Euler-Maclaurin, in long double */
     if (a == 1)
       *r = INFINITY;
     else if (a < 1 || (b <= 0 && b != floor(b) && a != floor(a)))

@@ -983,6 +983,15 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
       }
       break;
     }
+    case TH_OP_prims_chebyshev_polynomial_t:
+    case TH_OP_prims_chebyshev_polynomial_u:
+    case TH_OP_prims_chebyshev_polynomial_v:
+    case TH_OP_prims_chebyshev_polynomial_w:
+    case TH_OP_prims_hermite_polynomial_h:
+    case TH_OP_prims_hermite_polynomial_he:
+    case TH_OP_prims_laguerre_polynomial_l:
+    case TH_OP_prims_legendre_polynomial_p: /* PyTorch defines no derivative for these */
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the derivative is not implemented", b->sym->qualname);
     case TH_OP_prims_zeta: /* q: -g * x * zeta(x + 1, q); x: no derivative (PyTorch's neither) */
       if (da)
         return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the derivative of zeta with respect to x is not implemented",

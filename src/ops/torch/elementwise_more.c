@@ -571,3 +571,28 @@ th_status ltorch_entr_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   L3(where, m, x, t, out);
   return th_tu_convert_type(tr, out, res);
 }
+
+/* The orthogonal polynomials: th_tu_binary into their prims (integers and bool become float32), after
+ * PyTorch's refusal of the reduced floating types (its CPU kernels have float32 and float64 only). */
+static th_status polynomial(th_trace *tr, const th_symbol *sym, th_op_id prim, const th_arg *args, th_arg *out) {
+  for (int i = 0; i < 2; i++) {
+    th_dtype dt = dtype_of(&args[i]);
+    if (th_meta_is_tensor(&args[i]) && (dt == TH_BF16 || dt == TH_F16 || th_dtype_is_fp8(dt)))
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: \"%s_cpu\" not implemented for '%s'", sym->qualname,
+                      sym->name, th_tu_scalar_type_name(dt));
+  }
+  return th_tu_binary(tr, sym->qualname, prim, args[0], args[1], TH_TU_PROMO_INT_TO_FLOAT, out);
+}
+#define POLY(name)                                                                                                     \
+  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {              \
+    return polynomial(tr, sym, TH_OP_prims_##name, args, out);                                                         \
+  }
+POLY(chebyshev_polynomial_t)
+POLY(chebyshev_polynomial_u)
+POLY(chebyshev_polynomial_v)
+POLY(chebyshev_polynomial_w)
+POLY(hermite_polynomial_h)
+POLY(hermite_polynomial_he)
+POLY(laguerre_polynomial_l)
+POLY(legendre_polynomial_p)
+#undef POLY
