@@ -413,4 +413,21 @@ TH_SF_POLYS(float, f32, fabsf, cosf, sinf, acosf, fmaf)
 #undef TH_SF_POLYS
 #undef TH_SF_MULSUB
 
+/* spherical Bessel j0(x) = sin(x) / x: 0 at +-inf, its Taylor series below |x| = 0.5 (PyTorch's kernel). */
+#define TH_SF_SPH_J0(T, SUF, SIN, FABS)                                                                              \
+  static inline T th_sf_sph_j0_##SUF(T x) {                                                                            \
+    if (isinf(x)) return 0;                                                                                            \
+    if (FABS(x) < (T)0.5) {                                                                                            \
+      T z = x * x;                                                                                                     \
+      return (T)1 + z * ((T)-1 / (T)6 +                                                                                \
+                         z * ((T)1 / (T)120 +                                                                          \
+                              z * ((T)-1 / (T)5040 +                                                                   \
+                                   z * ((T)1 / (T)362880 + z * ((T)-1 / (T)39916800 + z * ((T)1 / (T)6227020800))))));  \
+    }                                                                                                                  \
+    return SIN(x) / x;                                                                                                 \
+  }
+TH_SF_SPH_J0(double, f64, sin, fabs)
+TH_SF_SPH_J0(float, f32, sinf, fabsf)
+#undef TH_SF_SPH_J0
+
 #endif

@@ -183,6 +183,7 @@ CASES = [
     ("ltorch.rrelu_(a)", {"a": a34}, lambda a: torch.rrelu_(a)),
     ("ltorch.tensor_polygamma_(a, 2)", {"a": pos34}, lambda a: a.polygamma_(2)),
     ("ltorch.mvlgamma_(a, 2)", {"a": big34}, lambda a: a.mvlgamma_(2)),
+    ("ltorch.nextafter_(a, b)", {"a": a34, "b": b34}, lambda a, b: a.nextafter_(b)),
 ]
 
 # Results PyTorch computes through float32 intermediates in its own kernel order for which the trace's
@@ -191,7 +192,7 @@ CASES = [
 # comparison (UNARY_INPLACE_DEFAULTS or UNARY_INPLACE) says EXACT.
 EXACT_OPS = ("add_", "sub_", "mul_", "fill_", "zero_", "copy_", "clamp_", "masked_fill_", "eq_", "ne_", "lt_",
              "le_", "gt_", "ge_", "floor_divide_", "relu_", "bitwise_", "logical_", "remainder_", "fmod_", "__i",
-             "gcd_", "lcm_", "copysign_", "heaviside_", "clamp_max_", "hardtanh_", "relu6_", "threshold_")
+             "gcd_", "lcm_", "nextafter_", "copysign_", "heaviside_", "clamp_max_", "hardtanh_", "relu6_", "threshold_")
 
 
 def is_exact(call):

@@ -331,6 +331,19 @@ static bool ref_binary_f(const char *n, double a, double b, double *r) {
            x * (x + 1) * (x + 2) * (x + 3) * (x + 4) * powl(qn, -x - 5) / 30240;
       *r = (double)s;
     }
+  } else if (!strcmp(n, "nextafter")) { /* one step of the float64 bit pattern toward b */
+    if (isnan(a) || isnan(b))
+      *r = NAN;
+    else if (a == b)
+      *r = b;
+    else if (a == 0)
+      *r = copysign(ldexp(1.0, -1074), b);
+    else {
+      uint64_t u;
+      memcpy(&u, &a, sizeof u);
+      u = ((b > a) == (a > 0)) ? u + 1 : u - 1;
+      memcpy(r, &u, sizeof u);
+    }
   } else if (!strcmp(n, "hypot"))
     *r = sqrt(a * a + b * b);
   else if (!strcmp(n, "fmax"))

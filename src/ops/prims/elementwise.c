@@ -837,6 +837,17 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
       VJ2(mul, t, th_arg_float(2.50662827463100050242), &t);
       VJ2(mul, g, t, r);
       break;
+    case TH_OP_prims_spherical_bessel_j0: { /* g (cos(a) - y) / a, 0 at 0 (PyTorch defines none; this is the
+                                             * derivative of sin(a) / a) */
+      th_arg z;
+      VJ1(cos, a, &t);
+      VJ2(sub, t, y, &t);
+      VJ2(true_divide, t, a, &t);
+      VJ2(eq, a, th_arg_float(0.0), &z);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
+      VJ2(mul, g, t, r);
+      break;
+    }
     case TH_OP_prims_erfinv: /* g * sqrt(pi) / 2 * exp(y^2) */
       VJ2(mul, y, y, &t);
       VJ1(exp, t, &t);
@@ -990,7 +1001,8 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
     case TH_OP_prims_hermite_polynomial_h:
     case TH_OP_prims_hermite_polynomial_he:
     case TH_OP_prims_laguerre_polynomial_l:
-    case TH_OP_prims_legendre_polynomial_p: /* PyTorch defines no derivative for these */
+    case TH_OP_prims_legendre_polynomial_p:
+    case TH_OP_prims_nextafter: /* PyTorch defines no derivative for these */
       return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the derivative is not implemented", b->sym->qualname);
     case TH_OP_prims_zeta: /* q: -g * x * zeta(x + 1, q); x: no derivative (PyTorch's neither) */
       if (da)

@@ -596,3 +596,19 @@ POLY(hermite_polynomial_he)
 POLY(laguerre_polynomial_l)
 POLY(legendre_polynomial_p)
 #undef POLY
+
+/* nextafter(a, b) for float32 and float64 (one dtype, as PyTorch's kernel); the reduced floating types'
+ * neighbours are not those of float32, so they are refused as unsupported. */
+th_status ltorch_nextafter_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  th_dtype da = dtype_of(&args[0]), db = dtype_of(&args[1]);
+  for (int i = 0; i < 2; i++) {
+    th_dtype dt = i ? db : da;
+    if (dt == TH_BF16 || dt == TH_F16)
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: torch.nextafter of %s tensors is not supported", op,
+                      th_tu_scalar_type_name(dt));
+    if (!th_dtype_is_float(dt) || th_dtype_is_fp8(dt))
+      return th_error(TH_ERR_RUNTIME, "%s: \"nextafter_cpu\" not implemented for '%s'", op, th_tu_scalar_type_name(dt));
+  }
+  return th_tu_binary(tr, op, TH_OP_prims_nextafter, args[0], args[1], TH_TU_PROMO_DEFAULT, out);
+}
