@@ -309,7 +309,7 @@ static inline int64_t th_sf_degree(double n) {
   return (n != n || n >= 9223372036854775808.0 || n < -9223372036854775808.0) ? INT64_MIN : (int64_t)n;
 }
 #define TH_SF_MULSUB(a, b, c) ((a) * (b) + (c))
-#define TH_SF_POLYS(T, SUF, FABS, COS, SIN, ACOS, FMA)                                                                    \
+#define TH_SF_POLYS(T, SUF, FABS, COS, SIN, ACOS, FMA)                                                                 \
   static inline T th_sf_cheb_t_##SUF(T x, T nf) {                                                                      \
     int64_t n = th_sf_degree((double)nf);                                                                              \
     if (n < 0) return 0;                                                                                               \
@@ -419,10 +419,9 @@ TH_SF_POLYS(float, f32, fabsf, cosf, sinf, acosf, fmaf)
     if (isinf(x)) return 0;                                                                                            \
     if (FABS(x) < (T)0.5) {                                                                                            \
       T z = x * x;                                                                                                     \
-      return (T)1 + z * ((T)-1 / (T)6 +                                                                                \
-                         z * ((T)1 / (T)120 +                                                                          \
-                              z * ((T)-1 / (T)5040 +                                                                   \
-                                   z * ((T)1 / (T)362880 + z * ((T)-1 / (T)39916800 + z * ((T)1 / (T)6227020800))))));  \
+      T s = (T)-1 / (T)39916800 + z * ((T)1 / (T)6227020800);                                                          \
+      s = (T)1 / (T)362880 + z * s;                                                                                    \
+      return (T)1 + z * ((T)-1 / (T)6 + z * ((T)1 / (T)120 + z * ((T)-1 / (T)5040 + z * s)));                         \
     }                                                                                                                  \
     return SIN(x) / x;                                                                                                 \
   }

@@ -1,7 +1,7 @@
-"""The special functions (digamma, erfinv, zeta, i0, i0e, i1, i1e, ndtri and the orthogonal polynomials as prims; polygamma, mvlgamma, ndtr, entr as composites;
-ops/special_scalar.h, src/ops/torch/elementwise_more.c) against PyTorch eager on grids that reach their
-poles, branch points and asymptotic ranges, in float32 and float64, through the fuser and the eager
-executor; and the gradients PyTorch defines for them."""
+"""The special functions (digamma, erfinv, zeta, i0, i0e, i1, i1e, ndtri and the orthogonal polynomials as
+prims; polygamma, mvlgamma, ndtr, entr as composites; ops/special_scalar.h, src/ops/torch/elementwise_more.c)
+against PyTorch eager on grids that reach their poles, branch points and asymptotic ranges, in float32 and
+float64, through the fuser and the eager executor; and the gradients PyTorch defines for them."""
 import pytest
 import torch
 

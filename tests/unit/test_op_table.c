@@ -298,8 +298,10 @@ static bool ref_binary_f(const char *n, double a, double b, double *r) {
     int64_t k = (int64_t)b;
     double t[5] = {1, x, 2 * x2 - 1, 4 * x3 - 3 * x, 8 * x4 - 8 * x2 + 1};
     double u[5] = {1, 2 * x, 4 * x2 - 1, 8 * x3 - 4 * x, 16 * x4 - 12 * x2 + 1};
-    double v[5] = {1, 2 * x - 1, 4 * x2 - 2 * x - 1, 8 * x3 - 4 * x2 - 4 * x + 1, 16 * x4 - 8 * x3 - 12 * x2 + 4 * x + 1};
-    double w[5] = {1, 2 * x + 1, 4 * x2 + 2 * x - 1, 8 * x3 + 4 * x2 - 4 * x - 1, 16 * x4 + 8 * x3 - 12 * x2 - 4 * x + 1};
+    double v[5] = {1, 2 * x - 1, 4 * x2 - 2 * x - 1, 8 * x3 - 4 * x2 - 4 * x + 1,
+                   16 * x4 - 8 * x3 - 12 * x2 + 4 * x + 1};
+    double w[5] = {1, 2 * x + 1, 4 * x2 + 2 * x - 1, 8 * x3 + 4 * x2 - 4 * x - 1,
+                   16 * x4 + 8 * x3 - 12 * x2 - 4 * x + 1};
     double h[5] = {1, 2 * x, 4 * x2 - 2, 8 * x3 - 12 * x, 16 * x4 - 48 * x2 + 12};
     double he[5] = {1, x, x2 - 1, x3 - 3 * x, x4 - 6 * x2 + 3};
     double l[5] = {1, 1 - x, (x2 - 4 * x + 2) / 2, (-x3 + 9 * x2 - 18 * x + 6) / 6,
