@@ -54,6 +54,19 @@ _INPLACE_ACTIVATIONS = {
     _torch.nn.functional.relu: (_torch.relu_, ("input", "inplace"), ()),
     _torch.nn.functional.silu: (_torch._C._nn.silu_, ("input", "inplace"), ()),
     _torch.nn.functional.dropout: (_torch.dropout_, ("input", "p", "training", "inplace"), (0.5, True)),
+    # act
+    _torch.nn.functional.hardswish: (_torch._C._nn.hardswish_, ("input", "inplace"), ()),
+    _torch.nn.functional.hardsigmoid: (_torch._C._nn.hardsigmoid_, ("input", "inplace"), ()),
+    _torch.nn.functional.hardtanh: (_torch._C._nn.hardtanh_, ("input", "min_val", "max_val", "inplace"), (-1.0, 1.0)),
+    _torch.nn.functional.relu6: (_torch._C._nn.relu6_, ("input", "inplace"), ()),
+    _torch.nn.functional.leaky_relu: (_torch._C._nn.leaky_relu_, ("input", "negative_slope", "inplace"), (0.01,)),
+    _torch.nn.functional.elu: (_torch._C._nn.elu_, ("input", "alpha", "inplace"), (1.0,)),
+    _torch.nn.functional.selu: (_torch.selu_, ("input", "inplace"), ()),
+    _torch.nn.functional.celu: (_torch.celu_, ("input", "alpha", "inplace"), (1.0,)),
+    _torch.nn.functional.mish: (_torch._C._nn.mish_, ("input", "inplace"), ()),
+    _torch.nn.functional.threshold: (_torch.threshold_, ("input", "threshold", "value", "inplace"), (None, None)),
+    _torch.nn.functional.rrelu: (_torch.rrelu_, ("input", "lower", "upper", "training", "inplace"),
+                                 (1.0 / 8, 1.0 / 3, False)),
 }
 
 

@@ -38,4 +38,32 @@ static inline int64_t th_bs_pow_i64(int64_t a, int64_t b) {
   return (int64_t)r;
 }
 
+/* gcd of |a| and |b| by Euclid's algorithm (ATen's calc_gcd), in unsigned arithmetic so that
+ * |INT64_MIN| is representable; gcd(0, 0) == 0. */
+static inline int64_t th_bs_gcd_i64(int64_t a, int64_t b) {
+  uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a, y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
+  while (x != 0) {
+    uint64_t c = x;
+    x = y % x;
+    y = c;
+  }
+  return (int64_t)y;
+}
+/* |a / gcd(a, b) * b|, 0 when both are 0 (ATen's lcm), wrapping at 64 bits. */
+static inline int64_t th_bs_lcm_i64(int64_t a, int64_t b) {
+  int64_t g = th_bs_gcd_i64(a, b);
+  if (g == 0) return 0;
+  uint64_t q = (uint64_t)th_bs_div_i64(a, g) * (uint64_t)b;
+  return (int64_t)q < 0 ? (int64_t)(0 - q) : (int64_t)q;
+}
+/* Shifts as ATen's CPU kernels: a shift count below 0 or at least the type's width gives 0 (left) or
+ * the sign fill (right). Computed in 64 bits, the low bits stored into a narrower integer are the
+ * narrower type's own shift (a count past its width leaves only zeros or the sign fill there too). */
+static inline int64_t th_bs_lshift_i64(int64_t a, int64_t b) {
+  return (b < 0 || b >= 64) ? 0 : (int64_t)((uint64_t)a << b);
+}
+static inline int64_t th_bs_rshift_i64(int64_t a, int64_t b) {
+  return (b < 0 || b >= 64) ? (a < 0 ? -1 : 0) : (a < 0 ? ~(~a >> b) : a >> b);
+}
+
 #endif

@@ -153,6 +153,37 @@ CASES = [
     ("ltorch.dropout_(a, 1.0)", {"a": a34}, lambda a: F.dropout(a, 1.0, True, True)),
     ("ltorch.dropout_(a, 0.5, False)", {"a": a34}, lambda a: F.dropout(a, 0.5, False, True)),
     ("torch.Tensor.zero_(a)", {"a": a34}, lambda a: a.zero_()),
+    # act: elementwise binary prims and composites, activations
+    ("ltorch.hypot_(a, b)", {"a": a34, "b": b34}, lambda a, b: a.hypot_(b)),
+    ("ltorch.bitwise_left_shift_(a, b)", {"a": i34, "b": nz_j34.abs()}, lambda a, b: a.bitwise_left_shift_(b)),
+    ("ltorch.bitwise_right_shift_(a, 2)", {"a": i34}, lambda a: a.bitwise_right_shift_(2)),
+    ("ltorch.gcd_(a, b)", {"a": i34, "b": j34}, lambda a, b: a.gcd_(b)),
+    ("ltorch.lcm_(a, b)", {"a": i34, "b": j34}, lambda a, b: a.lcm_(b)),
+    ("ltorch.copysign_(a, b)", {"a": a34, "b": b4}, lambda a, b: a.copysign_(b)),
+    ("ltorch.heaviside_(a, b)", {"a": a34, "b": b34}, lambda a, b: a.heaviside_(b)),
+    ("ltorch.ldexp_(a, b)", {"a": a34, "b": i34}, lambda a, b: a.ldexp_(b)),
+    ("ltorch.xlogy_(a, b)", {"a": a34, "b": pos34}, lambda a, b: a.xlogy_(b)),
+    ("ltorch.clamp_max_(a, 0.5)", {"a": a34}, lambda a: a.clamp_max_(0.5)),
+    # (values whose products are exact: the call's "mul_" makes the comparison exact)
+    ("ltorch.addcmul_(a, b, c, value=0.5)", {"a": i34 / 4, "b": j34 * 1.0, "c": i34[0] * 1.0},
+     lambda a, b, c: a.addcmul_(b, c, value=0.5)),
+    ("ltorch.addcdiv_(a, b, c)", {"a": a34, "b": b34, "c": pos34}, lambda a, b, c: a.addcdiv_(b, c)),
+    ("ltorch.logit_(a, 0.1)", {"a": pos34 / 3.5}, lambda a: a.logit_(0.1)),
+    ("ltorch.nan_to_num_(a, 1.0)", {"a": a34.log()}, lambda a: a.nan_to_num_(1.0)),
+    ("ltorch.hardswish_(a)", {"a": a34 * 2}, lambda a: F.hardswish(a, inplace=True)),
+    ("ltorch.hardsigmoid_(a)", {"a": a34 * 2}, lambda a: F.hardsigmoid(a, inplace=True)),
+    ("ltorch.hardtanh_(a, -0.5, 1.5)", {"a": a34}, lambda a: F.hardtanh_(a, -0.5, 1.5)),
+    ("ltorch.relu6_(a)", {"a": i34}, lambda a: F.relu6(a, inplace=True)),
+    ("ltorch.leaky_relu_(a, 0.2)", {"a": a34}, lambda a: F.leaky_relu_(a, 0.2)),
+    ("ltorch.elu_(a, 0.5)", {"a": a34}, lambda a: F.elu_(a, 0.5)),
+    ("ltorch.selu_(a)", {"a": a34}, lambda a: torch.selu_(a)),
+    ("ltorch.celu_(a, 2.0)", {"a": a34}, lambda a: torch.celu_(a, 2.0)),
+    ("ltorch.mish_(a)", {"a": a34}, lambda a: F.mish(a, inplace=True)),
+    ("ltorch.threshold_(a, 3, -1)", {"a": i34}, lambda a: torch.threshold_(a, 3, -1)),
+    ("ltorch.rrelu_(a)", {"a": a34}, lambda a: torch.rrelu_(a)),
+    ("ltorch.tensor_polygamma_(a, 2)", {"a": pos34}, lambda a: a.polygamma_(2)),
+    ("ltorch.mvlgamma_(a, 2)", {"a": big34}, lambda a: a.mvlgamma_(2)),
+    ("ltorch.nextafter_(a, b)", {"a": a34, "b": b34}, lambda a, b: a.nextafter_(b)),
 ]
 
 # Results PyTorch computes through float32 intermediates in its own kernel order for which the trace's
@@ -160,7 +191,8 @@ CASES = [
 # The other ops' results are compared exactly: these (substrings of the call), and the unary rows whose
 # comparison (UNARY_INPLACE_DEFAULTS or UNARY_INPLACE) says EXACT.
 EXACT_OPS = ("add_", "sub_", "mul_", "fill_", "zero_", "copy_", "clamp_", "masked_fill_", "eq_", "ne_", "lt_",
-             "le_", "gt_", "ge_", "floor_divide_", "relu_", "bitwise_", "logical_", "remainder_", "fmod_", "__i")
+             "le_", "gt_", "ge_", "floor_divide_", "relu_", "bitwise_", "logical_", "remainder_", "fmod_", "__i",
+             "gcd_", "lcm_", "nextafter_", "copysign_", "heaviside_", "clamp_max_", "hardtanh_", "relu6_", "threshold_")
 
 
 def is_exact(call):

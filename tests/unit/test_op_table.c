@@ -293,6 +293,65 @@ static bool ref_binary_f(const char *n, double a, double b, double *r) {
     *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
   else if (!strcmp(n, "minimum"))
     *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
+  else if (strstr(n, "_polynomial_")) { /* closed forms of degrees 0..4 (the test's degrees), 0 below 0 */
+    double x = a, x2 = a * a, x3 = x2 * a, x4 = x2 * x2;
+    int64_t k = (int64_t)b;
+    double t[5] = {1, x, 2 * x2 - 1, 4 * x3 - 3 * x, 8 * x4 - 8 * x2 + 1};
+    double u[5] = {1, 2 * x, 4 * x2 - 1, 8 * x3 - 4 * x, 16 * x4 - 12 * x2 + 1};
+    double v[5] = {1, 2 * x - 1, 4 * x2 - 2 * x - 1, 8 * x3 - 4 * x2 - 4 * x + 1,
+                   16 * x4 - 8 * x3 - 12 * x2 + 4 * x + 1};
+    double w[5] = {1, 2 * x + 1, 4 * x2 + 2 * x - 1, 8 * x3 + 4 * x2 - 4 * x - 1,
+                   16 * x4 + 8 * x3 - 12 * x2 - 4 * x + 1};
+    double h[5] = {1, 2 * x, 4 * x2 - 2, 8 * x3 - 12 * x, 16 * x4 - 48 * x2 + 12};
+    double he[5] = {1, x, x2 - 1, x3 - 3 * x, x4 - 6 * x2 + 3};
+    double l[5] = {1, 1 - x, (x2 - 4 * x + 2) / 2, (-x3 + 9 * x2 - 18 * x + 6) / 6,
+                   (x4 - 16 * x3 + 72 * x2 - 96 * x + 24) / 24};
+    double p[5] = {1, x, (3 * x2 - 1) / 2, (5 * x3 - 3 * x) / 2, (35 * x4 - 30 * x2 + 3) / 8};
+    const double *tab = !strcmp(n, "chebyshev_polynomial_t")  ? t
+                        : !strcmp(n, "chebyshev_polynomial_u") ? u
+                        : !strcmp(n, "chebyshev_polynomial_v") ? v
+                        : !strcmp(n, "chebyshev_polynomial_w") ? w
+                        : !strcmp(n, "hermite_polynomial_h")   ? h
+                        : !strcmp(n, "hermite_polynomial_he")  ? he
+                        : !strcmp(n, "laguerre_polynomial_l")  ? l
+                        : !strcmp(n, "legendre_polynomial_p")  ? p
+                                                               : NULL;
+    if (!tab || k > 4) return false;
+    *r = k < 0 ? 0 : tab[k];
+  } else if (!strcmp(n, "zeta")) { /* Hurwitz zeta: a direct sum to N, then Euler-Maclaurin, in long double */
+    if (a == 1)
+      *r = INFINITY;
+    else if (a < 1 || (b <= 0 && b != floor(b) && a != floor(a)))
+      *r = NAN;
+    else if (b <= 0 && b == floor(b))
+      *r = INFINITY;
+    else {
+      long double s = 0, x = a, q = b, qn = q + 40;
+      for (int k = 0; k < 40; k++) s += powl(q + k, -x);
+      s += powl(qn, 1 - x) / (x - 1) + powl(qn, -x) / 2 + x * powl(qn, -x - 1) / 12 -
+           x * (x + 1) * (x + 2) * powl(qn, -x - 3) / 720 +
+           x * (x + 1) * (x + 2) * (x + 3) * (x + 4) * powl(qn, -x - 5) / 30240;
+      *r = (double)s;
+    }
+  } else if (!strcmp(n, "nextafter")) { /* one step of the float64 bit pattern toward b */
+    if (isnan(a) || isnan(b))
+      *r = NAN;
+    else if (a == b)
+      *r = b;
+    else if (a == 0)
+      *r = copysign(ldexp(1.0, -1074), b);
+    else {
+      uint64_t u;
+      memcpy(&u, &a, sizeof u);
+      u = ((b > a) == (a > 0)) ? u + 1 : u - 1;
+      memcpy(r, &u, sizeof u);
+    }
+  } else if (!strcmp(n, "hypot"))
+    *r = sqrt(a * a + b * b);
+  else if (!strcmp(n, "fmax"))
+    *r = isnan(a) ? b : isnan(b) ? a : a > b ? a : b;
+  else if (!strcmp(n, "fmin"))
+    *r = isnan(a) ? b : isnan(b) ? a : a < b ? a : b;
   else if (!strcmp(n, "eq"))
     *r = a == b;
   else if (!strcmp(n, "ne"))
@@ -331,7 +390,25 @@ static bool ref_binary_i(const char *n, int64_t a, int64_t b, int64_t *r) {
     *r = a > b ? a : b;
   else if (!strcmp(n, "minimum"))
     *r = a < b ? a : b;
-  else if (!strcmp(n, "bitwise_and"))
+  else if (!strcmp(n, "fmax"))
+    *r = a > b ? a : b;
+  else if (!strcmp(n, "fmin"))
+    *r = a < b ? a : b;
+  else if (!strcmp(n, "bitwise_left_shift")) /* a * 2^b for the small b of the test's inputs */
+    *r = b < 0 ? 0 : a * ((int64_t)1 << b);
+  else if (!strcmp(n, "bitwise_right_shift")) /* floor(a / 2^b) */
+    *r = b < 0 ? (a < 0 ? -1 : 0) : (int64_t)floor((double)a / (double)((int64_t)1 << b));
+  else if (!strcmp(n, "gcd") || !strcmp(n, "lcm")) {
+    int64_t x = a < 0 ? -a : a, y = b < 0 ? -b : b, g = y;
+    for (int64_t k = x > y ? x : y; k >= 1; k--)
+      if (x % k == 0 && y % k == 0) {
+        g = k;
+        break;
+      }
+    if (x == 0) g = y;
+    if (y == 0) g = x;
+    *r = !strcmp(n, "gcd") ? g : g == 0 ? 0 : x / g * y;
+  } else if (!strcmp(n, "bitwise_and"))
     *r = a & b;
   else if (!strcmp(n, "bitwise_or"))
     *r = a | b;

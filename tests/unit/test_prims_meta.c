@@ -148,7 +148,8 @@ static th_arg plausible(th_trace *tr, const th_symbol *s, const th_param *p, th_
     case TH_PT_TENSOR_OR_SCALAR:
       if (!strcmp(p->name, "pred")) return V(tb);
       if (s->id == TH_OP_prims_bitwise_and || s->id == TH_OP_prims_bitwise_or || s->id == TH_OP_prims_bitwise_xor ||
-          s->id == TH_OP_prims_bitwise_not)
+          s->id == TH_OP_prims_bitwise_not || s->id == TH_OP_prims_bitwise_left_shift ||
+          s->id == TH_OP_prims_bitwise_right_shift || s->id == TH_OP_prims_gcd || s->id == TH_OP_prims_lcm)
         return V(ti);
       return V(t);
     case TH_PT_TENSOR_LIST:

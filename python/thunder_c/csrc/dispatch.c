@@ -214,6 +214,15 @@ int pyth_qualname_flags(const char *qualname, unsigned *flags) {
 int pyth_dispatch_init(void) {
   if (dispatch) return 0;
   if (!(dispatch = PyDict_New()) || !(pyth_methods = PyDict_New()) || !(passthrough = PySet_New(NULL))) goto fail;
+  /* the protocol spellings first (the first spelling wins): a reflected operator the op table also
+   * names (Tensor.__rpow__ is ltorch.rpow, for traces and coverage) keeps its swapped binary op */
+  for (size_t i = 0; i < sizeof protocol / sizeof *protocol; i++) {
+    unsigned fl;
+    char alias[64];
+    if (!pyth_qualname_flags(protocol[i].qualname, &fl)) continue;
+    snprintf(alias, sizeof alias, "Tensor.%s", protocol[i].method);
+    if (add_alias(alias, protocol[i].qualname, fl, protocol[i].swap) < 0) goto fail;
+  }
   for (int i = 0; i < th_op_count(); i++) {
     const char *al = th_op_aliases(i), *q = th_op_qualname(i);
     unsigned fl = th_op_flags(i);
@@ -228,13 +237,6 @@ int pyth_dispatch_init(void) {
       }
       p = bar ? bar + 1 : p + n;
     }
-  }
-  for (size_t i = 0; i < sizeof protocol / sizeof *protocol; i++) {
-    unsigned fl;
-    char alias[64];
-    if (!pyth_qualname_flags(protocol[i].qualname, &fl)) continue;
-    snprintf(alias, sizeof alias, "Tensor.%s", protocol[i].method);
-    if (add_alias(alias, protocol[i].qualname, fl, protocol[i].swap) < 0) goto fail;
   }
   for (size_t i = 0; i < sizeof data_constructors / sizeof *data_constructors; i++) {
     PyObject *f = PyObject_GetAttrString(pyth_T.torch, data_constructors[i]);

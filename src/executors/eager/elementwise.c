@@ -20,6 +20,7 @@
 
 #include "executors/eager/eager_internal.h"
 #include "ops/binary_scalar.h"
+#include "ops/special_scalar.h"
 
 /* ---- scalar functions --------------------------------------------------------------------------------- */
 

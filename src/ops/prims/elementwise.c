@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "ops/binary_scalar.h"
+#include "ops/special_scalar.h"
 #include "ops/meta_util.h"
 #include "ops/ops_internal.h"
 #include "ops/vjp.h"
@@ -793,6 +794,66 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
       VJ2(mul, t, th_arg_float(-0.5), &u);
       VJ2(mul, g, u, r);
       break;
+    case TH_OP_prims_digamma: /* g * polygamma(1, a) (PyTorch's trigamma formula, torch/elementwise_more.c) */
+      VJ2(polygamma, th_arg_int(1), a, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_i0: /* g * i1(a) */
+      VJ1(i1, a, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_i0e: /* g * (i1e(a) - sign(a) * y) */
+      VJ1(i1e, a, &t);
+      VJ1(sign, a, &u);
+      VJ2(mul, u, y, &u);
+      VJ2(sub, t, u, &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_i1:    /* g * (i0(a) - y / a), 0.5 g at 0 (PyTorch's i1_backward) */
+    case TH_OP_prims_i1e: { /* g * (i0e(a) - y * (sign(a) + 1 / a)), 0.5 g at 0 */
+      th_arg z;
+      bool e = b->sym->id == TH_OP_prims_i1e;
+      if (e)
+        VJ1(i0e, a, &t);
+      else
+        VJ1(i0, a, &t);
+      VJ2(true_divide, y, a, &u);
+      if (e) {
+        th_arg s;
+        VJ1(sign, a, &s);
+        VJ2(mul, s, y, &s);
+        VJ2(add, u, s, &u);
+      }
+      VJ2(sub, t, u, &t);
+      VJ2(eq, a, th_arg_float(0.0), &z);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.5), t, &t));
+      VJ2(mul, g, t, r);
+      break;
+    }
+    case TH_OP_prims_ndtri: /* g * sqrt(2 pi) * exp(y^2 / 2) */
+      VJ2(mul, y, y, &t);
+      VJ2(mul, t, th_arg_float(0.5), &t);
+      VJ1(exp, t, &t);
+      VJ2(mul, t, th_arg_float(2.50662827463100050242), &t);
+      VJ2(mul, g, t, r);
+      break;
+    case TH_OP_prims_spherical_bessel_j0: { /* g (cos(a) - y) / a, 0 at 0 (PyTorch defines none; this is the
+                                             * derivative of sin(a) / a) */
+      th_arg z;
+      VJ1(cos, a, &t);
+      VJ2(sub, t, y, &t);
+      VJ2(true_divide, t, a, &t);
+      VJ2(eq, a, th_arg_float(0.0), &z);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), t, &t));
+      VJ2(mul, g, t, r);
+      break;
+    }
+    case TH_OP_prims_erfinv: /* g * sqrt(pi) / 2 * exp(y^2) */
+      VJ2(mul, y, y, &t);
+      VJ1(exp, t, &t);
+      VJ2(mul, t, th_arg_float(0.88622692545275801364), &t);
+      VJ2(mul, g, t, r);
+      break;
     case TH_OP_prims_ceil:
     case TH_OP_prims_floor:
     case TH_OP_prims_round:
@@ -804,7 +865,7 @@ static th_status unary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th
   return TH_OK;
 }
 
-/* add sub mul div pow fmod remainder atan2 maximum minimum */
+/* add sub mul div pow fmod remainder atan2 hypot maximum minimum fmax fmin */
 static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   th_arg a = b->args[0], c = b->args[1], y = th_vjp_out(b), g = cts[0];
   th_arg ga = th_arg_none(), gc = th_arg_none(), t, u, z;
@@ -931,6 +992,51 @@ static th_status binary_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
           VJ2(lt, a, c, &u);
         TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, u, th_arg_float(0.0), t, &gc));
       }
+      break;
+    }
+    case TH_OP_prims_chebyshev_polynomial_t:
+    case TH_OP_prims_chebyshev_polynomial_u:
+    case TH_OP_prims_chebyshev_polynomial_v:
+    case TH_OP_prims_chebyshev_polynomial_w:
+    case TH_OP_prims_hermite_polynomial_h:
+    case TH_OP_prims_hermite_polynomial_he:
+    case TH_OP_prims_laguerre_polynomial_l:
+    case TH_OP_prims_legendre_polynomial_p:
+    case TH_OP_prims_nextafter: /* PyTorch defines no derivative for these */
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the derivative is not implemented", b->sym->qualname);
+    case TH_OP_prims_zeta: /* q: -g * x * zeta(x + 1, q); x: no derivative (PyTorch's neither) */
+      if (da)
+        return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the derivative of zeta with respect to x is not implemented",
+                        b->sym->qualname);
+      if (dc) {
+        VJ2(add, a, th_arg_float(1.0), &t);
+        VJ2(zeta, t, c, &t);
+        VJ2(mul, t, a, &t);
+        VJ2(mul, g, t, &t);
+        VJ1(neg, t, &gc);
+      }
+      break;
+    case TH_OP_prims_hypot: /* a: g * a / y; c: g * c / y (PyTorch's hypot backward) */
+      if (da) {
+        VJ2(mul, g, a, &t);
+        VJ2(true_divide, t, y, &ga);
+      }
+      if (dc) {
+        VJ2(mul, g, c, &t);
+        VJ2(true_divide, t, y, &gc);
+      }
+      break;
+    case TH_OP_prims_fmax:
+    case TH_OP_prims_fmin: { /* a gets g where it is picked (a >= c for fmax, a <= c for fmin) or c is NaN,
+                              * c gets g elsewhere: no tie split (PyTorch's fmax/fmin backward) */
+      if (b->sym->id == TH_OP_prims_fmax)
+        VJ2(ge, a, c, &z);
+      else
+        VJ2(le, a, c, &z);
+      VJ2(ne, c, c, &u);
+      VJ2(logical_or, z, u, &z);
+      if (da) TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, g, th_arg_float(0.0), &ga));
+      if (dc) TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(0.0), g, &gc));
       break;
     }
     default: return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: no vjp rule", b->sym->qualname);
