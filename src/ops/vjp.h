@@ -65,6 +65,7 @@ TH_VJP_TABLE(torch_float8_linear)
 /* index */
 
 /* scan */
+TH_VJP_TABLE(prims_scan)
 
 /* act */
 

@@ -181,6 +181,15 @@ th_status th_eg_scaled_mm_ref(th_rt_env *env, const th_bsym *b);
 /* index */
 
 /* scan */
+/* scan.c: sort, topk, kthvalue, cumsum, cumprod, logcumsumexp, cummax, cummin */
+th_status th_eg_sort_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_topk_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_kthvalue_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cumsum_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cumprod_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_logcumsumexp_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cummax_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cummin_ref(th_rt_env *env, const th_bsym *b);
 
 /* act */
 
