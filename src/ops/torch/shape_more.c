@@ -1227,6 +1227,10 @@ static th_status linspace_impl(th_trace *tr, const char *op, const th_arg *args,
                       th_meta_is_tensor(&args[1]) ? args[1].u.value->ndim : 0);
   th_dtype cdt = th_dtype_is_float(dt) ? th_tu_computation_dtype(dt) : TH_F64;
   th_arg s = args[0], e = args[1];
+  if (!th_dtype_is_float(dt)) { /* ATen reads start and end as the integer dtype first (4.3 -> 4) */
+    TH_TRY(th_tu_convert(tr, &s, TH_I64));
+    TH_TRY(th_tu_convert(tr, &e, TH_I64));
+  }
   TH_TRY(th_tu_convert(tr, &s, cdt));
   TH_TRY(th_tu_convert(tr, &e, cdt));
   th_arg x;
