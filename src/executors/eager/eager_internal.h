@@ -18,7 +18,8 @@
  *                  shallow_copy, copy_, device_put
  *   creation.c     full, iota, uniform, uniform_philox, get_and_update_rng_state
  *   linalg.c       matmul, linear
- *   scaled_mm.c    scaled_mm (the fp8 GEMM: decode tables, ISA-selected micro-kernels) */
+ *   scaled_mm.c    scaled_mm (the fp8 GEMM: decode tables, ISA-selected micro-kernels)
+ *   scan.c         sort, topk, kthvalue, cumsum, cumprod, logcumsumexp, cummax, cummin */
 #ifndef TH_EAGER_INTERNAL_H
 #define TH_EAGER_INTERNAL_H
 

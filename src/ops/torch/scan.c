@@ -65,6 +65,8 @@ th_status ltorch_msort_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
 th_status ltorch_topk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = tensor0(args);
+  if (v->dtype == TH_BOOL)
+    return th_error(TH_ERR_RUNTIME, "%s: \"topk_cpu\" not implemented for 'Bool'", op);
   int64_t k;
   int d = 0;
   bool largest, sorted;
@@ -82,6 +84,8 @@ th_status ltorch_topk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 th_status ltorch_kthvalue_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = tensor0(args);
+  if (v->dtype == TH_BOOL)
+    return th_error(TH_ERR_RUNTIME, "%s: \"kthvalue_cpu\" not implemented for 'Bool'", op);
   int64_t k;
   int d = 0;
   bool keepdim;
@@ -159,7 +163,7 @@ th_status ltorch_cummin_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
 /* ---- diff ---------------------------------------------------------------------------------------------------- */
 
 /* ATen's diff: prepend and append concatenated along dim, then n times x[1:] - x[:-1] (logical_xor for
- * bool); n is capped at the length. */
+ * bool); n is capped at the length, and n == 0 is a copy of the input alone. */
 th_status ltorch_diff_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = tensor0(args);
@@ -176,8 +180,8 @@ th_status ltorch_diff_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
       return th_error(TH_ERR_RUNTIME, "%s: diff expects %s to be the same dimension as input", op,
                       i ? "append" : "prepend");
   }
-  if ((n == 0 || v->shape[d] == 0) && pre->kind == TH_ARG_NONE && app->kind == TH_ARG_NONE)
-    return th_tu_call1(tr, TH_OP_prims_clone, args[0], out);
+  if (n == 0 || (v->shape[d] == 0 && pre->kind == TH_ARG_NONE && app->kind == TH_ARG_NONE))
+    return th_tu_call1(tr, TH_OP_prims_clone, args[0], out); /* n == 0 ignores prepend and append */
   th_arg x = args[0];
   if (pre->kind != TH_ARG_NONE || app->kind != TH_ARG_NONE) {
     th_arg items[3];
@@ -187,7 +191,6 @@ th_status ltorch_diff_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
     if (app->kind != TH_ARG_NONE) items[k++] = *app;
     TH_TRY(th_tu_call2(tr, TH_OP_ltorch_cat, th_arg_list(k, items), th_arg_int(d), &x));
   }
-  if (n == 0) return th_tu_call1(tr, TH_OP_prims_clone, x, out);
   int64_t len = x.u.value->shape[d];
   if (n > len) n = len;
   bool is_bool = x.u.value->dtype == TH_BOOL;

@@ -1287,6 +1287,8 @@ th_status ltorch_sum_to_size_decomp(th_trace *tr, const th_symbol *sym, const th
     return th_error(TH_ERR_RUNTIME, "%s: size {%s} is not expandable to size {%s}.", op,
                     th_meta_shape_str(size, n, b0, sizeof b0), th_meta_shape_str(v->shape, v->ndim, b1, sizeof b1));
   }
+  if (n == 0) /* ATen's sum_to: an empty size is the full sum (integers and bool become int64) */
+    return th_tu_call1(tr, TH_OP_ltorch_sum, args[0], out);
   int64_t dims[TH_MAX_DIMS];
   int nd = 0;
   for (int i = 0; i < v->ndim; i++)
