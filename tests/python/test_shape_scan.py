@@ -120,7 +120,8 @@ def test_kthvalue_and_cummax_ties(n):
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("row", [[2.0, 3.0, 0.5, 4.0], [2.0, 0.0, 3.0, 4.0], [0.0, 2.0, 0.0, 3.0], [1.5, 2.0, 3.0, 0.0]])
+@pytest.mark.parametrize("row", [[2.0, 3.0, 0.5, 4.0], [2.0, 0.0, 3.0, 4.0], [0.0, 2.0, 0.0, 3.0],
+                                 [1.5, 2.0, 3.0, 0.0]])
 def test_cumprod_gradient_with_zeros(row):
     x = torch.tensor([row, row[::-1]], dtype=torch.float64)
     eager, jitted = _grads(lambda t: torch.cumprod(t, 1), x)
@@ -177,3 +178,12 @@ def test_variadic_tensor_lists():
         for w, g in zip(want, got):
             torch.testing.assert_close(g, w)
     torch.testing.assert_close(thunder_c.jit(torch.atleast_1d)(torch.tensor(2.0)), torch.tensor([2.0]))
+
+
+def test_conjugate_transposes_of_real_tensors():
+    x, y = torch.randn(3, 4), torch.randn(2, 3, 4)
+    assert torch.equal(thunder_c.jit(lambda t: t.H)(x), x.H)
+    assert torch.equal(thunder_c.jit(lambda t: t.mH)(y), y.mH)
+    assert torch.equal(thunder_c.jit(torch.adjoint)(y), torch.adjoint(y))
+    with pytest.raises(RuntimeError, match="only supported on matrices"):
+        thunder_c.jit(lambda t: t.H)(y)

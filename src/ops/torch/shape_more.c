@@ -1,5 +1,5 @@
 /* shape_more.c — torch-level layout ops beyond shape.c: padding (F.pad's four modes, constant_pad_nd),
- * roll, flip/fliplr/flipud/rot90, repeat/tile, Tensor.unfold, unflatten, movedim, view_as/reshape_as,
+ * roll, flip/fliplr/flipud/rot90, repeat/tile, Tensor.unfold, unflatten, movedim, view_as/reshape_as, adjoint,
  * the *_copy variants, diagonal/diag/diag_embed/diagflat, atleast_Nd, the stacks (hstack, vstack, dstack,
  * column_stack) and splits (tensor_split, hsplit, vsplit, dsplit, split_with_sizes, unsafe_*),
  * broadcast_tensors, meshgrid, block_diag, cartesian_prod, eye, linspace/logspace and sum_to_size.
@@ -71,7 +71,9 @@ static th_status tensor_seq(const char *op, const th_arg *a, int *n, const th_ar
   return th_error(TH_ERR_TYPE, "%s: expected a Tensor or a sequence of Tensors, but got %s", op, th_arg_kind_name(a));
 }
 
-static th_arg *arena_args(th_trace *tr, int n) { return th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(n ? n : 1)); }
+static th_arg *arena_args(th_trace *tr, int n) {
+  return th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(n ? n : 1));
+}
 
 /* ---- padding -------------------------------------------------------------------------------------- */
 
@@ -344,7 +346,8 @@ th_status ltorch_rot90_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   TH_TRY(th_meta_int(op, "k", &args[1], &k));
   TH_TRY(th_meta_int_list(op, "dims", &args[2], dims, &nd));
   if (nd != 2) return th_error(TH_ERR_RUNTIME, "%s: expected total rotation dims == 2, but got dims = %d", op, nd);
-  if (v->ndim < 2) return th_error(TH_ERR_RUNTIME, "%s: expected total dims >= 2, but got total dims = %d", op, v->ndim);
+  if (v->ndim < 2)
+    return th_error(TH_ERR_RUNTIME, "%s: expected total dims >= 2, but got total dims = %d", op, v->ndim);
   int d0, d1;
   TH_TRY(th_meta_canonical_dim(op, dims[0], v->ndim, &d0));
   TH_TRY(th_meta_canonical_dim(op, dims[1], v->ndim, &d1));
@@ -597,6 +600,15 @@ th_status ltorch_view_as_decomp(th_trace *tr, const th_symbol *sym, const th_arg
 
 th_status ltorch_reshape_as_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return ltorch_view_as_decomp(tr, sym, args, out);
+}
+
+/* adjoint: the conjugate transpose of the last two dims; the tensors are real, so transpose(-2, -1). */
+th_status ltorch_adjoint_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  if (tensor0(args)->ndim < 2)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: tensor.adjoint() is only supported on matrices or batches of matrices. Got %d-D tensor.",
+                    sym->qualname, tensor0(args)->ndim);
+  return th_tu_call3(tr, TH_OP_ltorch_transpose, args[0], th_arg_int(-2), th_arg_int(-1), out);
 }
 
 /* ---- the *_copy variants: the view op, then a copy of each output ------------------------------------- */
@@ -1271,7 +1283,7 @@ th_status ltorch_logspace_decomp(th_trace *tr, const th_symbol *sym, const th_ar
   return linspace_impl(tr, sym->qualname, args, true, base, &args[4], &args[6], out);
 }
 
-/* ---- sum_to_size -------------------------------------------------------------------------------------------------- */
+/* ---- sum_to_size ------------------------------------------------------------------------------------------- */
 
 th_status ltorch_sum_to_size_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
