@@ -657,6 +657,27 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
       nargs = k + 1;
     }
   }
+  /* The varargs spelling of a tensor list: torch.meshgrid(a, b), torch.broadcast_tensors(a, b),
+   * torch.block_diag(a, b, c) pass the tensors of the first positional Tensor[] (or Any) parameter as
+   * separate arguments; pack them into one tuple. */
+  if (nargs > npos_max) {
+    int k = -1;
+    for (int i = 0; i < np && i < nargs && k < 0; i++)
+      if (!sc->params[i].kwonly && (sc->params[i].type == TH_PT_TENSOR_LIST || sc->params[i].type == TH_PT_ANY))
+        k = i;
+    bool tensors = k >= 0;
+    for (int i = k; tensors && i < nargs; i++) tensors = is_tensor(&args[i]);
+    if (tensors && nargs - k > 1 && k + 1 <= npos_max) {
+      th_arg *packed = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(k + 1));
+      th_arg *items = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(nargs - k));
+      if (!packed || !items) return TH_ERR_NOMEM;
+      memcpy(packed, args, sizeof(th_arg) * (size_t)k);
+      memcpy(items, args + k, sizeof(th_arg) * (size_t)(nargs - k));
+      packed[k] = th_arg_tuple(nargs - k, items);
+      args = packed;
+      nargs = k + 1;
+    }
+  }
   if (nargs > npos_max)
     return th_error(TH_ERR_TYPE, "%s() takes %d positional argument%s but %d were given", sym->qualname, npos_max,
                     npos_max == 1 ? "" : "s", nargs);

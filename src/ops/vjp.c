@@ -41,6 +41,7 @@ static void build(void) {
   /* index */
 
   /* scan */
+  add(th_vjp_table_prims_scan, th_vjp_table_prims_scan_n);
 
   /* act */
 

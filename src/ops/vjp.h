@@ -67,6 +67,7 @@ TH_VJP_TABLE(prims_pool)
 /* index */
 
 /* scan */
+TH_VJP_TABLE(prims_scan)
 
 /* act */
 

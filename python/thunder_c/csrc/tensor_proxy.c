@@ -189,6 +189,20 @@ static PyObject *proxy_mT(PyObject *o, void *c) {
   return r;
 }
 
+/* H and mH: the conjugate transposes; thunder-c's tensors are real, so they are T (0-D or 2-D only, as
+ * PyTorch's check) and mT. */
+static PyObject *proxy_H(PyObject *o, void *c) {
+  th_value *v = pyth_proxy_value(o);
+  if (!v) return NULL;
+  int nd = th_value_ndim(v);
+  if (nd != 0 && nd != 2)
+    return PyErr_Format(PyExc_RuntimeError, "tensor.H is only supported on matrices (2-D tensors). Got %d-D tensor.",
+                        nd);
+  return proxy_T(o, c);
+}
+
+static PyObject *proxy_mH(PyObject *o, void *c) { return proxy_mT(o, c); }
+
 static int dim_arg(th_value *v, PyObject *d, int *out) {
   long k = PyLong_AsLong(d);
   if (k == -1 && PyErr_Occurred()) return -1;
@@ -364,6 +378,8 @@ static PyGetSetDef proxy_getset[] = {
   {"is_quantized", proxy_false, NULL, "False", NULL},
   {"T", proxy_T, NULL, "dimensions reversed", NULL},
   {"mT", proxy_mT, NULL, "last two dimensions swapped", NULL},
+  {"H", proxy_H, NULL, "the conjugate transpose of a matrix (T: the tensors are real)", NULL},
+  {"mH", proxy_mH, NULL, "the conjugate transpose of the last two dimensions (mT: the tensors are real)", NULL},
   {"name", proxy_name, NULL, "the proxy's name in the trace", NULL},
   {"__class__", proxy_class, NULL, "torch.Tensor: isinstance(x, torch.Tensor) holds while tracing", NULL},
   {"is_nested", proxy_false, NULL, "False", NULL},

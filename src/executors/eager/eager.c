@@ -97,6 +97,14 @@ static const th_operator_impl eager_impls[] = {
   /* index */
 
   /* scan */
+  {TH_OP_prims_sort, th_eg_sort_ref, NULL},
+  {TH_OP_prims_topk, th_eg_topk_ref, NULL},
+  {TH_OP_prims_kthvalue, th_eg_kthvalue_ref, NULL},
+  {TH_OP_prims_cumsum, th_eg_cumsum_ref, NULL},
+  {TH_OP_prims_cumprod, th_eg_cumprod_ref, NULL},
+  {TH_OP_prims_logcumsumexp, th_eg_logcumsumexp_ref, NULL},
+  {TH_OP_prims_cummax, th_eg_cummax_ref, NULL},
+  {TH_OP_prims_cummin, th_eg_cummin_ref, NULL},
 
   /* act */
 

@@ -18,7 +18,8 @@
  *                  shallow_copy, copy_, device_put
  *   creation.c     full, iota, uniform, uniform_philox, get_and_update_rng_state
  *   linalg.c       matmul, linear
- *   scaled_mm.c    scaled_mm (the fp8 GEMM: decode tables, ISA-selected micro-kernels) */
+ *   scaled_mm.c    scaled_mm (the fp8 GEMM: decode tables, ISA-selected micro-kernels)
+ *   scan.c         sort, topk, kthvalue, cumsum, cumprod, logcumsumexp, cummax, cummin */
 #ifndef TH_EAGER_INTERNAL_H
 #define TH_EAGER_INTERNAL_H
 
@@ -195,6 +196,15 @@ th_status th_eg_col2im_ref(th_rt_env *env, const th_bsym *b);
 /* index */
 
 /* scan */
+/* scan.c: sort, topk, kthvalue, cumsum, cumprod, logcumsumexp, cummax, cummin */
+th_status th_eg_sort_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_topk_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_kthvalue_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cumsum_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cumprod_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_logcumsumexp_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cummax_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_cummin_ref(th_rt_env *env, const th_bsym *b);
 
 /* act */
 
