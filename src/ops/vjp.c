@@ -37,6 +37,7 @@ static void build(void) {
   /* pool */
 
   /* index */
+  add(th_vjp_table_prims_index, th_vjp_table_prims_index_n);
 
   /* scan */
 

@@ -63,6 +63,7 @@ TH_VJP_TABLE(torch_float8_linear)
 /* pool */
 
 /* index */
+TH_VJP_TABLE(prims_index)
 
 /* scan */
 

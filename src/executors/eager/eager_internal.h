@@ -179,6 +179,13 @@ th_status th_eg_scaled_mm_ref(th_rt_env *env, const th_bsym *b);
 /* pool */
 
 /* index */
+/* index.c: take_along_axis; scatter, scatter_add, scatter_reduce, index_add (dispatch on the op) */
+th_status th_eg_take_along_axis_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_scatter_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_masked_scatter_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_masked_select_pad_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_searchsorted_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_tri_indices_ref(th_rt_env *env, const th_bsym *b);
 
 /* scan */
 
