@@ -1474,3 +1474,145 @@ th_status ltorch_tril_indices_decomp(th_trace *tr, const th_symbol *sym, const t
 th_status ltorch_triu_indices_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   return tri_indices(tr, sym, args, true, out);
 }
+
+/* ---- embedding_bag -------------------------------------------------------------------------------------- */
+
+/* embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+ * mode='mean', sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+ * the rows of weight gathered with prims.take, each tagged with its bag (a 2-D input's rows are the bags;
+ * a 1-D input's bag is searchsorted(offsets, position, right=True) - 1), then reduced per bag with
+ * index_add (sum, mean: divided by the bag's count) or scatter_reduce amax (max). Entries equal to
+ * padding_idx, and those past the last bag with include_last_offset, go to an extra bag that is dropped;
+ * an empty bag is zeros. Low-precision weights compute in float32 and round once. max_norm (which
+ * renormalizes weight in place) and scale_grad_by_freq (a gradient scaled by the batch's index counts)
+ * are NotImplementedError; sparse only changes the gradient's layout in PyTorch, so it is ignored. */
+th_status ltorch_embedding_bag_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *in = th_meta_tensor(&args[0]), *w = th_meta_tensor(&args[1]);
+  if (!in || !w) return th_error(TH_ERR_TYPE, "%s: expected input and weight to be tensors", op);
+  if (args[3].kind != TH_ARG_NONE)
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: torch.nn.functional.embedding_bag with max_norm is not supported (it renormalizes weight in "
+                    "place)",
+                    op);
+  bool sgf, ilo;
+  TH_TRY(th_tu_bool(op, "scale_grad_by_freq", &args[5], &sgf));
+  if (sgf)
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: torch.nn.functional.embedding_bag with scale_grad_by_freq=True is not supported", op);
+  TH_TRY(th_tu_bool(op, "include_last_offset", &args[9], &ilo));
+  if (args[6].kind != TH_ARG_STR) return th_error(TH_ERR_TYPE, "%s: expected mode to be a str", op);
+  const char *mode = args[6].u.s;
+  int m = !strcmp(mode, "sum") ? 0 : !strcmp(mode, "mean") ? 1 : !strcmp(mode, "max") ? 2 : -1;
+  if (m < 0) return th_error(TH_ERR_VALUE, "%s: mode has to be one of sum, mean or max", op);
+  if (in->dtype != TH_I64 && in->dtype != TH_I32)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
+                    "Int; but got %s instead",
+                    op, th_tu_scalar_type_name(in->dtype));
+  if (w->ndim != 2) return th_error(TH_ERR_RUNTIME, "%s: weight has to be a 2D Tensor, but got Tensor of dimension %d", op, w->ndim);
+  const th_value *psw = th_meta_tensor(&args[8]);
+  if (psw && m != 0)
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: embedding_bag: per_sample_weights was not None. per_sample_weights is only supported for "
+                    "mode='sum' (got mode='%s'). Please open a feature request on GitHub.",
+                    op, mode);
+  if (psw && (!same_shape(psw, in)))
+    return th_error(TH_ERR_VALUE, "%s: embedding_bag: If per_sample_weights (%s) is not None, then it must have the same shape as the input",
+                    op, "");
+  if (psw && psw->dtype != w->dtype)
+    return th_error(TH_ERR_RUNTIME, "%s: Expected per_sample_weights to have the weight's dtype", op);
+  int64_t nemb = w->shape[0], D = w->shape[1], pad = -1;
+  bool has_pad = args[10].kind != TH_ARG_NONE;
+  if (has_pad) {
+    TH_TRY(th_meta_int(op, "padding_idx", &args[10], &pad));
+    if (pad < -nemb || pad >= nemb) return th_error(TH_ERR_RUNTIME, "%s: padding_idx must be within the number of embeddings", op);
+    if (pad < 0) pad += nemb;
+  }
+  th_device dev = in->device;
+  int64_t N = th_value_numel(in), nbags;
+  th_arg idx, ids;
+  if (in->ndim == 2) {
+    if (args[2].kind != TH_ARG_NONE)
+      return th_error(TH_ERR_VALUE, "%s: if input is 2D, then offsets has to be None, as input is treated is a mini-batch of fixed length sequences.", op);
+    nbags = in->shape[0];
+    int64_t L = in->shape[1];
+    th_arg b, si[2], bi[1];
+    int64_t zero = 0;
+    if (nbags == 0 || L == 0) {
+      int64_t shape[2] = {nbags, D};
+      return zeros(tr, 2, shape, w->device, w->dtype, out);
+    }
+    TH_TRY(nbags == 1 ? th_tu_full(tr, 1, &nbags, th_arg_int(0), dev, TH_I64, &b)
+                      : th_tu_iota(tr, nbags, 0, 1, dev, TH_I64, &b));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, b, th_tu_ints(si, 2, in->shape), th_tu_ints(bi, 1, &zero), &ids));
+    TH_TRY(th_tu_reshape(tr, ids, 1, &N, &ids));
+  } else if (in->ndim == 1) {
+    const th_value *ov = th_meta_tensor(&args[2]);
+    if (!ov) return th_error(TH_ERR_VALUE, "%s: offsets has to be a 1D Tensor but got None", op);
+    if (ov->ndim != 1) return th_error(TH_ERR_VALUE, "%s: offsets has to be a 1D Tensor", op);
+    if (ov->dtype != in->dtype)
+      return th_error(TH_ERR_RUNTIME, "%s: expected input and offsets to be the same dtype", op);
+    nbags = ov->shape[0] - (ilo ? 1 : 0);
+    if (nbags < 0) nbags = 0;
+    if (nbags == 0 || N == 0) {
+      int64_t shape[2] = {nbags, D};
+      return zeros(tr, 2, shape, w->device, w->dtype, out);
+    }
+    th_arg pos;
+    TH_TRY(N == 1 ? th_tu_full(tr, 1, &N, th_arg_int(0), dev, in->dtype, &pos)
+                  : th_tu_iota(tr, N, 0, 1, dev, in->dtype, &pos));
+    TH_TRY(call4(tr, TH_OP_prims_searchsorted, args[2], pos, th_arg_bool(true), th_arg_dtype(TH_I64), &ids));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_sub, ids, th_arg_int(1), &ids));
+  } else {
+    return th_error(TH_ERR_VALUE, "%s: input has to be 1D or 2D Tensor, but got Tensor of dimension %d", op, in->ndim);
+  }
+  TH_TRY(th_tu_reshape(tr, args[0], 1, &N, &idx));
+  /* the entries that count: in a bag, not padding; the others go to bag nbags (dropped) */
+  th_arg valid, t;
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_ge, ids, th_arg_int(0), &valid));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_lt, ids, th_arg_int(nbags), &t));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_bitwise_and, valid, t, &valid));
+  if (has_pad) {
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_ne, idx, th_arg_int(pad), &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_bitwise_and, valid, t, &valid));
+  }
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_where, valid, ids, th_arg_int(nbags), &ids));
+  th_dtype cdt = th_tu_computation_dtype(w->dtype);
+  th_arg emb, r;
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_take, args[1], idx, th_arg_int(0), &emb)); /* (N, D) */
+  TH_TRY(th_tu_convert(tr, &emb, cdt));
+  int64_t oshape[2] = {nbags + 1, D}, two[2] = {N, D}, one_d = 0;
+  th_arg si[2], bi[1];
+  if (psw) {
+    th_arg p;
+    TH_TRY(th_tu_reshape(tr, args[8], 1, &N, &p));
+    TH_TRY(th_tu_convert(tr, &p, cdt));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, p, th_tu_ints(si, 2, two), th_tu_ints(bi, 1, &one_d), &p));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, emb, p, &emb));
+  }
+  TH_TRY(zeros(tr, 2, oshape, w->device, cdt, &r));
+  if (m == 2) {
+    th_arg ie;
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, ids, th_tu_ints(si, 2, two), th_tu_ints(bi, 1, &one_d), &ie));
+    TH_TRY(scatter_reduce_prim(tr, r, ie, emb, 0, "amax", false, &r));
+  } else {
+    TH_TRY(call4(tr, TH_OP_prims_index_add, r, ids, emb, th_arg_int(0), &r));
+  }
+  TH_TRY(th_tu_slice_in_dim(tr, r, 0, nbags, 1, 0, &r));
+  if (m == 1) {
+    th_arg c, ones, z;
+    int64_t nb1 = nbags + 1;
+    TH_TRY(zeros(tr, 1, &nb1, w->device, cdt, &c));
+    TH_TRY(th_tu_full(tr, 1, &N, th_arg_float(1.0), w->device, cdt, &ones));
+    TH_TRY(call4(tr, TH_OP_prims_index_add, c, ids, ones, th_arg_int(0), &c));
+    TH_TRY(th_tu_slice_in_dim(tr, c, 0, nbags, 1, 0, &c));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, c, th_arg_float(0.0), &z));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, z, th_arg_float(1.0), c, &c));
+    int64_t ob[2] = {nbags, D};
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, c, th_tu_ints(si, 2, ob), th_tu_ints(bi, 1, &one_d), &c));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_div, r, c, &r));
+  }
+  *out = r;
+  return th_tu_convert(tr, out, w->dtype);
+}
