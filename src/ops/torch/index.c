@@ -259,8 +259,8 @@ th_status ltorch_index_add_decomp(th_trace *tr, const th_symbol *sym, const th_a
     double alpha;
     TH_TRY(th_tu_float(op, "alpha", &args[4], &alpha));
     if (th_meta_number_type(&args[4]) == TH_F64 && !th_dtype_is_float(a->dtype))
-      return th_error(TH_ERR_RUNTIME, "%s: For integral input tensors, argument alpha must not be a floating point number.",
-                      op);
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: For integral input tensors, argument alpha must not be a floating point number.", op);
     if (alpha != 1.0) {
       TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, s, args[4], &s));
       TH_TRY(th_tu_convert(tr, &s, a->dtype));
@@ -376,7 +376,8 @@ static th_status seq_flatten(const char *op, const th_arg *s, int64_t *vals, int
                       op, th_arg_kind_name(s));
     if (s->kind == TH_ARG_INT) v = s->u.i;
   }
-  if (*n >= cap) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: index lists of more than %lld entries", op, (long long)cap);
+  if (*n >= cap)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: index lists of more than %lld entries", op, (long long)cap);
   vals[(*n)++] = v;
   return TH_OK;
 }
@@ -860,7 +861,9 @@ static th_status index_put(th_trace *tr, const char *op, th_arg a, const th_arg 
       for (int j = 0; j < lead; j++)
         if (xv->shape[j] != 1) {
           char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
-          return th_error(TH_ERR_RUNTIME, "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s",
+          return th_error(TH_ERR_RUNTIME,
+                          "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
+                          "shape %s",
                           op, th_meta_shape_str(xv->shape, xv->ndim, b0, sizeof b0),
                           th_meta_shape_str(sv->shape, sv->ndim, b1, sizeof b1));
         }
@@ -871,7 +874,9 @@ static th_status index_put(th_trace *tr, const char *op, th_arg a, const th_arg 
       int64_t e = xv->shape[xv->ndim - 1 - j], s = sv->shape[sv->ndim - 1 - j];
       if (e != 1 && e != s) {
         char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
-        return th_error(TH_ERR_RUNTIME, "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s",
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
+                        "shape %s",
                         op, th_meta_shape_str(xv->shape, xv->ndim, b0, sizeof b0),
                         th_meta_shape_str(sv->shape, sv->ndim, b1, sizeof b1));
       }
@@ -1055,7 +1060,8 @@ th_status ltorch_masked_scatter_decomp(th_trace *tr, const th_symbol *sym, const
     return th_error(TH_ERR_RUNTIME, "%s: masked_scatter_ only supports boolean masks, but got mask with dtype %s", op,
                     m ? th_tu_scalar_type_name(m->dtype) : "a non-tensor");
   if (!s || s->dtype != a->dtype)
-    return th_error(TH_ERR_RUNTIME, "%s: masked_scatter_: expected self and source to have same dtypes but got %s and %s",
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: masked_scatter_: expected self and source to have same dtypes but got %s and %s",
                     op, th_tu_scalar_type_name(a->dtype), s ? th_tu_scalar_type_name(s->dtype) : "a non-tensor");
   th_arg xs[2] = {args[0], args[1]};
   int nd;
@@ -1117,7 +1123,8 @@ static th_status check_embed(const char *op, const char *fn, const th_value *a, 
   for (int i = 0; ok && i < ndim; i++) ok = s->shape[i] == shape[i];
   if (!ok) {
     char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
-    return th_error(TH_ERR_RUNTIME, "%s: expected src to have a size equal to the slice of self. src size = %s, slice size = %s",
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: expected src to have a size equal to the slice of self. src size = %s, slice size = %s",
                     op, th_meta_shape_str(s->shape, s->ndim, b0, sizeof b0),
                     th_meta_shape_str(shape, ndim, b1, sizeof b1));
   }
@@ -1384,7 +1391,10 @@ static th_status searchsorted_common(th_trace *tr, const char *op, th_arg seq, t
     TH_TRY(th_tu_full(tr, 0, NULL, values, s->device, dt, &values));
   }
   const th_value *v = values.u.value;
-  if (s->ndim == 0) return th_error(TH_ERR_RUNTIME, "%s: torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension", op);
+  if (s->ndim == 0)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension",
+                    op);
   if (s->ndim > 1) {
     bool ok = s->ndim == v->ndim;
     for (int i = 0; ok && i < s->ndim - 1; i++) ok = s->shape[i] == v->shape[i];
@@ -1510,7 +1520,8 @@ th_status ltorch_embedding_bag_decomp(th_trace *tr, const th_symbol *sym, const 
                     "%s: Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
                     "Int; but got %s instead",
                     op, th_tu_scalar_type_name(in->dtype));
-  if (w->ndim != 2) return th_error(TH_ERR_RUNTIME, "%s: weight has to be a 2D Tensor, but got Tensor of dimension %d", op, w->ndim);
+  if (w->ndim != 2)
+    return th_error(TH_ERR_RUNTIME, "%s: weight has to be a 2D Tensor, but got Tensor of dimension %d", op, w->ndim);
   const th_value *psw = th_meta_tensor(&args[8]);
   if (psw && m != 0)
     return th_error(TH_ERR_NOT_IMPLEMENTED,
@@ -1518,15 +1529,18 @@ th_status ltorch_embedding_bag_decomp(th_trace *tr, const th_symbol *sym, const 
                     "mode='sum' (got mode='%s'). Please open a feature request on GitHub.",
                     op, mode);
   if (psw && (!same_shape(psw, in)))
-    return th_error(TH_ERR_VALUE, "%s: embedding_bag: If per_sample_weights (%s) is not None, then it must have the same shape as the input",
-                    op, "");
+    return th_error(TH_ERR_VALUE,
+                    "%s: embedding_bag: If per_sample_weights is not None, then it must have the same shape as the "
+                    "input",
+                    op);
   if (psw && psw->dtype != w->dtype)
     return th_error(TH_ERR_RUNTIME, "%s: Expected per_sample_weights to have the weight's dtype", op);
   int64_t nemb = w->shape[0], D = w->shape[1], pad = -1;
   bool has_pad = args[10].kind != TH_ARG_NONE;
   if (has_pad) {
     TH_TRY(th_meta_int(op, "padding_idx", &args[10], &pad));
-    if (pad < -nemb || pad >= nemb) return th_error(TH_ERR_RUNTIME, "%s: padding_idx must be within the number of embeddings", op);
+    if (pad < -nemb || pad >= nemb)
+      return th_error(TH_ERR_RUNTIME, "%s: padding_idx must be within the number of embeddings", op);
     if (pad < 0) pad += nemb;
   }
   th_device dev = in->device;
@@ -1534,7 +1548,10 @@ th_status ltorch_embedding_bag_decomp(th_trace *tr, const th_symbol *sym, const 
   th_arg idx, ids;
   if (in->ndim == 2) {
     if (args[2].kind != TH_ARG_NONE)
-      return th_error(TH_ERR_VALUE, "%s: if input is 2D, then offsets has to be None, as input is treated is a mini-batch of fixed length sequences.", op);
+      return th_error(TH_ERR_VALUE,
+                      "%s: if input is 2D, then offsets has to be None, as input is treated is a mini-batch of fixed "
+                      "length sequences.",
+                      op);
     nbags = in->shape[0];
     int64_t L = in->shape[1];
     th_arg b, si[2], bi[1];
@@ -1545,7 +1562,8 @@ th_status ltorch_embedding_bag_decomp(th_trace *tr, const th_symbol *sym, const 
     }
     TH_TRY(nbags == 1 ? th_tu_full(tr, 1, &nbags, th_arg_int(0), dev, TH_I64, &b)
                       : th_tu_iota(tr, nbags, 0, 1, dev, TH_I64, &b));
-    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, b, th_tu_ints(si, 2, in->shape), th_tu_ints(bi, 1, &zero), &ids));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, b, th_tu_ints(si, 2, in->shape), th_tu_ints(bi, 1, &zero),
+                       &ids));
     TH_TRY(th_tu_reshape(tr, ids, 1, &N, &ids));
   } else if (in->ndim == 1) {
     const th_value *ov = th_meta_tensor(&args[2]);
