@@ -81,26 +81,43 @@ static int64_t unravel_col(int64_t c, int nd, const int64_t *shape, const int64_
   return off;
 }
 
-/* Every index in [0, n): the first offending value otherwise (checked over the loop shape). */
+/* An index element: int64 loaded directly, other integer dtypes through th_load_i64. */
+static inline int64_t load_index(const char *p, th_dtype dt) {
+  if (dt == TH_I64) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return v;
+  }
+  return th_load_i64(p, dt);
+}
+
+static th_status index_error(const char *op, int64_t bad, int dim, int64_t n) {
+  return th_error(TH_ERR_INDEX, "%s: index %lld is out of bounds for dimension %d with size %lld", op, (long long)bad,
+                  dim, (long long)n);
+}
+
+/* Every index in [0, n): the first offending value otherwise (checked over the loop shape, row by row
+ * along its last dim). */
 static th_status check_indices(const char *op, const eg_view *ix, int nd, const int64_t *shape, int64_t numel,
                                int dim, int64_t n) {
-  int64_t bad = 0;
+  int64_t bad = 0, last = shape[nd - 1], rows = numel / last, st = ix->st[nd - 1] * ix->es;
   bool found = false;
 #pragma omp parallel for if (numel > TH_EG_PAR_MIN) schedule(static)
-  for (int64_t k = 0; k < numel; k++) {
-    int64_t i = th_load_i64(ix->base + unravel(k, nd, shape, ix->st) * ix->es, ix->dtype);
-    if (i < 0 || i >= n) {
+  for (int64_t r = 0; r < rows; r++) {
+    const char *p = ix->base + unravel(r * last, nd, shape, ix->st) * ix->es;
+    for (int64_t j = 0; j < last; j++) {
+      int64_t i = load_index(p + j * st, ix->dtype);
+      if (i < 0 || i >= n) {
 #pragma omp critical(th_eg_index_bad)
-      if (!found) {
-        found = true;
-        bad = i;
+        if (!found) {
+          found = true;
+          bad = i;
+        }
+        break;
       }
     }
   }
-  if (found)
-    return th_error(TH_ERR_INDEX, "%s: index %lld is out of bounds for dimension %d with size %lld", op,
-                    (long long)bad, dim, (long long)n);
-  return TH_OK;
+  return found ? index_error(op, bad, dim, n) : TH_OK;
 }
 
 /* ---- take_along_axis ------------------------------------------------------------------------------------ */
@@ -123,16 +140,31 @@ th_status th_eg_take_along_axis_ref(th_rt_env *env, const th_bsym *b) {
   eg_view av, iv;
   view_of(a, nd, &av);
   view_of(index, nd, &iv);
-  TH_TRY(check_indices(op, &iv, nd, shape, numel, (int)dim, ashape[dim]));
   char *o = th_eg_data(out);
-  int64_t es = av.es;
+  const int64_t es = av.es, last = shape[nd - 1], rows = numel / last, n = ashape[dim];
+  const int64_t ist = iv.st[nd - 1] * iv.es, ast = (nd - 1 == dim ? 0 : av.st[nd - 1]), dst = av.st[dim];
+  int64_t bad = 0;
+  bool found = false;
+  /* row by row along the last dim; an out-of-range index is reported (the output is then discarded) */
 #pragma omp parallel for if (numel > TH_EG_PAR_MIN) schedule(static)
-  for (int64_t k = 0; k < numel; k++) {
-    int64_t i = th_load_i64(iv.base + unravel(k, nd, shape, iv.st) * iv.es, iv.dtype);
-    int64_t off = unravel_zero(k, nd, shape, av.st, (int)dim) + i * av.st[dim];
-    copy_elem(o + k * es, av.base + off * es, es);
+  for (int64_t r = 0; r < rows; r++) {
+    const char *ip = iv.base + unravel(r * last, nd, shape, iv.st) * iv.es;
+    int64_t ao = unravel_zero(r * last, nd, shape, av.st, (int)dim);
+    char *op_ = o + r * last * es;
+    for (int64_t j = 0; j < last; j++) {
+      int64_t i = load_index(ip + j * ist, iv.dtype);
+      if (i < 0 || i >= n) {
+#pragma omp critical(th_eg_index_bad)
+        if (!found) {
+          found = true;
+          bad = i;
+        }
+        break;
+      }
+      copy_elem(op_ + j * es, av.base + (ao + j * ast + i * dst) * es, es);
+    }
   }
-  return TH_OK;
+  return found ? index_error(op, bad, (int)dim, n) : TH_OK;
 }
 
 /* ---- the scatters ----------------------------------------------------------------------------------------- */

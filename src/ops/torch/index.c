@@ -828,6 +828,77 @@ static th_status mask_put(th_trace *tr, const char *op, th_arg a, th_arg mask, i
   return th_tu_convert(tr, out, v->dtype);
 }
 
+/* values broadcast to the shape of the selection they are written to (PyTorch's "shape mismatch" when
+ * they do not; leading 1s may go). */
+static th_status broadcast_values(th_trace *tr, const char *op, th_arg *x, int nd, const int64_t *shape) {
+  /* values broadcast to the selection's shape (PyTorch's "shape mismatch" when they do not) */
+  const th_value *xv = x->u.value;
+  if (xv->ndim > nd) { /* leading 1s may go */
+    int lead = xv->ndim - nd;
+    for (int j = 0; j < lead; j++)
+      if (xv->shape[j] != 1) {
+        char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
+                        "shape %s",
+                        op, th_meta_shape_str(xv->shape, xv->ndim, b0, sizeof b0),
+                        th_meta_shape_str(shape, nd, b1, sizeof b1));
+      }
+    TH_TRY(th_tu_reshape(tr, *x, nd, xv->shape + lead, x));
+    xv = x->u.value;
+  }
+  for (int j = 0; j < xv->ndim; j++) {
+    int64_t e = xv->shape[xv->ndim - 1 - j], s = shape[nd - 1 - j];
+    if (e != 1 && e != s) {
+      char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
+                      "shape %s",
+                      op, th_meta_shape_str(xv->shape, xv->ndim, b0, sizeof b0),
+                      th_meta_shape_str(shape, nd, b1, sizeof b1));
+    }
+  }
+  return th_tu_expand(tr, op, x, nd, shape);
+}
+
+/* a[idx] = values (accumulate: +=) for a key of m integer index tensors at dims[] and full slices: the
+ * values laid out as (B..., rest...) and scattered (index_added) into a with the indexed dims merged first. */
+static th_status adv_put(th_trace *tr, const char *op, th_arg a, int m, const int *dims, th_arg *idx, th_arg values,
+                         bool accumulate, th_arg *out) {
+  const th_value *v = a.u.value;
+  adv_index st;
+  TH_TRY(adv_prepare(tr, op, a, m, dims, idx, &st));
+  int64_t bshape[TH_MAX_DIMS], perm[TH_MAX_DIMS], inv[TH_MAX_DIMS], rshape[TH_MAX_DIMS];
+  int n = 0;
+  if (st.nb + v->ndim - m > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: the indexing result has more than %d dimensions", op, TH_MAX_DIMS);
+  for (int i = 0; i < st.nb; i++) bshape[n++] = st.bshape[i];
+  for (int d = m; d < v->ndim; d++) bshape[n++] = st.pshape[d];
+  adv_result_perm(&st, n, perm);
+  for (int r = 0; r < n; r++) rshape[r] = bshape[perm[r]], inv[perm[r]] = r;
+  th_arg x = values, r;
+  TH_TRY(broadcast_values(tr, op, &x, n, rshape));
+  int64_t k = numel_of(st.bshape, st.nb);
+  if (k == 0 || th_value_numel(v) == 0) return th_tu_call1(tr, TH_OP_prims_clone, a, out);
+  TH_TRY(th_tu_transpose(tr, x, inv, &x));
+  int64_t vshape[TH_MAX_DIMS];
+  vshape[0] = k;
+  for (int d = m; d < v->ndim; d++) vshape[d - m + 1] = st.pshape[d];
+  int vn = v->ndim - m + 1;
+  TH_TRY(th_tu_reshape(tr, x, vn, vshape, &x));
+  if (accumulate) {
+    TH_TRY(call4(tr, TH_OP_prims_index_add, st.af, st.lin, x, th_arg_int(0), &r));
+  } else {
+    th_arg ie;
+    TH_TRY(expand_index(tr, st.lin, x.u.value, 0, &ie));
+    TH_TRY(call4(tr, TH_OP_prims_scatter, st.af, ie, x, th_arg_int(0), &r));
+  }
+  int64_t pinv[TH_MAX_DIMS];
+  for (int d = 0; d < v->ndim; d++) pinv[st.perm[d]] = d;
+  TH_TRY(th_tu_reshape(tr, r, v->ndim, st.pshape, &r));
+  return th_tu_transpose(tr, r, pinv, out);
+}
+
 /* a with a[key] = values (accumulate: +=), values already a's dtype; key as getitem takes it. */
 static th_status index_put(th_trace *tr, const char *op, th_arg a, const th_arg *keyarg, th_arg values, bool accumulate,
                            th_arg *out) {
@@ -843,6 +914,27 @@ static th_status index_put(th_trace *tr, const char *op, th_arg a, const th_arg 
   bool found;
   TH_TRY(find_mask(op, v, nraw, raw, &mask, &at, &found));
   if (found) return mask_put(tr, op, a, mask, at, values, accumulate, out);
+  { /* integer index tensors among full slices (and one Ellipsis): no basic indexing to apply first */
+    int m = 0, pos = 0, nonell = 0, dims[TH_MAX_DIMS];
+    th_arg idx[TH_MAX_DIMS];
+    bool simple = nraw <= v->ndim + 1;
+    for (int i = 0; simple && i < nraw; i++) {
+      const th_arg *k = &raw[i];
+      if (k->kind != TH_ARG_ELLIPSIS) nonell++;
+      simple = k->kind == TH_ARG_ELLIPSIS || is_full_slice(k) || (th_meta_is_tensor(k) && !is_mask(k));
+    }
+    simple &= nonell <= v->ndim;
+    for (int i = 0; simple && i < nraw; i++) {
+      const th_arg *k = &raw[i];
+      if (k->kind == TH_ARG_ELLIPSIS) {
+        pos += v->ndim - nonell;
+      } else {
+        if (th_meta_is_tensor(k)) dims[m] = pos, idx[m++] = *k;
+        pos++;
+      }
+    }
+    if (simple && m > 0) return adv_put(tr, op, a, m, dims, idx, values, accumulate, out);
+  }
   /* the linear position of every selected element: the same key applied to an iota of a's positions */
   int64_t n = th_value_numel(v), one = 1;
   th_arg pos, sel;
@@ -853,36 +945,7 @@ static th_status index_put(th_trace *tr, const char *op, th_arg a, const th_arg 
   const th_value *sv = sel.u.value;
   int64_t k = th_value_numel(sv);
   th_arg x = values;
-  {
-    /* values broadcast to the selection's shape (PyTorch's "shape mismatch" when they do not) */
-    const th_value *xv = x.u.value;
-    if (xv->ndim > sv->ndim) { /* leading 1s may go */
-      int lead = xv->ndim - sv->ndim;
-      for (int j = 0; j < lead; j++)
-        if (xv->shape[j] != 1) {
-          char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
-          return th_error(TH_ERR_RUNTIME,
-                          "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
-                          "shape %s",
-                          op, th_meta_shape_str(xv->shape, xv->ndim, b0, sizeof b0),
-                          th_meta_shape_str(sv->shape, sv->ndim, b1, sizeof b1));
-        }
-      TH_TRY(th_tu_reshape(tr, x, sv->ndim, xv->shape + lead, &x));
-      xv = x.u.value;
-    }
-    for (int j = 0; j < xv->ndim; j++) {
-      int64_t e = xv->shape[xv->ndim - 1 - j], s = sv->shape[sv->ndim - 1 - j];
-      if (e != 1 && e != s) {
-        char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
-        return th_error(TH_ERR_RUNTIME,
-                        "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
-                        "shape %s",
-                        op, th_meta_shape_str(xv->shape, xv->ndim, b0, sizeof b0),
-                        th_meta_shape_str(sv->shape, sv->ndim, b1, sizeof b1));
-      }
-    }
-    TH_TRY(th_tu_expand(tr, op, &x, sv->ndim, sv->shape));
-  }
+  TH_TRY(broadcast_values(tr, op, &x, sv->ndim, sv->shape));
   if (k == 0) return th_tu_call1(tr, TH_OP_prims_clone, a, out);
   th_arg flat, lin, xf, r;
   TH_TRY(th_tu_reshape(tr, a, 1, &n, &flat));
