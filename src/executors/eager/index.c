@@ -1,13 +1,15 @@
 /* index.c — the eager kernels of the indexing prims (ops/prims/index.c): take_along_axis, scatter,
  * scatter_add, scatter_reduce, index_add, masked_scatter, masked_select_pad, searchsorted, tri_indices.
  *
- * Every operand may be strided (expanded indices have stride 0). Indices are checked before anything is
- * written (IndexError naming the value, the dim and its size), so a failing call leaves no partial
- * output. The gathers run in parallel over their output elements; the scatters copy `a` to the output,
- * then run in parallel over the index's positions with the scatter dim removed ("columns"): two
- * positions of different columns never write the same output element, so each column walks its
- * entries along dim in order, sequentially (the last write wins for scatter, the sums accumulate in
- * index order as ATen's CPU kernel does: each step rounds to the dtype). */
+ * Every operand may be strided (expanded indices have stride 0). An index outside [0, size) is an
+ * IndexError naming the value, the dim and its size; the output of a failing call is discarded. The
+ * gathers run in parallel over their output rows, checking each index as they copy. The scatters check
+ * every index first, copy `a` to the output, then run in parallel over the index's positions with the
+ * scatter dim removed ("columns"): two positions of different columns never write the same output
+ * element, so each column walks its entries along dim in order, sequentially (the last write wins for
+ * scatter, the sums accumulate in index order as ATen's CPU kernel does: each step rounds to the dtype).
+ * Columns go in tiles of neighbours walked together entry by entry, so rows contiguous in memory are
+ * read and written whole. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +252,44 @@ static inline void combine(const eg_scatter *S, char *p, const char *s) {
   }
 }
 
+/* The scatter of every reduction but mean, tile by tile: each thread takes a contiguous range of columns,
+ * cut into tiles of EG_TILE columns; a tile walks its entries along dim in order, the tile's columns
+ * innermost, so neighbouring columns (contiguous in memory when dim is not the innermost dim) are read
+ * and written together. Each output element still sees its column's entries in index order. */
+#define EG_TILE 256
+static void scatter_tiles(const eg_scatter *S, int64_t ncols) {
+  const int nd = S->nd, d = S->dim;
+  const int64_t len = S->shape[d];
+  const int64_t ixd = S->ix.st[d], od = S->out.st[d], sd = S->src.st[d];
+#pragma omp parallel if (ncols * len > TH_EG_PAR_MIN)
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t per = (ncols + nt - 1) / nt, c0 = t * per, c1 = c0 + per < ncols ? c0 + per : ncols;
+    int64_t io[EG_TILE], oo[EG_TILE], so[EG_TILE];
+    for (int64_t cb = c0; cb < c1; cb += EG_TILE) {
+      int64_t nc = c1 - cb < EG_TILE ? c1 - cb : EG_TILE;
+      for (int64_t c = 0; c < nc; c++) {
+        io[c] = unravel_col(cb + c, nd, S->shape, S->ix.st, d);
+        oo[c] = unravel_col(cb + c, nd, S->shape, S->out.st, d);
+        so[c] = S->src.base ? unravel_col(cb + c, nd, S->shape, S->src.st, d) : 0;
+      }
+      if (!S->include_self && S->r != R_COPY)
+        for (int64_t k = 0; k < len; k++)
+          for (int64_t c = 0; c < nc; c++) {
+            int64_t i = load_index(S->ix.base + (io[c] + k * ixd) * S->ix.es, S->ix.dtype);
+            store_identity(S->out.base + (oo[c] + i * od) * S->out.es, S->out.dtype, S->r);
+          }
+      for (int64_t k = 0; k < len; k++)
+        for (int64_t c = 0; c < nc; c++) {
+          int64_t i = load_index(S->ix.base + (io[c] + k * ixd) * S->ix.es, S->ix.dtype);
+          combine(S, S->out.base + (oo[c] + i * od) * S->out.es,
+                  S->src.base ? S->src.base + (so[c] + k * sd) * S->src.es : NULL);
+        }
+    }
+  }
+}
+
+/* mean: column by column, with a per-thread count of the entries per output position */
 static th_status scatter_columns(const eg_scatter *S, int64_t ncols) {
   const int nd = S->nd, d = S->dim;
   const int64_t len = S->shape[d];
@@ -353,6 +393,10 @@ static th_status scatter_common(th_rt_env *env, const th_bsym *b, eg_reduce r, b
   shape_of(out, oshape);
   S.n_out = oshape[dim];
   TH_TRY(check_indices(op, &S.ix, S.nd, S.shape, numel, S.dim, oshape[dim]));
+  if (S.r != R_MEAN) {
+    scatter_tiles(&S, numel / S.shape[dim]);
+    return TH_OK;
+  }
   return scatter_columns(&S, numel / S.shape[dim]);
 }
 
