@@ -220,3 +220,17 @@ def test_new_tensor_factories():
         assert got.dtype == want.dtype and got.shape == want.shape
         if k != 3:  # new_empty's values are unspecified
             assert torch.equal(got, want)
+
+
+def test_advanced_index_results_are_copies_and_assignments_reach_views():
+    def f(x, i):
+        y = x[i]  # a copy: the update below does not reach it
+        z = x[:, [1]]
+        v = x[0]  # a view: the assignment below reaches it
+        x[i] = 5.0
+        x.add_(1)
+        return y * 1, z * 1, v * 1, x * 1
+
+    x, i = torch.randn(4, 3), torch.tensor([0, 2])
+    for got, want in zip(thunder_c.jit(f)(x.clone(), i), f(x.clone(), i)):
+        assert torch.equal(got, want)
