@@ -242,7 +242,9 @@ th_status prims_tri_indices_meta(th_trace *tr, const th_symbol *sym, const th_ar
   return th_meta_new_tensor(tr, args[5].u.dtype, dev, 2, shape, false, out);
 }
 
-/* ---- vjp rules ------------------------------------------------------------------------------------------ */
+/* ---- vjp rules ------------------------------------------------------------------------------------------
+ * The elementwise steps are torch-level ops (ltorch.mul, ...), so a bfloat16 gradient computes in float32
+ * and rounds as PyTorch's; the indexing steps are the prims themselves. */
 
 static th_status call4(th_trace *tr, th_op_id op, th_arg a, th_arg b, th_arg c, th_arg d, th_arg *out) {
   th_arg v[4] = {a, b, c, d};
@@ -315,33 +317,33 @@ static th_status scatter_reduce_vjp(th_trace *tr, const th_bsym *b, const th_arg
   } else if (!strcmp(reduce, "prod")) {
     /* masked_self = where(self == 0, 1, self); grad_self = g * scatter_reduce(masked_self) / masked_self */
     th_arg z, ms, msr, t;
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, self, th_arg_float(0.0), &z));
-    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, z, th_arg_float(1.0), self, &ms));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, self, th_arg_float(0.0), &z));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(1.0), self, &ms));
     th_arg v[6] = {ms, index, src, dim, b->args[4], b->args[5]};
     TH_TRY(call6(tr, TH_OP_prims_scatter_reduce, v, &msr));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, g, msr, &t));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_div, t, ms, &gs));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, msr, &t));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, t, ms, &gs));
     if (want_src) {
       /* the number of zeros reduced into each position, gathered back to src */
       th_arg sz, szf, zs, nz, nzg, single, msrc, msrcr, a1, a2, one_nz, den;
-      TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, src, th_arg_float(0.0), &sz));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, src, th_arg_float(0.0), &sz));
       TH_TRY(as_dtype(tr, sz, dt, &szf));
       TH_TRY(th_vjp_zeros_like(tr, self.u.value, &zs));
       TH_TRY(call4(tr, TH_OP_prims_scatter_add, zs, index, szf, dim, &nz));
       TH_TRY(th_tu_call3(tr, TH_OP_prims_take_along_axis, nz, index, dim, &nzg));
-      TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, nzg, th_arg_float(1.0), &one_nz));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, nzg, th_arg_float(1.0), &one_nz));
       /* only the part of src index covers counts; src's shape equals index's here (ltorch pads) */
-      TH_TRY(th_tu_call2(tr, TH_OP_prims_bitwise_and, sz, one_nz, &single));
-      TH_TRY(th_tu_call3(tr, TH_OP_prims_where, single, th_arg_float(1.0), src, &msrc));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_bitwise_and, sz, one_nz, &single));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, single, th_arg_float(1.0), src, &msrc));
       th_arg v2[6] = {self, index, msrc, dim, b->args[4], b->args[5]};
       TH_TRY(call6(tr, TH_OP_prims_scatter_reduce, v2, &msrcr));
-      TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, g, msrcr, &a1));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, msrcr, &a1));
       TH_TRY(th_tu_call3(tr, TH_OP_prims_take_along_axis, a1, index, dim, &a1));
-      TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, g, result, &a2));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, result, &a2));
       TH_TRY(th_tu_call3(tr, TH_OP_prims_take_along_axis, a2, index, dim, &a2));
-      TH_TRY(th_tu_call3(tr, TH_OP_prims_where, sz, th_arg_float(1.0), src, &den));
-      TH_TRY(th_tu_call2(tr, TH_OP_prims_div, a2, den, &a2));
-      TH_TRY(th_tu_call3(tr, TH_OP_prims_where, single, a1, a2, &gsrc));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, sz, th_arg_float(1.0), src, &den));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, a2, den, &a2));
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, single, a1, a2, &gsrc));
     }
   } else if (!strcmp(reduce, "mean")) {
     th_arg n, ones, nz, gn;
@@ -349,24 +351,24 @@ static th_status scatter_reduce_vjp(th_trace *tr, const th_bsym *b, const th_arg
                       self.u.value->device, dt, &n));
     TH_TRY(th_tu_full(tr, src.u.value->ndim, src.u.value->shape, th_arg_float(1.0), src.u.value->device, dt, &ones));
     TH_TRY(call4(tr, TH_OP_prims_scatter_add, n, index, ones, dim, &n));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, n, th_arg_float(0.0), &nz));
-    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, nz, th_arg_float(1.0), n, &n));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_div, g, n, &gn));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, n, th_arg_float(0.0), &nz));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, nz, th_arg_float(1.0), n, &n));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, g, n, &gn));
     gs = gn;
     if (want_src) TH_TRY(th_tu_call3(tr, TH_OP_prims_take_along_axis, gn, index, dim, &gsrc));
   } else { /* amax, amin: g shared evenly among the elements equal to the result */
     th_arg value, self_is, src_is, self_isf, src_isf, n, gd;
     TH_TRY(th_tu_call3(tr, TH_OP_prims_take_along_axis, result, index, dim, &value));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, self, result, &self_is));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_eq, src, value, &src_is));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, self, result, &self_is));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, src, value, &src_is));
     TH_TRY(as_dtype(tr, self_is, dt, &self_isf));
     TH_TRY(as_dtype(tr, src_is, dt, &src_isf));
     TH_TRY(call4(tr, TH_OP_prims_scatter_add, self_isf, index, src_isf, dim, &n));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_div, g, n, &gd));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, self_isf, gd, &gs));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, g, n, &gd));
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, self_isf, gd, &gs));
     if (want_src) {
       TH_TRY(th_tu_call3(tr, TH_OP_prims_take_along_axis, gd, index, dim, &gsrc));
-      TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, src_isf, gsrc, &gsrc));
+      TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, src_isf, gsrc, &gsrc));
     }
   }
   if (want_self) {
@@ -379,7 +381,7 @@ static th_status scatter_reduce_vjp(th_trace *tr, const th_bsym *b, const th_arg
 
 static th_status masked_scatter_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (th_vjp_is_float_tensor(&b->args[0]))
-    TH_TRY(th_tu_call3(tr, TH_OP_prims_where, b->args[1], th_arg_float(0.0), cts[0], &grads[0]));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, b->args[1], th_arg_float(0.0), cts[0], &grads[0]));
   if (th_vjp_is_float_tensor(&b->args[2])) {
     const th_value *s = b->args[2].u.value;
     th_arg r;
