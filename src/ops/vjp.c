@@ -39,6 +39,7 @@ static void build(void) {
   add(th_vjp_table_prims_pool, th_vjp_table_prims_pool_n);
 
   /* index */
+  add(th_vjp_table_prims_index, th_vjp_table_prims_index_n);
 
   /* scan */
   add(th_vjp_table_prims_scan, th_vjp_table_prims_scan_n);

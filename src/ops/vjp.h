@@ -65,6 +65,7 @@ TH_VJP_TABLE(prims_conv)
 TH_VJP_TABLE(prims_pool)
 
 /* index */
+TH_VJP_TABLE(prims_index)
 
 /* scan */
 TH_VJP_TABLE(prims_scan)

@@ -106,12 +106,19 @@ def _lookup(table, f):
         return None
 
 
+# OpInfos whose `op` is a lambda wrapping the torch function (its arguments reordered), by id: the
+# function they call, looked up in thunder_c's table like `op`.
+WRAPPED = {"nn.functional.embedding_bag": torch.nn.functional.embedding_bag,
+           "nn.functional.embedding": torch.nn.functional.embedding}
+
+
 def classify():
     """(covered, uncovered): covered is [(id, opinfo, qualname)], uncovered is [(id, opinfo)]."""
     table = thunder_callables()
     covered, uncovered = [], []
     for op in op_db:
-        q = _lookup(table, op.op) or _lookup(table, op.method_variant)
+        q = (_lookup(table, op.op) or _lookup(table, op.method_variant)
+             or _lookup(table, WRAPPED.get(opinfo_id(op))))
         if q:
             covered.append((opinfo_id(op), op, q))
         else:

@@ -127,7 +127,12 @@ def check_sample(fn, sample):
     outs = [(w, c) for w, c in zip(want_flat, cots) if w.requires_grad]
     diff_in = [t for t in ref_in if t.requires_grad]
     if outs and diff_in:
-        ref = torch.autograd.grad([w for w, _ in outs], diff_in, [c for _, c in outs], allow_unused=True)
+        try:
+            ref = torch.autograd.grad([w for w, _ in outs], diff_in, [c for _, c in outs], allow_unused=True)
+        except RuntimeError as e:  # PyTorch has no derivative here (scatter's reduce=): no reference
+            if "derivative for" in str(e) and "is not implemented" in str(e):
+                return "eager-error"
+            raise
     else:
         ref = [None] * len(diff_in)
     ref = iter(ref)
@@ -137,6 +142,8 @@ def check_sample(fn, sample):
             continue
         r = next(ref)
         r = torch.zeros_like(t) if r is None else r
+        if r.layout != torch.strided:  # sparse=True (embedding_bag): thunder_c's gradients are dense
+            r = r.to_dense()
         g = torch.zeros_like(t) if g is None else g
         assert g.dtype == r.dtype, f"input {i}: gradient dtype {g.dtype}, PyTorch {r.dtype}"
         assert g.shape == r.shape, f"input {i}: gradient shape {tuple(g.shape)}, PyTorch {tuple(r.shape)}"

@@ -561,11 +561,40 @@ static PyObject *proxy_subscript(PyObject *a, PyObject *key) {
   return binary("ltorch.getitem", "torch.Tensor.__getitem__", a, key);
 }
 
+/* An index entry of advanced indexing (a tensor, a sequence, a bool): x[key] is then a copy, not a view. */
+static bool is_advanced_entry(PyObject *k) {
+  if (Py_TYPE(k) == &pyth_proxy_type) {
+    th_value *v = pyth_proxy_value(k);
+    return v && th_value_is_tensor(v);
+  }
+  return PyBool_Check(k) || PyList_Check(k) || PyTuple_Check(k) ||
+         PyObject_TypeCheck(k, (PyTypeObject *)pyth_T.tensor_type) ||
+         (pyth_T.numpy_ndarray && PyObject_TypeCheck(k, (PyTypeObject *)pyth_T.numpy_ndarray));
+}
+
+static bool is_advanced_key(PyObject *key) {
+  if (!PyTuple_Check(key)) return is_advanced_entry(key);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); i++)
+    if (is_advanced_entry(PyTuple_GET_ITEM(key, i))) return true;
+  return false;
+}
+
 /* x[key] = v: the view x[key] updated in place (copy_ of a tensor, fill_ of a number); x and its other
- * aliases then read the update (see "aliasing" above). */
+ * aliases then read the update (see "aliasing" above). An advanced key (tensors, lists, bools) selects a
+ * copy, so x itself is updated: ltorch.setitem_(x, key, v). */
 static int proxy_ass_subscript(PyObject *a, PyObject *key, PyObject *v) {
   if (!pyth_proxy_value(a)) return -1;
   if (!v) return PyErr_SetString(PyExc_TypeError, "tensors do not support item deletion"), -1;
+  if (is_advanced_key(key)) {
+    unsigned fl = 0;
+    pyth_qualname_flags("ltorch.setitem_", &fl);
+    PyObject *args = PyTuple_Pack(3, a, key, v);
+    if (!args) return -1;
+    PyObject *r = pyth_record("ltorch.setitem_", "torch.Tensor.__setitem__", fl, args, NULL);
+    Py_DECREF(args);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+  }
   PyObject *view = proxy_subscript(a, key);
   if (!view) return -1;
   bool tensor = Py_TYPE(v) == &pyth_proxy_type || PyObject_TypeCheck(v, (PyTypeObject *)pyth_T.tensor_type);

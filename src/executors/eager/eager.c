@@ -95,6 +95,15 @@ static const th_operator_impl eager_impls[] = {
   {TH_OP_prims_col2im, th_eg_col2im_ref, NULL},
 
   /* index */
+  {TH_OP_prims_take_along_axis, th_eg_take_along_axis_ref, NULL},
+  {TH_OP_prims_scatter, th_eg_scatter_ref, NULL},
+  {TH_OP_prims_scatter_add, th_eg_scatter_ref, NULL},
+  {TH_OP_prims_scatter_reduce, th_eg_scatter_ref, NULL},
+  {TH_OP_prims_index_add, th_eg_scatter_ref, NULL},
+  {TH_OP_prims_masked_scatter, th_eg_masked_scatter_ref, NULL},
+  {TH_OP_prims_masked_select_pad, th_eg_masked_select_pad_ref, NULL},
+  {TH_OP_prims_searchsorted, th_eg_searchsorted_ref, NULL},
+  {TH_OP_prims_tri_indices, th_eg_tri_indices_ref, NULL},
 
   /* scan */
   {TH_OP_prims_sort, th_eg_sort_ref, NULL},

@@ -194,6 +194,13 @@ th_status th_eg_im2col_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_col2im_ref(th_rt_env *env, const th_bsym *b);
 
 /* index */
+/* index.c: take_along_axis; scatter, scatter_add, scatter_reduce, index_add (dispatch on the op) */
+th_status th_eg_take_along_axis_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_scatter_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_masked_scatter_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_masked_select_pad_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_searchsorted_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_tri_indices_ref(th_rt_env *env, const th_bsym *b);
 
 /* scan */
 /* scan.c: sort, topk, kthvalue, cumsum, cumprod, logcumsumexp, cummax, cummin */

@@ -337,7 +337,7 @@ th_status prims_update_aliases_meta(th_trace *tr, const th_symbol *sym, const th
  * The cotangent g moved back through the layout change: broadcast sums over the broadcast dims, reshape
  * and squeeze reshape back, transpose applies the inverse permutation, flip flips again, slice scatters
  * into zeros (interleave for strides, then pad with cat), cat slices, take adds g into the taken rows
- * (a one-hot matmul: there is no index_add prim). clone, shallow_copy and stride_order pass g on. */
+ * (prims.index_add). clone, shallow_copy and stride_order pass g on. */
 
 static th_status broadcast_in_dim_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   const th_arg *a = &b->args[0];
@@ -488,44 +488,26 @@ th_status th_vjp_one_hot(th_trace *tr, th_arg idx, int64_t ncls, int idx_dim, th
   return th_tu_call2(tr, TH_OP_prims_convert_element_type, oh, th_arg_dtype(dtype), out);
 }
 
-/* take(a, index, dim): g's slices added into the rows they came from. Negative indices are not wrapped. */
+/* take(a, index, dim): g's slices added into the rows they came from (prims.index_add into zeros; repeated
+ * indices accumulate). */
 static th_status take_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   const th_arg *a = &b->args[0];
   if (!th_vjp_is_float_tensor(a)) return TH_OK;
-  const th_value *av = a->u.value, *gv = cts[0].u.value, *iv = b->args[1].u.value;
+  const th_value *av = a->u.value, *iv = b->args[1].u.value;
   if (av->ndim == 0) {
     grads[0] = cts[0];
     return TH_OK;
   }
-  int64_t dim, n, k = iv->ndim ? iv->shape[0] : 1, M = 1;
-  int d;
-  TH_TRY(th_meta_int(b->sym->qualname, "dim", &b->args[2], &dim));
-  TH_TRY(th_meta_canonical_dim(b->sym->qualname, dim, av->ndim, &d));
-  n = av->shape[d];
-  if (n == 0 || k == 0) return th_vjp_zeros_like(tr, av, &grads[0]);
-  th_arg idx = b->args[1], oh, g = cts[0], r;
-  int64_t one = 1;
-  if (iv->ndim == 0) TH_TRY(th_tu_reshape(tr, idx, 1, &one, &idx));
-  TH_TRY(th_vjp_one_hot(tr, idx, n, 0, gv->dtype, &oh)); /* (k, n) */
-  /* g with dim d moved last, as (M, k) */
-  int64_t perm[TH_MAX_DIMS], inv[TH_MAX_DIMS], pshape[TH_MAX_DIMS], two[2];
-  int j = 0;
-  for (int i = 0; i < gv->ndim; i++)
-    if (i != d) perm[j++] = i;
-  perm[j] = d;
-  for (int i = 0; i < gv->ndim; i++) {
-    inv[perm[i]] = i;
-    pshape[i] = gv->shape[perm[i]];
-    if (i < gv->ndim - 1) M *= pshape[i];
+  int64_t k = iv->ndim ? iv->shape[0] : 1;
+  th_arg z, idx = b->args[1];
+  TH_TRY(th_vjp_zeros_like(tr, av, &z));
+  if (k == 0) {
+    grads[0] = z;
+    return TH_OK;
   }
-  TH_TRY(th_tu_transpose(tr, g, perm, &g));
-  two[0] = M;
-  two[1] = k;
-  TH_TRY(th_tu_reshape(tr, g, 2, two, &g));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, g, oh, &r)); /* (M, n) */
-  pshape[gv->ndim - 1] = n;
-  TH_TRY(th_tu_reshape(tr, r, gv->ndim, pshape, &r));
-  return th_tu_transpose(tr, r, inv, &grads[0]);
+  if (iv->ndim == 0) TH_TRY(th_tu_reshape(tr, idx, 1, &k, &idx));
+  th_arg v[4] = {z, idx, cts[0], b->args[2]};
+  return th_call(tr, TH_OP_prims_index_add, 4, v, &grads[0]);
 }
 
 static th_status update_aliases_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {

@@ -933,8 +933,8 @@ th_status ltorch_dropout_decomp(th_trace *tr, const th_symbol *sym, const th_arg
  *                exact arithmetic)
  *   log_softmax  gx = g - exp(y) * sum(g, dim, keepdim=True)
  *                both in float32 for a low-precision result, converted to the input's dtype;
- *   embedding    the weight's gradient as one matmul of the (n, K) one-hot of the indices with g as
- *                (K, d), the padding_idx row zeroed and, with scale_grad_by_freq, each row divided by
+ *   embedding    the weight's gradient as g's rows index_added into zeros (n, d) in the computation
+ *                dtype, the padding_idx row zeroed and, with scale_grad_by_freq, each row divided by
  *                its index's count (PyTorch's embedding_backward; the decomposition's prims.take rule
  *                would ignore padding_idx);
  *   silu         gx = g * s * (1 + x * (1 - s)), s = sigmoid(x) (PyTorch's silu_backward): the chain rule
@@ -997,23 +997,31 @@ static th_status embedding_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts
   const th_value *iv = b->args[0].u.value, *wv = w->u.value;
   int64_t n = wv->shape[0], dd = wv->shape[1], K = th_value_numel(iv);
   if (n == 0 || K == 0) return th_vjp_zeros_like(tr, wv, &grads[1]);
-  th_arg idx, oh, g2, gw, si[2], bi[1];
+  th_arg idx, g2, gw, si[2], bi[1];
   int64_t s2[2] = {K, dd}, sw[2] = {n, dd}, zero = 0;
+  th_dtype cd = th_tu_computation_dtype(wv->dtype);
   TH_TRY(th_tu_reshape(tr, b->args[0], 1, &K, &idx));
-  TH_TRY(th_vjp_one_hot(tr, idx, n, 1, wv->dtype, &oh)); /* (n, K) */
   TH_TRY(th_tu_reshape(tr, cts[0], 2, s2, &g2));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, oh, g2, &gw)); /* (n, d) */
+  TH_TRY(th_tu_convert(tr, &g2, cd));
+  TH_TRY(th_tu_full(tr, 2, sw, th_arg_float(0.0), wv->device, cd, &gw));
+  {
+    th_arg v[4] = {gw, idx, g2, th_arg_int(0)};
+    TH_TRY(th_call(tr, TH_OP_prims_index_add, 4, v, &gw)); /* (n, d): g's rows added into their indices' rows */
+  }
   bool freq = false;
   TH_TRY(th_tu_bool(op, "scale_grad_by_freq", &b->args[5], &freq));
   if (freq) {
-    th_arg cnt, z, di[1];
-    int64_t one = 1;
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_sum, oh, th_tu_ints(di, 1, &one), &cnt)); /* (n,) */
+    th_arg cnt, ones, z;
+    TH_TRY(th_tu_full(tr, 1, &n, th_arg_float(0.0), wv->device, cd, &cnt));
+    TH_TRY(th_tu_full(tr, 1, &K, th_arg_float(1.0), wv->device, cd, &ones));
+    th_arg v[4] = {cnt, idx, ones, th_arg_int(0)};
+    TH_TRY(th_call(tr, TH_OP_prims_index_add, 4, v, &cnt)); /* (n,): each index's count */
     TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, cnt, th_arg_float(0.0), &z));
     TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, z, th_arg_float(1.0), cnt, &cnt));
     TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, cnt, th_tu_ints(si, 2, sw), th_tu_ints(bi, 1, &zero), &cnt));
     TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, gw, cnt, &gw));
   }
+  TH_TRY(th_tu_convert(tr, &gw, wv->dtype));
   if (b->args[2].kind != TH_ARG_NONE) {
     int64_t pad;
     th_arg io, keep;
