@@ -1,0 +1,295 @@
+"""thunder_c.dynamo.ThunderCompiler, the torch.compile backend, against PyTorch eager as the reference.
+
+Each test compiles a model with `torch.compile(model, backend=ThunderCompiler())` and runs the same
+code eagerly on a deep copy (same initial parameters, same inputs): outputs, gradients after
+loss.backward() and parameters after optimizer steps must match. Covered: an MLP (one thunder-c region,
+forward and backward), ops thunder-c lacks (split out to eager regions with their reasons), graph
+breaks (print, .item()), data-dependent control flow, global-state nodes (torch.no_grad inside
+forward), a region whose thunder-c call raises at run time (eager fallback), SGD training steps, a
+tiny Hugging Face GPT-2 (forward + backward, greedy generate), and the report's content."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import import_thunder_c
+
+thunder_c = import_thunder_c()
+from thunder_c import dynamo  # noqa: E402
+from thunder_c.dynamo import ThunderCompiler  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()  # each test's graphs go to its own backend
+    yield
+    torch._dynamo.reset()
+
+
+def R(*shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def close(got, want, what="", rtol=1e-5, atol=1e-5):
+    assert got is not None, f"{what}: missing"
+    torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
+
+
+def compiled_pair(make):
+    """(eager model, torch.compile'd deep copy, its backend)."""
+    torch.manual_seed(0)
+    m = make()
+    m2 = copy.deepcopy(m)
+    be = ThunderCompiler()
+    return m, torch.compile(m2, backend=be), m2, be
+
+
+def check_grads(m, m2):
+    for (n, p), (n2, p2) in zip(m.named_parameters(), m2.named_parameters()):
+        assert n == n2
+        close(p2.grad, p.grad, f"grad of {n}")
+
+
+def kinds(info):
+    return [r.kind for r in info.regions]
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(6, 16), nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh")).softmax(-1)
+
+
+def test_mlp_forward_backward_matches_eager():
+    m, cm, m2, be = compiled_pair(MLP)
+    x = R(4, 6)
+    out, ref = cm(x), m(x)
+    close(out, ref, "output")
+    (out * R(4, 3, seed=1)).sum().backward()
+    (ref * R(4, 3, seed=1)).sum().backward()
+    check_grads(m, m2)
+    (g,) = be.graphs
+    assert kinds(g) == ["thunder-c"] and g.split_reasons == []
+    region = g.regions[0]
+    # the backward ran through thunder-c: the region's backward program exists
+    assert thunder_c.last_backward_traces(region.jfn)
+    # the trial trace compiled the program the real call reused
+    assert thunder_c.cache_misses(region.jfn) == 1 and thunder_c.cache_hits(region.jfn) == 1
+
+
+class WithFFT(nn.Module):
+    """torch.fft.fft has no thunder-c op; .real of its complex result is refused by the trial trace
+    (thunder-c has no complex dtypes); the rest runs in thunder-c."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.fc1(x)) + 1
+        y = torch.fft.fft(y).real * x.sum()
+        return self.fc2(y).tanh()
+
+
+def test_unsupported_op_is_split_out_with_its_reason():
+    m, cm, m2, be = compiled_pair(WithFFT)
+    x = R(3, 4)
+    out, ref = cm(x), m(x)
+    close(out, ref, "output")
+    out.sum().backward()
+    ref.sum().backward()
+    check_grads(m, m2)
+    (g,) = be.graphs
+    assert kinds(g) == ["thunder-c", "eager", "thunder-c"]
+    reasons = {s.target: s for s in g.split_reasons}
+    fft = reasons["torch.fft.fft"]
+    assert fft.reason_type == dynamo.MISSING_OP_SUPPORT and fft.info == "no thunder-c op for torch.fft.fft"
+    real = reasons["getattr"]
+    assert real.reason_type == dynamo.EXCEPTION_TRIAL_TRACE
+    assert real.info.startswith("NotImplementedError:") and "complex64" in real.info
+    assert g.regions[1].nodes == [fft.node, real.node]
+
+
+def test_linalg_det_runs_in_eager():
+    def f(a, b):
+        return torch.linalg.det(a @ b) * 2
+
+    be = ThunderCompiler()
+    a, b = R(2, 3, 3), R(2, 3, 3, seed=1)
+    close(torch.compile(f, backend=be)(a, b), f(a, b), "output")
+    (g,) = be.graphs
+    assert kinds(g) == ["thunder-c", "eager", "thunder-c"]
+    (s,) = g.split_reasons
+    assert (s.target, s.info) == ("torch.linalg.det", "no thunder-c op for torch.linalg.det")
+
+
+def test_graph_breaks_print_and_item():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(5, 5)
+
+        def forward(self, x):
+            y = self.fc(x).relu()
+            print("between the graphs")
+            s = y.sum().item()  # a graph break: the scalar leaves the graph
+            return y * s + self.fc(y)
+
+    m, cm, m2, be = compiled_pair(M)
+    x = R(2, 5)
+    out, ref = cm(x), m(x)
+    close(out, ref, "output")
+    out.sum().backward()
+    ref.sum().backward()
+    check_grads(m, m2)
+    assert len(be.graphs) >= 2
+    assert all(set(kinds(g)) == {"thunder-c"} for g in be.graphs)
+
+
+def test_data_dependent_control_flow():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.fc(x)
+            if y.sum() > 0:  # a graph break: each branch is its own graph
+                return y.exp()
+            return -y.tanh()
+
+    m, cm, m2, be = compiled_pair(M)
+    for sign in (1.0, -1.0):
+        x = sign * (R(3, 4).abs() + 5)
+        with torch.no_grad():
+            close(cm(x), m(x), f"output with sign {sign}")
+    branches = [g for g in be.graphs if any("exp" in r.nodes or "tanh" in r.nodes for r in g.regions)]
+    assert len(be.graphs) >= 3 and len(branches) == 2
+
+
+def test_no_grad_inside_forward_runs_its_state_changes_in_eager():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            with torch.no_grad():
+                scale = self.fc(x).abs().mean()
+            return self.fc(x) * scale
+
+    m, cm, m2, be = compiled_pair(M)
+    x = R(3, 4)
+    out, ref = cm(x), m(x)
+    close(out, ref, "output")
+    out.sum().backward()
+    ref.sum().backward()
+    check_grads(m, m2)
+    reasons = [s for g in be.graphs for s in g.split_reasons]
+    assert reasons and all(s.reason_type == dynamo.UNSUPPORTED_NODE for s in reasons)
+    assert all("changes global state" in s.info for s in reasons)
+
+
+def test_region_that_raises_at_run_time_falls_back_to_eager():
+    m, cm, m2, be = compiled_pair(MLP)
+    x = R(4, 6)
+    close(cm(x), m(x), "first call")
+    (region,) = be.graphs[0].regions
+
+    def refuse(*args):
+        raise NotImplementedError("refused for the test")
+
+    region.jfn = refuse  # what a region whose program the core refuses on another call sees
+    close(cm(x), m(x), "call after the fallback")
+    assert region.jfn is None
+    assert region.fallback == f"{dynamo.EXCEPTION_FIRST_CALL}: NotImplementedError: refused for the test"
+    text = be.report()
+    assert "thunder_0 [thunder-c -> eager fallback]" in text and "refused for the test" in text
+
+
+def test_sgd_training_steps_match_eager():
+    m, cm, m2, be = compiled_pair(MLP)
+    opt, opt2 = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(m2.parameters(), lr=0.1)
+    tgt = torch.tensor([0, 2, 1, 0])
+    for step in range(3):
+        x = R(4, 6, seed=step)
+        for model, o in ((m, opt), (cm, opt2)):
+            o.zero_grad()
+            F.nll_loss(model(x).log(), tgt).backward()
+            o.step()
+        for (n, p), (_, p2) in zip(m.named_parameters(), m2.named_parameters()):
+            close(p2.detach(), p.detach(), f"{n} after step {step}")
+
+
+def tiny_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=2, n_head=2, bos_token_id=63,
+                     eos_token_id=63, pad_token_id=63)
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def test_hf_gpt2_tiny_forward_and_backward():
+    m = tiny_gpt2()
+    m2 = copy.deepcopy(m)
+    be = ThunderCompiler()
+    m2.compile(backend=be)
+    ids = torch.randint(0, 63, (2, 6), generator=torch.Generator().manual_seed(1))
+    out, ref = m2(ids, labels=ids), m(ids, labels=ids)
+    close(out.logits, ref.logits, "logits", rtol=1e-4, atol=1e-4)
+    close(out.loss, ref.loss, "loss", rtol=1e-4, atol=1e-4)
+    out.loss.backward()
+    ref.loss.backward()
+    for (n, p), (_, p2) in zip(m.named_parameters(), m2.named_parameters()):
+        close(p2.grad, p.grad, f"grad of {n}", rtol=1e-4, atol=1e-4)
+    assert be.graphs and all(any(r.kind == "thunder-c" for r in g.regions) for g in be.graphs)
+
+
+def test_hf_gpt2_tiny_greedy_generate():
+    m = tiny_gpt2()
+    m2 = copy.deepcopy(m)
+    be = ThunderCompiler()
+    m2.compile(backend=be)
+    ids = torch.randint(0, 63, (1, 5), generator=torch.Generator().manual_seed(2))
+    kw = dict(max_new_tokens=4, do_sample=False)
+    with torch.no_grad():
+        got, want = m2.generate(ids, **kw), m.generate(ids, **kw)
+    assert torch.equal(got, want), f"{got} != {want}"
+    # the prompt's graph and the decoding steps' graphs all went through the backend
+    assert len(be.graphs) >= 2
+    nodes = sum(g.n_nodes for g in be.graphs)
+    in_thunder = sum(len(r.nodes) for g in be.graphs for r in g.regions if r.kind == "thunder-c")
+    assert in_thunder > 0.9 * nodes, be.report()
+
+
+def test_report_lists_graphs_regions_reasons_and_traces():
+    def f(a, b):
+        return torch.linalg.det(a @ b).exp()
+
+    be = ThunderCompiler()
+    a, b = R(2, 3, 3, seed=3), R(2, 3, 3, seed=4)
+    a.requires_grad_()
+    torch.compile(f, backend=be)(a, b).sum().backward()
+    text = dynamo.report(be)
+    assert text == be.report()
+    lines = text.splitlines()
+    assert lines[0] == "Graph 0: 3 nodes, 3 splits (2 thunder-c, 1 eager); 2 nodes in thunder-c, 1 in eager"
+    assert lines[1].startswith("  thunder_0 [thunder-c] 1 nodes: ")
+    assert lines[2] == "    calls: 1; thunder-c cache 1 hits, 1 misses (the trial trace's included)"
+    assert lines[3].startswith("  eager_1 [eager] 1 nodes: ")
+    assert "  unsupported nodes (1):" in lines
+    det = be.graphs[0].split_reasons[0].node
+    assert f"    {det} (torch.linalg.det): MISSING_OP_SUPPORT: no thunder-c op for torch.linalg.det" in lines
+    assert lines[-1] == ("Total: 1 graphs, 3 nodes (2 thunder-c, 1 eager), 2 thunder-c regions, "
+                         "1 eager regions, 0 fallbacks")
+    full = be.report(traces=True)
+    assert full.startswith(text.rsplit("\n", 1)[0])
+    # each thunder-c region's execution traces: its forward, and its backward (a requires grad)
+    assert full.count("forward trace:") == 2 and full.count("backward trace:") == 2
+    assert "def computation(" in full and "def backward_fn(" in full and "prims.matmul" in full
