@@ -32,7 +32,9 @@ runs always runs. Regions are autograd-aware: thunder_c.jit differentiates a cal
 require grad (Dynamo passes parameters as graph inputs), and loss.backward() runs each region's
 backward program.
 """
+import contextlib
 import dataclasses
+import io
 import operator
 
 import torch
@@ -67,7 +69,9 @@ class SplitReason:
 class RegionInfo:
     """One submodule of a split graph: `kind` is "thunder-c" or "eager"; `nodes` the names of the
     graph's nodes it holds; `jfn` the thunder_c.jit callable of a thunder-c region (None for eager);
-    `fallback` the reason a thunder-c region runs in eager after its call raised (else None)."""
+    `fallback` the reason a thunder-c region runs in eager after its call raised (else None); `state`
+    the grad-mode / autocast changes split_module put at the region's ends (see _GlobalState), which
+    the region replays around its call."""
 
     name: str
     kind: str
@@ -76,6 +80,8 @@ class RegionInfo:
     jfn: object = None
     fallback: str = None
     calls: int = 0
+    state: object = None
+    outputs: object = None
 
 
 @dataclasses.dataclass
@@ -305,15 +311,32 @@ def _exception_text(e):
     return f"{type(e).__name__}: {e}".strip()
 
 
-def _trial(gm, options):
-    """thunder_c.jit(gm, **options) called once on trial arguments: (the jitted callable, None), or
-    (None, the exception's text); (jfn, None) too when gm has no example values to try."""
+@contextlib.contextmanager
+def _quiet_and_restored():
+    """Hides what torch.fx prints to stderr when a GraphModule's call raises (a trial's refusal is
+    recorded, not shown) and restores the grad mode afterwards."""
+    grad = torch.is_grad_enabled()
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            yield
+        finally:
+            torch._C._set_grad_enabled(grad)
+
+
+def _trial(gm, options, state=None):
+    """thunder_c.jit(gm, **options) called once on trial arguments (under `state`, a _GlobalState):
+    (the jitted callable, None), or (None, the exception's text); (jfn, None) too when gm has no
+    example values to try."""
     jfn = thunder_c.jit(gm, **options)
-    args = _example_args(gm)
+    try:
+        args = _example_args(gm)
+    except Exception as e:  # noqa: BLE001 - an example value without a concrete hint
+        return jfn, None if isinstance(e, ValueError) else _exception_text(e)
     if args is None:
         return jfn, None
     try:
-        jfn(*args)
+        with _quiet_and_restored(), _replayed(state):
+            jfn(*args)
     except Exception as e:  # noqa: BLE001 - any refusal sends the region to eager
         return None, _exception_text(e)
     return jfn, None
@@ -335,6 +358,101 @@ def _single_node_module(node):
 
 # ---- the split graph's regions at run time ---------------------------------------------------------
 
+# The global-state nodes split_module copies into a partition: a partition inside a torch.no_grad()
+# or torch.autocast block of the graph starts with `_set_grad_enabled(False)` / `_enter_autocast(...)`
+# and ends with `_exit_autocast(...)`, so each submodule runs under the state of its nodes.
+_GRAD = torch._C._set_grad_enabled
+_ENTER = torch.amp.autocast_mode._enter_autocast
+_EXIT = torch.amp.autocast_mode._exit_autocast
+
+
+@dataclasses.dataclass
+class _GlobalState:
+    """What a thunder-c region's ends change: `head` in order, ("grad", enabled) or ("autocast", the
+    _enter_autocast arguments); `exits` the indices into head of the autocasts exited at the end."""
+
+    head: list
+    exits: list
+
+
+def _strip_global_state(gm):
+    """(gm without its global-state nodes, their _GlobalState or None): a compiled program does not
+    replay them, so the region's wrapper does, around the jitted call."""
+    head, exits, index = [], [], {}
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function":
+            continue
+        if n.target is _GRAD:
+            head.append(("grad", *n.args))
+        elif n.target is _ENTER:
+            index[n] = len(head)
+            head.append(("autocast", *n.args))
+        elif n.target is _EXIT:
+            exits.append(index[n.args[0]])
+    if not head:
+        return gm, None
+    for n in reversed(list(gm.graph.nodes)):
+        if n.op == "call_function" and n.target in (_GRAD, _ENTER, _EXIT):
+            gm.graph.erase_node(n)
+    gm.recompile()
+    return gm, _GlobalState(head, exits)
+
+
+@contextlib.contextmanager
+def _replayed(state):
+    """Applies a region's _GlobalState around the body: the grad mode and autocast entries of its
+    head, then (also when the body raises) the autocast exits of its end."""
+    if state is None:
+        yield
+        return
+    ctxs = {}
+    for i, (kind, *args) in enumerate(state.head):
+        if kind == "grad":
+            _GRAD(*args)
+        else:
+            ctxs[i] = _ENTER(*args)
+    try:
+        yield
+    finally:
+        for i in state.exits:
+            _EXIT(ctxs[i])
+
+
+
+def _output_plan(gm):
+    """How a region's jitted outputs become the ones eager returns, from Dynamo's example values:
+    (single, [None | ("input", j) | "detach" per output]) or None when all pass as they are. An output
+    that is an input updated in place (`self.count += 1` returns the buffer, which Dynamo stores back
+    into the module) is that input itself; an output that does not require grad in eager is detached
+    (a jitted call under autograd makes every floating output differentiable)."""
+    phs = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    (out,) = gm.graph.find_nodes(op="output")
+    vals = out.args[0]
+    single = not isinstance(vals, tuple | list)
+    plan = []
+    for v in [vals] if single else vals:
+        ev = v.meta.get("example_value") if isinstance(v, torch.fx.Node) else None
+        j = next((j for j, p in enumerate(phs) if ev is not None and p is ev), None)
+        if j is not None:
+            plan.append(("input", j))
+        elif isinstance(ev, torch.Tensor) and not ev.requires_grad:
+            plan.append("detach")
+        else:
+            plan.append(None)
+    return None if all(p is None for p in plan) else (single, plan)
+
+
+def _fix_outputs(out, args, plan):
+    single, how = plan
+    items = [out] if single else list(out)
+    for i, h in enumerate(how):
+        if h == "detach":
+            if isinstance(items[i], torch.Tensor) and items[i].requires_grad:
+                items[i] = items[i].detach()
+        elif h is not None:
+            items[i] = args[h[1]]
+    return items[0] if single else type(out)(items)
+
 
 class _Region(torch.nn.Module):
     """A thunder-c region in the split graph: runs its jitted callable; if that raises, records why and
@@ -347,13 +465,15 @@ class _Region(torch.nn.Module):
     def forward(self, *args):
         info = self.info
         info.calls += 1
-        if info.jfn is not None:
-            try:
-                return info.jfn(*args)
-            except Exception as e:  # noqa: BLE001 - the region falls back to eager for good
-                info.fallback = f"{EXCEPTION_FIRST_CALL}: {_exception_text(e)}"
-                info.jfn = None
-        return info.module(*args)
+        with _replayed(info.state):
+            if info.jfn is not None:
+                try:
+                    out = info.jfn(*args)
+                    return out if info.outputs is None else _fix_outputs(out, args, info.outputs)
+                except Exception as e:  # noqa: BLE001 - the region falls back to eager for good
+                    info.fallback = f"{EXCEPTION_FIRST_CALL}: {_exception_text(e)}"
+                    info.jfn = None
+            return info.module(*args)
 
 
 # ---- the backend -----------------------------------------------------------------------------------
@@ -390,7 +510,7 @@ class ThunderCompiler:
                     continue
                 key = frozenset(r.nodes)
                 if key not in tried:
-                    jfn, err = _trial(r.module, self.jit_options)
+                    jfn, err = _trial(r.module, self.jit_options, r.state)
                     if err is None:
                         tried[key] = jfn
                     else:
@@ -435,37 +555,42 @@ class ThunderCompiler:
                         eager.add(u.name)
                         reasons.setdefault(u.name, SplitReason(u.name, target_name(u), UNSUPPORTED_NODE,
                                                                f"reads the tuple of eager node {n.name}"))
-        state = {"prev": None, "part": 0}
-        kinds = {}
-
-        def callback(node):
-            sup = node.name not in eager
-            if state["prev"] is not None and sup != state["prev"]:
-                state["part"] += 1
-            state["prev"] = sup
-            kinds[state["part"]] = sup
-            return state["part"]
-
-        split = split_module(gm, None, callback, keep_original_order=True, keep_original_node_name=True)
+        # Partition ids, fixed before split_module runs: it calls the callback several times per node.
+        assign, kinds, part, prev = {}, {}, 0, None
+        for n in gm.graph.nodes:
+            if n.op in ("placeholder", "output", "get_attr"):
+                continue
+            sup = n.name not in eager
+            if prev is not None and sup != prev:
+                part += 1
+            prev = sup
+            assign[n.name] = part
+            kinds[part] = sup
+        split = split_module(gm, None, lambda node: assign[node.name], keep_original_order=True,
+                             keep_original_node_name=True)
         # split_module leaves out the output node of an empty graph
         for m in split.children():
             if not m.graph.find_nodes(op="output"):
                 m.graph.output(())
                 m.recompile()
         regions = []
-        for node in split.graph.nodes:
+        for node in list(split.graph.nodes):
             if node.op != "call_module" or not node.target.startswith("submod_"):
                 continue
             part = int(node.target[len("submod_"):])
             sub = getattr(split, node.target)
-            kind = "thunder-c" if kinds.get(part, True) else "eager"
+            kind = "thunder-c" if kinds[part] else "eager"
             name = f"{'thunder' if kind == 'thunder-c' else 'eager'}_{part}"
             split.add_submodule(name, sub)
             split.delete_submodule(node.target)
             node.target = name
             node._rename(name)
-            members = [n.name for n in sub.graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
-            regions.append(RegionInfo(name, kind, members, sub))
+            members = [n for n, p in assign.items() if p == part]
+            region = RegionInfo(name, kind, members, sub)
+            if kind == "thunder-c":
+                region.module, region.state = _strip_global_state(sub)
+                region.outputs = _output_plan(region.module)
+            regions.append(region)
         split.recompile()
         return split, regions
 

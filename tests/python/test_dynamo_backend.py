@@ -3,10 +3,11 @@
 Each test compiles a model with `torch.compile(model, backend=ThunderCompiler())` and runs the same
 code eagerly on a deep copy (same initial parameters, same inputs): outputs, gradients after
 loss.backward() and parameters after optimizer steps must match. Covered: an MLP (one thunder-c region,
-forward and backward), ops thunder-c lacks (split out to eager regions with their reasons), graph
-breaks (print, .item()), data-dependent control flow, global-state nodes (torch.no_grad inside
-forward), a region whose thunder-c call raises at run time (eager fallback), SGD training steps, a
-tiny Hugging Face GPT-2 (forward + backward, greedy generate), and the report's content."""
+forward and backward), ops thunder-c lacks (split out to eager regions with their reasons, a tuple
+result keeping its getitems), graph breaks (print, .item()), data-dependent control flow, global-state
+nodes (torch.no_grad and torch.autocast blocks inside forward), a buffer updated in place, a region
+whose thunder-c call raises at run time (eager fallback), SGD training steps, a tiny Hugging Face
+GPT-2 (forward + backward, greedy generate), and the report's content."""
 import copy
 
 import pytest
@@ -193,6 +194,78 @@ def test_no_grad_inside_forward_runs_its_state_changes_in_eager():
     reasons = [s for g in be.graphs for s in g.split_reasons]
     assert reasons and all(s.reason_type == dynamo.UNSUPPORTED_NODE for s in reasons)
     assert all("changes global state" in s.info for s in reasons)
+
+
+def test_autocast_block_inside_forward():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 4)
+
+        def forward(self, x):
+            with torch.autocast("cpu", torch.bfloat16):
+                h = self.fc1(x)
+                h = torch.fft.fft(h.float()).real.to(torch.bfloat16)  # eager in the middle of the block
+                y = self.fc2(h)
+            return y.float().relu()
+
+    m, cm, m2, be = compiled_pair(M)
+    x = R(3, 4)
+    out, ref = cm(x), m(x)
+    close(out, ref, "output", rtol=1e-2, atol=1e-2)
+    assert not torch.is_autocast_enabled("cpu")
+    out.sum().backward()
+    ref.sum().backward()
+    for (n, p), (_, p2) in zip(m.named_parameters(), m2.named_parameters()):
+        close(p2.grad, p.grad, f"grad of {n}", rtol=1e-2, atol=1e-2)
+    (g,) = be.graphs
+    # the region after the eager fft runs inside the autocast block: split_module puts the block's
+    # enter/exit at its ends, and the region replays them around its thunder-c call
+    inside = [r for r in g.regions if r.kind == "thunder-c" and r.state is not None]
+    assert inside and all(r.jfn is not None and r.fallback is None for r in inside)
+    text = str(thunder_c.last_traces(inside[0].jfn)[0])
+    assert "bfloat16" in text or "bf16" in text
+
+
+def test_buffer_updated_in_place_stays_the_modules_buffer():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.register_buffer("count", torch.zeros(4))
+
+        def forward(self, x):
+            self.count += 1  # Dynamo stores the updated buffer back into the module
+            return self.fc(x) * self.count
+
+    m, cm, m2, be = compiled_pair(M)
+    for step in range(3):
+        x = R(3, 4, seed=step)
+        out, ref = cm(x), m(x)
+        close(out, ref, f"output {step}")
+        out.sum().backward()
+        ref.sum().backward()
+        close(m2.count, m.count, f"count after {step}")
+        assert m2.count.grad_fn is None and not m2.count.requires_grad
+    check_grads(m, m2)
+    assert len(be.graphs) == 1 and set(kinds(be.graphs[0])) == {"thunder-c"}
+
+
+def test_eager_op_returning_a_tuple_keeps_its_getitems():
+    def f(x):
+        v, i = torch.sort(x * 2, dim=-1)
+        return v.exp() + i
+
+    be = ThunderCompiler()
+    x = R(3, 5)
+    close(torch.compile(f, backend=be)(x), f(x), "output")
+    (g,) = be.graphs
+    assert kinds(g) == ["thunder-c", "eager", "thunder-c"]
+    sort = next(s for s in g.split_reasons if s.target == "torch.sort")
+    getitems = [s for s in g.split_reasons if s.target == "operator.getitem"]
+    assert sort.info == "no thunder-c op for torch.sort" and len(getitems) == 2
+    assert all(s.info == f"reads the tuple of eager node {sort.node}" for s in getitems)
+    assert g.regions[1].nodes == [sort.node] + [s.node for s in getitems]
 
 
 def test_region_that_raises_at_run_time_falls_back_to_eager():
