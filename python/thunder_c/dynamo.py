@@ -19,7 +19,8 @@ each one the backend
    does not replay it;
 2. splits the graph with torch.fx.passes.split_module into maximal runs of supported nodes
    (`thunder_<i>` regions, each compiled with thunder_c.jit) and of unsupported ones (`eager_<i>`,
-   run as Dynamo captured them);
+   run as Dynamo captured them). Inside a torch.no_grad() / torch.autocast block split_module puts
+   the block's state changes at each region's ends; a thunder region replays them around its call;
 3. trial-traces each thunder region on tensors made from Dynamo's example values (the meta checks of
    the core can still refuse arguments: a dtype, a keyword). A region that raises is tried node by
    node with the eager executor; the nodes that raise alone are marked unsupported with the exception's
@@ -330,8 +331,10 @@ def _trial(gm, options, state=None):
     jfn = thunder_c.jit(gm, **options)
     try:
         args = _example_args(gm)
-    except Exception as e:  # noqa: BLE001 - an example value without a concrete hint
-        return jfn, None if isinstance(e, ValueError) else _exception_text(e)
+    except ValueError:  # an unbacked SymInt: no value to try; the first real call decides
+        return jfn, None
+    except Exception as e:  # noqa: BLE001 - an example value torch cannot make
+        return None, _exception_text(e)
     if args is None:
         return jfn, None
     try:
@@ -416,7 +419,6 @@ def _replayed(state):
     finally:
         for i in state.exits:
             _EXIT(ctxs[i])
-
 
 
 def _output_plan(gm):
@@ -534,7 +536,7 @@ class ThunderCompiler:
         found = False
         for name in region.nodes:
             n = nodes[name]
-            _, e = _trial(_single_node_module(n), {**self.jit_options, "executors": ["eager"]})
+            _, e = _trial(_single_node_module(n), {**self.jit_options, "executors": ["eager"]}, region.state)
             if e is not None:
                 reasons[name] = SplitReason(name, target_name(n), EXCEPTION_TRIAL_TRACE, e)
                 found = True
@@ -615,7 +617,8 @@ def _region_traces(r):
 def _cache_counts(r):
     if r.jfn is None:
         return ""
-    return f"; thunder-c cache {thunder_c.cache_hits(r.jfn)} hits, {thunder_c.cache_misses(r.jfn)} misses (the trial trace's included)"
+    hits, misses = thunder_c.cache_hits(r.jfn), thunder_c.cache_misses(r.jfn)
+    return f"; thunder-c cache {hits} hits, {misses} misses (the trial trace's included)"
 
 
 def report(compiler, traces=False):
