@@ -328,7 +328,10 @@ def _trial(gm, options, state=None):
     """thunder_c.jit(gm, **options) called once on trial arguments (under `state`, a _GlobalState):
     (the jitted callable, None), or (None, the exception's text); (jfn, None) too when gm has no
     example values to try."""
-    jfn = thunder_c.jit(gm, **options)
+    try:
+        jfn = thunder_c.jit(gm, **options)
+    except Exception as e:  # noqa: BLE001 - options jit refuses: every region runs in eager
+        return None, _exception_text(e)
     try:
         args = _example_args(gm)
     except ValueError:  # an unbacked SymInt: no value to try; the first real call decides
@@ -487,6 +490,10 @@ class ThunderCompiler:
     ones. `graphs` holds a GraphInfo per graph handed over; report() describes them."""
 
     def __init__(self, **jit_options):
+        # bad options are the caller's error, raised here rather than sending every region to eager
+        thunder_c.jit(lambda x: x, **jit_options)
+        if jit_options.get("executors") is not None:
+            thunder_c.jit(lambda x: x + 1, executors=jit_options["executors"])(torch.zeros(1))
         self.jit_options = jit_options
         self.graphs = []
 

@@ -285,6 +285,24 @@ def test_region_that_raises_at_run_time_falls_back_to_eager():
     assert "thunder_0 [thunder-c -> eager fallback]" in text and "refused for the test" in text
 
 
+def test_bad_jit_options_raise_when_the_backend_is_made():
+    with pytest.raises(ValueError, match="nosuch"):
+        ThunderCompiler(executors=["nosuch"])
+    with pytest.raises(ValueError, match="unknown cache option"):
+        ThunderCompiler(cache="bad")
+    with pytest.raises(TypeError):
+        ThunderCompiler(bogus=1)
+
+
+def test_jit_options_reach_the_regions():
+    be = ThunderCompiler(executors=["eager"])
+    x = R(3, 4)
+    close(torch.compile(lambda x: (x * 2).sin(), backend=be)(x), (x * 2).sin(), "output")
+    (region,) = be.graphs[0].regions
+    assert all(b.executor in (None, "eager") for b in thunder_c.last_traces(region.jfn)[-1].bound_symbols)
+    assert "fusion" not in str(thunder_c.last_traces(region.jfn)[-1])
+
+
 def test_sgd_training_steps_match_eager():
     m, cm, m2, be = compiled_pair(MLP)
     opt, opt2 = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(m2.parameters(), lr=0.1)
