@@ -276,14 +276,16 @@ def _hint(s):
 
 def _materialize(v):
     """A real value with the metadata of an example value (FakeTensor, SymInt, containers of them):
-    floating tensors hold uniform [0, 1) values, integer and bool ones zeros (valid indices)."""
+    floating tensors hold uniform [0, 1) values (from a private generator), integer and bool ones
+    zeros (valid indices)."""
     if isinstance(v, torch.Tensor):
         shape = [_hint(s) for s in v.shape]
         stride = [_hint(s) for s in v.stride()]
         with torch.no_grad():
             t = torch.empty_strided(shape, stride, dtype=v.dtype, device=v.device)
             if t.is_floating_point() or t.is_complex():
-                t.uniform_()
+                # a generator of its own: compiling leaves torch's random stream where eager leaves it
+                t.uniform_(generator=torch.Generator(device=t.device).manual_seed(0))
             else:
                 t.zero_()
         return t.requires_grad_(v.requires_grad) if v.requires_grad else t

@@ -303,6 +303,31 @@ def test_jit_options_reach_the_regions():
     assert "fusion" not in str(thunder_c.last_traces(region.jfn)[-1])
 
 
+def test_random_ops_follow_torchs_stream():
+    def f(x):
+        noise = torch.rand_like(x)  # no thunder-c op (samplers are refused): eager, torch's stream
+        return F.dropout(noise * x.exp(), 0.5), x.sin()  # dropout in thunder-c: its Philox stream
+
+    x = R(64, 8)
+    torch.manual_seed(5)
+    noise = torch.rand_like(x)  # f's first draw
+    torch.manual_seed(5)
+    f(x)
+    want_next = torch.rand(3)
+    be = ThunderCompiler()
+    torch.manual_seed(5)
+    got, _ = torch.compile(f, backend=be)(x)
+    # the trial traces ran inside Dynamo's compile, which restores torch's generator; the dropout
+    # advanced it by the words eager's draws, so what torch draws next is what it draws after eager
+    close(torch.rand(3), want_next, "the next draw")
+    kept = got != 0
+    close(got[kept], (noise * x.exp() * 2)[kept], "kept elements, scaled by 1 / (1 - p)")
+    assert 0.4 < kept.float().mean() < 0.6
+    (g,) = be.graphs
+    assert kinds(g) == ["eager", "thunder-c"]
+    assert g.split_reasons[0].info == "no thunder-c op for torch.rand_like"
+
+
 def test_sgd_training_steps_match_eager():
     m, cm, m2, be = compiled_pair(MLP)
     opt, opt2 = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(m2.parameters(), lr=0.1)
