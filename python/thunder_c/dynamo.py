@@ -512,14 +512,14 @@ class ThunderCompiler:
             ok, why = node_support(n)
             if not ok:
                 reasons[n.name] = why
-        tried = {}  # frozenset of node names -> jfn of a region that traced
+        tried = {}  # (node names, the region's code) -> the jfn of a region whose trial passed
         while True:
             split, regions = self._partition(gm, reasons)
             changed = False
             for r in regions:
                 if r.kind != "thunder-c":
                     continue
-                key = frozenset(r.nodes)
+                key = (frozenset(r.nodes), str(r.module.graph))
                 if key not in tried:
                     jfn, err = _trial(r.module, self.jit_options, r.state)
                     if err is None:
