@@ -251,6 +251,18 @@ def test_buffer_updated_in_place_stays_the_modules_buffer():
     assert len(be.graphs) == 1 and set(kinds(be.graphs[0])) == {"thunder-c"}
 
 
+def test_outputs_require_grad_as_in_eager():
+    def f(x, w):
+        return (x @ w).sum(), x * 2, (x > 0)  # only the first depends on w, which requires grad
+
+    x, w = R(3, 4), R(4, 2, seed=1).requires_grad_()
+    got = torch.compile(f, backend=ThunderCompiler())(x, w)
+    want = f(x, w)
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == [True, False, False]
+    for i, (g, e) in enumerate(zip(got, want)):
+        close(g.detach(), e.detach(), f"output {i}")
+
+
 def test_eager_op_returning_a_tuple_keeps_its_getitems():
     def f(x):
         v, i = torch.sort(x * 2, dim=-1)
