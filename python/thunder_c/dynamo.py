@@ -499,7 +499,20 @@ class ThunderCompiler:
         self.jit_options = jit_options
         self.graphs = []
 
-    def __call__(self, gm, example_inputs):
+    def __call__(self, gm, example_inputs, mode=None, options=None):
+        # torch.compile passes its `mode` (a tuning preset of Inductor's; thunder-c has none, so
+        # every mode compiles the same way) and its `options`, which are thunder_c.jit's keyword
+        # arguments here and override the backend's own for the graphs of that torch.compile.
+        if options:
+            opts = {**self.jit_options, **options}
+            thunder_c.jit(lambda x: x, **opts)  # options jit refuses raise here, naming the option
+            saved, self.jit_options = self.jit_options, opts
+            try:
+                info = self._split(gm)
+            finally:
+                self.jit_options = saved
+            self.graphs.append(info)
+            return info.split_module
         info = self._split(gm)
         self.graphs.append(info)
         return info.split_module

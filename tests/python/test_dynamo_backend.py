@@ -421,3 +421,45 @@ def test_report_lists_graphs_regions_reasons_and_traces():
     # each thunder-c region's execution traces: its forward, and its backward (a requires grad)
     assert full.count("forward trace:") == 2 and full.count("backward trace:") == 2
     assert "def computation(" in full and "def backward_fn(" in full and "prims.matmul" in full
+
+
+def test_compile_mode_and_options_reach_the_backend():
+    # torch.compile passes mode= and options= to the backend: every mode compiles alike, and
+    # options are thunder_c.jit's keyword arguments for that torch.compile's graphs
+    def f(x):
+        return torch.sin(x) * 2
+
+    x = torch.randn(3, 4)
+    backend = ThunderCompiler()
+    torch.testing.assert_close(torch.compile(f, backend=backend, mode="max-autotune")(x), f(x))
+    backend = ThunderCompiler()
+    out = torch.compile(f, backend=backend, options={"executors": ["eager"]})(x)
+    torch.testing.assert_close(out, f(x))
+    assert backend.jit_options == {}
+    with pytest.raises(Exception, match="not_an_option"):
+        torch.compile(f, backend=ThunderCompiler(), options={"not_an_option": 1})(x)
+
+
+def test_double_backward_raises_clearly():
+    f = lambda x: (x**3).sum()  # noqa: E731
+    x = torch.randn(3, requires_grad=True)
+    y = torch.compile(f, backend=ThunderCompiler())(x)
+    with pytest.raises(RuntimeError, match="double backward is not supported"):
+        torch.autograd.grad(y, x, create_graph=True)
+
+
+def test_batchnorm_module_switches_between_eval_and_train():
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8))
+    mod = copy.deepcopy(ref)
+    cmod = torch.compile(mod, backend=ThunderCompiler())
+    x = torch.randn(5, 4)
+    ref.eval(), mod.eval()
+    torch.testing.assert_close(cmod(x), ref(x))
+    ref.train(), mod.train()
+    cmod(x).sum().backward()
+    ref(x).sum().backward()
+    torch.testing.assert_close(mod[1].running_mean, ref[1].running_mean)
+    torch.testing.assert_close(mod[0].weight.grad, ref[0].weight.grad)
+    ref.eval(), mod.eval()
+    torch.testing.assert_close(cmod(x), ref(x))
