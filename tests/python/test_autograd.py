@@ -487,3 +487,19 @@ def test_train_gpt_example_runs_and_matches_eager(capsys):
     assert len(losses[True]) == 2
     for a, b in zip(losses[True], losses[False]):
         assert abs(a - b) < 1e-3, (losses[True], losses[False])
+
+
+def test_output_independent_of_grad_inputs_does_not_require_grad():
+    # as eager: an output computed only from tensors that do not require grad has requires_grad False
+    # and one computed from them keeps requires_grad even where its gradient is zero (floor)
+    f = lambda c, y: (y + c, c * 1, (c * y).sum(), torch.floor(y), (y > 0).float())  # noqa: E731
+    c, y = torch.randn(3), torch.randn(3, requires_grad=True)
+    ref = f(c, y)
+    out = thunder_c.jit(f)(c, y)
+    assert [o.requires_grad for o in out] == [o.requires_grad for o in ref] == [True, False, True, True, False]
+    torch.testing.assert_close(out[1], ref[1])
+    (out[0].sum() + out[2]).backward()
+    g = y.grad.clone()
+    y.grad = None
+    (ref[0].sum() + ref[2]).backward()
+    torch.testing.assert_close(g, y.grad)

@@ -17,8 +17,8 @@
  * caller's tensor itself and a saved output the very output tensor, so an in-place change between
  * forward and backward raises PyTorch's version-counter error, and retain_graph behaves as in eager
  * (without it a second backward raises "Trying to backward through the graph a second time").
- * Outputs that are not floating or that no gradient flows from (their cotangent is unused by the
- * backward) are marked non-differentiable (requires_grad False, as eager gives for a function of
+ * Outputs that are not floating or that are computed from no input requiring grad are marked
+ * non-differentiable (requires_grad False, as eager gives for a function of
  * tensors that do not require grad). The backward program is not itself differentiable: a backward
  * with create_graph=True (double backward) raises RuntimeError. */
 #include <string.h>
@@ -80,6 +80,71 @@ static const th_arg *ret_part(const th_trace *fwd, int which) {
   }
 }
 
+/* The largest th_value_id among `a`'s values, or `max`. */
+static uint32_t arg_max_id(const th_arg *a, uint32_t max) {
+  if (a->kind == TH_ARG_VALUE && a->u.value && th_value_id(a->u.value) > max) return th_value_id(a->u.value);
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST)
+    for (int i = 0; i < a->u.seq.n; i++) max = arg_max_id(&a->u.seq.items[i], max);
+  return max;
+}
+
+/* Whether `a` holds a value marked in `dep` (indexed by th_value_id). */
+static bool arg_depends(const th_arg *a, const bool *dep) {
+  if (a->kind == TH_ARG_VALUE) return a->u.value && dep[th_value_id(a->u.value)];
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST)
+    for (int i = 0; i < a->u.seq.n; i++)
+      if (arg_depends(&a->u.seq.items[i], dep)) return true;
+  return false;
+}
+
+/* Marks in `dep` the floating tensors among `a`'s values (eager's autograd flows through those only). */
+static void arg_mark(const th_arg *a, bool *dep) {
+  if (a->kind == TH_ARG_VALUE && a->u.value && th_value_is_tensor(a->u.value) &&
+      th_dtype_is_float(th_value_dtype(a->u.value)))
+    dep[th_value_id(a->u.value)] = true;
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST)
+    for (int i = 0; i < a->u.seq.n; i++) arg_mark(&a->u.seq.items[i], dep);
+}
+
+/* Per value id of the forward trace `tr` (of `max_id` + 1): whether it is a floating tensor computed
+ * from an input that requires grad (rg). An output outside that set is non-differentiable, as eager
+ * leaves an output that depends on no input requiring grad; one inside it keeps requires_grad even
+ * when its gradient is zero (torch.floor), as eager does. NULL when out of memory. */
+static bool *grad_dependents(const th_trace *tr, const bool *rg, int nin, uint32_t *max_id) {
+  uint32_t max = 0;
+  for (int j = 0; j < nin; j++)
+    if (th_trace_input(tr, j) && th_value_id(th_trace_input(tr, j)) > max) max = th_value_id(th_trace_input(tr, j));
+  for (int i = 0; i < th_trace_num_bsyms(tr); i++) {
+    const th_bsym *b = th_trace_bsym(tr, i);
+    th_arg o = th_bsym_output(b);
+    max = arg_max_id(&o, max);
+    for (int j = 0; j < th_bsym_num_args(b); j++) {
+      th_arg x = th_bsym_arg(b, j);
+      max = arg_max_id(&x, max);
+    }
+  }
+  th_arg r = th_trace_output(tr);
+  max = arg_max_id(&r, max);
+  bool *dep = PyMem_Calloc((size_t)max + 1, sizeof(bool));
+  if (!dep) return NULL;
+  for (int j = 0; j < nin; j++)
+    if (rg[j] && th_trace_input(tr, j)) dep[th_value_id(th_trace_input(tr, j))] = true;
+  for (int i = 0; i < th_trace_num_bsyms(tr); i++) {
+    const th_bsym *b = th_trace_bsym(tr, i);
+    bool d = false;
+    for (int j = 0; j < th_bsym_num_args(b) && !d; j++) {
+      th_arg x = th_bsym_arg(b, j);
+      d = arg_depends(&x, dep);
+    }
+    if (d) {
+      th_arg o = th_bsym_output(b);
+      arg_mark(&o, dep);
+    }
+  }
+  *max_id = max;
+  return dep;
+}
+
 int pyth_grad_compile(const th_trace *tr, const bool *requires_grad, const th_compile_options *o, th_program **fwd_prog,
                       pyth_grad **out) {
   *fwd_prog = NULL;
@@ -122,13 +187,18 @@ int pyth_grad_compile(const th_trace *tr, const bool *requires_grad, const th_co
   /* non-differentiable outputs: not floating, fp8 (the grad transform gives fp8 values no cotangent, so
    * a gradient through one would be lost: PyTorch then says the output does not require grad), or the
    * backward does not read their cotangent */
+  uint32_t max_id = 0;
+  bool *dep = grad_dependents(g->fwd_trace, requires_grad, nin, &max_id);
+  if (!dep) goto nomem;
   const th_value *cots = th_trace_num_inputs(g->bwd_trace) == 2 ? th_trace_input(g->bwd_trace, 1) : NULL;
   for (int k = 0; k < nf; k++) {
     const th_value *v = flat->u.seq.items[k].kind == TH_ARG_VALUE ? flat->u.seq.items[k].u.value : NULL;
     g->nondiff[k] = !v || !th_value_is_tensor(v) || !th_dtype_is_float(th_value_dtype(v)) ||
                     th_dtype_is_fp8(th_value_dtype(v)) ||
-                    (cots && th_value_is_collection(cots) && !th_value_item(cots, k));
+                    (cots && th_value_is_collection(cots) && !th_value_item(cots, k)) ||
+                    (dep && th_value_id(v) <= max_id && !dep[th_value_id(v)]);
   }
+  PyMem_Free(dep);
   *out = g;
   return 0;
 nomem:
