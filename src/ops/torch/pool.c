@@ -562,7 +562,7 @@ th_status ltorch_channel_shuffle_decomp(th_trace *tr, const th_symbol *sym, cons
 
 /* ---- unfold (im2col) and fold (col2im) ------------------------------------------------------------------------- */
 
-th_status ltorch_unfold_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+th_status ltorch_nn_unfold_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = th_meta_tensor(&args[0]);
   if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);

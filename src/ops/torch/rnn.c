@@ -1,6 +1,5 @@
 /* rnn.c — attention and recurrence at the torch level: F.multi_head_attention_forward (what
- * nn.MultiheadAttention and nn.TransformerEncoderLayer call) and the Tensor.new_* factories that
- * models building masks call (transformers' masking_utils: q_idx.new_ones((), dtype=torch.bool)).
+ * nn.MultiheadAttention and nn.TransformerEncoderLayer call).
  *
  * Each is a decomposition into torch-level ops with PyTorch's semantics, step by step as
  * torch/nn/functional.py writes it, so the trace reads like the Python source and every step is a
@@ -9,50 +8,6 @@
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
-
-/* ---- Tensor.new_full / new_zeros / new_ones / new_empty ------------------------------------------ */
-
-/* A tensor of `size` filled with `value`, dtype and device defaulting to self's (PyTorch's
- * Tensor.new_*); requires_grad=True is not supported (a leaf created inside a traced function). */
-static th_status new_filled(th_trace *tr, const char *op, const th_arg *self, const th_arg *size, th_arg value,
-                            const th_arg *dtype, const th_arg *device, const th_arg *requires_grad, th_arg *out) {
-  const th_value *s = self->u.value;
-  bool rg, has;
-  TH_TRY(th_tu_bool(op, "requires_grad", requires_grad, &rg));
-  if (rg) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: requires_grad=True is not supported", op);
-  th_dtype dt;
-  th_device dev;
-  TH_TRY(th_tu_dtype_arg(op, "dtype", dtype, &dt, &has));
-  if (!has) dt = s->dtype;
-  TH_TRY(th_tu_device_arg(op, "device", device, &dev, &has));
-  if (!has) dev = s->device;
-  int64_t shape[TH_MAX_DIMS];
-  int ndim;
-  TH_TRY(th_meta_int_list(op, "size", size, shape, &ndim));
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] < 0)
-      return th_error(TH_ERR_RUNTIME, "%s: Trying to create tensor with negative dimension %lld", op,
-                      (long long)shape[i]);
-  TH_TRY(th_tu_convert(tr, &value, dt));
-  return th_tu_full(tr, ndim, shape, value, dev, dt, out);
-}
-
-th_status ltorch_new_full_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return new_filled(tr, sym->qualname, &args[0], &args[1], args[2], &args[3], &args[4], &args[5], out);
-}
-
-th_status ltorch_new_zeros_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return new_filled(tr, sym->qualname, &args[0], &args[1], th_arg_int(0), &args[2], &args[3], &args[4], out);
-}
-
-th_status ltorch_new_ones_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return new_filled(tr, sym->qualname, &args[0], &args[1], th_arg_int(1), &args[2], &args[3], &args[4], out);
-}
-
-/* new_empty's values are unspecified; zeros are one choice */
-th_status ltorch_new_empty_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return new_filled(tr, sym->qualname, &args[0], &args[1], th_arg_int(0), &args[2], &args[3], &args[4], out);
-}
 
 /* ---- multi_head_attention_forward -------------------------------------------------------------------- */
 
