@@ -33,6 +33,7 @@ static void build(void) {
   /* conv */
 
   /* norm */
+  add(th_vjp_table_torch_norm, th_vjp_table_torch_norm_n);
 
   /* pool */
 

@@ -59,6 +59,7 @@ TH_VJP_TABLE(torch_float8_linear)
 /* conv */
 
 /* norm */
+TH_VJP_TABLE(torch_norm)
 
 /* pool */
 
