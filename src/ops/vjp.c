@@ -34,6 +34,7 @@ static void build(void) {
 
   /* norm */
   add(th_vjp_table_torch_norm, th_vjp_table_torch_norm_n);
+  add(th_vjp_table_torch_reduction_more, th_vjp_table_torch_reduction_more_n);
 
   /* pool */
 

@@ -60,6 +60,7 @@ TH_VJP_TABLE(torch_float8_linear)
 
 /* norm */
 TH_VJP_TABLE(torch_norm)
+TH_VJP_TABLE(torch_reduction_more)
 
 /* pool */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
+#include "ops/vjp.h"
 
 /* The p-norm of a (already in its computation dtype) over dims: ord 0 counts the nonzeros, +-inf is the
  * largest / smallest magnitude, 1 the sum of magnitudes, 2 sqrt of the sum of squares, else
@@ -46,11 +47,10 @@ static th_status float_or_error(const char *op, const th_value *v) {
   return TH_OK;
 }
 
-/* vector_norm(x, ord, dims, keepdim, dtype) with PyTorch's checks; `what` names the function. */
-static th_status vector_norm(th_trace *tr, const char *op, const char *what, th_arg x, double ord, const th_arg *dim,
-                             bool keepdim, bool has_dtype, th_dtype dtype, th_arg *out) {
-  const th_value *v = th_meta_tensor(&x);
-  if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
+/* PyTorch's checks of vector_norm(x, ord, dim, dtype) (`what` names the function); *dims, *nd: the
+ * reduced dims. */
+static th_status vector_norm_check(const char *op, const char *what, const th_value *v, double ord, const th_arg *dim,
+                                   bool has_dtype, th_dtype dtype, int64_t dims[TH_MAX_DIMS], int *nd) {
   if (!th_dtype_is_float(v->dtype) || th_dtype_is_fp8(v->dtype))
     return th_error(TH_ERR_RUNTIME, "%s: %s: Expected a floating point or complex tensor as input. Got %s", op, what,
                     th_tu_scalar_type_name(v->dtype));
@@ -58,18 +58,27 @@ static th_status vector_norm(th_trace *tr, const char *op, const char *what, th_
     return th_error(TH_ERR_RUNTIME, "%s: %s: dtype should be floating point or complex. Got %s", op, what,
                     th_tu_scalar_type_name(dtype));
   if (isnan(ord)) return th_error(TH_ERR_RUNTIME, "%s: %s: ord must not be NaN", op, what);
-  int64_t dims[TH_MAX_DIMS];
-  int nd;
-  TH_TRY(th_tu_reduction_dims(op, dim, v->ndim, dims, &nd));
+  TH_TRY(th_tu_reduction_dims(op, dim, v->ndim, dims, nd));
   if (ord < 0 || isinf(ord)) {
     bool empty = false;
-    for (int i = 0; i < nd; i++) empty |= v->shape[dims[i]] == 0;
+    for (int i = 0; i < *nd; i++) empty |= v->shape[dims[i]] == 0;
     if (empty)
       return th_error(TH_ERR_INDEX,
                       "%s: %s cannot compute the %g norm on an empty tensor because the operation does not have an "
                       "identity",
                       op, what, ord);
   }
+  return TH_OK;
+}
+
+/* vector_norm(x, ord, dims, keepdim, dtype): the decomposition of ltorch.linalg_vector_norm. */
+static th_status vector_norm_impl(th_trace *tr, const char *op, th_arg x, double ord, const th_arg *dim, bool keepdim,
+                                  bool has_dtype, th_dtype dtype, th_arg *out) {
+  const th_value *v = th_meta_tensor(&x);
+  if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
+  int64_t dims[TH_MAX_DIMS];
+  int nd;
+  TH_TRY(vector_norm_check(op, "linalg.vector_norm", v, ord, dim, has_dtype, dtype, dims, &nd));
   th_dtype rdt = has_dtype ? dtype : v->dtype;
   th_dtype comp = th_tu_computation_dtype(rdt);
   th_arg a = x;
@@ -77,6 +86,22 @@ static th_status vector_norm(th_trace *tr, const char *op, const char *what, th_
   TH_TRY(pnorm(tr, a, ord, nd, dims, comp, out));
   if (keepdim && v->ndim > 0) TH_TRY(th_tu_keepdim(tr, *out, v->ndim, v->shape, nd, dims, out));
   return th_tu_convert(tr, out, rdt);
+}
+
+/* The other norms record ltorch.linalg_vector_norm (whose vjp is PyTorch's norm_backward, with its
+ * subgradients at zero), after its checks under their own names. */
+static th_status vector_norm(th_trace *tr, const char *op, const char *what, th_arg x, double ord, const th_arg *dim,
+                             bool keepdim, bool has_dtype, th_dtype dtype, th_arg *out) {
+  const th_value *v = th_meta_tensor(&x);
+  if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
+  int64_t dims[TH_MAX_DIMS];
+  int nd;
+  TH_TRY(vector_norm_check(op, what, v, ord, dim, has_dtype, dtype, dims, &nd));
+  th_arg items[TH_MAX_DIMS];
+  th_arg args[4] = {x, th_arg_float(ord), th_tu_ints(items, nd, dims), th_arg_bool(keepdim)};
+  const char *const kn[1] = {"dtype"};
+  th_arg dt = has_dtype ? th_arg_dtype(dtype) : th_arg_none();
+  return th_tu_call_kw(tr, TH_OP_ltorch_linalg_vector_norm, 4, args, 1, kn, &dt, out);
 }
 
 /* torch.linalg.vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None) */
@@ -88,7 +113,7 @@ th_status ltorch_linalg_vector_norm_decomp(th_trace *tr, const th_symbol *sym, c
   TH_TRY(th_tu_float(op, "ord", &args[1], &ord));
   TH_TRY(th_tu_bool(op, "keepdim", &args[3], &keepdim));
   TH_TRY(th_tu_dtype_arg(op, "dtype", &args[4], &dtype, &has_dtype));
-  return vector_norm(tr, op, "linalg.vector_norm", args[0], ord, &args[2], keepdim, has_dtype, dtype, out);
+  return vector_norm_impl(tr, op, args[0], ord, &args[2], keepdim, has_dtype, dtype, out);
 }
 
 /* torch.norm(input, p='fro', dim=None, keepdim=False, out=None, dtype=None): a number p is the vector
@@ -375,3 +400,101 @@ th_status ltorch_trace_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   th_arg sargs[1] = {diag};
   return th_tu_call_kw(tr, TH_OP_ltorch_sum, 1, sargs, 0, NULL, NULL, out);
 }
+
+/* ---- vjp rules ------------------------------------------------------------------------------------------ */
+
+#define VJ1(op, a, o) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_##op, a, o))
+#define VJ2(op, a, c, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, c, o))
+
+/* where(cond, 0, t) */
+static th_status zero_where(th_trace *tr, th_arg cond, th_arg t, th_arg *out) {
+  return th_tu_call3(tr, TH_OP_ltorch_where, cond, th_arg_float(0.0), t, out);
+}
+
+/* PyTorch's norm_backward for linalg_vector_norm(x, ord, dim, keepdim, dtype) with n = the norm:
+ *   ord 0: 0;  ord 1: sgn(x) g;  ord 2: x * (g / n, 0 where n == 0);
+ *   +-inf: sgn(x) * g / (the number of maximal |x|) at the maximal |x| (NaN counting as maximal);
+ *   ord < 1: sgn(x) |x|^(ord-1) (0 where x == 0) * g * n^(1-ord);
+ *   ord < 2: sgn(x) |x|^(ord-1) * (g / n^(ord-1), 0 where n == 0);
+ *   else: x |x|^(ord-2) * (g / n^(ord-1), 0 where n == 0). */
+static th_status linalg_vector_norm_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a) || cts[0].kind == TH_ARG_NONE) return TH_OK;
+  const char *op = b->sym->qualname;
+  const th_value *v = a->u.value;
+  double ord;
+  bool keepdim;
+  int64_t dims[TH_MAX_DIMS];
+  int nd;
+  TH_TRY(th_tu_float(op, "ord", &b->args[1], &ord));
+  TH_TRY(th_tu_bool(op, "keepdim", &b->args[3], &keepdim));
+  TH_TRY(th_tu_reduction_dims(op, &b->args[2], v->ndim, dims, &nd));
+  if (ord == 0.0 || th_value_numel(v) == 0) return th_vjp_zeros_like(tr, v, &grads[0]);
+  th_arg n = th_vjp_out(b), g = cts[0], x = *a;
+  th_dtype cd = th_tu_computation_dtype(n.u.value->dtype);
+  TH_TRY(th_tu_convert(tr, &x, cd));
+  TH_TRY(th_tu_convert(tr, &n, cd));
+  TH_TRY(th_tu_convert(tr, &g, cd));
+  if (!keepdim && v->ndim > 0) {
+    TH_TRY(th_tu_keepdim(tr, n, v->ndim, v->shape, nd, dims, &n));
+    TH_TRY(th_tu_keepdim(tr, g, v->ndim, v->shape, nd, dims, &g));
+  }
+  th_arg r, s, t, u, nz;
+  if (ord == 1.0) {
+    VJ1(sign, x, &s);
+    VJ2(mul, s, g, &r);
+  } else if (ord == 2.0) {
+    VJ2(true_divide, g, n, &t);
+    VJ2(eq, n, th_arg_float(0.0), &nz);
+    TH_TRY(zero_where(tr, nz, t, &t));
+    VJ2(mul, x, t, &r);
+  } else if (isinf(ord)) {
+    th_arg ax, mask, nan, cnt, items[TH_MAX_DIMS];
+    VJ1(abs, x, &ax);
+    VJ2(eq, ax, n, &mask);
+    VJ1(isnan, ax, &nan);
+    VJ2(logical_or, mask, nan, &mask);
+    th_arg sargs[3] = {mask, th_tu_ints(items, nd, dims), th_arg_bool(true)};
+    TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 3, sargs, 0, NULL, NULL, &cnt));
+    VJ2(true_divide, g, cnt, &t);
+    VJ2(mul, t, mask, &t);
+    VJ1(sign, x, &s);
+    VJ2(mul, s, t, &r);
+  } else {
+    VJ1(abs, x, &u);
+    VJ2(eq, n, th_arg_float(0.0), &nz);
+    if (ord < 2.0) {
+      VJ2(pow, u, th_arg_float(ord - 1.0), &t);
+      VJ1(sign, x, &s);
+      if (ord < 1.0) {
+        th_arg xz;
+        VJ2(eq, x, th_arg_float(0.0), &xz);
+        TH_TRY(zero_where(tr, xz, t, &t));
+        VJ2(mul, s, t, &s);
+        VJ2(pow, n, th_arg_float(1.0 - ord), &u);
+        VJ2(mul, g, u, &u);
+        VJ2(mul, s, u, &r);
+        TH_TRY(th_tu_convert(tr, &r, v->dtype));
+        grads[0] = r;
+        return TH_OK;
+      }
+      VJ2(mul, s, t, &s);
+    } else {
+      VJ2(pow, u, th_arg_float(ord - 2.0), &t);
+      VJ2(mul, x, t, &s);
+    }
+    VJ2(pow, n, th_arg_float(ord - 1.0), &u);
+    VJ2(true_divide, g, u, &u);
+    TH_TRY(zero_where(tr, nz, u, &u));
+    VJ2(mul, s, u, &r);
+  }
+  TH_TRY(th_tu_convert(tr, &r, v->dtype));
+  grads[0] = r;
+  return TH_OK;
+}
+
+const th_vjp_entry th_vjp_table_torch_reduction_more[] = {
+  {TH_OP_ltorch_linalg_vector_norm, TH_VJP_RULE, linalg_vector_norm_vjp},
+};
+const int th_vjp_table_torch_reduction_more_n =
+  (int)(sizeof th_vjp_table_torch_reduction_more / sizeof th_vjp_table_torch_reduction_more[0]);
