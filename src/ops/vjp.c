@@ -34,6 +34,8 @@ static void build(void) {
   add(th_vjp_table_prims_conv, th_vjp_table_prims_conv_n);
 
   /* norm */
+  add(th_vjp_table_torch_norm, th_vjp_table_torch_norm_n);
+  add(th_vjp_table_torch_reduction_more, th_vjp_table_torch_reduction_more_n);
 
   /* pool */
   add(th_vjp_table_prims_pool, th_vjp_table_prims_pool_n);

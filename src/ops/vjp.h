@@ -60,6 +60,8 @@ TH_VJP_TABLE(torch_float8_linear)
 TH_VJP_TABLE(prims_conv)
 
 /* norm */
+TH_VJP_TABLE(torch_norm)
+TH_VJP_TABLE(torch_reduction_more)
 
 /* pool */
 TH_VJP_TABLE(prims_pool)
