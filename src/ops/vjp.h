@@ -70,6 +70,8 @@ TH_VJP_TABLE(torch_float8_linear)
 
 /* rnn */
 
+TH_VJP_TABLE(prims_linalg_lapack)
+
 #undef TH_VJP_TABLE
 
 /* The entry of op `id`, or NULL (no entry: decompose, see above). Built once, thread-safe. */
