@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build pkg-config git
-      libcmocka-dev libdnnl-dev libdlpack-dev libcjson-dev)
+      libcmocka-dev libdnnl-dev libdlpack-dev libcjson-dev liblapacke-dev)
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 $SUDO apt-get update -qq

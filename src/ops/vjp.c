@@ -50,6 +50,7 @@ static void build(void) {
 
   /* rnn */
 
+  add(th_vjp_table_prims_linalg_lapack, th_vjp_table_prims_linalg_lapack_n);
 }
 
 const th_vjp_entry *th_vjp_get(th_op_id id) {

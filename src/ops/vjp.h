@@ -76,6 +76,8 @@ TH_VJP_TABLE(prims_scan)
 
 /* rnn */
 
+TH_VJP_TABLE(prims_linalg_lapack)
+
 #undef TH_VJP_TABLE
 
 /* The entry of op `id`, or NULL (no entry: decompose, see above). Built once, thread-safe. */

@@ -119,6 +119,12 @@ static const th_operator_impl eager_impls[] = {
 
   /* rnn */
 
+  /* linalg: decompositions and solves (linalg_lapack.c) */
+  {TH_OP_prims_linalg_solve, th_eg_linalg_lapack_ref, NULL},
+  {TH_OP_prims_linalg_slogdet, th_eg_linalg_lapack_ref, NULL},
+  {TH_OP_prims_linalg_cholesky, th_eg_linalg_lapack_ref, NULL},
+  {TH_OP_prims_linalg_eigh, th_eg_linalg_lapack_ref, NULL},
+  {TH_OP_prims_linalg_svd, th_eg_linalg_lapack_ref, NULL},
 };
 
 const th_executor_desc th_eager_executor = {"eager", (int)(sizeof eager_impls / sizeof eager_impls[0]), eager_impls};
