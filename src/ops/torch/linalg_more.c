@@ -1,7 +1,7 @@
 /* linalg_more.c — vector and tensor products of issue 22: dot, vdot, inner, mv, addmv, addr, tensordot,
- * kron, cross / linalg.cross and linalg.vecdot, as compositions of ltorch.matmul / addmm and the
- * elementwise ops (the products of floating tensors are GEMMs; integer ones are sums of products,
- * since the matmul prim is for floating dtypes). */
+ * kron, cross / linalg.cross, linalg.vecdot, linalg.multi_dot, addbmm and bilinear, as compositions of
+ * ltorch.matmul / addmm and the elementwise ops (the products of floating tensors are GEMMs; integer
+ * ones are sums of products, since the matmul prim is for floating dtypes). */
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
@@ -47,6 +47,17 @@ static th_status tensordot_dims(th_trace *tr, const char *op, th_arg a, th_arg b
   int64_t pa[TH_MAX_DIMS], pb[TH_MAX_DIMS], oshape[TH_MAX_DIMS], fa = 1, fb = 1, k = 1;
   int na = 0, nb = 0, no = 0;
   bool ca[TH_MAX_DIMS] = {0}, cb[TH_MAX_DIMS] = {0};
+  for (int i = 0; i < n; i++) { /* a contracted dim of length 1 against a longer one: sum the longer (ATen) */
+    int64_t s1 = va->shape[da[i]], s2 = vb->shape[db[i]];
+    if (s1 == s2 || (s1 != 1 && s2 != 1)) continue;
+    th_arg *x = s1 == 1 ? &b : &a, items[1];
+    int64_t d[1] = {s1 == 1 ? db[i] : da[i]};
+    th_arg sa[3] = {*x, th_tu_ints(items, 1, d), th_arg_bool(true)}, dt = th_arg_dtype(x->u.value->dtype);
+    const char *const kn[1] = {"dtype"};
+    TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 3, sa, 1, kn, &dt, x));
+    va = a.u.value;
+    vb = b.u.value;
+  }
   for (int i = 0; i < n; i++) {
     if (va->shape[da[i]] != vb->shape[db[i]])
       return th_error(TH_ERR_RUNTIME,
@@ -353,4 +364,101 @@ th_status ltorch_linalg_vecdot_decomp(th_trace *tr, const th_symbol *sym, const 
   C2(mul, args[0], args[1], &p);
   th_arg sa[2] = {p, args[2]};
   return th_tu_call_kw(tr, TH_OP_ltorch_sum, 2, sa, 0, NULL, NULL, out);
+}
+
+/* linalg.multi_dot(tensors): the chain of ltorch.matmul, left to right; the first operand may be a 1-D
+ * row vector and the last a 1-D column vector, the others are matrices. */
+th_status ltorch_linalg_multi_dot_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_arg *l = &args[0];
+  if ((l->kind != TH_ARG_LIST && l->kind != TH_ARG_TUPLE) || l->u.seq.n < 2)
+    return th_error(TH_ERR_RUNTIME, "%s: multi_dot(): expected at least 2 tensors but got %d", op,
+                    (l->kind == TH_ARG_LIST || l->kind == TH_ARG_TUPLE) ? l->u.seq.n : 0);
+  int n = l->u.seq.n;
+  for (int i = 0; i < n; i++) {
+    const th_value *v;
+    TH_TRY(tensor_arg(op, "tensors[i]", &l->u.seq.items[i], &v));
+    bool end = i == 0 || i == n - 1;
+    if (v->ndim != 2 && !(end && v->ndim == 1))
+      return th_error(TH_ERR_RUNTIME, "%s: multi_dot(): tensor %d must be 2D%s but got %dD", op, i,
+                      end ? " or 1D" : "", v->ndim);
+    if (v->dtype != l->u.seq.items[0].u.value->dtype)
+      return th_error(TH_ERR_RUNTIME, "%s: multi_dot(): all tensors must have be the same dtype", op);
+  }
+  th_arg acc = l->u.seq.items[0];
+  for (int i = 1; i < n; i++) C2(matmul, acc, l->u.seq.items[i], &acc);
+  *out = acc;
+  return TH_OK;
+}
+
+/* addbmm(input, batch1, batch2, *, beta, alpha) = beta * input + alpha * sum_b batch1[b] @ batch2[b]:
+ * ltorch.addmm of batch1 as (n, B*m) and batch2 as (B*m, p). */
+th_status ltorch_addbmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *vi, *v1, *v2;
+  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
+  TH_TRY(tensor_arg(op, "batch1", &args[1], &v1));
+  TH_TRY(tensor_arg(op, "batch2", &args[2], &v2));
+  if (v1->ndim != 3 || v2->ndim != 3)
+    return th_error(TH_ERR_RUNTIME, "%s: batch1 and batch2 must be 3D tensors, got %dD and %dD", op, v1->ndim,
+                    v2->ndim);
+  if (v1->shape[0] != v2->shape[0] || v1->shape[2] != v2->shape[1])
+    return th_error(TH_ERR_RUNTIME, "%s: batch1 and batch2 shapes do not match for a batched product", op);
+  int64_t b = v1->shape[0], n = v1->shape[1], m = v1->shape[2], p = v2->shape[2];
+  int64_t perm[3] = {1, 0, 2}, s1[2] = {n, b * m}, s2[2] = {b * m, p};
+  th_arg a1, a2, r;
+  TH_TRY(th_tu_transpose(tr, args[1], perm, &a1));
+  TH_TRY(th_tu_reshape(tr, a1, 2, s1, &a1));
+  TH_TRY(th_tu_reshape(tr, args[2], 2, s2, &a2));
+  th_arg in = args[0];
+  int64_t shape[2] = {n, p};
+  TH_TRY(th_tu_expand(tr, op, &in, 2, shape));
+  th_arg a[3] = {in, a1, a2};
+  const char *const kn[2] = {"beta", "alpha"};
+  TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_addmm, 3, a, 2, kn, &args[3], &r));
+  *out = r;
+  return TH_OK;
+}
+
+/* bilinear(input1, input2, weight, bias): out[..., o] = sum_ij input1[..., i] weight[o, i, j]
+ * input2[..., j] (+ bias[o]): input1 (N, i) @ weight as (i, o*j), times input2 broadcast over o,
+ * summed over j. */
+th_status ltorch_bilinear_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v1, *v2, *vw;
+  TH_TRY(tensor_arg(op, "input1", &args[0], &v1));
+  TH_TRY(tensor_arg(op, "input2", &args[1], &v2));
+  TH_TRY(tensor_arg(op, "weight", &args[2], &vw));
+  if (vw->ndim != 3 || v1->ndim < 1 || v1->ndim != v2->ndim)
+    return th_error(TH_ERR_RUNTIME, "%s: bilinear(): expected a 3-D weight and inputs of the same rank", op);
+  int64_t i = v1->shape[v1->ndim - 1], j = v2->shape[v2->ndim - 1], o = vw->shape[0], nb;
+  if (vw->shape[1] != i || vw->shape[2] != j ||
+      memcmp(v1->shape, v2->shape, sizeof(int64_t) * (size_t)(v1->ndim - 1)))
+    return th_error(TH_ERR_RUNTIME, "%s: bilinear(): input and weight sizes do not match", op);
+  th_meta_numel(v1->shape, v1->ndim - 1, &nb);
+  int64_t s1[2] = {nb, i}, sw[3] = {i, o * j}, perm[3] = {1, 0, 2}, s3[3] = {nb, o, j}, s2[3] = {nb, 1, j};
+  th_arg x1, x2, w, t, items[1], in1 = args[0], in2 = args[1], wt = args[2], bias = args[3];
+  th_dtype rdt = v1->dtype, comp = th_tu_computation_dtype(rdt);
+  if (comp != rdt) { /* bf16 / f16: every step in float32, one rounding at the end */
+    TH_TRY(th_tu_convert(tr, &in1, comp));
+    TH_TRY(th_tu_convert(tr, &in2, comp));
+    TH_TRY(th_tu_convert(tr, &wt, comp));
+    if (bias.kind != TH_ARG_NONE) TH_TRY(th_tu_convert(tr, &bias, comp));
+  }
+  TH_TRY(th_tu_reshape(tr, in1, 2, s1, &x1));
+  TH_TRY(th_tu_reshape(tr, in2, 3, s2, &x2));
+  TH_TRY(th_tu_transpose(tr, wt, perm, &w));
+  TH_TRY(th_tu_reshape(tr, w, 2, sw, &w));
+  C2(matmul, x1, w, &t);
+  TH_TRY(th_tu_reshape(tr, t, 3, s3, &t));
+  C2(mul, t, x2, &t);
+  int64_t last[1] = {2};
+  th_arg sa[2] = {t, th_tu_ints(items, 1, last)};
+  TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 2, sa, 0, NULL, NULL, &t));
+  if (bias.kind != TH_ARG_NONE) C2(add, t, bias, &t);
+  int64_t os[TH_MAX_DIMS];
+  memcpy(os, v1->shape, sizeof(int64_t) * (size_t)(v1->ndim - 1));
+  os[v1->ndim - 1] = o;
+  TH_TRY(th_tu_reshape(tr, t, v1->ndim, os, out));
+  return th_tu_convert(tr, out, rdt);
 }
