@@ -663,8 +663,7 @@ th_status th_schema_bind(th_trace *tr, const th_symbol *sym, int nargs, const th
   if (nargs > npos_max) {
     int k = -1;
     for (int i = 0; i < np && i < nargs && k < 0; i++)
-      if (!sc->params[i].kwonly && (sc->params[i].type == TH_PT_TENSOR_LIST || sc->params[i].type == TH_PT_ANY))
-        k = i;
+      if (!sc->params[i].kwonly && (sc->params[i].type == TH_PT_TENSOR_LIST || sc->params[i].type == TH_PT_ANY)) k = i;
     bool tensors = k >= 0;
     for (int i = k; tensors && i < nargs; i++) tensors = is_tensor(&args[i]);
     if (tensors && nargs - k > 1 && k + 1 <= npos_max) {

@@ -44,9 +44,15 @@ static th_status conv_meta(const conv_case *c, th_dtype xdt, th_dtype wdt, th_tr
   th_arg b = th_arg_none();
   if (c->bias) b = th_arg_value(th_trace_add_tensor_input(tr, "b", xdt, CPU, 1, &c->bias));
   th_arg si[3], pi[3], di[3], oi[3];
-  th_arg args[9] = {th_arg_value(x),      th_arg_value(w),           b,
-                    ints(si, c->nd, c->s), ints(pi, c->nd, c->p),     ints(di, c->nd, c->d),
-                    th_arg_bool(c->transposed), ints(oi, c->nd, c->op), th_arg_int(c->groups)};
+  th_arg args[9] = {th_arg_value(x),
+                    th_arg_value(w),
+                    b,
+                    ints(si, c->nd, c->s),
+                    ints(pi, c->nd, c->p),
+                    ints(di, c->nd, c->d),
+                    th_arg_bool(c->transposed),
+                    ints(oi, c->nd, c->op),
+                    th_arg_int(c->groups)};
   return th_trace_call(tr, "prims.convolution", 9, args, 0, NULL, NULL, out);
 }
 
@@ -84,15 +90,30 @@ static void test_output_shapes(void **state) {
   conv_case c;
   /* (L + 2p - d (K - 1) - 1) / s + 1, floored */
   expect_shape((c = base2d(), SET2(s, 2, 1), SET2(p, 1, 2), &c), 4, (int64_t[]){2, 6, 3, 7});
-  expect_shape(&(conv_case){.nd = 1, .x = {2, 4, 12}, .w = {6, 2, 3}, .bias = 6, .s = {2}, .p = {2}, .d = {3},
-                            .op = {0}, .groups = 2},
-               3, (int64_t[]){2, 6, 5});
-  expect_shape(&(conv_case){.nd = 3, .x = {1, 2, 5, 6, 7}, .w = {3, 2, 2, 3, 2}, .s = {2, 1, 2}, .p = {1, 0, 1},
-                            .d = {1, 1, 1}, .op = {0, 0, 0}, .groups = 1},
+  expect_shape(
+    &(conv_case){
+      .nd = 1, .x = {2, 4, 12}, .w = {6, 2, 3}, .bias = 6, .s = {2}, .p = {2}, .d = {3}, .op = {0}, .groups = 2},
+    3, (int64_t[]){2, 6, 5});
+  expect_shape(&(conv_case){.nd = 3,
+                            .x = {1, 2, 5, 6, 7},
+                            .w = {3, 2, 2, 3, 2},
+                            .s = {2, 1, 2},
+                            .p = {1, 0, 1},
+                            .d = {1, 1, 1},
+                            .op = {0, 0, 0},
+                            .groups = 1},
                5, (int64_t[]){1, 3, 3, 4, 4});
   /* transposed: (L - 1) s - 2 p + d (K - 1) + op + 1, C_out = w.shape[1] * groups */
-  expect_shape(&(conv_case){.nd = 2, .x = {2, 4, 5, 6}, .w = {4, 3, 3, 2}, .bias = 6, .s = {3, 2}, .p = {1, 0},
-                            .d = {2, 2}, .op = {2, 1}, .transposed = true, .groups = 2},
+  expect_shape(&(conv_case){.nd = 2,
+                            .x = {2, 4, 5, 6},
+                            .w = {4, 3, 3, 2},
+                            .bias = 6,
+                            .s = {3, 2},
+                            .p = {1, 0},
+                            .d = {2, 2},
+                            .op = {2, 1},
+                            .transposed = true,
+                            .groups = 2},
                4, (int64_t[]){2, 6, 17, 14});
   /* output_padding of a non-transposed convolution is ignored, as ATen does */
   expect_shape((c = base2d(), SET2(op, 1, 1), &c), 4, (int64_t[]){2, 6, 3, 3});
@@ -190,8 +211,8 @@ static void compare_blas_eager(const conv_case *c) {
                    c->bias ? ", b" : "", shape_str(c->x, n, xs), shape_str(c->w, n, ws));
   if (c->bias) o += snprintf(text + o, sizeof text - (size_t)o, "  # b: \"cpu f32[%" PRId64 "]\"\n", c->bias);
   snprintf(text + o, sizeof text - (size_t)o,
-           "  t0 = prims.convolution(x, w, %s, %s, %s, %s, %s, %s, %" PRId64 ")\n  return t0\n",
-           c->bias ? "b" : "None", list_str(c->s, c->nd, s), list_str(c->p, c->nd, p), list_str(c->d, c->nd, d),
+           "  t0 = prims.convolution(x, w, %s, %s, %s, %s, %s, %s, %" PRId64 ")\n  return t0\n", c->bias ? "b" : "None",
+           list_str(c->s, c->nd, s), list_str(c->p, c->nd, p), list_str(c->d, c->nd, d),
            c->transposed ? "True" : "False", list_str(c->op, c->nd, op), c->groups);
   const char *blas[] = {"blas", "eager"}, *eager[] = {"eager"};
   th_program *pb = compile_text(text, blas, 2), *pe = compile_text(text, eager, 1);
@@ -214,23 +235,66 @@ static void compare_blas_eager(const conv_case *c) {
 
 static void test_onednn_matches_direct_loops(void **state) {
   (void)state;
-  compare_blas_eager(&(conv_case){.nd = 2, .x = {2, 4, 9, 8}, .w = {6, 2, 3, 3}, .bias = 6, .s = {2, 1}, .p = {1, 2},
-                                  .d = {2, 1}, .op = {0, 0}, .groups = 2});
-  compare_blas_eager(&(conv_case){.nd = 2, .x = {2, 16, 14, 14}, .w = {32, 16, 3, 3}, .s = {1, 1}, .p = {1, 1},
-                                  .d = {1, 1}, .op = {0, 0}, .groups = 1});
-  compare_blas_eager(&(conv_case){.nd = 2, .x = {2, 8, 9, 9}, .w = {16, 8, 1, 1}, .s = {2, 2}, .p = {0, 0},
-                                  .d = {1, 1}, .op = {0, 0}, .groups = 1});
-  compare_blas_eager(&(conv_case){.nd = 1, .x = {3, 6, 20}, .w = {6, 1, 5}, .bias = 6, .s = {3}, .p = {2}, .d = {2},
-                                  .op = {0}, .groups = 6});
-  compare_blas_eager(&(conv_case){.nd = 3, .x = {1, 2, 5, 6, 7}, .w = {3, 2, 2, 3, 2}, .bias = 3, .s = {2, 1, 2},
-                                  .p = {1, 0, 1}, .d = {1, 2, 1}, .op = {0, 0, 0}, .groups = 1});
+  compare_blas_eager(&(conv_case){.nd = 2,
+                                  .x = {2, 4, 9, 8},
+                                  .w = {6, 2, 3, 3},
+                                  .bias = 6,
+                                  .s = {2, 1},
+                                  .p = {1, 2},
+                                  .d = {2, 1},
+                                  .op = {0, 0},
+                                  .groups = 2});
+  compare_blas_eager(&(conv_case){.nd = 2,
+                                  .x = {2, 16, 14, 14},
+                                  .w = {32, 16, 3, 3},
+                                  .s = {1, 1},
+                                  .p = {1, 1},
+                                  .d = {1, 1},
+                                  .op = {0, 0},
+                                  .groups = 1});
+  compare_blas_eager(&(conv_case){
+    .nd = 2, .x = {2, 8, 9, 9}, .w = {16, 8, 1, 1}, .s = {2, 2}, .p = {0, 0}, .d = {1, 1}, .op = {0, 0}, .groups = 1});
+  compare_blas_eager(&(conv_case){
+    .nd = 1, .x = {3, 6, 20}, .w = {6, 1, 5}, .bias = 6, .s = {3}, .p = {2}, .d = {2}, .op = {0}, .groups = 6});
+  compare_blas_eager(&(conv_case){.nd = 3,
+                                  .x = {1, 2, 5, 6, 7},
+                                  .w = {3, 2, 2, 3, 2},
+                                  .bias = 3,
+                                  .s = {2, 1, 2},
+                                  .p = {1, 0, 1},
+                                  .d = {1, 2, 1},
+                                  .op = {0, 0, 0},
+                                  .groups = 1});
   /* transposed: output padding below the stride, and above it (below the dilation: padding_r < 0) */
-  compare_blas_eager(&(conv_case){.nd = 2, .x = {2, 4, 5, 6}, .w = {4, 3, 3, 2}, .bias = 6, .s = {3, 2}, .p = {1, 0},
-                                  .d = {2, 2}, .op = {2, 1}, .transposed = true, .groups = 2});
-  compare_blas_eager(&(conv_case){.nd = 2, .x = {2, 2, 4, 4}, .w = {2, 2, 4, 5}, .bias = 4, .s = {3, 2}, .p = {1, 2},
-                                  .d = {4, 4}, .op = {2, 3}, .transposed = true, .groups = 2});
-  compare_blas_eager(&(conv_case){.nd = 3, .x = {1, 4, 3, 4, 3}, .w = {4, 2, 2, 3, 2}, .s = {2, 2, 2},
-                                  .p = {0, 1, 0}, .d = {1, 1, 1}, .op = {1, 0, 1}, .transposed = true, .groups = 1});
+  compare_blas_eager(&(conv_case){.nd = 2,
+                                  .x = {2, 4, 5, 6},
+                                  .w = {4, 3, 3, 2},
+                                  .bias = 6,
+                                  .s = {3, 2},
+                                  .p = {1, 0},
+                                  .d = {2, 2},
+                                  .op = {2, 1},
+                                  .transposed = true,
+                                  .groups = 2});
+  compare_blas_eager(&(conv_case){.nd = 2,
+                                  .x = {2, 2, 4, 4},
+                                  .w = {2, 2, 4, 5},
+                                  .bias = 4,
+                                  .s = {3, 2},
+                                  .p = {1, 2},
+                                  .d = {4, 4},
+                                  .op = {2, 3},
+                                  .transposed = true,
+                                  .groups = 2});
+  compare_blas_eager(&(conv_case){.nd = 3,
+                                  .x = {1, 4, 3, 4, 3},
+                                  .w = {4, 2, 2, 3, 2},
+                                  .s = {2, 2, 2},
+                                  .p = {0, 1, 0},
+                                  .d = {1, 1, 1},
+                                  .op = {1, 0, 1},
+                                  .transposed = true,
+                                  .groups = 1});
 }
 
 int main(void) {

@@ -307,7 +307,7 @@ static bool ref_binary_f(const char *n, double a, double b, double *r) {
     double l[5] = {1, 1 - x, (x2 - 4 * x + 2) / 2, (-x3 + 9 * x2 - 18 * x + 6) / 6,
                    (x4 - 16 * x3 + 72 * x2 - 96 * x + 24) / 24};
     double p[5] = {1, x, (3 * x2 - 1) / 2, (5 * x3 - 3 * x) / 2, (35 * x4 - 30 * x2 + 3) / 8};
-    const double *tab = !strcmp(n, "chebyshev_polynomial_t")  ? t
+    const double *tab = !strcmp(n, "chebyshev_polynomial_t")   ? t
                         : !strcmp(n, "chebyshev_polynomial_u") ? u
                         : !strcmp(n, "chebyshev_polynomial_v") ? v
                         : !strcmp(n, "chebyshev_polynomial_w") ? w

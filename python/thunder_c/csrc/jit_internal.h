@@ -41,14 +41,14 @@ typedef struct {
     *traces[6]; /* owned: the initial trace, [float8], and under autograd DCE and CSE (th_compile_prepare) */
   int ntraces;
   th_program *prog;
-  PyObject *lifted;  /* list of captured torch tensors (inputs after the arguments and parameters) */
-  PyObject *pinned;  /* objects whose identity is in the key (kept alive so ids are not reused) */
-  int nargs_tensors; /* tensors among the arguments */
-  int *param_input;  /* per parameter slot: its input index (shared parameters share one) */
-  int nparams_in;    /* distinct parameter inputs */
-  pyth_grad *grad;   /* owned: the backward of a call under autograd (autograd.c), or NULL */
-  int64_t rng_draws; /* the words torch's generator advances by per call (rng.c); 0: no dropout */
-  PyObject *writes;  /* module attributes forward assigns, replayed after each run (jit_apply_writes): a
+  PyObject *lifted;   /* list of captured torch tensors (inputs after the arguments and parameters) */
+  PyObject *pinned;   /* objects whose identity is in the key (kept alive so ids are not reused) */
+  int nargs_tensors;  /* tensors among the arguments */
+  int *param_input;   /* per parameter slot: its input index (shared parameters share one) */
+  int nparams_in;     /* distinct parameter inputs */
+  pyth_grad *grad;    /* owned: the backward of a call under autograd (autograd.c), or NULL */
+  int64_t rng_draws;  /* the words torch's generator advances by per call (rng.c); 0: no dropout */
+  PyObject *writes;   /* module attributes forward assigns, replayed after each run (jit_apply_writes): a
                       * list of (submodule __dict__, name) per computed tensor, in the order of the
                       * program's extra outputs, then (__dict__, name, value) per None/number/str */
   PyObject *ret_type; /* the type of a returned dict subclass (transformers' ModelOutput), else NULL */

@@ -220,7 +220,6 @@ th_status th_eg_cummin_ref(th_rt_env *env, const th_bsym *b);
 /* linalg_lapack.c: linalg_solve, linalg_slogdet, linalg_cholesky, linalg_eigh, linalg_svd (LAPACKE) */
 th_status th_eg_linalg_lapack_ref(th_rt_env *env, const th_bsym *b);
 
-
 /* ---- scaled_mm.c: the fp8 GEMM (also for tests and benchmarks) ----------------------------------------
  * C[M, N] (float32, row stride ldc) = decode(a) @ decode(b) with float32 accumulation; a [M, K] and
  * b [K, N] are fp8 codes with element strides a_m/a_k and b_k/b_n (any, 0 and negative included),

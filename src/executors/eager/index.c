@@ -100,8 +100,8 @@ static th_status index_error(const char *op, int64_t bad, int dim, int64_t n) {
 
 /* Every index in [0, n): the first offending value otherwise (checked over the loop shape, row by row
  * along its last dim). */
-static th_status check_indices(const char *op, const eg_view *ix, int nd, const int64_t *shape, int64_t numel,
-                               int dim, int64_t n) {
+static th_status check_indices(const char *op, const eg_view *ix, int nd, const int64_t *shape, int64_t numel, int dim,
+                               int64_t n) {
   int64_t bad = 0, last = shape[nd - 1], rows = numel / last, st = ix->st[nd - 1] * ix->es;
   bool found = false;
 #pragma omp parallel for if (numel > TH_EG_PAR_MIN) schedule(static)
@@ -435,10 +435,8 @@ th_status th_eg_masked_scatter_ref(th_rt_env *env, const th_bsym *b) {
   int64_t k = 0;
   for (int64_t e = 0; e < numel; e++) {
     if (!mv.base[unravel(e, nd, shape, mv.st)]) continue;
-    if (k >= nsrc)
-      return th_error(TH_ERR_RUNTIME, "%s: Number of elements of source < number of ones in mask", op);
-    copy_elem(ov.base + unravel(e, nd, shape, ov.st) * ov.es, sv.base + unravel(k, snd, sshape, sv.st) * sv.es,
-              ov.es);
+    if (k >= nsrc) return th_error(TH_ERR_RUNTIME, "%s: Number of elements of source < number of ones in mask", op);
+    copy_elem(ov.base + unravel(e, nd, shape, ov.st) * ov.es, sv.base + unravel(k, snd, sshape, sv.st) * sv.es, ov.es);
     k++;
   }
   return TH_OK;

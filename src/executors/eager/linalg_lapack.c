@@ -148,7 +148,8 @@ static th_status eigh_kernel(th_rt_env *env, const th_bsym *b) {
   th_status st = TH_OK;
   if (!A || !W) st = th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
   for (int64_t i = 0; st == TH_OK && n > 0 && i < nb; i++) {
-    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, A + i * n * n, (lapack_int)n, W + i * n);
+    lapack_int info =
+      LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, A + i * n * n, (lapack_int)n, W + i * n);
     if (info > 0)
       st = th_error(TH_ERR_RUNTIME,
                     "torch.linalg.eigh: The algorithm failed to converge because the input matrix is ill-conditioned "
@@ -172,7 +173,8 @@ static th_status svd_kernel(th_rt_env *env, const th_bsym *b) {
   TH_TRY(alloc_outs(env, b, 3, outs));
   int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = m < n ? m : n, nb = batch_of(a, 2);
   double *A = load_f64(b, a), *U = th_malloc((size_t)(nb * m * k + 1) * sizeof(double)),
-         *S = th_malloc((size_t)(nb * k + 1) * sizeof(double)), *V = th_malloc((size_t)(nb * k * n + 1) * sizeof(double));
+         *S = th_malloc((size_t)(nb * k + 1) * sizeof(double)),
+         *V = th_malloc((size_t)(nb * k * n + 1) * sizeof(double));
   th_status st = TH_OK;
   if (!A || !U || !S || !V) st = th_error(TH_ERR_NOMEM, "%s: out of memory", th_eg_name(b));
   for (int64_t i = 0; st == TH_OK && k > 0 && i < nb; i++) {

@@ -79,8 +79,8 @@ static int64_t plane_out(const geo *g) { return g->out[0] * g->out[1] * g->out[2
   static void NAME(const geo *g, bool adaptive, const T *x, T *y, int64_t *ind) {                                      \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], ID = g->in[0], IH = g->in[1], IW = g->in[2];         \
     const int64_t rows = g->P * OD * OH, pin = plane_in(g);                                                            \
-    _Pragma("omp parallel for schedule(static) if (rows * OW * g->ks[0] * g->ks[1] * g->ks[2] > TH_EG_PAR_MIN)")       \
-    for (int64_t r = 0; r < rows; r++) {                                                                               \
+    _Pragma("omp parallel for schedule(static) if (rows * OW * g->ks[0] * g->ks[1] * g->ks[2] > TH_EG_PAR_MIN)") for ( \
+      int64_t r = 0; r < rows; r++) {                                                                                  \
       const int64_t p = r / (OD * OH), od = (r / OH) % OD, oh = r % OH;                                                \
       const T *xp = x + p * pin;                                                                                       \
       T *yr = y + r * OW;                                                                                              \
@@ -166,8 +166,7 @@ th_status th_eg_adaptive_max_pool_ref(th_rt_env *env, const th_bsym *b) { return
 
 #define SCATTER_KERNEL(NAME, T)                                                                                        \
   static void NAME(int64_t P, int64_t n, int64_t pin, const T *gp, const int64_t *ip, T *out) {                        \
-    _Pragma("omp parallel for schedule(static) if (P * (n + pin) > TH_EG_PAR_MIN)")                                   \
-    for (int64_t p = 0; p < P; p++) {                                                                                  \
+    _Pragma("omp parallel for schedule(static) if (P * (n + pin) > TH_EG_PAR_MIN)") for (int64_t p = 0; p < P; p++) {  \
       T *o = out + p * pin;                                                                                            \
       for (int64_t j = 0; j < pin; j++) o[j] = 0;                                                                      \
       const T *gr = gp + p * n;                                                                                        \
@@ -181,12 +180,12 @@ SCATTER_KERNEL(scatter_f64, double)
 
 #define GATHER_KERNEL(NAME, T)                                                                                         \
   static void NAME(int64_t P, int64_t n, int64_t pin, const T *ap, const int64_t *ip, T *out) {                        \
-    _Pragma("omp parallel for schedule(static) if (P * n > TH_EG_PAR_MIN)")                                           \
-    for (int64_t p = 0; p < P; p++)                                                                                    \
-      for (int64_t j = 0; j < n; j++) {                                                                                \
-        int64_t i = ip[p * n + j];                                                                                     \
-        out[p * n + j] = i >= 0 && i < pin ? ap[p * pin + i] : (T)NAN;                                                 \
-      }                                                                                                                \
+    _Pragma("omp parallel for schedule(static) if (P * n > TH_EG_PAR_MIN)") for (int64_t p = 0; p < P;                 \
+                                                                                 p++) for (int64_t j = 0; j < n;       \
+                                                                                           j++) {                      \
+      int64_t i = ip[p * n + j];                                                                                       \
+      out[p * n + j] = i >= 0 && i < pin ? ap[p * pin + i] : (T)NAN;                                                   \
+    }                                                                                                                  \
   }
 GATHER_KERNEL(gather_f32, float)
 GATHER_KERNEL(gather_f64, double)
@@ -264,8 +263,8 @@ typedef struct avg_params {
   static void NAME(const geo *g, const avg_params *ap, const T *x, T *y) {                                             \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2];                        \
     const int64_t rows = g->P * OD * OH, pin = plane_in(g);                                                            \
-    _Pragma("omp parallel for schedule(static) if (rows * OW * g->ks[0] * g->ks[1] * g->ks[2] > TH_EG_PAR_MIN)")       \
-    for (int64_t r = 0; r < rows; r++) {                                                                               \
+    _Pragma("omp parallel for schedule(static) if (rows * OW * g->ks[0] * g->ks[1] * g->ks[2] > TH_EG_PAR_MIN)") for ( \
+      int64_t r = 0; r < rows; r++) {                                                                                  \
       const int64_t p = r / (OD * OH), od = (r / OH) % OD, oh = r % OH;                                                \
       const T *xp = x + p * pin;                                                                                       \
       int64_t d0, d1, pdd, h0, h1, phh;                                                                                \
@@ -300,8 +299,7 @@ AVG_POOL_KERNEL(avg_pool_i64, int64_t, int64_t)
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2];                        \
     const int64_t pin = plane_in(g), pout = plane_out(g);                                                              \
     const int64_t work = g->P * (pin + pout * g->ks[0] * g->ks[1] * g->ks[2]);                                         \
-    _Pragma("omp parallel for schedule(static) if (work > TH_EG_PAR_MIN)")                                            \
-    for (int64_t p = 0; p < g->P; p++) {                                                                               \
+    _Pragma("omp parallel for schedule(static) if (work > TH_EG_PAR_MIN)") for (int64_t p = 0; p < g->P; p++) {        \
       T *xp = gx + p * pin;                                                                                            \
       const T *yp = gy + p * pout;                                                                                     \
       for (int64_t j = 0; j < pin; j++) xp[j] = 0;                                                                     \
@@ -398,8 +396,11 @@ th_status th_eg_avg_pool_backward_ref(th_rt_env *env, const th_bsym *b) {
   static void NAME(const geo *g, const T *x, T *y) {                                                                   \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], ID = g->in[0], IH = g->in[1], IW = g->in[2];         \
     const int64_t rows = g->P * OD * OH, pin = plane_in(g);                                                            \
-    _Pragma("omp parallel for schedule(static) if (rows * OW * (pin / (OD * OH * OW) + 1) > TH_EG_PAR_MIN)")           \
-    for (int64_t r = 0; r < rows; r++) {                                                                               \
+    _Pragma(                                                                                                           \
+      "omp parallel for schedule(static) if (rows * OW * (pin / (OD * OH * OW) + 1) > TH_EG_PAR_MIN)") for (int64_t    \
+                                                                                                              r = 0;   \
+                                                                                                            r < rows;  \
+                                                                                                            r++) {     \
       const int64_t p = r / (OD * OH), od = (r / OH) % OD, oh = r % OH;                                                \
       const T *xp = x + p * pin;                                                                                       \
       int64_t d0 = th_pool_adaptive_start(od, ID, OD), d1 = th_pool_adaptive_end(od, ID, OD);                          \
@@ -424,8 +425,8 @@ ADAPTIVE_AVG_KERNEL(adaptive_avg_f64, double)
   static void NAME(const geo *g, const T *gy, T *gx) {                                                                 \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], ID = g->in[0], IH = g->in[1], IW = g->in[2];         \
     const int64_t pin = plane_in(g), pout = plane_out(g);                                                              \
-    _Pragma("omp parallel for schedule(static) if (g->P * (pin + pout) > TH_EG_PAR_MIN)")                             \
-    for (int64_t p = 0; p < g->P; p++) {                                                                               \
+    _Pragma("omp parallel for schedule(static) if (g->P * (pin + pout) > TH_EG_PAR_MIN)") for (int64_t p = 0;          \
+                                                                                               p < g->P; p++) {        \
       T *xp = gx + p * pin;                                                                                            \
       const T *yp = gy + p * pout;                                                                                     \
       for (int64_t j = 0; j < pin; j++) xp[j] = 0;                                                                     \
@@ -500,17 +501,17 @@ th_status th_eg_adaptive_avg_pool_backward_ref(th_rt_env *env, const th_bsym *b)
 enum { RS_NEAREST, RS_NEAREST_EXACT, RS_LINEAR, RS_CUBIC };
 
 typedef struct taps {
-  int n;         /* taps per output index: 1, 2 or 4 */
-  int64_t *idx;  /* [out][n] */
-  double *w;     /* [out][n], already rounded to the compute type */
+  int n;        /* taps per output index: 1, 2 or 4 */
+  int64_t *idx; /* [out][n] */
+  double *w;    /* [out][n], already rounded to the compute type */
 } taps;
 
 static double cubic1(double x, double A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
 static double cubic2(double x, double A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
 
 /* The taps of one dim, in float arithmetic (f32) or double (f64). */
-static th_status make_taps(int mode, bool align, bool has_scale, double scale_factor, int64_t in, int64_t out,
-                           bool f32, taps *t) {
+static th_status make_taps(int mode, bool align, bool has_scale, double scale_factor, int64_t in, int64_t out, bool f32,
+                           taps *t) {
   t->n = mode == RS_CUBIC ? 4 : mode == RS_LINEAR ? 2 : 1;
   t->idx = malloc((size_t)(out * t->n) * sizeof *t->idx);
   t->w = malloc((size_t)(out * t->n) * sizeof *t->w);
@@ -603,8 +604,8 @@ static th_status make_taps(int mode, bool align, bool has_scale, double scale_fa
     const int nd = tp[0].n, nh = tp[1].n, nw = tp[2].n;                                                                \
     const int64_t *iw = tp[2].idx;                                                                                     \
     const T *ww = wt[2];                                                                                               \
-    _Pragma("omp parallel for schedule(static) if (rows * OW * nd * nh * nw > TH_EG_PAR_MIN)")                        \
-    for (int64_t r = 0; r < rows; r++) {                                                                               \
+    _Pragma("omp parallel for schedule(static) if (rows * OW * nd * nh * nw > TH_EG_PAR_MIN)") for (int64_t r = 0;     \
+                                                                                                    r < rows; r++) {   \
       const int64_t p = r / (OD * OH), od = (r / OH) % OD, oh = r % OH;                                                \
       const T *xp = x + p * pin;                                                                                       \
       T *acc = y + r * OW;                                                                                             \
@@ -641,12 +642,14 @@ RESAMPLE_KERNEL(resample_f32, float)
 RESAMPLE_KERNEL(resample_f64, double)
 
 #define RESAMPLE_BACKWARD_KERNEL(NAME, T)                                                                              \
-  static void NAME(const geo *g, const taps *tp, const T *const *wt, const T *gy, T *gx) {                            \
+  static void NAME(const geo *g, const taps *tp, const T *const *wt, const T *gy, T *gx) {                             \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2];                        \
     const int64_t pin = plane_in(g), pout = plane_out(g);                                                              \
     const int nd = tp[0].n, nh = tp[1].n, nw = tp[2].n;                                                                \
-    _Pragma("omp parallel for schedule(static) if (g->P * (pin + pout * nd * nh * nw) > TH_EG_PAR_MIN)")              \
-    for (int64_t p = 0; p < g->P; p++) {                                                                               \
+    _Pragma(                                                                                                           \
+      "omp parallel for schedule(static) if (g->P * (pin + pout * nd * nh * nw) > TH_EG_PAR_MIN)") for (int64_t p = 0; \
+                                                                                                        p < g->P;      \
+                                                                                                        p++) {         \
       T *xp = gx + p * pin;                                                                                            \
       const T *yp = gy + p * pout;                                                                                     \
       for (int64_t j = 0; j < pin; j++) xp[j] = 0;                                                                     \
@@ -771,8 +774,7 @@ static th_status i2c_args(th_rt_env *env, const th_bsym *b, int first, i2c *q) {
 #define IM2COL_KERNEL(NAME, T)                                                                                         \
   static void NAME(const i2c *q, const T *x, T *y) {                                                                   \
     const int64_t rows = q->N * q->C * q->kh * q->kw, L = q->OH * q->OW;                                               \
-    _Pragma("omp parallel for schedule(static) if (rows * L > TH_EG_PAR_MIN)")                                        \
-    for (int64_t r = 0; r < rows; r++) {                                                                               \
+    _Pragma("omp parallel for schedule(static) if (rows * L > TH_EG_PAR_MIN)") for (int64_t r = 0; r < rows; r++) {    \
       const int64_t j = r % q->kw, i = (r / q->kw) % q->kh, nc = r / (q->kw * q->kh);                                  \
       const T *xp = x + nc * q->H * q->W;                                                                              \
       T *yr = y + r * L;                                                                                               \
@@ -780,7 +782,7 @@ static th_status i2c_args(th_rt_env *env, const th_bsym *b, int first, i2c *q) {
         int64_t h = oh * q->sh - q->ph + i * q->dh;                                                                    \
         for (int64_t ow = 0; ow < q->OW; ow++) {                                                                       \
           int64_t w = ow * q->sw - q->pw + j * q->dw;                                                                  \
-          yr[oh * q->OW + ow] = h >= 0 && h < q->H && w >= 0 && w < q->W ? xp[h * q->W + w] : (T)0;               \
+          yr[oh * q->OW + ow] = h >= 0 && h < q->H && w >= 0 && w < q->W ? xp[h * q->W + w] : (T)0;                    \
         }                                                                                                              \
       }                                                                                                                \
     }                                                                                                                  \
@@ -793,8 +795,8 @@ IM2COL_KERNEL(im2col_8, uint64_t)
 #define COL2IM_KERNEL(NAME, T)                                                                                         \
   static void NAME(const i2c *q, const T *cols, T *x) {                                                                \
     const int64_t L = q->OH * q->OW, NC = q->N * q->C;                                                                 \
-    _Pragma("omp parallel for schedule(static) if (NC * q->kh * q->kw * L > TH_EG_PAR_MIN)")                          \
-    for (int64_t nc = 0; nc < NC; nc++) {                                                                              \
+    _Pragma("omp parallel for schedule(static) if (NC * q->kh * q->kw * L > TH_EG_PAR_MIN)") for (int64_t nc = 0;      \
+                                                                                                  nc < NC; nc++) {     \
       T *xp = x + nc * q->H * q->W;                                                                                    \
       for (int64_t j = 0; j < q->H * q->W; j++) xp[j] = 0;                                                             \
       for (int64_t i = 0; i < q->kh; i++)                                                                              \

@@ -25,11 +25,11 @@
 /* ---- rows ------------------------------------------------------------------------------------------ */
 
 typedef struct rows {
-  int nd;                        /* dims other than the row's */
-  int64_t shape[TH_MAX_DIMS];    /* their lengths */
-  int64_t bs[3][TH_MAX_DIMS];    /* byte strides of up to three tensors along them */
-  int64_t nrows, len;            /* number of rows, row length */
-  int64_t step[3];               /* byte stride along the row */
+  int nd;                     /* dims other than the row's */
+  int64_t shape[TH_MAX_DIMS]; /* their lengths */
+  int64_t bs[3][TH_MAX_DIMS]; /* byte strides of up to three tensors along them */
+  int64_t nrows, len;         /* number of rows, row length */
+  int64_t step[3];            /* byte stride along the row */
   char *base[3];
 } rows;
 
@@ -45,12 +45,10 @@ static void rows_init(rows *R, int nt, th_tensor *const *ts, int d) {
     if (i == d) continue;
     R->shape[R->nd] = t0->shape[i];
     R->nrows *= t0->shape[i];
-    for (int k = 0; k < nt; k++)
-      R->bs[k][R->nd] = ts[k]->strides[i] * (int64_t)th_dtype_size(ts[k]->dtype);
+    for (int k = 0; k < nt; k++) R->bs[k][R->nd] = ts[k]->strides[i] * (int64_t)th_dtype_size(ts[k]->dtype);
     R->nd++;
   }
-  for (int k = 0; k < nt; k++)
-    R->step[k] = ts[k]->ndim ? ts[k]->strides[d] * (int64_t)th_dtype_size(ts[k]->dtype) : 0;
+  for (int k = 0; k < nt; k++) R->step[k] = ts[k]->ndim ? ts[k]->strides[d] * (int64_t)th_dtype_size(ts[k]->dtype) : 0;
 }
 
 /* Pointers to row r's first element in each tensor. */

@@ -71,8 +71,7 @@ static th_status read_params(const char *op, const th_arg *args, int k, conv_par
     if (p->stride[i] <= 0) return th_error(TH_ERR_RUNTIME, "%s: non-positive stride is not supported", op);
     if (p->padding[i] < 0) return th_error(TH_ERR_RUNTIME, "%s: negative padding is not supported", op);
     if (p->dilation[i] <= 0) return th_error(TH_ERR_RUNTIME, "%s: non-positive dilation is not supported", op);
-    if (p->output_padding[i] < 0)
-      return th_error(TH_ERR_RUNTIME, "%s: negative output_padding is not supported", op);
+    if (p->output_padding[i] < 0) return th_error(TH_ERR_RUNTIME, "%s: negative output_padding is not supported", op);
   }
   if (p->groups <= 0) return th_error(TH_ERR_RUNTIME, "%s: non-positive groups is not supported", op);
   if (p->transposed)
@@ -158,8 +157,8 @@ th_status prims_convolution_meta(th_trace *tr, const th_symbol *sym, const th_ar
     else
       snprintf(given, sizeof given, "groups=%" PRId64, G);
     return th_error(TH_ERR_RUNTIME,
-                    "%s: Given %s, weight of size %s, expected input%s to have %" PRId64
-                    " channels, but got %" PRId64 " channels instead",
+                    "%s: Given %s, weight of size %s, expected input%s to have %" PRId64 " channels, but got %" PRId64
+                    " channels instead",
                     op, given, th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0),
                     th_meta_shape_str(a->shape, a->ndim, s2, sizeof s2), want_cin, cin);
   }
@@ -168,8 +167,8 @@ th_status prims_convolution_meta(th_trace *tr, const th_symbol *sym, const th_ar
     return th_error(TH_ERR_RUNTIME,
                     "%s: Given %sweight of size %s, expected bias to be 1-dimensional with %" PRId64
                     " elements, but got bias of size %s instead",
-                    op, p.transposed ? "transposed=1, " : "", th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0),
-                    cout, th_meta_shape_str(bias->shape, bias->ndim, s1, sizeof s1));
+                    op, p.transposed ? "transposed=1, " : "", th_meta_shape_str(w->shape, w->ndim, s0, sizeof s0), cout,
+                    th_meta_shape_str(bias->shape, bias->ndim, s1, sizeof s1));
   for (int i = 0; i < k; i++)
     if (a->shape[2 + i] == 0 && a->shape[0] != 0 && cin != 0)
       return th_error(TH_ERR_RUNTIME,
@@ -217,8 +216,7 @@ static th_arg ints(th_arg *items, int n, const int64_t *v) { return th_tu_ints(i
 
 /* prims.convolution(x, w, None, stride, padding, dilation, transposed, output_padding, groups). */
 static th_status conv_call(th_trace *tr, th_arg x, th_arg w, int k, const int64_t *stride, const int64_t *padding,
-                           const int64_t *dilation, bool transposed, const int64_t *opad, int64_t groups,
-                           th_arg *out) {
+                           const int64_t *dilation, bool transposed, const int64_t *opad, int64_t groups, th_arg *out) {
   th_arg s_items[3], p_items[3], d_items[3], o_items[3];
   th_arg args[9] = {x,
                     w,

@@ -76,8 +76,7 @@ static th_status check_scatter_shapes(const char *op, const th_value *a, const t
                       th_meta_shape_str(a->shape, a->ndim, b1, sizeof b1), d);
     if (src && size1(index, i) != size1(src, i))
       return th_error(TH_ERR_RUNTIME, "%s: Size does not match at dimension %d: expected src %s of index's shape %s",
-                      op, i,
-                      th_meta_shape_str(src->shape, src->ndim, b1, sizeof b1),
+                      op, i, th_meta_shape_str(src->shape, src->ndim, b1, sizeof b1),
                       th_meta_shape_str(index->shape, index->ndim, b0, sizeof b0));
   }
   return TH_OK;

@@ -209,10 +209,8 @@ static th_status svd_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_a
 }
 
 const th_vjp_entry th_vjp_table_prims_linalg_lapack[] = {
-  {TH_OP_prims_linalg_solve, TH_VJP_RULE, solve_vjp},
-  {TH_OP_prims_linalg_slogdet, TH_VJP_RULE, slogdet_vjp},
-  {TH_OP_prims_linalg_cholesky, TH_VJP_RULE, cholesky_vjp},
-  {TH_OP_prims_linalg_eigh, TH_VJP_RULE, eigh_vjp},
+  {TH_OP_prims_linalg_solve, TH_VJP_RULE, solve_vjp},       {TH_OP_prims_linalg_slogdet, TH_VJP_RULE, slogdet_vjp},
+  {TH_OP_prims_linalg_cholesky, TH_VJP_RULE, cholesky_vjp}, {TH_OP_prims_linalg_eigh, TH_VJP_RULE, eigh_vjp},
   {TH_OP_prims_linalg_svd, TH_VJP_RULE, svd_vjp},
 };
 const int th_vjp_table_prims_linalg_lapack_n =

@@ -80,8 +80,9 @@ th_status th_pool_check(const char *op, int k, int ndim, const int64_t *shape, c
     if (dilation && dilation[i] <= 0)
       return th_error(TH_ERR_RUNTIME, "%s: dilation should be greater than zero, but got dilation %s", op,
                       join(b0, sizeof b0, dilation, k, ", "));
-    if (pad[i] < 0) return th_error(TH_ERR_RUNTIME, "%s: pad must be non-negative, but got pad %s", op,
-                                    join(b0, sizeof b0, pad, k, ", "));
+    if (pad[i] < 0)
+      return th_error(TH_ERR_RUNTIME, "%s: pad must be non-negative, but got pad %s", op,
+                      join(b0, sizeof b0, pad, k, ", "));
     if (pad[i] > kernel[i] / 2)
       return th_error(TH_ERR_RUNTIME,
                       "%s: pad should be at most half of effective kernel size, but got pad=%" PRId64
@@ -99,8 +100,8 @@ th_status th_pool_check(const char *op, int k, int ndim, const int64_t *shape, c
   }
   if (small)
     return th_error(TH_ERR_RUNTIME,
-                    "%s: Given input size: (%s). Calculated output size: (%s). Output size is too small",
-                    op, join(b0, sizeof b0, shape + ndim - k, k, "x"), join(b1, sizeof b1, out, k, "x"));
+                    "%s: Given input size: (%s). Calculated output size: (%s). Output size is too small", op,
+                    join(b0, sizeof b0, shape + ndim - k, k, "x"), join(b1, sizeof b1, out, k, "x"));
   return TH_OK;
 }
 
@@ -310,8 +311,7 @@ th_status prims_im2col_meta(th_trace *tr, const th_symbol *sym, const th_arg *ar
   const char *op = sym->qualname;
   const th_value *a = th_meta_tensor(&args[0]);
   int64_t ks[2], dl[2], pd[2], st[2];
-  if (!a || (a->ndim != 3 && a->ndim != 4))
-    return th_error(TH_ERR_RUNTIME, "%s: expected a 3-d or 4-d tensor", op);
+  if (!a || (a->ndim != 3 && a->ndim != 4)) return th_error(TH_ERR_RUNTIME, "%s: expected a 3-d or 4-d tensor", op);
   TH_TRY(th_pool_ints(op, "kernel_size", &args[1], 2, ks));
   TH_TRY(th_pool_ints(op, "dilation", &args[2], 2, dl));
   TH_TRY(th_pool_ints(op, "padding", &args[3], 2, pd));

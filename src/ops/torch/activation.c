@@ -255,8 +255,7 @@ th_status ltorch_celu_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   TH_TRY(reject_inplace(sym->qualname, &args[2]));
   double alpha;
   TH_TRY(param(sym->qualname, "alpha", &args[1], &alpha));
-  if (alpha == 0.0)
-    return th_error(TH_ERR_RUNTIME, "%s: ZeroDivisionError: alpha cannot be 0 for CELU", sym->qualname);
+  if (alpha == 0.0) return th_error(TH_ERR_RUNTIME, "%s: ZeroDivisionError: alpha cannot be 0 for CELU", sym->qualname);
   return elu(tr, sym->qualname, "elu_cpu", args[0], alpha, 1.0, 1.0 / alpha, out);
 }
 
@@ -366,7 +365,10 @@ static th_status lambd_of(const char *op, const th_arg *a, th_dtype dt, bool che
   TH_TRY(param(op, "lambd", a, &l));
   if (check && !(l >= 0))
     return th_error(TH_ERR_RUNTIME, "%s: lambda must be in range [0, %g] for input dtype %s, but found %g", op,
-                    dt == TH_F64 ? 1.79769e+308 : dt == TH_F32 ? 3.40282e+38 : dt == TH_BF16 ? 3.38953e+38 : 65504.0,
+                    dt == TH_F64    ? 1.79769e+308
+                    : dt == TH_F32  ? 3.40282e+38
+                    : dt == TH_BF16 ? 3.38953e+38
+                                    : 65504.0,
                     th_tu_scalar_type_name(dt), l);
   *out = as_element(dt, l);
   return TH_OK;

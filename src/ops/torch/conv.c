@@ -80,8 +80,7 @@ static th_status pad_right(th_trace *tr, th_arg x, int dim, th_arg *out) {
 }
 
 /* conv{k}d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) */
-static th_status conv_nd(th_trace *tr, const th_symbol *sym, const th_arg *args, int k, const char *name,
-                         th_arg *out) {
+static th_status conv_nd(th_trace *tr, const th_symbol *sym, const th_arg *args, int k, const char *name, th_arg *out) {
   const char *op = sym->qualname;
   th_arg x, r;
   bool unbatched = false;

@@ -234,8 +234,8 @@ static th_status addc(th_trace *tr, const th_symbol *sym, const th_arg *args, bo
   int64_t iv = 1;
   if (!th_meta_number_value(&args[3], &v, &iv))
     return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: a value known only at run time is not supported", op);
-  th_arg value = th_dtype_is_float(dtype_of(&x[0])) ? th_arg_float(args[3].kind == TH_ARG_FLOAT ? v : (double)iv)
-                                                    : th_arg_int(iv);
+  th_arg value =
+    th_dtype_is_float(dtype_of(&x[0])) ? th_arg_float(args[3].kind == TH_ARG_FLOAT ? v : (double)iv) : th_arg_int(iv);
   if (args[3].kind == TH_ARG_FLOAT && !th_dtype_is_float(dtype_of(&x[0])))
     return th_error(TH_ERR_RUNTIME, "%s: value cannot be converted to type %s without overflow", op,
                     th_tu_scalar_type_name(dtype_of(&x[0])));
@@ -578,8 +578,8 @@ static th_status polynomial(th_trace *tr, const th_symbol *sym, th_op_id prim, c
   for (int i = 0; i < 2; i++) {
     th_dtype dt = dtype_of(&args[i]);
     if (th_meta_is_tensor(&args[i]) && (dt == TH_BF16 || dt == TH_F16 || th_dtype_is_fp8(dt)))
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: \"%s_cpu\" not implemented for '%s'", sym->qualname,
-                      sym->name, th_tu_scalar_type_name(dt));
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: \"%s_cpu\" not implemented for '%s'", sym->qualname, sym->name,
+                      th_tu_scalar_type_name(dt));
   }
   return th_tu_binary(tr, sym->qualname, prim, args[0], args[1], TH_TU_PROMO_INT_TO_FLOAT, out);
 }

@@ -325,8 +325,7 @@ th_status ltorch_index_fill_decomp(th_trace *tr, const th_symbol *sym, const th_
   TH_TRY(dim_of(op, &args[1], a->ndim, &d));
   if (!index || index->ndim > 1)
     return th_error(TH_ERR_INDEX, "%s: index_fill_(): Index is supposed to be a vector", op);
-  if (index->dtype != TH_I64)
-    return th_error(TH_ERR_RUNTIME, "%s: index_fill_(): Expected dtype int64 for index.", op);
+  if (index->dtype != TH_I64) return th_error(TH_ERR_RUNTIME, "%s: index_fill_(): Expected dtype int64 for index.", op);
   th_arg v = args[3], m;
   TH_TRY(fill_value(tr, op, a, &v));
   if (th_value_numel(index) == 0) return th_tu_call1(tr, TH_OP_prims_clone, args[0], out);
@@ -427,8 +426,7 @@ static th_status seq_index(th_trace *tr, const char *op, const th_arg *s, th_dev
   bool all_bool = cap > 0;
   TH_TRY(seq_flatten(op, s, vals, &n, cap ? cap : 1, &all_bool));
   if (all_bool) {
-    if (nd != 1)
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: a nested list of bools as an index is not supported", op);
+    if (nd != 1) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: a nested list of bools as an index is not supported", op);
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++)
       if (vals[i]) vals[k++] = i;
@@ -675,8 +673,7 @@ static th_status getitem(th_trace *tr, const char *op, th_arg a0, const th_arg *
     }
     keys[i] = k;
   }
-  if (indexing > v->ndim)
-    return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
+  if (indexing > v->ndim) return th_error(TH_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, v->ndim);
   /* expand the Ellipsis into full slices; tensors become full slices of the basic part, remembered with
    * the dim they index in the basic-indexed tensor (na counts its dims) */
   th_arg basic[TH_MAX_KEY + TH_MAX_DIMS], advs[TH_MAX_DIMS];
@@ -689,7 +686,7 @@ static th_status getitem(th_trace *tr, const char *op, th_arg a0, const th_arg *
         na++;
       }
     } else if (is_index_number(k)) {
-      basic[nb++] = *k; /* removes a dim */
+      basic[nb++] = *k;                  /* removes a dim */
     } else if (k->kind == TH_ARG_BOOL) { /* a new dim of length 1 (True) or 0 (False) */
       if (!k->u.b) empty_dims[nempty++] = na;
       basic[nb++] = th_arg_none();
@@ -775,8 +772,8 @@ static th_status mask_put(th_trace *tr, const char *op, th_arg a, th_arg mask, i
     int64_t bd[TH_MAX_DIMS];
     for (int j = 0; j < k; j++) bd[j] = at + j;
     th_arg si[TH_MAX_DIMS], bi[TH_MAX_DIMS];
-    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, mask, th_tu_ints(si, v->ndim, v->shape),
-                       th_tu_ints(bi, k, bd), &mb));
+    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, mask, th_tu_ints(si, v->ndim, v->shape), th_tu_ints(bi, k, bd),
+                       &mb));
   }
   const th_value *vv = values.u.value;
   /* the values' dim at the selected-elements position (right-aligned over (pre..., nnz, post...)) */
@@ -1068,8 +1065,8 @@ th_status ltorch_put_decomp(th_trace *tr, const th_symbol *sym, const th_arg *ar
 th_status ltorch_take_along_dim_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *a = args[0].u.value, *index = th_meta_tensor(&args[1]);
-  if (!index || (index->dtype != TH_I64 && index->dtype != TH_I32 && index->dtype != TH_I16 &&
-                 index->dtype != TH_I8 && index->dtype != TH_U8))
+  if (!index || (index->dtype != TH_I64 && index->dtype != TH_I32 && index->dtype != TH_I16 && index->dtype != TH_I8 &&
+                 index->dtype != TH_U8))
     return th_error(TH_ERR_RUNTIME, "%s: torch.take_along_dim(): dtype of indices should be Long but got %s", op,
                     index ? th_tu_scalar_type_name(index->dtype) : "a non-tensor");
   if (index->dtype != TH_I64)
@@ -1124,8 +1121,8 @@ th_status ltorch_masked_scatter_decomp(th_trace *tr, const th_symbol *sym, const
                     m ? th_tu_scalar_type_name(m->dtype) : "a non-tensor");
   if (!s || s->dtype != a->dtype)
     return th_error(TH_ERR_RUNTIME,
-                    "%s: masked_scatter_: expected self and source to have same dtypes but got %s and %s",
-                    op, th_tu_scalar_type_name(a->dtype), s ? th_tu_scalar_type_name(s->dtype) : "a non-tensor");
+                    "%s: masked_scatter_: expected self and source to have same dtypes but got %s and %s", op,
+                    th_tu_scalar_type_name(a->dtype), s ? th_tu_scalar_type_name(s->dtype) : "a non-tensor");
   th_arg xs[2] = {args[0], args[1]};
   int nd;
   int64_t shape[TH_MAX_DIMS];
@@ -1187,9 +1184,8 @@ static th_status check_embed(const char *op, const char *fn, const th_value *a, 
   if (!ok) {
     char b0[TH_META_SHAPE_BUF], b1[TH_META_SHAPE_BUF];
     return th_error(TH_ERR_RUNTIME,
-                    "%s: expected src to have a size equal to the slice of self. src size = %s, slice size = %s",
-                    op, th_meta_shape_str(s->shape, s->ndim, b0, sizeof b0),
-                    th_meta_shape_str(shape, ndim, b1, sizeof b1));
+                    "%s: expected src to have a size equal to the slice of self. src size = %s, slice size = %s", op,
+                    th_meta_shape_str(s->shape, s->ndim, b0, sizeof b0), th_meta_shape_str(shape, ndim, b1, sizeof b1));
   }
   (void)fn;
   return TH_OK;
@@ -1296,8 +1292,7 @@ th_status ltorch_one_hot_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   int64_t shape[TH_MAX_DIMS], bd[TH_MAX_DIMS], last = a->ndim;
   for (int i = 0; i < a->ndim; i++) shape[i] = a->shape[i], bd[i] = i;
   shape[a->ndim] = nc;
-  if (nc == 0 || th_value_numel(a) == 0)
-    return zeros(tr, a->ndim + 1, shape, a->device, TH_I64, out);
+  if (nc == 0 || th_value_numel(a) == 0) return zeros(tr, a->ndim + 1, shape, a->device, TH_I64, out);
   /* values outside [0, num_classes) are an error in PyTorch: prims.take of an iota checks them */
   th_arg io, chk, ib, cb, eq, flat;
   int64_t n = th_value_numel(a);
@@ -1496,8 +1491,8 @@ th_status ltorch_searchsorted_decomp(th_trace *tr, const th_symbol *sym, const t
   if (args[4].kind == TH_ARG_STR) {
     const char *side = args[4].u.s;
     if (strcmp(side, "left") && strcmp(side, "right"))
-      return th_error(TH_ERR_RUNTIME,
-                      "%s: torch.searchsorted(): side can only be 'left' or 'right' but got %s", op, side);
+      return th_error(TH_ERR_RUNTIME, "%s: torch.searchsorted(): side can only be 'left' or 'right' but got %s", op,
+                      side);
     bool r = !strcmp(side, "right");
     if (right && !r)
       return th_error(TH_ERR_RUNTIME,
@@ -1625,8 +1620,8 @@ th_status ltorch_embedding_bag_decomp(th_trace *tr, const th_symbol *sym, const 
     }
     TH_TRY(nbags == 1 ? th_tu_full(tr, 1, &nbags, th_arg_int(0), dev, TH_I64, &b)
                       : th_tu_iota(tr, nbags, 0, 1, dev, TH_I64, &b));
-    TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, b, th_tu_ints(si, 2, in->shape), th_tu_ints(bi, 1, &zero),
-                       &ids));
+    TH_TRY(
+      th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, b, th_tu_ints(si, 2, in->shape), th_tu_ints(bi, 1, &zero), &ids));
     TH_TRY(th_tu_reshape(tr, ids, 1, &N, &ids));
   } else if (in->ndim == 1) {
     const th_value *ov = th_meta_tensor(&args[2]);

@@ -41,11 +41,10 @@ static th_status check_input(const char *fn, const char *an, const th_arg *a, bo
                     torch_type_name(v->dtype));
   if (v->dtype != TH_F32 && v->dtype != TH_F64)
     return th_error(TH_ERR_RUNTIME, "%s: Low precision dtypes not supported. Got %s", fn, torch_type_name(v->dtype));
-  if (v->ndim < 2)
-    return th_error(TH_ERR_RUNTIME, "%s: The input tensor %s must have at least 2 dimensions.", fn, an);
+  if (v->ndim < 2) return th_error(TH_ERR_RUNTIME, "%s: The input tensor %s must have at least 2 dimensions.", fn, an);
   if (square && v->shape[v->ndim - 1] != v->shape[v->ndim - 2])
-    return th_error(TH_ERR_RUNTIME, "%s: %s must be batches of square matrices, but they are %lld by %lld matrices",
-                    fn, an, (long long)v->shape[v->ndim - 2], (long long)v->shape[v->ndim - 1]);
+    return th_error(TH_ERR_RUNTIME, "%s: %s must be batches of square matrices, but they are %lld by %lld matrices", fn,
+                    an, (long long)v->shape[v->ndim - 2], (long long)v->shape[v->ndim - 1]);
   return TH_OK;
 }
 
@@ -86,9 +85,9 @@ static th_status solve_left(th_trace *tr, const char *fn, th_arg a, th_arg b, th
   const th_value *av = a.u.value, *bv = b.u.value;
   int64_t n = av->shape[av->ndim - 1];
   if (bv->shape[bv->ndim - 2] != n)
-    return th_error(TH_ERR_RUNTIME, "%s: Incompatible shapes of A and B for the equation AX = B (%lldx%lld and %lldx%lld)",
-                    fn, (long long)n, (long long)n, (long long)bv->shape[bv->ndim - 2],
-                    (long long)bv->shape[bv->ndim - 1]);
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Incompatible shapes of A and B for the equation AX = B (%lldx%lld and %lldx%lld)", fn,
+                    (long long)n, (long long)n, (long long)bv->shape[bv->ndim - 2], (long long)bv->shape[bv->ndim - 1]);
   int na = av->ndim - 2, nb = bv->ndim - 2, nd = na > nb ? na : nb;
   int64_t batch[TH_MAX_DIMS], sa[TH_MAX_DIMS], sb[TH_MAX_DIMS];
   for (int i = 0; i < nd; i++) {
@@ -113,8 +112,9 @@ static th_status solve_left(th_trace *tr, const char *fn, th_arg a, th_arg b, th
 static th_status same_dtype(const char *fn, const th_arg *a, const th_arg *b) {
   th_dtype x = a->u.value->dtype, y = b->u.value->dtype;
   if (x == y) return TH_OK;
-  return th_error(TH_ERR_RUNTIME, "%s: Expected A and B to have the same dtype, but found A of type %s and B of type %s instead",
-                  fn, torch_type_name(x), torch_type_name(y));
+  return th_error(TH_ERR_RUNTIME,
+                  "%s: Expected A and B to have the same dtype, but found A of type %s and B of type %s instead", fn,
+                  torch_type_name(x), torch_type_name(y));
 }
 
 /* ---- inv, det, slogdet, logdet -------------------------------------------------------------------- */
@@ -218,8 +218,8 @@ th_status ltorch_linalg_solve_ex_decomp(th_trace *tr, const th_symbol *sym, cons
 
 /* The triangle of a that a triangular solve reads (unitriangular: with a unit diagonal). */
 static th_status triangle(th_trace *tr, th_arg a, bool upper, bool unit, th_arg *out) {
-  TH_TRY(th_tu_call2(tr, upper ? TH_OP_ltorch_triu : TH_OP_ltorch_tril, a, th_arg_int(unit ? (upper ? 1 : -1) : 0),
-                     out));
+  TH_TRY(
+    th_tu_call2(tr, upper ? TH_OP_ltorch_triu : TH_OP_ltorch_tril, a, th_arg_int(unit ? (upper ? 1 : -1) : 0), out));
   if (!unit) return TH_OK;
   th_arg eye;
   TH_TRY(eye_like(tr, a.u.value, &eye));

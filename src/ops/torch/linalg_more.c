@@ -63,8 +63,7 @@ static th_status tensordot_dims(th_trace *tr, const char *op, th_arg a, th_arg b
       return th_error(TH_ERR_RUNTIME,
                       "%s: contracted dimensions need to match, but first has size %lld in dim %lld and second has "
                       "size %lld in dim %lld",
-                      op, (long long)va->shape[da[i]], (long long)da[i], (long long)vb->shape[db[i]],
-                      (long long)db[i]);
+                      op, (long long)va->shape[da[i]], (long long)da[i], (long long)vb->shape[db[i]], (long long)db[i]);
     if (ca[da[i]] || cb[db[i]]) return th_error(TH_ERR_RUNTIME, "%s: a dimension is contracted twice", op);
     ca[da[i]] = cb[db[i]] = true;
     k *= va->shape[da[i]];
@@ -134,8 +133,7 @@ th_status ltorch_tensordot_decomp(th_trace *tr, const th_symbol *sym, const th_a
       TH_TRY(th_meta_int_list(op, "dims[0]", l0, da, &n));
       TH_TRY(th_meta_int_list(op, "dims[1]", l1, db, &n2));
     }
-    if (n != n2)
-      return th_error(TH_ERR_RUNTIME, "%s: both dimension lists should have same length", op);
+    if (n != n2) return th_error(TH_ERR_RUNTIME, "%s: both dimension lists should have same length", op);
     for (int i = 0; i < n; i++) {
       TH_TRY(canon_dim(op, da[i], va->ndim, &da[i]));
       TH_TRY(canon_dim(op, db[i], vb->ndim, &db[i]));
@@ -195,8 +193,7 @@ th_status ltorch_mv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *arg
     return th_error(TH_ERR_RUNTIME, "%s: vector + matrix @ vector expected, got %d, %d", op, va->ndim, vb->ndim);
   if (va->shape[1] != vb->shape[0])
     return th_error(TH_ERR_RUNTIME, "%s: size mismatch, got input (%lld), mat (%lldx%lld), vec (%lld)", op,
-                    (long long)va->shape[0], (long long)va->shape[0], (long long)va->shape[1],
-                    (long long)vb->shape[0]);
+                    (long long)va->shape[0], (long long)va->shape[0], (long long)va->shape[1], (long long)vb->shape[0]);
   TH_TRY(same_dtype(op, "mv", va, vb));
   int64_t da[1] = {1}, db[1] = {0};
   return tensordot_dims(tr, op, args[0], args[1], 1, da, db, out);
@@ -380,8 +377,8 @@ th_status ltorch_linalg_multi_dot_decomp(th_trace *tr, const th_symbol *sym, con
     TH_TRY(tensor_arg(op, "tensors[i]", &l->u.seq.items[i], &v));
     bool end = i == 0 || i == n - 1;
     if (v->ndim != 2 && !(end && v->ndim == 1))
-      return th_error(TH_ERR_RUNTIME, "%s: multi_dot(): tensor %d must be 2D%s but got %dD", op, i,
-                      end ? " or 1D" : "", v->ndim);
+      return th_error(TH_ERR_RUNTIME, "%s: multi_dot(): tensor %d must be 2D%s but got %dD", op, i, end ? " or 1D" : "",
+                      v->ndim);
     if (v->dtype != l->u.seq.items[0].u.value->dtype)
       return th_error(TH_ERR_RUNTIME, "%s: multi_dot(): all tensors must have be the same dtype", op);
   }
@@ -432,8 +429,7 @@ th_status ltorch_bilinear_decomp(th_trace *tr, const th_symbol *sym, const th_ar
   if (vw->ndim != 3 || v1->ndim < 1 || v1->ndim != v2->ndim)
     return th_error(TH_ERR_RUNTIME, "%s: bilinear(): expected a 3-D weight and inputs of the same rank", op);
   int64_t i = v1->shape[v1->ndim - 1], j = v2->shape[v2->ndim - 1], o = vw->shape[0], nb;
-  if (vw->shape[1] != i || vw->shape[2] != j ||
-      memcmp(v1->shape, v2->shape, sizeof(int64_t) * (size_t)(v1->ndim - 1)))
+  if (vw->shape[1] != i || vw->shape[2] != j || memcmp(v1->shape, v2->shape, sizeof(int64_t) * (size_t)(v1->ndim - 1)))
     return th_error(TH_ERR_RUNTIME, "%s: bilinear(): input and weight sizes do not match", op);
   th_meta_numel(v1->shape, v1->ndim - 1, &nb);
   int64_t s1[2] = {nb, i}, sw[3] = {i, o * j}, perm[3] = {1, 0, 2}, s3[3] = {nb, o, j}, s2[3] = {nb, 1, j};

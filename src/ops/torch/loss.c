@@ -522,7 +522,7 @@ th_status ltorch_cosine_embedding_loss_decomp(th_trace *tr, const th_symbol *sym
 #define SUMD(x, o)                                                                                                     \
   do {                                                                                                                 \
     th_arg sa_[2] = {x, dim};                                                                                          \
-    TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 2, sa_, 0, NULL, NULL, o));                                            \
+    TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 2, sa_, 0, NULL, NULL, o));                                             \
   } while (0)
   C2(mul, args[0], args[1], &t);
   SUMD(t, &p);

@@ -198,8 +198,8 @@ th_status ltorch_batch_norm_decomp(th_trace *tr, const th_symbol *sym, const th_
     for (int d = 2; d < v->ndim; d++) per_channel *= v->shape[d];
     if (per_channel == 1) {
       char b[TH_META_SHAPE_BUF];
-      return th_error(TH_ERR_VALUE, "%s: Expected more than 1 value per channel when training, got input size %s",
-                      op, th_meta_shape_str(v->shape, v->ndim, b, sizeof b));
+      return th_error(TH_ERR_VALUE, "%s: Expected more than 1 value per channel when training, got input size %s", op,
+                      th_meta_shape_str(v->shape, v->ndim, b, sizeof b));
     }
   }
   return batch_norm_impl(tr, op, args[0], &args[3], &args[4], &args[1], &args[2], training, momentum, eps, out, NULL,
@@ -240,8 +240,7 @@ th_status ltorch__native_batch_norm_legit_decomp(th_trace *tr, const th_symbol *
       return th_error(TH_ERR_RUNTIME, "%s: running_mean and running_var must be defined in evaluation mode", op);
     return batch_norm_triple(tr, op, args[0], &args[1], &args[2], NULL, NULL, training, momentum, eps, out);
   }
-  if (args[7].kind == TH_ARG_NONE)
-    return th_error(TH_ERR_TYPE, "%s: expected 6 or 8 arguments (eps is missing)", op);
+  if (args[7].kind == TH_ARG_NONE) return th_error(TH_ERR_TYPE, "%s: expected 6 or 8 arguments (eps is missing)", op);
   for (int i = 3; i < 5; i++)
     if (!th_meta_tensor(&args[i]))
       return th_error(TH_ERR_TYPE, "%s: expected running_%s to be a tensor", op, i == 3 ? "mean" : "var");
@@ -328,10 +327,10 @@ th_status ltorch_instance_norm_decomp(th_trace *tr, const th_symbol *sym, const 
     TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, beta, &beta));
   }
   th_arg sv[TH_MAX_DIMS];
-  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, alpha, th_tu_ints(sv, v->ndim, v->shape),
-                     th_tu_ints(bi, 2, bd2), &alpha));
-  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, beta, th_tu_ints(sv, v->ndim, v->shape),
-                     th_tu_ints(bi, 2, bd2), &beta));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, alpha, th_tu_ints(sv, v->ndim, v->shape), th_tu_ints(bi, 2, bd2),
+                     &alpha));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, beta, th_tu_ints(sv, v->ndim, v->shape), th_tu_ints(bi, 2, bd2),
+                     &beta));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, alpha, out));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_add, *out, beta, out));
   return th_tu_convert(tr, out, v->dtype);
@@ -348,8 +347,7 @@ static th_status group_norm_impl(th_trace *tr, const char *op, th_arg input, int
   if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
   TH_TRY(float_input(op, "group_norm", v));
   if (v->ndim < 2)
-    return th_error(TH_ERR_RUNTIME, "%s: Expected at least 2 dimensions for input tensor but received %d", op,
-                    v->ndim);
+    return th_error(TH_ERR_RUNTIME, "%s: Expected at least 2 dimensions for input tensor but received %d", op, v->ndim);
   int64_t n = v->shape[0], c = v->shape[1], hw = 1;
   for (int d = 2; d < v->ndim; d++) hw *= v->shape[d];
   if (groups <= 0 || c % groups != 0) {
@@ -399,10 +397,10 @@ static th_status group_norm_impl(th_trace *tr, const char *op, th_arg input, int
     TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, beta, &beta));
   }
   th_arg sv[TH_MAX_DIMS];
-  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, alpha, th_tu_ints(sv, v->ndim, v->shape),
-                     th_tu_ints(bi, 2, bd), &alpha));
-  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, beta, th_tu_ints(sv, v->ndim, v->shape),
-                     th_tu_ints(bi, 2, bd), &beta));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, alpha, th_tu_ints(sv, v->ndim, v->shape), th_tu_ints(bi, 2, bd),
+                     &alpha));
+  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, beta, th_tu_ints(sv, v->ndim, v->shape), th_tu_ints(bi, 2, bd),
+                     &beta));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_mul, x, alpha, y));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_add, *y, beta, y));
   return th_tu_convert(tr, y, v->dtype);
@@ -421,8 +419,7 @@ th_status ltorch_group_norm_decomp(th_trace *tr, const th_symbol *sym, const th_
   if (v && v->ndim >= 2 && groups > 0) {
     int64_t per = v->shape[0] * v->shape[1] / groups;
     for (int d = 2; d < v->ndim; d++) per *= v->shape[d];
-    if (per == 1)
-      return th_error(TH_ERR_VALUE, "%s: Expected more than 1 value per channel when training", op);
+    if (per == 1) return th_error(TH_ERR_VALUE, "%s: Expected more than 1 value per channel when training", op);
   }
   th_arg mean, rstd;
   return group_norm_impl(tr, op, args[0], groups, &args[2], &args[3], eps, out, &mean, &rstd);
@@ -505,8 +502,7 @@ th_status ltorch_local_response_norm_decomp(th_trace *tr, const th_symbol *sym, 
     *out = args[0];
     return TH_OK;
   }
-  if (v->dtype == TH_BOOL)
-    return th_error(TH_ERR_RUNTIME, "%s: \"avg_pool2d\" not implemented for 'Bool'", op);
+  if (v->dtype == TH_BOOL) return th_error(TH_ERR_RUNTIME, "%s: \"avg_pool2d\" not implemented for 'Bool'", op);
   th_arg sq, acc, t;
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, args[0], args[0], &sq));
   th_dtype comp = th_tu_computation_dtype(v->dtype);

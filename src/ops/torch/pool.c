@@ -134,8 +134,8 @@ static th_status adaptive_size(const char *op, const th_arg *a, const th_value *
   for (int i = 0; i < k; i++)
     if (os[i] < 0)
       return th_error(TH_ERR_RUNTIME,
-                      "%s: elements of output_size must be greater than or equal to 0 but received %" PRId64,
-                      op, os[i]);
+                      "%s: elements of output_size must be greater than or equal to 0 but received %" PRId64, op,
+                      os[i]);
   return TH_OK;
 }
 
@@ -159,8 +159,8 @@ static th_status adaptive_input(const th_symbol *sym, const th_arg *a, int k, co
 /* adaptive average pooling of a float tensor over its last k dims to os (shared with interpolate's
  * 'area' mode). An output of one element per plane is the mean over the window (the global pooling
  * of classification heads): the reduction kernels, and mean's gradient. */
-static th_status adaptive_avg(th_trace *tr, const th_symbol *sym, th_arg x, const th_value *v, int k,
-                              const int64_t *os, th_arg *out) {
+static th_status adaptive_avg(th_trace *tr, const th_symbol *sym, th_arg x, const th_value *v, int k, const int64_t *os,
+                              th_arg *out) {
   th_dtype cd;
   if (!compute_dtype(v->dtype, false, false, &cd)) return no_kernel(sym, v->dtype);
   bool global = true;
@@ -191,8 +191,8 @@ static th_status adaptive_avg(th_trace *tr, const th_symbol *sym, th_arg x, cons
                                                   th_arg *out) {                                                       \
     return adaptive_max(tr, sym, args, n, -1, out);                                                                    \
   }                                                                                                                    \
-  th_status ltorch_adaptive_max_pool##n##d_with_indices_decomp(th_trace *tr, const th_symbol *sym,                     \
-                                                               const th_arg *args, th_arg *out) {                      \
+  th_status ltorch_adaptive_max_pool##n##d_with_indices_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, \
+                                                               th_arg *out) {                                          \
     return adaptive_max(tr, sym, args, n, 1, out);                                                                     \
   }
 
@@ -384,8 +384,10 @@ static th_status interpolate(th_trace *tr, const th_symbol *sym, th_arg x, const
   if (m == 5) { /* area */
     for (int d = 1; d < v->ndim; d++)
       if (v->shape[d] == 0)
-        return th_error(TH_ERR_RUNTIME, "%s: adaptive_avg_pool: Expected input to have non-zero size for non-batch "
-                                        "dimensions", op);
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: adaptive_avg_pool: Expected input to have non-zero size for non-batch "
+                        "dimensions",
+                        op);
     return adaptive_avg(tr, sym, x, v, k, os, out);
   }
   bool bad = false;
@@ -511,21 +513,18 @@ th_status ltorch_pixel_unshuffle_decomp(th_trace *tr, const th_symbol *sym, cons
                     "dimension(s)",
                     op, v->ndim);
   if (r <= 0)
-    return th_error(TH_ERR_RUNTIME, "%s: pixel_unshuffle expects a positive downscale_factor, but got %" PRId64, op,
-                    r);
+    return th_error(TH_ERR_RUNTIME, "%s: pixel_unshuffle expects a positive downscale_factor, but got %" PRId64, op, r);
   int L = v->ndim - 3;
   int64_t C = v->shape[L], H = v->shape[L + 1], W = v->shape[L + 2];
   if (H % r != 0)
     return th_error(TH_ERR_RUNTIME,
                     "%s: pixel_unshuffle expects height to be divisible by downscale_factor, but "
-                    "input.size(-2)=%" PRId64
-                    " is not divisible by %" PRId64,
+                    "input.size(-2)=%" PRId64 " is not divisible by %" PRId64,
                     op, H, r);
   if (W % r != 0)
     return th_error(TH_ERR_RUNTIME,
                     "%s: pixel_unshuffle expects width to be divisible by downscale_factor, but "
-                    "input.size(-1)=%" PRId64
-                    " is not divisible by %" PRId64,
+                    "input.size(-1)=%" PRId64 " is not divisible by %" PRId64,
                     op, W, r);
   int64_t s1[TH_MAX_DIMS], perm[TH_MAX_DIMS], s2[TH_MAX_DIMS];
   for (int i = 0; i < L; i++) s1[i] = s2[i] = v->shape[i], perm[i] = i;
@@ -549,10 +548,9 @@ th_status ltorch_channel_shuffle_decomp(th_trace *tr, const th_symbol *sym, cons
                     "%s: Number of groups to divide channels in must be positive. Value of groups:%" PRId64, op, g);
   int64_t C = v->shape[1];
   if (C % g != 0)
-    return th_error(TH_ERR_RUNTIME,
-                    "%s: Number of channels must be divisible by groups. Got %" PRId64 " channels and %" PRId64
-                    " groups.",
-                    op, C, g);
+    return th_error(
+      TH_ERR_RUNTIME,
+      "%s: Number of channels must be divisible by groups. Got %" PRId64 " channels and %" PRId64 " groups.", op, C, g);
   int64_t s1[TH_MAX_DIMS], perm[TH_MAX_DIMS];
   s1[0] = v->shape[0], s1[1] = g, s1[2] = C / g;
   perm[0] = 0, perm[1] = 2, perm[2] = 1;
@@ -587,8 +585,10 @@ th_status ltorch_fold_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   const th_value *v = th_meta_tensor(&args[0]);
   if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
   if (v->ndim != 2 && v->ndim != 3)
-    return th_error(TH_ERR_RUNTIME, "%s: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
-                                    "(got %dD)", op, v->ndim);
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
+                    "(got %dD)",
+                    op, v->ndim);
   th_dtype cd;
   if (!compute_dtype(v->dtype, false, false, &cd)) return no_kernel(sym, v->dtype);
   int64_t p[5][2];

@@ -146,7 +146,7 @@ th_status ltorch_norm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 static th_status count_where(th_trace *tr, th_arg a, bool want_zero, int nd, const int64_t *dims, th_arg *out) {
   th_arg t, items[TH_MAX_DIMS];
   const th_value *v = a.u.value;
-  th_arg zero = v->dtype == TH_BOOL             ? th_arg_bool(false)
+  th_arg zero = v->dtype == TH_BOOL           ? th_arg_bool(false)
                 : th_dtype_is_float(v->dtype) ? th_arg_float(0.0)
                                               : th_arg_int(0);
   if (th_dtype_is_float(v->dtype) && th_tu_computation_dtype(v->dtype) != v->dtype)
@@ -267,8 +267,7 @@ static th_status matrix_norm(th_trace *tr, const char *op, th_arg x, const th_ar
     const char *p = ord->kind == TH_ARG_STR ? ord->u.s : "fro";
     if (!strcmp(p, "nuc"))
       return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: torch.linalg.norm: the nuclear norm ('nuc') is not supported", op);
-    if (strcmp(p, "fro"))
-      return th_error(TH_ERR_RUNTIME, "%s: linalg.matrix_norm: Order %s not supported.", op, p);
+    if (strcmp(p, "fro")) return th_error(TH_ERR_RUNTIME, "%s: linalg.matrix_norm: Order %s not supported.", op, p);
     th_arg dim = th_tu_ints(items, 2, dd);
     return vector_norm(tr, op, "linalg.matrix_norm", x, 2.0, &dim, keepdim, has_dtype, dtype, out);
   }
@@ -322,8 +321,10 @@ th_status ltorch_linalg_norm_decomp(th_trace *tr, const th_symbol *sym, const th
   if (dim->kind != TH_ARG_NONE) TH_TRY(th_tu_reduction_dims(op, dim, v->ndim, dims, &nd));
   if (dim->kind == TH_ARG_NONE && ord->kind != TH_ARG_NONE) {
     if (v->ndim != 1 && v->ndim != 2)
-      return th_error(TH_ERR_RUNTIME, "%s: linalg.norm: If dim is not specified but ord is, the input must be 1D or "
-                      "2D. Got %dD.", op, v->ndim);
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: linalg.norm: If dim is not specified but ord is, the input must be 1D or "
+                      "2D. Got %dD.",
+                      op, v->ndim);
     nd = v->ndim;
     for (int i = 0; i < nd; i++) dims[i] = i;
   }

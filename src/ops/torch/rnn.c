@@ -92,14 +92,15 @@ static th_status mha_shape_check(const char *op, const th_arg *args, int64_t num
                         "%d-D tensor instead",
                         op, m->ndim);
       if (m->ndim == 3 && m->shape[0] != num_heads)
-        return th_error(TH_ERR_RUNTIME, "%s: Expected `attn_mask` shape to be (%lld, %lld, %lld) but got (%lld, %lld, %lld)",
-                        op, (long long)num_heads, (long long)q->shape[0], (long long)k->shape[0],
-                        (long long)m->shape[0], (long long)m->shape[1], (long long)m->shape[2]);
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: Expected `attn_mask` shape to be (%lld, %lld, %lld) but got (%lld, %lld, %lld)", op,
+                        (long long)num_heads, (long long)q->shape[0], (long long)k->shape[0], (long long)m->shape[0],
+                        (long long)m->shape[1], (long long)m->shape[2]);
     }
     return TH_OK;
   }
-  return th_error(TH_ERR_RUNTIME, "%s: query should be unbatched 2D or batched 3D tensor but received %d-D query tensor",
-                  op, q->ndim);
+  return th_error(TH_ERR_RUNTIME,
+                  "%s: query should be unbatched 2D or batched 3D tensor but received %d-D query tensor", op, q->ndim);
 }
 
 /* F._canonical_mask: a bool mask becomes `dtype` with -inf where it is True and 0 elsewhere; a float
@@ -323,15 +324,16 @@ th_status ltorch_multi_head_attention_forward_decomp(th_trace *tr, const th_symb
     const th_value *m = val(&attn_mask);
     if (m->ndim == 2) {
       if (m->shape[0] != L || m->shape[1] != S)
-        return th_error(TH_ERR_RUNTIME, "%s: The shape of the 2D attn_mask is [%lld, %lld], but should be (%lld, %lld).",
-                        op, (long long)m->shape[0], (long long)m->shape[1], (long long)L, (long long)S);
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: The shape of the 2D attn_mask is [%lld, %lld], but should be (%lld, %lld).", op,
+                        (long long)m->shape[0], (long long)m->shape[1], (long long)L, (long long)S);
       TH_TRY(th_tu_unsqueeze(tr, attn_mask, 0, &attn_mask));
     } else if (m->ndim == 3) {
       if (m->shape[0] != N * H || m->shape[1] != L || m->shape[2] != S)
         return th_error(TH_ERR_RUNTIME,
                         "%s: The shape of the 3D attn_mask is [%lld, %lld, %lld], but should be (%lld, %lld, %lld).",
-                        op, (long long)m->shape[0], (long long)m->shape[1], (long long)m->shape[2],
-                        (long long)(N * H), (long long)L, (long long)S);
+                        op, (long long)m->shape[0], (long long)m->shape[1], (long long)m->shape[2], (long long)(N * H),
+                        (long long)L, (long long)S);
     } else {
       return th_error(TH_ERR_RUNTIME, "%s: attn_mask's dimension %d is not supported", op, m->ndim);
     }
@@ -593,7 +595,8 @@ static th_status rnn_decomp(th_trace *tr, const char *op, cell_kind kind, const 
     th_arg dirs[2];
     for (int64_t d = 0; d < D; d++) {
       const th_arg *w = &params[(l * D + d) * per];
-      th_arg w_ih = w[0], w_hh = w[1], b_ih = has_biases ? w[2] : th_arg_none(), b_hh = has_biases ? w[3] : th_arg_none();
+      th_arg w_ih = w[0], w_hh = w[1], b_ih = has_biases ? w[2] : th_arg_none(),
+             b_hh = has_biases ? w[3] : th_arg_none();
       th_arg w_hr = proj ? w[want] : th_arg_none();
       const int64_t hs = val(&w_hh)->shape[0] / gates;
       th_arg h, c = th_arg_none(), xp;

@@ -65,8 +65,7 @@ th_status ltorch_msort_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
 th_status ltorch_topk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = tensor0(args);
-  if (v->dtype == TH_BOOL)
-    return th_error(TH_ERR_RUNTIME, "%s: \"topk_cpu\" not implemented for 'Bool'", op);
+  if (v->dtype == TH_BOOL) return th_error(TH_ERR_RUNTIME, "%s: \"topk_cpu\" not implemented for 'Bool'", op);
   int64_t k;
   int d = 0;
   bool largest, sorted;
@@ -84,8 +83,7 @@ th_status ltorch_topk_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 th_status ltorch_kthvalue_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v = tensor0(args);
-  if (v->dtype == TH_BOOL)
-    return th_error(TH_ERR_RUNTIME, "%s: \"kthvalue_cpu\" not implemented for 'Bool'", op);
+  if (v->dtype == TH_BOOL) return th_error(TH_ERR_RUNTIME, "%s: \"kthvalue_cpu\" not implemented for 'Bool'", op);
   int64_t k;
   int d = 0;
   bool keepdim;

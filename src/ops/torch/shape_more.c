@@ -358,13 +358,9 @@ th_status ltorch_rot90_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   th_arg x;
   const int64_t f0[1] = {d0}, f1[1] = {d1}, f01[2] = {d0, d1};
   switch (k) {
-    case 1:
-      TH_TRY(flip_dims(tr, op, args[0], 1, f1, &x));
-      return swap_dims(tr, x, d0, d1, out);
+    case 1: TH_TRY(flip_dims(tr, op, args[0], 1, f1, &x)); return swap_dims(tr, x, d0, d1, out);
     case 2: return flip_dims(tr, op, args[0], 2, f01, out);
-    case 3:
-      TH_TRY(flip_dims(tr, op, args[0], 1, f0, &x));
-      return swap_dims(tr, x, d0, d1, out);
+    case 3: TH_TRY(flip_dims(tr, op, args[0], 1, f0, &x)); return swap_dims(tr, x, d0, d1, out);
     default: *out = args[0]; return TH_OK;
   }
 }
@@ -388,8 +384,8 @@ static th_status repeat_impl(th_trace *tr, const char *op, th_arg a, int nr, con
   for (int i = 0; i < nr; i++) {
     if (reps[i] == 1) continue;
     if (nr + 1 > TH_MAX_DIMS)
-      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: repeating a tensor of rank %d is not supported (at most %d)", op,
-                      nr, TH_MAX_DIMS - 1);
+      return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: repeating a tensor of rank %d is not supported (at most %d)", op, nr,
+                      TH_MAX_DIMS - 1);
     int64_t big[TH_MAX_DIMS], bd[TH_MAX_DIMS];
     for (int j = 0, k = 0; j < nr; j++) {
       if (j == i) big[k++] = reps[i];
@@ -629,7 +625,7 @@ static th_status copy_of(th_trace *tr, th_op_id view, int nargs, const th_arg *a
   return TH_OK;
 }
 
-#define COPY_VARIANT(name, view, nargs)                                                                               \
+#define COPY_VARIANT(name, view, nargs)                                                                                \
   th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {              \
     (void)sym;                                                                                                         \
     return copy_of(tr, view, nargs, args, out);                                                                        \
@@ -746,8 +742,8 @@ static th_status diag_embed_impl(th_trace *tr, const char *op, th_arg a, int64_t
   shape[nb + 1] = m;
   bd[nb] = offset >= 0 ? nb : nb + 1;
   th_arg si[TH_MAX_DIMS], bi[TH_MAX_DIMS], vb;
-  TH_TRY(th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, x, th_tu_ints(si, nb + 2, shape), th_tu_ints(bi, nb + 1, bd),
-                     &vb));
+  TH_TRY(
+    th_tu_call3(tr, TH_OP_prims_broadcast_in_dim, x, th_tu_ints(si, nb + 2, shape), th_tu_ints(bi, nb + 1, bd), &vb));
   /* mask[i, j] = (j - i == offset) */
   th_arg ri, ci, diff, mask;
   const int64_t mm[2] = {m, m}, b0[1] = {0}, b1[1] = {1};
@@ -1052,9 +1048,8 @@ th_status ltorch_meshgrid_decomp(th_trace *tr, const th_symbol *sym, const th_ar
     if (!strcmp(args[1].u.s, "xy"))
       xy = true;
     else if (strcmp(args[1].u.s, "ij"))
-      return th_error(TH_ERR_RUNTIME,
-                      "%s: torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: %s", op,
-                      args[1].u.s);
+      return th_error(TH_ERR_RUNTIME, "%s: torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: %s",
+                      op, args[1].u.s);
   }
   if (n == 0) return th_error(TH_ERR_RUNTIME, "%s: meshgrid expects a non-empty TensorList", op);
   if (n > TH_MAX_DIMS)
