@@ -3,7 +3,7 @@
  *   inv, inv_ex          solve(A, I)
  *   det, slogdet, logdet sign * exp(logabsdet); slogdet; logabsdet, NaN where sign < 0
  *   solve, solve_ex      broadcast batch dims, vector right-hand sides, left=False through A^T
- *   cholesky(_ex)        the lower factor (upper: its transpose); cholesky_solve, cholesky_inverse
+ *   cholesky(_ex)        the lower factor (upper: its transpose)
  *   solve_triangular, triangular_solve   a solve with the triangle of A (tril/triu: the gradient
  *                        reaches only that triangle, as PyTorch's)
  *   eigvalsh, svdvals    the eigenvalues / singular values
@@ -296,37 +296,6 @@ th_status ltorch_linalg_cholesky_ex_decomp(th_trace *tr, const th_symbol *sym, c
   TH_TRY(cholesky(tr, "linalg.cholesky_ex", args[0], upper, &l));
   TH_TRY(info_zeros(tr, args[0].u.value, &info));
   return pair(tr, l, info, out);
-}
-
-/* cholesky_solve(B, L, upper=False): A^-1 B for A = L L^T (upper: U^T U), reading L's triangle. */
-th_status ltorch_cholesky_solve_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  const char *fn = "cholesky_solve";
-  bool upper;
-  TH_TRY(th_tu_bool(sym->qualname, "upper", &args[2], &upper));
-  TH_TRY(check_input(fn, "A", &args[1], true));
-  TH_TRY(check_input(fn, "B", &args[0], false));
-  TH_TRY(same_dtype(fn, &args[1], &args[0]));
-  th_arg l, lt, y;
-  TH_TRY(triangle(tr, args[1], upper, false, &l));
-  if (upper) TH_TRY(mT(tr, l, &l)); /* the lower factor */
-  TH_TRY(mT(tr, l, &lt));
-  TH_TRY(solve_left(tr, fn, l, args[0], &y));
-  return solve_left(tr, fn, lt, y, out);
-}
-
-/* cholesky_inverse(L, upper=False): (L L^T)^-1 = L^-T L^-1 (upper: (U^T U)^-1). */
-th_status ltorch_cholesky_inverse_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  const char *fn = "cholesky_inverse";
-  bool upper;
-  TH_TRY(th_tu_bool(sym->qualname, "upper", &args[1], &upper));
-  TH_TRY(check_input(fn, "input", &args[0], true));
-  th_arg l, lt, eye, y;
-  TH_TRY(triangle(tr, args[0], upper, false, &l));
-  if (upper) TH_TRY(mT(tr, l, &l));
-  TH_TRY(mT(tr, l, &lt));
-  TH_TRY(eye_like(tr, l.u.value, &eye));
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_linalg_solve, l, eye, &y));
-  return th_tu_call2(tr, TH_OP_prims_linalg_solve, lt, y, out);
 }
 
 /* ---- eigvalsh, svdvals ---------------------------------------------------------------------------------- */
