@@ -1,4 +1,4 @@
-/* linalg_more.c — vector and tensor products of issue 22: dot, vdot, inner, mv, addmv, addr, tensordot,
+/* linalg_more.c — vector and tensor products: dot, vdot, inner, mv, addmv, addr, tensordot,
  * kron, cross / linalg.cross, linalg.vecdot, linalg.multi_dot, addbmm and bilinear, as compositions of
  * ltorch.matmul / addmm and the elementwise ops (the products of floating tensors are GEMMs; integer
  * ones are sums of products, since the matmul prim is for floating dtypes). */

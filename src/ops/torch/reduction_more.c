@@ -1,4 +1,4 @@
-/* reduction_more.c — the norms and other reductions of issue 22: torch.linalg.vector_norm, torch.norm
+/* reduction_more.c — the norms and other reductions: torch.linalg.vector_norm, torch.norm
  * (vector and Frobenius cases), torch.linalg.norm (vectors; matrices for 'fro' and +-1 / +-inf), renorm,
  * dist, trace, all, any, count_nonzero, nansum, nanmean and aminmax.
  *
