@@ -43,6 +43,11 @@ bf34, f16_34 = R(3, 4, dtype=torch.bfloat16, seed=11), R(3, 4, dtype=torch.float
 bfb34 = R(3, 4, dtype=torch.bfloat16, seed=14)
 d34, s1 = R(3, 4, dtype=torch.float64, seed=15), R(1, dtype=torch.float64, seed=16)
 b14 = R(1, 4, seed=17)
+fi34, fj34 = i34.to(torch.float32), j34.to(torch.float32)
+rows3, cols2, cols3 = torch.tensor([2, 0, 2]), torch.tensor([3, 0]), torch.tensor([1, 1, 3])
+flat4 = torch.tensor([0, 5, 11, 5])
+perm24 = torch.tensor([[2, 0, 1, 0], [0, 1, 2, 2]])  # distinct rows per column: one writer per element
+rep24 = torch.tensor([[2, 0, 2, 1], [2, 2, 0, 1]])
 
 # The unary rows of the op table with an in-place variant get an input and a comparison from their kind.
 # EXACT: equal to PyTorch bit for bit; CLOSE: within assert_close's tolerances (libm vs. SLEEF in the
@@ -184,6 +189,28 @@ CASES = [
     ("ltorch.tensor_polygamma_(a, 2)", {"a": pos34}, lambda a: a.polygamma_(2)),
     ("ltorch.mvlgamma_(a, 2)", {"a": big34}, lambda a: a.mvlgamma_(2)),
     ("ltorch.nextafter_(a, b)", {"a": a34, "b": b34}, lambda a, b: a.nextafter_(b)),
+    # index: writes through index tensors (repeated indices accumulate; integer-valued floats keep the
+    # sums exact whatever the order)
+    ("ltorch.index_add_(a, 0, i, s, alpha=2)", {"a": fi34, "i": rows3, "s": fj34},
+     lambda a, i, s: a.index_add_(0, i, s, alpha=2)),
+    ("ltorch.index_copy_(a, 1, i, s)", {"a": a34, "i": cols2, "s": b34[:, :2]},
+     lambda a, i, s: a.index_copy_(1, i, s)),
+    ("ltorch.index_fill_(a, 1, i, -2.5)", {"a": a34, "i": cols2}, lambda a, i: a.index_fill_(1, i, -2.5)),
+    ("ltorch.index_put_(a, (i, j), v, True)", {"a": fi34, "i": rows3, "j": cols3, "v": fj34[0, :3]},
+     lambda a, i, j, v: a.index_put_((i, j), v, accumulate=True)),
+    ("ltorch.index_reduce_(a, 0, i, s, 'amax')", {"a": a34, "i": rows3, "s": b34},
+     lambda a, i, s: a.index_reduce_(0, i, s, "amax")),
+    ("ltorch.index_reduce_(a, 0, i, s, 'prod', include_self=False)", {"a": fi34, "i": rows3, "s": fj34},
+     lambda a, i, s: a.index_reduce_(0, i, s, "prod", include_self=False)),
+    ("ltorch.masked_scatter_(a, m, s)", {"a": a34, "m": bool34, "s": b34}, lambda a, m, s: a.masked_scatter_(m, s)),
+    ("ltorch.put_(a, i, s, True)", {"a": fi34, "i": flat4, "s": fj34[1]}, lambda a, i, s: a.put_(i, s, True)),
+    ("ltorch.scatter_(a, 0, i, s)", {"a": a34, "i": perm24, "s": b34}, lambda a, i, s: a.scatter_(0, i, s)),
+    ("ltorch.scatter_(a, 1, i, value=1.5)", {"a": a34, "i": cols2.expand(3, 2).contiguous()},
+     lambda a, i: a.scatter_(1, i, 1.5)),
+    ("ltorch.scatter_add_(a, 0, i, s)", {"a": fi34, "i": rep24, "s": fj34}, lambda a, i, s: a.scatter_add_(0, i, s)),
+    ("ltorch.scatter_reduce_(a, 0, i, s, 'amin', include_self=False)", {"a": a34, "i": rep24, "s": b34},
+     lambda a, i, s: a.scatter_reduce_(0, i, s, "amin", include_self=False)),
+    ("ltorch.setitem_(a, i, v)", {"a": a34, "i": rows3[:2], "v": b4}, lambda a, i, v: a.__setitem__(i, v) or a),
 ]
 
 # Results PyTorch computes through float32 intermediates in its own kernel order for which the trace's
@@ -192,7 +219,9 @@ CASES = [
 # comparison (UNARY_INPLACE_DEFAULTS or UNARY_INPLACE) says EXACT.
 EXACT_OPS = ("add_", "sub_", "mul_", "fill_", "zero_", "copy_", "clamp_", "masked_fill_", "eq_", "ne_", "lt_",
              "le_", "gt_", "ge_", "floor_divide_", "relu_", "bitwise_", "logical_", "remainder_", "fmod_", "__i",
-             "gcd_", "lcm_", "nextafter_", "copysign_", "heaviside_", "clamp_max_", "hardtanh_", "relu6_", "threshold_")
+             "gcd_", "lcm_", "nextafter_", "copysign_", "heaviside_", "clamp_max_", "hardtanh_", "relu6_", "threshold_",
+             "index_copy_", "index_fill_", "index_put_", "index_reduce_", "masked_scatter_", "put_", "scatter_",
+             "setitem_")
 
 
 def is_exact(call):
