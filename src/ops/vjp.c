@@ -46,9 +46,9 @@ static void build(void) {
   /* scan */
   add(th_vjp_table_prims_scan, th_vjp_table_prims_scan_n);
 
-  /* act */
+  /* random */
 
-  /* rnn */
+  /* stat */
 
   add(th_vjp_table_prims_linalg_lapack, th_vjp_table_prims_linalg_lapack_n);
 }

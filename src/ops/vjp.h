@@ -72,9 +72,9 @@ TH_VJP_TABLE(prims_index)
 /* scan */
 TH_VJP_TABLE(prims_scan)
 
-/* act */
+/* random */
 
-/* rnn */
+/* stat */
 
 TH_VJP_TABLE(prims_linalg_lapack)
 

@@ -115,9 +115,9 @@ static const th_operator_impl eager_impls[] = {
   {TH_OP_prims_cummax, th_eg_cummax_ref, NULL},
   {TH_OP_prims_cummin, th_eg_cummin_ref, NULL},
 
-  /* act */
+  /* random */
 
-  /* rnn */
+  /* stat */
 
   /* linalg: decompositions and solves (linalg_lapack.c) */
   {TH_OP_prims_linalg_solve, th_eg_linalg_lapack_ref, NULL},

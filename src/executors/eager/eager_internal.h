@@ -213,9 +213,9 @@ th_status th_eg_logcumsumexp_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_cummax_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_cummin_ref(th_rt_env *env, const th_bsym *b);
 
-/* act */
+/* random */
 
-/* rnn */
+/* stat */
 
 /* linalg_lapack.c: linalg_solve, linalg_slogdet, linalg_cholesky, linalg_eigh, linalg_svd (LAPACKE) */
 th_status th_eg_linalg_lapack_ref(th_rt_env *env, const th_bsym *b);
