@@ -30,18 +30,8 @@ static th_status clamp_bound(th_trace *tr, th_arg x, double bound, bool lower, t
   return th_tu_call_kw(tr, TH_OP_ltorch_clamp, 1, args, 1, kn, &args[1], out);
 }
 
-/* The reduction of a loss: `reduction`, unless a deprecated size_average / reduce is given (None
- * counts as True): reduce=False is 'none', else size_average picks 'mean' or 'sum'. */
-static th_status reduction_of(const char *op, const th_arg *size_average, const th_arg *reduce, const th_arg *r,
-                              bool batchmean_ok, int *out) {
-  *out = RED_MEAN;
-  if (given(size_average) || given(reduce)) {
-    bool sa = true, rd = true;
-    if (given(size_average)) TH_TRY(th_tu_bool(op, "size_average", size_average, &sa));
-    if (given(reduce)) TH_TRY(th_tu_bool(op, "reduce", reduce, &rd));
-    *out = !rd ? RED_NONE : sa ? RED_MEAN : RED_SUM;
-    return TH_OK;
-  }
+/* The reduction named by the string `r`; 'batchmean' only where batchmean_ok (kl_div). */
+static th_status reduction_named(const char *op, const th_arg *r, bool batchmean_ok, int *out) {
   if (r->kind != TH_ARG_STR) return th_error(TH_ERR_TYPE, "%s: expected reduction to be a string", op);
   if (!strcmp(r->u.s, "none"))
     *out = RED_NONE;
@@ -56,6 +46,20 @@ static th_status reduction_of(const char *op, const th_arg *size_average, const 
   return TH_OK;
 }
 
+/* The reduction of a loss: `reduction`, unless a deprecated size_average / reduce is given (None
+ * counts as True): reduce=False is 'none', else size_average picks 'mean' or 'sum'. */
+static th_status reduction_of(const char *op, const th_arg *size_average, const th_arg *reduce, const th_arg *r,
+                              bool batchmean_ok, int *out) {
+  if (given(size_average) || given(reduce)) {
+    bool sa = true, rd = true;
+    if (given(size_average)) TH_TRY(th_tu_bool(op, "size_average", size_average, &sa));
+    if (given(reduce)) TH_TRY(th_tu_bool(op, "reduce", reduce, &rd));
+    *out = !rd ? RED_NONE : sa ? RED_MEAN : RED_SUM;
+    return TH_OK;
+  }
+  return reduction_named(op, r, batchmean_ok, out);
+}
+
 static th_status reduce_loss(th_trace *tr, th_arg loss, int red, th_arg *out) {
   th_arg a[1] = {loss};
   switch (red) {
@@ -65,10 +69,20 @@ static th_status reduce_loss(th_trace *tr, th_arg loss, int red, th_arg *out) {
   }
 }
 
-static th_status tensor_arg(const char *op, const char *what, const th_arg *a, const th_value **v) {
-  *v = th_meta_tensor(a);
-  if (!*v) return th_error(TH_ERR_TYPE, "%s: expected %s to be a tensor", op, what);
-  return TH_OK;
+static const char *const input12_target[3] = {"input1", "input2", "target"};
+
+/* The input (args[0]) and target (args[1]) tensors of a loss. */
+static th_status input_target(const char *op, const th_arg *args, const th_value **vi, const th_value **vt) {
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], vi));
+  return th_tu_tensor_arg(op, "target", &args[1], vt);
+}
+
+/* input_target, and the reduction of the loss from its trailing size_average, reduce, reduction
+ * arguments at args[at], args[at + 1], args[at + 2]. */
+static th_status loss_operands(const char *op, const th_arg *args, int at, const th_value **vi, const th_value **vt,
+                               int *red) {
+  TH_TRY(input_target(op, args, vi, vt));
+  return reduction_of(op, &args[at], &args[at + 1], &args[at + 2], false, red);
 }
 
 /* input and target broadcast to one shape (torch.broadcast_tensors in F's losses). */
@@ -84,6 +98,31 @@ static bool same_shape(const th_value *a, const th_value *b) {
   return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
 }
 
+/* loss [* weight] for an optional elementwise weight of input's shape (l1_loss, huber_loss). */
+static th_status weighted(th_trace *tr, const char *op, th_arg loss, const th_arg *weight, const th_value *vi,
+                          th_arg *out) {
+  *out = loss;
+  if (!given(weight)) return TH_OK;
+  if (!same_shape(weight->u.value, vi))
+    return th_error(TH_ERR_VALUE, "%s: Weights and input must have the same size.", op);
+  return th_tu_call2(tr, TH_OP_ltorch_mul, loss, *weight, out);
+}
+
+/* binary_cross_entropy(_with_logits) take a target of input's shape only; each words the error its own way. */
+static th_status check_target_size(const char *op, const th_value *vi, const th_value *vt, bool logits) {
+  if (same_shape(vi, vt)) return TH_OK;
+  char ts[TH_META_SHAPE_BUF], is[TH_META_SHAPE_BUF];
+  th_meta_shape_str(vt->shape, vt->ndim, ts, sizeof ts);
+  th_meta_shape_str(vi->shape, vi->ndim, is, sizeof is);
+  if (logits)
+    return th_error(TH_ERR_VALUE, "%s: Target size (torch.Size(%s)) must be the same as input size (torch.Size(%s))",
+                    op, ts, is);
+  return th_error(TH_ERR_VALUE,
+                  "%s: Using a target size (torch.Size(%s)) that is different to the input size (torch.Size(%s)) is "
+                  "deprecated. Please ensure they have the same size.",
+                  op, ts, is);
+}
+
 /* ---- l1, smooth l1, huber ------------------------------------------------------------------------ */
 
 /* l1_loss(input, target, size_average, reduce, reduction, weight) = reduce(|input - target| [* weight]) */
@@ -91,18 +130,12 @@ th_status ltorch_l1_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   const char *op = sym->qualname;
   const th_value *vi, *vt;
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  TH_TRY(reduction_of(op, &args[2], &args[3], &args[4], false, &red));
+  TH_TRY(loss_operands(op, args, 2, &vi, &vt, &red));
   th_arg x = args[0], t = args[1], d;
   TH_TRY(broadcast2(tr, op, &x, &t));
   C2(sub, x, t, &d);
   C1(abs, d, &d);
-  if (given(&args[5])) {
-    if (!same_shape(args[5].u.value, vi))
-      return th_error(TH_ERR_VALUE, "%s: Weights and input must have the same size.", op);
-    C2(mul, d, args[5], &d);
-  }
+  TH_TRY(weighted(tr, op, d, &args[5], vi, &d));
   return reduce_loss(tr, d, red, out);
 }
 
@@ -144,9 +177,7 @@ th_status ltorch_smooth_l1_loss_decomp(th_trace *tr, const th_symbol *sym, const
   const th_value *vi, *vt;
   int red = RED_MEAN;
   double beta;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  TH_TRY(reduction_of(op, &args[2], &args[3], &args[4], false, &red));
+  TH_TRY(loss_operands(op, args, 2, &vi, &vt, &red));
   TH_TRY(th_tu_float(op, "beta", &args[5], &beta));
   if (beta < 0) return th_error(TH_ERR_RUNTIME, "%s: smooth_l1_loss does not support negative values for beta.", op);
   th_arg l;
@@ -160,20 +191,14 @@ th_status ltorch_huber_loss_decomp(th_trace *tr, const th_symbol *sym, const th_
   const th_value *vi, *vt;
   int red = RED_MEAN;
   double delta;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  th_arg none = th_arg_none();
-  TH_TRY(reduction_of(op, &none, &none, &args[2], false, &red));
+  TH_TRY(input_target(op, args, &vi, &vt));
+  TH_TRY(reduction_named(op, &args[2], false, &red));
   TH_TRY(th_tu_float(op, "delta", &args[3], &delta));
   if (!(delta > 0))
     return th_error(TH_ERR_RUNTIME, "%s: huber_loss does not support non-positive values for delta.", op);
   th_arg l;
   TH_TRY(smooth_elementwise(tr, op, args[0], args[1], delta, true, &l));
-  if (given(&args[4])) {
-    if (!same_shape(args[4].u.value, vi))
-      return th_error(TH_ERR_VALUE, "%s: Weights and input must have the same size.", op);
-    C2(mul, l, args[4], &l);
-  }
+  TH_TRY(weighted(tr, op, l, &args[4], vi, &l));
   return reduce_loss(tr, l, red, out);
 }
 
@@ -187,17 +212,8 @@ th_status ltorch_binary_cross_entropy_decomp(th_trace *tr, const th_symbol *sym,
   const char *op = sym->qualname;
   const th_value *vi, *vt;
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  TH_TRY(reduction_of(op, &args[3], &args[4], &args[5], false, &red));
-  if (!same_shape(vi, vt)) {
-    char a[TH_META_SHAPE_BUF], b[TH_META_SHAPE_BUF];
-    return th_error(TH_ERR_VALUE,
-                    "%s: Using a target size (torch.Size(%s)) that is different to the input size (torch.Size(%s)) is "
-                    "deprecated. Please ensure they have the same size.",
-                    op, th_meta_shape_str(vt->shape, vt->ndim, a, sizeof a),
-                    th_meta_shape_str(vi->shape, vi->ndim, b, sizeof b));
-  }
+  TH_TRY(loss_operands(op, args, 3, &vi, &vt, &red));
+  TH_TRY(check_target_size(op, vi, vt, false));
   if (!th_dtype_is_float(vi->dtype))
     return th_error(TH_ERR_RUNTIME, "%s: \"binary_cross_entropy\" not implemented for '%s'", op,
                     th_tu_scalar_type_name(vi->dtype));
@@ -245,15 +261,8 @@ th_status ltorch_binary_cross_entropy_with_logits_decomp(th_trace *tr, const th_
   const char *op = sym->qualname;
   const th_value *vi, *vt;
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  TH_TRY(reduction_of(op, &args[3], &args[4], &args[5], false, &red));
-  if (!same_shape(vi, vt)) {
-    char a[TH_META_SHAPE_BUF], b[TH_META_SHAPE_BUF];
-    return th_error(TH_ERR_VALUE, "%s: Target size (torch.Size(%s)) must be the same as input size (torch.Size(%s))",
-                    op, th_meta_shape_str(vt->shape, vt->ndim, a, sizeof a),
-                    th_meta_shape_str(vi->shape, vi->ndim, b, sizeof b));
-  }
+  TH_TRY(loss_operands(op, args, 3, &vi, &vt, &red));
+  TH_TRY(check_target_size(op, vi, vt, true));
   th_arg ls, l, w;
   TH_TRY(log_sigmoid(tr, args[0], &ls));
   if (given(&args[6])) {
@@ -279,8 +288,7 @@ th_status ltorch_kl_div_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   const th_value *vi, *vt;
   int red = RED_MEAN;
   bool log_target;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
+  TH_TRY(input_target(op, args, &vi, &vt));
   TH_TRY(reduction_of(op, &args[2], &args[3], &args[4], true, &red));
   TH_TRY(th_tu_bool(op, "log_target", &args[5], &log_target));
   th_arg l, a, z;
@@ -316,8 +324,7 @@ th_status ltorch_poisson_nll_loss_decomp(th_trace *tr, const th_symbol *sym, con
   int red = RED_MEAN;
   bool log_input, full;
   double eps;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
+  TH_TRY(input_target(op, args, &vi, &vt));
   TH_TRY(th_tu_bool(op, "log_input", &args[2], &log_input));
   TH_TRY(th_tu_bool(op, "full", &args[3], &full));
   TH_TRY(th_tu_float(op, "eps", &args[5], &eps));
@@ -361,12 +368,10 @@ th_status ltorch_gaussian_nll_loss_decomp(th_trace *tr, const th_symbol *sym, co
   int red = RED_MEAN;
   bool full;
   double eps;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
+  TH_TRY(input_target(op, args, &vi, &vt));
   TH_TRY(th_tu_bool(op, "full", &args[3], &full));
   TH_TRY(th_tu_float(op, "eps", &args[4], &eps));
-  th_arg none = th_arg_none();
-  TH_TRY(reduction_of(op, &none, &none, &args[5], false, &red));
+  TH_TRY(reduction_named(op, &args[5], false, &red));
   th_arg var = args[2];
   const th_value *vv = th_meta_tensor(&var);
   if (vv && !same_shape(vv, vi)) {
@@ -385,23 +390,18 @@ th_status ltorch_gaussian_nll_loss_decomp(th_trace *tr, const th_symbol *sym, co
     d = d < eps ? eps : d;
     var = th_arg_float(d);
   } else {
-    th_arg cargs[2] = {var, th_arg_float(eps)};
-    const char *const kn[1] = {"min"};
-    TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_clamp, 1, cargs, 1, kn, &cargs[1], &var));
+    TH_TRY(clamp_bound(tr, var, eps, true, &var));
   }
   th_arg l, d;
-  if (var.kind == TH_ARG_FLOAT) {
-    C2(sub, args[0], args[1], &d);
-    C2(pow, d, th_arg_int(2), &d);
-    C2(true_divide, d, var, &d);
+  bool var_scalar = var.kind == TH_ARG_FLOAT;
+  if (!var_scalar) C1(log, var, &l);
+  C2(sub, args[0], args[1], &d);
+  C2(pow, d, th_arg_int(2), &d);
+  C2(true_divide, d, var, &d);
+  if (var_scalar)
     C2(add, d, th_arg_float(log(var.u.f)), &l);
-  } else {
-    C1(log, var, &l);
-    C2(sub, args[0], args[1], &d);
-    C2(pow, d, th_arg_int(2), &d);
-    C2(true_divide, d, var, &d);
+  else
     C2(add, l, d, &l);
-  }
   C2(mul, l, th_arg_float(0.5), &l);
   if (full) C2(add, l, th_arg_float(0.5 * log(6.283185307179586)), &l);
   return reduce_loss(tr, l, red, out);
@@ -415,9 +415,7 @@ th_status ltorch_hinge_embedding_loss_decomp(th_trace *tr, const th_symbol *sym,
   const char *op = sym->qualname;
   const th_value *vi, *vt;
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  TH_TRY(reduction_of(op, &args[3], &args[4], &args[5], false, &red));
+  TH_TRY(loss_operands(op, args, 3, &vi, &vt, &red));
   th_arg m, c, a, b, zeros;
   C1(zeros_like, args[0], &zeros);
   C2(sub, args[2], args[0], &m);
@@ -433,12 +431,11 @@ th_status ltorch_hinge_embedding_loss_decomp(th_trace *tr, const th_symbol *sym,
 /* margin_ranking_loss(input1, input2, target, margin, ...): max(-target * (input1 - input2) + margin, 0) */
 th_status ltorch_margin_ranking_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
-  const th_value *v1, *v2, *vt;
+  const th_value *v[3];
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input1", &args[0], &v1));
-  TH_TRY(tensor_arg(op, "input2", &args[1], &v2));
-  TH_TRY(tensor_arg(op, "target", &args[2], &vt));
+  TH_TRY(th_tu_tensor_args(op, args, 3, input12_target, v));
   TH_TRY(reduction_of(op, &args[4], &args[5], &args[6], false, &red));
+  const th_value *v1 = v[0], *v2 = v[1], *vt = v[2];
   if (v1->ndim != v2->ndim || v1->ndim != vt->ndim)
     return th_error(TH_ERR_RUNTIME,
                     "%s: margin_ranking_loss : All input tensors should have same dimension but got sizes: input1: "
@@ -458,9 +455,7 @@ th_status ltorch_soft_margin_loss_decomp(th_trace *tr, const th_symbol *sym, con
   const char *op = sym->qualname;
   const th_value *vi, *vt;
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  TH_TRY(reduction_of(op, &args[2], &args[3], &args[4], false, &red));
+  TH_TRY(loss_operands(op, args, 2, &vi, &vt, &red));
   th_arg l;
   C1(neg, args[0], &l);
   C2(mul, l, args[1], &l);
@@ -476,9 +471,7 @@ th_status ltorch_multilabel_soft_margin_loss_decomp(th_trace *tr, const th_symbo
   const char *op = sym->qualname;
   const th_value *vi, *vt;
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "target", &args[1], &vt));
-  TH_TRY(reduction_of(op, &args[3], &args[4], &args[5], false, &red));
+  TH_TRY(loss_operands(op, args, 3, &vi, &vt, &red));
   th_arg a, b, n, u;
   TH_TRY(log_sigmoid(tr, args[0], &a));
   C2(mul, args[1], a, &a);
@@ -503,12 +496,11 @@ th_status ltorch_multilabel_soft_margin_loss_decomp(th_trace *tr, const th_symbo
  * target == -1 (PyTorch's composite). */
 th_status ltorch_cosine_embedding_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
-  const th_value *v1, *v2, *vt;
+  const th_value *v[3];
   int red = RED_MEAN;
-  TH_TRY(tensor_arg(op, "input1", &args[0], &v1));
-  TH_TRY(tensor_arg(op, "input2", &args[1], &v2));
-  TH_TRY(tensor_arg(op, "target", &args[2], &vt));
+  TH_TRY(th_tu_tensor_args(op, args, 3, input12_target, v));
   TH_TRY(reduction_of(op, &args[4], &args[5], &args[6], false, &red));
+  const th_value *v1 = v[0], *v2 = v[1], *vt = v[2];
   if (v1->ndim != v2->ndim || !same_shape(v1, v2))
     return th_error(TH_ERR_RUNTIME, "%s: cosine_embedding_loss : input1 and input2 must have the same size", op);
   if (v1->ndim != vt->ndim + 1)
@@ -556,8 +548,8 @@ th_status ltorch_cosine_embedding_loss_decomp(th_trace *tr, const th_symbol *sym
 static th_status pairwise(th_trace *tr, const char *op, th_arg x1, th_arg x2, th_arg p, th_arg eps, bool keepdim,
                           th_arg *out) {
   const th_value *v1, *v2;
-  TH_TRY(tensor_arg(op, "x1", &x1, &v1));
-  TH_TRY(tensor_arg(op, "x2", &x2, &v2));
+  TH_TRY(th_tu_tensor_arg(op, "x1", &x1, &v1));
+  TH_TRY(th_tu_tensor_arg(op, "x2", &x2, &v2));
   int nd = v1->ndim > v2->ndim ? v1->ndim : v2->ndim;
   th_arg d;
   C2(sub, x1, x2, &d);
@@ -578,12 +570,11 @@ th_status ltorch_pairwise_distance_decomp(th_trace *tr, const th_symbol *sym, co
  * max(margin + d(a, p) - d(a, n), 0) with d the pairwise distance; swap takes min(d(a, n), d(p, n)). */
 th_status ltorch_triplet_margin_loss_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
-  const th_value *va, *vp, *vn;
+  const th_value *v[3];
   int red = RED_MEAN;
   bool swap;
-  TH_TRY(tensor_arg(op, "anchor", &args[0], &va));
-  TH_TRY(tensor_arg(op, "positive", &args[1], &vp));
-  TH_TRY(tensor_arg(op, "negative", &args[2], &vn));
+  TH_TRY(th_tu_tensor_args(op, args, 3, (const char *const[3]){"anchor", "positive", "negative"}, v));
+  const th_value *va = v[0], *vp = v[1], *vn = v[2];
   TH_TRY(th_tu_bool(op, "swap", &args[6], &swap));
   TH_TRY(reduction_of(op, &args[7], &args[8], &args[9], false, &red));
   if (va->ndim != vp->ndim || va->ndim != vn->ndim)
@@ -611,8 +602,8 @@ th_status ltorch_triplet_margin_loss_decomp(th_trace *tr, const th_symbol *sym, 
 th_status ltorch_cosine_similarity_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v1, *v2;
-  TH_TRY(tensor_arg(op, "x1", &args[0], &v1));
-  TH_TRY(tensor_arg(op, "x2", &args[1], &v2));
+  TH_TRY(th_tu_tensor_arg(op, "x1", &args[0], &v1));
+  TH_TRY(th_tu_tensor_arg(op, "x2", &args[1], &v2));
   th_arg x1 = args[0], x2 = args[1];
   th_tu_type comp, res;
   TH_TRY(th_tu_promote(op, 2, args, TH_TU_PROMO_INT_TO_FLOAT, &comp, &res));
@@ -652,7 +643,7 @@ th_status ltorch_cosine_similarity_decomp(th_trace *tr, const th_symbol *sym, co
 th_status ltorch_softmin_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v;
-  TH_TRY(tensor_arg(op, "input", &args[0], &v));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &v));
   th_arg dim = args[1];
   if (dim.kind == TH_ARG_NONE) dim = th_arg_int(v->ndim == 0 || v->ndim == 1 || v->ndim == 3 ? 0 : 1);
   bool has;

@@ -408,6 +408,17 @@ th_status th_tu_bool(const char *op, const char *what, const th_arg *a, bool *ou
   return TH_OK;
 }
 
+th_status th_tu_tensor_arg(const char *op, const char *what, const th_arg *a, const th_value **v) {
+  *v = th_meta_tensor(a);
+  if (!*v) return th_error(TH_ERR_TYPE, "%s: expected %s to be a tensor", op, what);
+  return TH_OK;
+}
+
+th_status th_tu_tensor_args(const char *op, const th_arg *args, int n, const char *const *names, const th_value **v) {
+  for (int i = 0; i < n; i++) TH_TRY(th_tu_tensor_arg(op, names[i], &args[i], &v[i]));
+  return TH_OK;
+}
+
 th_status th_tu_reduction_dims(const char *op, const th_arg *a, int ndim, int64_t dims[TH_MAX_DIMS], int *n) {
   int64_t raw[TH_MAX_DIMS];
   int nraw = 0;

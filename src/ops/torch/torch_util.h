@@ -116,6 +116,10 @@ th_status th_tu_device_arg(const char *op, const char *what, const th_arg *a, th
 th_status th_tu_float(const char *op, const char *what, const th_arg *a, double *out);
 /* A bool argument (BOOL, INT, or a number proxy of known value). */
 th_status th_tu_bool(const char *op, const char *what, const th_arg *a, bool *out);
+/* A tensor argument's value; else TH_ERR_TYPE "<op>: expected <what> to be a tensor". */
+th_status th_tu_tensor_arg(const char *op, const char *what, const th_arg *a, const th_value **v);
+/* th_tu_tensor_arg of each of args[0 .. n - 1], named names[i], into v[i]. */
+th_status th_tu_tensor_args(const char *op, const th_arg *args, int n, const char *const *names, const th_value **v);
 /* Reduction dims: NONE or an empty list mean all dims; an int or a list of ints, canonicalized,
  * duplicates rejected ("Duplicate value in list of dimensions"). A 0-dim tensor reduces over (). */
 th_status th_tu_reduction_dims(const char *op, const th_arg *a, int ndim, int64_t dims[TH_MAX_DIMS], int *n);
