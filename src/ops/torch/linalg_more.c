@@ -8,12 +8,6 @@
 
 #define C2(op, a, b, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, b, o))
 
-static th_status tensor_arg(const char *op, const char *what, const th_arg *a, const th_value **v) {
-  *v = th_meta_tensor(a);
-  if (!*v) return th_error(TH_ERR_TYPE, "%s: expected %s to be a tensor", op, what);
-  return TH_OK;
-}
-
 static th_status same_dtype(const char *op, const char *fn, const th_value *a, const th_value *b) {
   if (a->dtype == b->dtype) return TH_OK;
   return th_error(TH_ERR_RUNTIME, "%s: %s: expected both inputs to have the same dtype, but found %s and %s", op, fn,
@@ -107,8 +101,8 @@ th_status ltorch_tensordot_decomp(th_trace *tr, const th_symbol *sym, const th_a
   const char *op = sym->qualname;
   const th_value *va, *vb;
   if (args[3].kind != TH_ARG_NONE) return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: out= is not supported", op);
-  TH_TRY(tensor_arg(op, "a", &args[0], &va));
-  TH_TRY(tensor_arg(op, "b", &args[1], &vb));
+  TH_TRY(th_tu_tensor_arg(op, "a", &args[0], &va));
+  TH_TRY(th_tu_tensor_arg(op, "b", &args[1], &vb));
   TH_TRY(same_dtype(op, "tensordot", va, vb));
   int64_t da[TH_MAX_DIMS], db[TH_MAX_DIMS];
   int n = 0;
@@ -147,8 +141,8 @@ th_status ltorch_tensordot_decomp(th_trace *tr, const th_symbol *sym, const th_a
 /* dot(input, other) / vdot (real tensors: the same): the sum of products of two 1-D tensors. */
 static th_status dot(th_trace *tr, const char *op, const char *fn, const th_arg *args, th_arg *out) {
   const th_value *va, *vb;
-  TH_TRY(tensor_arg(op, "input", &args[0], &va));
-  TH_TRY(tensor_arg(op, "other", &args[1], &vb));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &va));
+  TH_TRY(th_tu_tensor_arg(op, "other", &args[1], &vb));
   if (va->ndim != 1 || vb->ndim != 1)
     return th_error(TH_ERR_RUNTIME, "%s: 1D tensors expected, but got %dD and %dD tensors", op, va->ndim, vb->ndim);
   if (va->shape[0] != vb->shape[0])
@@ -172,8 +166,8 @@ th_status ltorch_vdot_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 th_status ltorch_inner_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *va, *vb;
-  TH_TRY(tensor_arg(op, "input", &args[0], &va));
-  TH_TRY(tensor_arg(op, "other", &args[1], &vb));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &va));
+  TH_TRY(th_tu_tensor_arg(op, "other", &args[1], &vb));
   if (va->ndim == 0 || vb->ndim == 0) return th_tu_call2(tr, TH_OP_ltorch_mul, args[0], args[1], out);
   if (va->shape[va->ndim - 1] != vb->shape[vb->ndim - 1])
     return th_error(TH_ERR_RUNTIME,
@@ -187,8 +181,8 @@ th_status ltorch_inner_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
 th_status ltorch_mv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *va, *vb;
-  TH_TRY(tensor_arg(op, "input", &args[0], &va));
-  TH_TRY(tensor_arg(op, "vec", &args[1], &vb));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &va));
+  TH_TRY(th_tu_tensor_arg(op, "vec", &args[1], &vb));
   if (va->ndim != 2 || vb->ndim != 1)
     return th_error(TH_ERR_RUNTIME, "%s: vector + matrix @ vector expected, got %d, %d", op, va->ndim, vb->ndim);
   if (va->shape[1] != vb->shape[0])
@@ -204,9 +198,9 @@ th_status ltorch_mv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *arg
 th_status ltorch_addmv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *vi, *vm, *vv;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "mat", &args[1], &vm));
-  TH_TRY(tensor_arg(op, "vec", &args[2], &vv));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &vi));
+  TH_TRY(th_tu_tensor_arg(op, "mat", &args[1], &vm));
+  TH_TRY(th_tu_tensor_arg(op, "vec", &args[2], &vv));
   if (vm->ndim != 2 || vv->ndim != 1 || vi->ndim > 1 || vm->shape[1] != vv->shape[0] ||
       (vi->ndim == 1 && vi->shape[0] != 1 && vi->shape[0] != vm->shape[0]))
     return th_error(TH_ERR_RUNTIME, "%s: vector + matrix @ vector expected, got %d, %d, %d", op, vi->ndim, vm->ndim,
@@ -226,9 +220,9 @@ th_status ltorch_addmv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
 th_status ltorch_addr_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *vi, *v1, *v2;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "vec1", &args[1], &v1));
-  TH_TRY(tensor_arg(op, "vec2", &args[2], &v2));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &vi));
+  TH_TRY(th_tu_tensor_arg(op, "vec1", &args[1], &v1));
+  TH_TRY(th_tu_tensor_arg(op, "vec2", &args[2], &v2));
   if (v1->ndim != 1 || v2->ndim != 1)
     return th_error(TH_ERR_RUNTIME, "%s: addr: Expected 1-D argument vec1 and vec2, but got %dD and %dD", op, v1->ndim,
                     v2->ndim);
@@ -278,8 +272,8 @@ th_status ltorch_addr_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
 th_status ltorch_kron_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *va, *vb;
-  TH_TRY(tensor_arg(op, "input", &args[0], &va));
-  TH_TRY(tensor_arg(op, "other", &args[1], &vb));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &va));
+  TH_TRY(th_tu_tensor_arg(op, "other", &args[1], &vb));
   int n = va->ndim > vb->ndim ? va->ndim : vb->ndim;
   if (2 * n > TH_MAX_DIMS)
     return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: kron of rank %d tensors is not supported", op, n);
@@ -305,8 +299,8 @@ th_status ltorch_kron_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
  * length 3. */
 static th_status cross(th_trace *tr, const char *op, const char *fn, const th_arg *args, bool dim_none, th_arg *out) {
   const th_value *va, *vb;
-  TH_TRY(tensor_arg(op, "input", &args[0], &va));
-  TH_TRY(tensor_arg(op, "other", &args[1], &vb));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &va));
+  TH_TRY(th_tu_tensor_arg(op, "other", &args[1], &vb));
   if (va->ndim != vb->ndim)
     return th_error(TH_ERR_RUNTIME, "%s: %s: inputs must have the same number of dimensions.", op, fn);
   th_arg ab[2] = {args[0], args[1]};
@@ -350,8 +344,8 @@ th_status ltorch_linalg_cross_decomp(th_trace *tr, const th_symbol *sym, const t
 th_status ltorch_linalg_vecdot_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *va, *vb;
-  TH_TRY(tensor_arg(op, "x", &args[0], &va));
-  TH_TRY(tensor_arg(op, "y", &args[1], &vb));
+  TH_TRY(th_tu_tensor_arg(op, "x", &args[0], &va));
+  TH_TRY(th_tu_tensor_arg(op, "y", &args[1], &vb));
   if (va->dtype != vb->dtype)
     return th_error(TH_ERR_RUNTIME,
                     "%s: linalg.vecdot: Expected x and y to have the same dtype, but found x of type %s and y of "
@@ -374,7 +368,7 @@ th_status ltorch_linalg_multi_dot_decomp(th_trace *tr, const th_symbol *sym, con
   int n = l->u.seq.n;
   for (int i = 0; i < n; i++) {
     const th_value *v;
-    TH_TRY(tensor_arg(op, "tensors[i]", &l->u.seq.items[i], &v));
+    TH_TRY(th_tu_tensor_arg(op, "tensors[i]", &l->u.seq.items[i], &v));
     bool end = i == 0 || i == n - 1;
     if (v->ndim != 2 && !(end && v->ndim == 1))
       return th_error(TH_ERR_RUNTIME, "%s: multi_dot(): tensor %d must be 2D%s but got %dD", op, i, end ? " or 1D" : "",
@@ -393,9 +387,9 @@ th_status ltorch_linalg_multi_dot_decomp(th_trace *tr, const th_symbol *sym, con
 th_status ltorch_addbmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *vi, *v1, *v2;
-  TH_TRY(tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(tensor_arg(op, "batch1", &args[1], &v1));
-  TH_TRY(tensor_arg(op, "batch2", &args[2], &v2));
+  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &vi));
+  TH_TRY(th_tu_tensor_arg(op, "batch1", &args[1], &v1));
+  TH_TRY(th_tu_tensor_arg(op, "batch2", &args[2], &v2));
   if (v1->ndim != 3 || v2->ndim != 3)
     return th_error(TH_ERR_RUNTIME, "%s: batch1 and batch2 must be 3D tensors, got %dD and %dD", op, v1->ndim,
                     v2->ndim);
@@ -423,9 +417,9 @@ th_status ltorch_addbmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
 th_status ltorch_bilinear_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
   const th_value *v1, *v2, *vw;
-  TH_TRY(tensor_arg(op, "input1", &args[0], &v1));
-  TH_TRY(tensor_arg(op, "input2", &args[1], &v2));
-  TH_TRY(tensor_arg(op, "weight", &args[2], &vw));
+  TH_TRY(th_tu_tensor_arg(op, "input1", &args[0], &v1));
+  TH_TRY(th_tu_tensor_arg(op, "input2", &args[1], &v2));
+  TH_TRY(th_tu_tensor_arg(op, "weight", &args[2], &vw));
   if (vw->ndim != 3 || v1->ndim < 1 || v1->ndim != v2->ndim)
     return th_error(TH_ERR_RUNTIME, "%s: bilinear(): expected a 3-D weight and inputs of the same rank", op);
   int64_t i = v1->shape[v1->ndim - 1], j = v2->shape[v2->ndim - 1], o = vw->shape[0], nb;
