@@ -70,6 +70,33 @@ static void *dp(const th_tensor *t) { return th_eg_data(t); }
 static int64_t plane_in(const geo *g) { return g->in[0] * g->in[1] * g->in[2]; }
 static int64_t plane_out(const geo *g) { return g->out[0] * g->out[1] * g->out[2]; }
 
+/* The spatial rank g->k (1 to 3) of a prim: the length of its int[] argument i. */
+static th_status spatial_rank(th_rt_env *env, const th_bsym *b, int i, geo *g) {
+  g->k = list_len(env, b, i);
+  if (g->k < 1 || g->k > 3) return th_error(TH_ERR_RUNTIME, "%s: expected 1 to 3 spatial dims", th_eg_name(b));
+  return TH_OK;
+}
+
+/* Argument 0 of a prim whose int[] argument 1 gives its spatial rank, and g with that rank. */
+static th_status pooled_arg(th_rt_env *env, const th_bsym *b, th_tensor **t, geo *g) {
+  *g = (geo){0};
+  if (!(*t = th_eg_tensor_arg(env, b, 0))) return th_last_status();
+  return spatial_rank(env, b, 1, g);
+}
+
+/* max_pool and avg_pool take float32, float64 and int64. */
+static th_status check_pool_dtype(const th_bsym *b, th_dtype dt) {
+  if (dt == TH_F32 || dt == TH_F64 || dt == TH_I64) return TH_OK;
+  return th_error(TH_ERR_TYPE, "%s: unsupported dtype", th_eg_name(b));
+}
+
+/* g's planes and extents from the forward op's input `in` and output `out` (a backward kernel's
+ * result and incoming gradient). */
+static void set_extents(geo *g, const th_tensor *in, const th_tensor *out) {
+  extents(in->ndim, in->shape, g->k, &g->P, g->in);
+  extents(out->ndim, out->shape, g->k, NULL, g->out);
+}
+
 /* ---- max_pool, adaptive_max_pool ---------------------------------------------------------------------------- */
 
 #define GT_NAN(v, m) ((v) > (m) || (v) != (v)) /* PyTorch's (val > maxval) || isnan(val) */
@@ -128,11 +155,9 @@ MAX_POOL_KERNEL(max_pool_f64, double, -INFINITY, GT_NAN)
 MAX_POOL_KERNEL(max_pool_i64, int64_t, INT64_MIN, GT_INT)
 
 static th_status run_max_pool(th_rt_env *env, const th_bsym *b, bool adaptive) {
-  th_tensor *t = th_eg_tensor_arg(env, b, 0);
-  if (!t) return th_last_status();
-  geo g = {0};
-  g.k = list_len(env, b, 1);
-  if (g.k < 1 || g.k > 3) return th_error(TH_ERR_RUNTIME, "%s: expected 1 to 3 spatial dims", th_eg_name(b));
+  th_tensor *t;
+  geo g;
+  TH_TRY(pooled_arg(env, b, &t, &g));
   if (!adaptive) {
     TH_TRY(ints3(env, b, 1, g.k, 1, g.ks));
     TH_TRY(ints3(env, b, 2, g.k, 1, g.st));
@@ -143,18 +168,18 @@ static th_status run_max_pool(th_rt_env *env, const th_bsym *b, bool adaptive) {
   }
   th_tensor *y = th_eg_alloc_out(env, b, 0), *ind = y ? th_eg_alloc_out(env, b, 1) : NULL;
   if (!ind) return th_last_status();
-  extents(t->ndim, t->shape, g.k, &g.P, g.in);
-  extents(y->ndim, y->shape, g.k, NULL, g.out);
+  set_extents(&g, t, y);
   if (th_tensor_numel(y) == 0) return TH_OK;
+  TH_TRY(check_pool_dtype(b, t->dtype));
   th_tensor *c, *owned;
   TH_TRY(contiguous(t, &c, &owned));
   int64_t *ip = dp(ind);
-  switch (t->dtype) {
-    case TH_F32: max_pool_f32(&g, adaptive, (const float *)dp(c), (float *)dp(y), ip); break;
-    case TH_F64: max_pool_f64(&g, adaptive, (const double *)dp(c), (double *)dp(y), ip); break;
-    case TH_I64: max_pool_i64(&g, adaptive, (const int64_t *)dp(c), (int64_t *)dp(y), ip); break;
-    default: th_tensor_release(owned); return th_error(TH_ERR_TYPE, "%s: unsupported dtype", th_eg_name(b));
-  }
+  if (t->dtype == TH_F32)
+    max_pool_f32(&g, adaptive, (const float *)dp(c), (float *)dp(y), ip);
+  else if (t->dtype == TH_F64)
+    max_pool_f64(&g, adaptive, (const double *)dp(c), (double *)dp(y), ip);
+  else
+    max_pool_i64(&g, adaptive, (const int64_t *)dp(c), (int64_t *)dp(y), ip);
   th_tensor_release(owned);
   return TH_OK;
 }
@@ -190,56 +215,45 @@ SCATTER_KERNEL(scatter_f64, double)
 GATHER_KERNEL(gather_f32, float)
 GATHER_KERNEL(gather_f64, double)
 
-th_status th_eg_pool_scatter_add_ref(th_rt_env *env, const th_bsym *b) {
-  th_tensor *g = th_eg_tensor_arg(env, b, 0), *idx = g ? th_eg_tensor_arg(env, b, 1) : NULL;
+/* pool_scatter_add(grad, indices, kernel_size, ...) adds each plane's gradient into its input plane
+ * at the indices; pool_gather(a, indices, k) takes each plane's elements at the indices. */
+static th_status run_indexed(th_rt_env *env, const th_bsym *b, bool gather) {
+  th_tensor *s = th_eg_tensor_arg(env, b, 0), *idx = s ? th_eg_tensor_arg(env, b, 1) : NULL;
   if (!idx) return th_last_status();
-  int k = list_len(env, b, 2);
+  geo g = {0};
+  if (gather) {
+    int64_t k;
+    TH_TRY(th_eg_int_arg(env, b, 2, &k));
+    g.k = (int)k;
+  } else {
+    g.k = list_len(env, b, 2);
+  }
   th_tensor *y = th_eg_alloc_out(env, b, 0);
   if (!y) return th_last_status();
   if (th_tensor_numel(y) == 0) return TH_OK;
-  int64_t P, in[3], out[3];
-  extents(y->ndim, y->shape, k, &P, in);
-  extents(g->ndim, g->shape, k, NULL, out);
-  int64_t n = out[0] * out[1] * out[2], pin = in[0] * in[1] * in[2];
-  th_tensor *gc, *go, *ic, *io;
-  TH_TRY(contiguous(g, &gc, &go));
+  set_extents(&g, gather ? s : y, gather ? idx : s);
+  int64_t n = plane_out(&g), pin = plane_in(&g);
+  th_tensor *sc, *so, *ic, *io;
+  TH_TRY(contiguous(s, &sc, &so));
   th_status st = contiguous(idx, &ic, &io);
   if (st == TH_OK) {
-    if (g->dtype == TH_F32)
-      scatter_f32(P, n, pin, dp(gc), dp(ic), dp(y));
+    bool f32 = s->dtype == TH_F32;
+    if (gather && f32)
+      gather_f32(g.P, n, pin, dp(sc), dp(ic), dp(y));
+    else if (gather)
+      gather_f64(g.P, n, pin, dp(sc), dp(ic), dp(y));
+    else if (f32)
+      scatter_f32(g.P, n, pin, dp(sc), dp(ic), dp(y));
     else
-      scatter_f64(P, n, pin, dp(gc), dp(ic), dp(y));
+      scatter_f64(g.P, n, pin, dp(sc), dp(ic), dp(y));
   }
-  th_tensor_release(go);
+  th_tensor_release(so);
   th_tensor_release(io);
   return st;
 }
 
-th_status th_eg_pool_gather_ref(th_rt_env *env, const th_bsym *b) {
-  th_tensor *a = th_eg_tensor_arg(env, b, 0), *idx = a ? th_eg_tensor_arg(env, b, 1) : NULL;
-  if (!idx) return th_last_status();
-  int64_t k;
-  TH_TRY(th_eg_int_arg(env, b, 2, &k));
-  th_tensor *y = th_eg_alloc_out(env, b, 0);
-  if (!y) return th_last_status();
-  if (th_tensor_numel(y) == 0) return TH_OK;
-  int64_t P, in[3], out[3];
-  extents(a->ndim, a->shape, (int)k, &P, in);
-  extents(idx->ndim, idx->shape, (int)k, NULL, out);
-  int64_t n = out[0] * out[1] * out[2], pin = in[0] * in[1] * in[2];
-  th_tensor *ac, *ao, *ic, *io;
-  TH_TRY(contiguous(a, &ac, &ao));
-  th_status st = contiguous(idx, &ic, &io);
-  if (st == TH_OK) {
-    if (a->dtype == TH_F32)
-      gather_f32(P, n, pin, dp(ac), dp(ic), dp(y));
-    else
-      gather_f64(P, n, pin, dp(ac), dp(ic), dp(y));
-  }
-  th_tensor_release(ao);
-  th_tensor_release(io);
-  return st;
-}
+th_status th_eg_pool_scatter_add_ref(th_rt_env *env, const th_bsym *b) { return run_indexed(env, b, false); }
+th_status th_eg_pool_gather_ref(th_rt_env *env, const th_bsym *b) { return run_indexed(env, b, true); }
 
 /* ---- avg_pool, avg_pool_backward ------------------------------------------------------------------------------- */
 
@@ -259,6 +273,28 @@ typedef struct avg_params {
   int64_t div;
 } avg_params;
 
+/* The divisor of a window: divisor_override, else its extent in the padded input (count_include_pad)
+ * or in the input. */
+static inline int64_t avg_divisor(const avg_params *ap, int64_t padded, int64_t clipped) {
+  return ap->has_div ? ap->div : ap->count_include_pad ? padded : clipped;
+}
+
+/* The loops of the average kernels over the window [d0, d1) x [h0, h1) x [w0, w1) of the plane xp
+ * (IH rows of IW elements), with the kernel's own names: its sum added to s (WINDOW_SUM), or v added
+ * to each of its elements (WINDOW_ADD). */
+#define WINDOW_SUM(T, s)                                                                                               \
+  for (int64_t d = d0; d < d1; d++)                                                                                    \
+    for (int64_t h = h0; h < h1; h++) {                                                                                \
+      const T *row = xp + (d * IH + h) * IW;                                                                           \
+      for (int64_t w = w0; w < w1; w++) s += row[w];                                                                   \
+    }
+#define WINDOW_ADD(T, v)                                                                                               \
+  for (int64_t d = d0; d < d1; d++)                                                                                    \
+    for (int64_t h = h0; h < h1; h++) {                                                                                \
+      T *row = xp + (d * IH + h) * IW;                                                                                 \
+      for (int64_t w = w0; w < w1; w++) row[w] += v;                                                                   \
+    }
+
 #define AVG_POOL_KERNEL(NAME, T, ACC)                                                                                  \
   static void NAME(const geo *g, const avg_params *ap, const T *x, T *y) {                                             \
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], IH = g->in[1], IW = g->in[2];                        \
@@ -277,15 +313,9 @@ typedef struct avg_params {
           y[r * OW + ow] = 0;                                                                                          \
           continue;                                                                                                    \
         }                                                                                                              \
-        int64_t div = ap->has_div             ? ap->div                                                                \
-                      : ap->count_include_pad ? pdd * phh * pww                                                        \
-                                              : (d1 - d0) * (h1 - h0) * (w1 - w0);                                     \
+        int64_t div = avg_divisor(ap, pdd * phh * pww, (d1 - d0) * (h1 - h0) * (w1 - w0));                             \
         ACC s = 0;                                                                                                     \
-        for (int64_t d = d0; d < d1; d++)                                                                              \
-          for (int64_t h = h0; h < h1; h++) {                                                                          \
-            const T *row = xp + (d * IH + h) * IW;                                                                     \
-            for (int64_t w = w0; w < w1; w++) s += row[w];                                                             \
-          }                                                                                                            \
+        WINDOW_SUM(T, s);                                                                                              \
         y[r * OW + ow] = (T)(s / (ACC)div);                                                                            \
       }                                                                                                                \
     }                                                                                                                  \
@@ -313,15 +343,9 @@ AVG_POOL_KERNEL(avg_pool_i64, int64_t, int64_t)
             int64_t w0, w1, pww;                                                                                       \
             avg_window(ow, g->st[2], g->pd[2], g->ks[2], IW, &w0, &w1, &pww);                                          \
             if (d0 >= d1 || h0 >= h1 || w0 >= w1) continue;                                                            \
-            int64_t div = ap->has_div             ? ap->div                                                            \
-                          : ap->count_include_pad ? pdd * phh * pww                                                    \
-                                                  : (d1 - d0) * (h1 - h0) * (w1 - w0);                                 \
+            int64_t div = avg_divisor(ap, pdd * phh * pww, (d1 - d0) * (h1 - h0) * (w1 - w0));                         \
             T v = yp[(od * OH + oh) * OW + ow] / (T)div;                                                               \
-            for (int64_t d = d0; d < d1; d++)                                                                          \
-              for (int64_t h = h0; h < h1; h++) {                                                                      \
-                T *row = xp + (d * IH + h) * IW;                                                                       \
-                for (int64_t w = w0; w < w1; w++) row[w] += v;                                                         \
-              }                                                                                                        \
+            WINDOW_ADD(T, v);                                                                                          \
           }                                                                                                            \
         }                                                                                                              \
       }                                                                                                                \
@@ -333,8 +357,7 @@ AVG_POOL_BACKWARD_KERNEL(avg_pool_backward_f64, double)
 /* the avg_pool parameters from argument `first` on: kernel_size, stride, padding, ceil_mode (unused
  * here: the output extents say it), count_include_pad, divisor_override */
 static th_status avg_args(th_rt_env *env, const th_bsym *b, int first, geo *g, avg_params *ap) {
-  g->k = list_len(env, b, first);
-  if (g->k < 1 || g->k > 3) return th_error(TH_ERR_RUNTIME, "%s: expected 1 to 3 spatial dims", th_eg_name(b));
+  TH_TRY(spatial_rank(env, b, first, g));
   TH_TRY(ints3(env, b, first, g->k, 1, g->ks));
   TH_TRY(ints3(env, b, first + 1, g->k, 1, g->st));
   TH_TRY(ints3(env, b, first + 2, g->k, 0, g->pd));
@@ -346,49 +369,36 @@ static th_status avg_args(th_rt_env *env, const th_bsym *b, int first, geo *g, a
   return TH_OK;
 }
 
-th_status th_eg_avg_pool_ref(th_rt_env *env, const th_bsym *b) {
+/* avg_pool(input, kernel_size, ...) and avg_pool_backward(grad, input, kernel_size, ...). */
+static th_status run_avg_pool(th_rt_env *env, const th_bsym *b, bool backward) {
   th_tensor *t = th_eg_tensor_arg(env, b, 0);
   if (!t) return th_last_status();
   geo g = {0};
   avg_params ap;
-  TH_TRY(avg_args(env, b, 1, &g, &ap));
+  TH_TRY(avg_args(env, b, backward ? 2 : 1, &g, &ap));
   th_tensor *y = th_eg_alloc_out(env, b, 0);
   if (!y) return th_last_status();
-  extents(t->ndim, t->shape, g.k, &g.P, g.in);
-  extents(y->ndim, y->shape, g.k, NULL, g.out);
+  set_extents(&g, backward ? y : t, backward ? t : y);
   if (th_tensor_numel(y) == 0) return TH_OK;
+  if (!backward) TH_TRY(check_pool_dtype(b, t->dtype));
   th_tensor *c, *owned;
   TH_TRY(contiguous(t, &c, &owned));
-  switch (t->dtype) {
-    case TH_F32: avg_pool_f32(&g, &ap, dp(c), dp(y)); break;
-    case TH_F64: avg_pool_f64(&g, &ap, dp(c), dp(y)); break;
-    case TH_I64: avg_pool_i64(&g, &ap, dp(c), dp(y)); break;
-    default: th_tensor_release(owned); return th_error(TH_ERR_TYPE, "%s: unsupported dtype", th_eg_name(b));
-  }
+  if (backward && t->dtype == TH_F32)
+    avg_pool_backward_f32(&g, &ap, dp(c), dp(y));
+  else if (backward)
+    avg_pool_backward_f64(&g, &ap, dp(c), dp(y));
+  else if (t->dtype == TH_F32)
+    avg_pool_f32(&g, &ap, dp(c), dp(y));
+  else if (t->dtype == TH_F64)
+    avg_pool_f64(&g, &ap, dp(c), dp(y));
+  else
+    avg_pool_i64(&g, &ap, dp(c), dp(y));
   th_tensor_release(owned);
   return TH_OK;
 }
 
-th_status th_eg_avg_pool_backward_ref(th_rt_env *env, const th_bsym *b) {
-  th_tensor *t = th_eg_tensor_arg(env, b, 0);
-  if (!t) return th_last_status();
-  geo g = {0};
-  avg_params ap;
-  TH_TRY(avg_args(env, b, 2, &g, &ap));
-  th_tensor *y = th_eg_alloc_out(env, b, 0);
-  if (!y) return th_last_status();
-  extents(y->ndim, y->shape, g.k, &g.P, g.in);
-  extents(t->ndim, t->shape, g.k, NULL, g.out);
-  if (th_tensor_numel(y) == 0) return TH_OK;
-  th_tensor *c, *owned;
-  TH_TRY(contiguous(t, &c, &owned));
-  if (t->dtype == TH_F32)
-    avg_pool_backward_f32(&g, &ap, dp(c), dp(y));
-  else
-    avg_pool_backward_f64(&g, &ap, dp(c), dp(y));
-  th_tensor_release(owned);
-  return TH_OK;
-}
+th_status th_eg_avg_pool_ref(th_rt_env *env, const th_bsym *b) { return run_avg_pool(env, b, false); }
+th_status th_eg_avg_pool_backward_ref(th_rt_env *env, const th_bsym *b) { return run_avg_pool(env, b, true); }
 
 /* ---- adaptive_avg_pool, adaptive_avg_pool_backward ------------------------------------------------------------ */
 
@@ -408,11 +418,7 @@ th_status th_eg_avg_pool_backward_ref(th_rt_env *env, const th_bsym *b) {
       for (int64_t ow = 0; ow < OW; ow++) {                                                                            \
         int64_t w0 = th_pool_adaptive_start(ow, IW, OW), w1 = th_pool_adaptive_end(ow, IW, OW);                        \
         T s = 0;                                                                                                       \
-        for (int64_t d = d0; d < d1; d++)                                                                              \
-          for (int64_t h = h0; h < h1; h++) {                                                                          \
-            const T *row = xp + (d * IH + h) * IW;                                                                     \
-            for (int64_t w = w0; w < w1; w++) s += row[w];                                                             \
-          }                                                                                                            \
+        WINDOW_SUM(T, s);                                                                                              \
         if (g->k == 3) s /= (T)(d1 - d0);                                                                              \
         y[r * OW + ow] = s / (T)(h1 - h0) / (T)(w1 - w0);                                                              \
       }                                                                                                                \
@@ -439,11 +445,7 @@ ADAPTIVE_AVG_KERNEL(adaptive_avg_f64, double)
             T v = yp[(od * OH + oh) * OW + ow];                                                                        \
             if (g->k == 3) v /= (T)(d1 - d0);                                                                          \
             v = v / (T)(h1 - h0) / (T)(w1 - w0);                                                                       \
-            for (int64_t d = d0; d < d1; d++)                                                                          \
-              for (int64_t h = h0; h < h1; h++) {                                                                      \
-                T *row = xp + (d * IH + h) * IW;                                                                       \
-                for (int64_t w = w0; w < w1; w++) row[w] += v;                                                         \
-              }                                                                                                        \
+            WINDOW_ADD(T, v);                                                                                          \
           }                                                                                                            \
         }                                                                                                              \
       }                                                                                                                \
@@ -453,16 +455,12 @@ ADAPTIVE_AVG_BACKWARD_KERNEL(adaptive_avg_backward_f32, float)
 ADAPTIVE_AVG_BACKWARD_KERNEL(adaptive_avg_backward_f64, double)
 
 static th_status run_adaptive_avg(th_rt_env *env, const th_bsym *b, bool backward) {
-  th_tensor *t = th_eg_tensor_arg(env, b, 0);
-  if (!t) return th_last_status();
-  geo g = {0};
-  g.k = list_len(env, b, 1);
-  if (g.k < 1 || g.k > 3) return th_error(TH_ERR_RUNTIME, "%s: expected 1 to 3 spatial dims", th_eg_name(b));
+  th_tensor *t;
+  geo g;
+  TH_TRY(pooled_arg(env, b, &t, &g));
   th_tensor *y = th_eg_alloc_out(env, b, 0);
   if (!y) return th_last_status();
-  const th_tensor *in = backward ? y : t, *out = backward ? t : y;
-  extents(in->ndim, in->shape, g.k, &g.P, g.in);
-  extents(out->ndim, out->shape, g.k, NULL, g.out);
+  set_extents(&g, backward ? y : t, backward ? t : y);
   if (th_tensor_numel(y) == 0) return TH_OK;
   if (!backward && plane_out(&g) == 0) return TH_OK;
   th_tensor *c, *owned;
@@ -672,11 +670,9 @@ RESAMPLE_BACKWARD_KERNEL(resample_backward_f32, float)
 RESAMPLE_BACKWARD_KERNEL(resample_backward_f64, double)
 
 static th_status run_resample(th_rt_env *env, const th_bsym *b, bool backward) {
-  th_tensor *t = th_eg_tensor_arg(env, b, 0);
-  if (!t) return th_last_status();
-  geo g = {0};
-  g.k = list_len(env, b, 1);
-  if (g.k < 1 || g.k > 3) return th_error(TH_ERR_RUNTIME, "%s: expected 1 to 3 spatial dims", th_eg_name(b));
+  th_tensor *t;
+  geo g;
+  TH_TRY(pooled_arg(env, b, &t, &g));
   const th_arg *ma = &b->args[2], *sa = &b->args[4];
   if (ma->kind != TH_ARG_STR) return th_error(TH_ERR_TYPE, "%s: mode must be a str", th_eg_name(b));
   int mode = !strcmp(ma->u.s, "nearest")         ? RS_NEAREST
@@ -686,9 +682,7 @@ static th_status run_resample(th_rt_env *env, const th_bsym *b, bool backward) {
   bool align = b->args[3].kind == TH_ARG_BOOL && b->args[3].u.b;
   th_tensor *y = th_eg_alloc_out(env, b, 0);
   if (!y) return th_last_status();
-  const th_tensor *in = backward ? y : t, *out = backward ? t : y;
-  extents(in->ndim, in->shape, g.k, &g.P, g.in);
-  extents(out->ndim, out->shape, g.k, NULL, g.out);
+  set_extents(&g, backward ? y : t, backward ? t : y);
   if (th_tensor_numel(y) == 0) return TH_OK;
   bool f32 = t->dtype == TH_F32;
   taps tp[3] = {{0}};
@@ -756,7 +750,11 @@ typedef struct i2c {
   int64_t N, C, H, W, kh, kw, dh, dw, ph, pw, sh, sw, OH, OW;
 } i2c;
 
-static th_status i2c_args(th_rt_env *env, const th_bsym *b, int first, i2c *q) {
+/* q from the image (N, C, H, W) or (C, H, W) `img` and the kernel_size, dilation, padding, stride
+ * arguments from `first` on. */
+static th_status i2c_args(th_rt_env *env, const th_bsym *b, const th_tensor *img, int first, i2c *q) {
+  int nd = img->ndim;
+  q->N = nd == 4 ? img->shape[0] : 1, q->C = img->shape[nd - 3], q->H = img->shape[nd - 2], q->W = img->shape[nd - 1];
   int64_t v[3] = {0, 0, 0};
   TH_TRY(ints3(env, b, first, 2, 1, v));
   q->kh = v[1], q->kw = v[2];
@@ -820,9 +818,7 @@ th_status th_eg_im2col_ref(th_rt_env *env, const th_bsym *b) {
   th_tensor *t = th_eg_tensor_arg(env, b, 0);
   if (!t) return th_last_status();
   i2c q;
-  int nd = t->ndim;
-  q.N = nd == 4 ? t->shape[0] : 1, q.C = t->shape[nd - 3], q.H = t->shape[nd - 2], q.W = t->shape[nd - 1];
-  TH_TRY(i2c_args(env, b, 1, &q));
+  TH_TRY(i2c_args(env, b, t, 1, &q));
   th_tensor *y = th_eg_alloc_out(env, b, 0);
   if (!y) return th_last_status();
   if (th_tensor_numel(y) == 0) return TH_OK;
@@ -844,9 +840,7 @@ th_status th_eg_col2im_ref(th_rt_env *env, const th_bsym *b) {
   th_tensor *y = th_eg_alloc_out(env, b, 0);
   if (!y) return th_last_status();
   i2c q;
-  int nd = y->ndim;
-  q.N = nd == 4 ? y->shape[0] : 1, q.C = y->shape[nd - 3], q.H = y->shape[nd - 2], q.W = y->shape[nd - 1];
-  TH_TRY(i2c_args(env, b, 2, &q));
+  TH_TRY(i2c_args(env, b, y, 2, &q));
   if (th_tensor_numel(y) == 0) return TH_OK;
   th_tensor *c, *owned;
   TH_TRY(contiguous(t, &c, &owned));
