@@ -107,12 +107,16 @@ th_status th_pool_check(const char *op, int k, int ndim, const int64_t *shape, c
 
 /* ---- metas ---------------------------------------------------------------------------------------------- */
 
+static th_status check_k(const char *op, int k) {
+  if (k < 1 || k > TH_POOL_MAX_K)
+    return th_error(TH_ERR_RUNTIME, "%s: expected 1 to %d spatial dims, but got %d", op, TH_POOL_MAX_K, k);
+  return TH_OK;
+}
+
 static th_status spatial_k(const char *op, const th_arg *a, int *k) {
   int64_t v[TH_MAX_DIMS];
   TH_TRY(th_meta_int_list(op, "kernel_size", a, v, k));
-  if (*k < 1 || *k > TH_POOL_MAX_K)
-    return th_error(TH_ERR_RUNTIME, "%s: expected 1 to %d spatial dims, but got %d", op, TH_POOL_MAX_K, *k);
-  return TH_OK;
+  return check_k(op, *k);
 }
 
 static th_status need_tensor(const char *op, const th_value *a, int k, bool ints) {
@@ -162,8 +166,7 @@ th_status prims_max_pool_meta(th_trace *tr, const th_symbol *sym, const th_arg *
 static th_status adaptive_sizes(const char *op, const th_arg *arg, int *k, int64_t *os) {
   int64_t v[TH_MAX_DIMS];
   TH_TRY(th_meta_int_list(op, "output_size", arg, v, k));
-  if (*k < 1 || *k > TH_POOL_MAX_K)
-    return th_error(TH_ERR_RUNTIME, "%s: expected 1 to %d spatial dims, but got %d", op, TH_POOL_MAX_K, *k);
+  TH_TRY(check_k(op, *k));
   for (int i = 0; i < *k; i++) {
     if (v[i] < 0) return th_error(TH_ERR_RUNTIME, "%s: output_size must be non-negative, but got %" PRId64, op, v[i]);
     os[i] = v[i];
@@ -171,30 +174,36 @@ static th_status adaptive_sizes(const char *op, const th_arg *arg, int *k, int64
   return TH_OK;
 }
 
-th_status prims_adaptive_max_pool_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  const char *op = sym->qualname;
-  const th_value *a = th_meta_tensor(&args[0]);
+/* The shape of adaptive_max_pool's and adaptive_avg_pool's output (a, output_size): a's leading dims
+ * and output_size (ints: int64 inputs allowed). */
+static th_status adaptive_out_shape(const char *op, const th_arg *args, bool ints, const th_value **a, int *ndim,
+                                    int64_t *shape) {
   int k;
-  int64_t os[TH_POOL_MAX_K], shape[TH_MAX_DIMS];
+  int64_t os[TH_POOL_MAX_K];
+  *a = th_meta_tensor(&args[0]);
   TH_TRY(adaptive_sizes(op, &args[1], &k, os));
-  TH_TRY(need_tensor(op, a, k, true));
+  TH_TRY(need_tensor(op, *a, k, ints));
   for (int i = 0; i < k; i++)
-    if (a->shape[a->ndim - k + i] == 0 && os[i] > 0)
+    if ((*a)->shape[(*a)->ndim - k + i] == 0 && os[i] > 0)
       return th_error(TH_ERR_RUNTIME, "%s: input spatial extents must be positive", op);
-  return values_and_indices(tr, a, with_spatial(a, k, os, shape), shape, out);
+  *ndim = with_spatial(*a, k, os, shape);
+  return TH_OK;
+}
+
+th_status prims_adaptive_max_pool_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const th_value *a;
+  int nd = 0;
+  int64_t shape[TH_MAX_DIMS];
+  TH_TRY(adaptive_out_shape(sym->qualname, args, true, &a, &nd, shape));
+  return values_and_indices(tr, a, nd, shape, out);
 }
 
 th_status prims_adaptive_avg_pool_meta(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  const char *op = sym->qualname;
-  const th_value *a = th_meta_tensor(&args[0]);
-  int k;
-  int64_t os[TH_POOL_MAX_K], shape[TH_MAX_DIMS];
-  TH_TRY(adaptive_sizes(op, &args[1], &k, os));
-  TH_TRY(need_tensor(op, a, k, false));
-  for (int i = 0; i < k; i++)
-    if (a->shape[a->ndim - k + i] == 0 && os[i] > 0)
-      return th_error(TH_ERR_RUNTIME, "%s: input spatial extents must be positive", op);
-  return th_meta_new_tensor_like(tr, a, a->dtype, with_spatial(a, k, os, shape), shape, out);
+  const th_value *a;
+  int nd = 0;
+  int64_t shape[TH_MAX_DIMS];
+  TH_TRY(adaptive_out_shape(sym->qualname, args, false, &a, &nd, shape));
+  return th_meta_new_tensor_like(tr, a, a->dtype, nd, shape, out);
 }
 
 /* g's leading dims + input_size (the backward prims and pool_scatter_add) */
@@ -203,8 +212,7 @@ static th_status backward_out(th_trace *tr, const char *op, const th_value *g, c
   int k;
   int64_t is[TH_MAX_DIMS], shape[TH_MAX_DIMS];
   TH_TRY(th_meta_int_list(op, "input_size", size_arg, is, &k));
-  if (k < 1 || k > TH_POOL_MAX_K)
-    return th_error(TH_ERR_RUNTIME, "%s: expected 1 to %d spatial dims, but got %d", op, TH_POOL_MAX_K, k);
+  TH_TRY(check_k(op, k));
   TH_TRY(need_tensor(op, g, k, ints));
   for (int i = 0; i < k; i++)
     if (is[i] < 0) return th_error(TH_ERR_RUNTIME, "%s: input_size must be non-negative", op);
@@ -384,15 +392,42 @@ static th_status pool_k(const th_bsym *b, int argi, int *k) {
   return th_meta_int_list(b->sym->qualname, "sizes", &b->args[argi], v, k);
 }
 
+/* grads[0] = pool_scatter_add(g, idx, <the extents of the last k dims of this op's input>). */
+static th_status scatter_to_input(th_trace *tr, const th_bsym *b, th_arg g, th_arg idx, int k, th_arg *grads) {
+  int64_t sp[TH_POOL_MAX_K];
+  th_arg items[TH_POOL_MAX_K];
+  spatial_of(b->args[0].u.value, k, sp);
+  return th_tu_call3(tr, TH_OP_prims_pool_scatter_add, g, idx, th_tu_ints(items, k, sp), &grads[0]);
+}
+
+/* grads[0] = partner(g, <the extents of the last k dims of this op's input>, args[from] .. args[from +
+ * nrest - 1]): the adjoint of a forward linear op, whose backward partner takes the input's size. */
+static th_status partner_with_size(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads, th_op_id partner,
+                                   int k, int from, int nrest) {
+  int64_t sp[TH_POOL_MAX_K];
+  th_arg items[TH_POOL_MAX_K], args[8];
+  spatial_of(b->args[0].u.value, k, sp);
+  args[0] = cts[0];
+  args[1] = th_tu_ints(items, k, sp);
+  for (int i = 0; i < nrest; i++) args[2 + i] = b->args[from + i];
+  return th_call(tr, partner, 2 + nrest, args, &grads[0]);
+}
+
+/* grads[0] = partner(g, args[2] .. args[nargs - 1]): the adjoint of a backward op, whose forward partner
+ * takes this op's arguments less its size argument (args[1]). */
+static th_status partner_without_size(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads,
+                                      th_op_id partner) {
+  th_arg args[8];
+  args[0] = cts[0];
+  for (int i = 2; i < b->nargs; i++) args[i - 1] = b->args[i];
+  return th_call(tr, partner, b->nargs - 1, args, &grads[0]);
+}
+
 static th_status max_pool_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (!th_vjp_is_float_tensor(&b->args[0]) || cts[0].kind == TH_ARG_NONE) return TH_OK;
   int k;
   TH_TRY(pool_k(b, 1, &k));
-  int64_t sp[TH_POOL_MAX_K];
-  th_arg items[TH_POOL_MAX_K];
-  spatial_of(b->args[0].u.value, k, sp);
-  th_arg idx = b->out.u.seq.items[1];
-  return th_tu_call3(tr, TH_OP_prims_pool_scatter_add, cts[0], idx, th_tu_ints(items, k, sp), &grads[0]);
+  return scatter_to_input(tr, b, cts[0], b->out.u.seq.items[1], k, grads);
 }
 
 static th_status pool_scatter_add_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
@@ -404,32 +439,21 @@ static th_status pool_scatter_add_vjp(th_trace *tr, const th_bsym *b, const th_a
 
 static th_status pool_gather_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
-  int64_t k, sp[TH_POOL_MAX_K];
+  int64_t k;
   TH_TRY(th_meta_int(b->sym->qualname, "k", &b->args[2], &k));
-  th_arg items[TH_POOL_MAX_K];
-  spatial_of(b->args[0].u.value, (int)k, sp);
-  return th_tu_call3(tr, TH_OP_prims_pool_scatter_add, cts[0], b->args[1], th_tu_ints(items, (int)k, sp), &grads[0]);
+  return scatter_to_input(tr, b, cts[0], b->args[1], (int)k, grads);
 }
 
 static th_status avg_pool_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
   int k;
   TH_TRY(pool_k(b, 1, &k));
-  int64_t sp[TH_POOL_MAX_K];
-  th_arg items[TH_POOL_MAX_K], args[8];
-  spatial_of(b->args[0].u.value, k, sp);
-  args[0] = cts[0];
-  args[1] = th_tu_ints(items, k, sp);
-  for (int i = 1; i < 7; i++) args[i + 1] = b->args[i];
-  return th_call(tr, TH_OP_prims_avg_pool_backward, 8, args, &grads[0]);
+  return partner_with_size(tr, b, cts, grads, TH_OP_prims_avg_pool_backward, k, 1, 6);
 }
 
 static th_status avg_pool_backward_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
-  th_arg args[7];
-  args[0] = cts[0];
-  for (int i = 1; i < 7; i++) args[i] = b->args[i + 1];
-  return th_call(tr, TH_OP_prims_avg_pool, 7, args, &grads[0]);
+  return partner_without_size(tr, b, cts, grads, TH_OP_prims_avg_pool);
 }
 
 /* adaptive_avg_pool <-> adaptive_avg_pool_backward, resample <-> resample_backward: the partner gets
@@ -438,13 +462,7 @@ static th_status partner_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, 
   if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
   int k;
   TH_TRY(pool_k(b, 1, &k));
-  int64_t sp[TH_POOL_MAX_K];
-  th_arg items[TH_POOL_MAX_K], args[8];
-  spatial_of(b->args[0].u.value, k, sp);
-  args[0] = cts[0];
-  args[1] = th_tu_ints(items, k, sp);
-  for (int i = 2; i < b->nargs; i++) args[i] = b->args[i];
-  return th_call(tr, partner, b->nargs, args, &grads[0]);
+  return partner_with_size(tr, b, cts, grads, partner, k, 2, b->nargs - 2);
 }
 static th_status adaptive_avg_pool_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   return partner_vjp(tr, b, cts, grads, TH_OP_prims_adaptive_avg_pool_backward);
@@ -461,21 +479,12 @@ static th_status resample_backward_vjp(th_trace *tr, const th_bsym *b, const th_
 
 static th_status im2col_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
-  int64_t sp[2];
-  th_arg items[2], args[6];
-  spatial_of(b->args[0].u.value, 2, sp);
-  args[0] = cts[0];
-  args[1] = th_tu_ints(items, 2, sp);
-  for (int i = 1; i < 5; i++) args[i + 1] = b->args[i];
-  return th_call(tr, TH_OP_prims_col2im, 6, args, &grads[0]);
+  return partner_with_size(tr, b, cts, grads, TH_OP_prims_col2im, 2, 1, 4);
 }
 
 static th_status col2im_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (!th_vjp_is_float_tensor(&b->args[0])) return TH_OK;
-  th_arg args[5];
-  args[0] = cts[0];
-  for (int i = 1; i < 5; i++) args[i] = b->args[i + 1];
-  return th_call(tr, TH_OP_prims_im2col, 5, args, &grads[0]);
+  return partner_without_size(tr, b, cts, grads, TH_OP_prims_im2col);
 }
 
 #define RULE(name, fn)                                                                                                 \
