@@ -50,11 +50,12 @@ static th_status fresh_items(th_trace *tr, int n, th_arg *items, int nin, const 
   return TH_OK;
 }
 
-/* The tensors of an argument that is a tensor (*single = true) or a sequence of tensors. */
+/* The tensors of an argument that is a tensor (*single = true, where single is not NULL) or a
+ * sequence of tensors. */
 static th_status tensor_seq(const char *op, const th_arg *a, int *n, const th_arg **items, bool *single) {
-  *single = false;
+  if (single) *single = false;
   if (th_meta_is_tensor(a)) {
-    *single = true;
+    if (single) *single = true;
     *n = 1;
     *items = a;
     return TH_OK;
@@ -71,8 +72,16 @@ static th_status tensor_seq(const char *op, const th_arg *a, int *n, const th_ar
   return th_error(TH_ERR_TYPE, "%s: expected a Tensor or a sequence of Tensors, but got %s", op, th_arg_kind_name(a));
 }
 
-static th_arg *arena_args(th_trace *tr, int n) {
-  return th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(n ? n : 1));
+/* *out = room for n args in the trace's arena. */
+static th_status arena_args(th_trace *tr, int n, th_arg **out) {
+  *out = th_arena_alloc(tr->arena, sizeof(th_arg) * (size_t)(n ? n : 1));
+  return *out ? TH_OK : nomem();
+}
+
+/* The int arguments args[first .. first + n - 1], named `names` in errors. */
+static th_status int_args(const char *op, const th_arg *args, int first, int n, const char *const *names, int64_t *v) {
+  for (int i = 0; i < n; i++) TH_TRY(th_meta_int(op, names[i], &args[first + i], &v[i]));
+  return TH_OK;
 }
 
 /* ---- padding -------------------------------------------------------------------------------------- */
@@ -477,12 +486,10 @@ static th_status unfold_impl(th_trace *tr, const char *op, th_arg a, int64_t dim
 }
 
 th_status ltorch_unfold_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  const char *op = sym->qualname;
-  int64_t dim, size, step;
-  TH_TRY(th_meta_int(op, "dimension", &args[1], &dim));
-  TH_TRY(th_meta_int(op, "size", &args[2], &size));
-  TH_TRY(th_meta_int(op, "step", &args[3], &step));
-  return unfold_impl(tr, op, args[0], dim, size, step, out);
+  static const char *const names[3] = {"dimension", "size", "step"};
+  int64_t v[3];
+  TH_TRY(int_args(sym->qualname, args, 1, 3, names, v));
+  return unfold_impl(tr, sym->qualname, args[0], v[0], v[1], v[2], out);
 }
 
 /* ---- unflatten / movedim / view_as / reshape_as -------------------------------------------------------- */
@@ -618,8 +625,8 @@ static th_status copy_of(th_trace *tr, th_op_id view, int nargs, const th_arg *a
     *out = r;
     return TH_OK;
   }
-  th_arg *items = arena_args(tr, r.u.seq.n);
-  if (!items) return nomem();
+  th_arg *items;
+  TH_TRY(arena_args(tr, r.u.seq.n, &items));
   for (int i = 0; i < r.u.seq.n; i++) TH_TRY(th_tu_call1(tr, TH_OP_prims_clone, r.u.seq.items[i], &items[i]));
   *out = th_arg_tuple(r.u.seq.n, items);
   return TH_OK;
@@ -650,6 +657,12 @@ th_status ltorch_alias_copy_decomp(th_trace *tr, const th_symbol *sym, const th_
 }
 
 /* ---- diagonals -------------------------------------------------------------------------------------------- */
+
+/* The offset, dim1 and dim2 arguments of diagonal and diag_embed. */
+static th_status diag_args(const char *op, const th_arg *args, int64_t *v) {
+  static const char *const names[3] = {"offset", "dim1", "dim2"};
+  return int_args(op, args, 1, 3, names, v);
+}
 
 /* The diagonal `offset` of dims (dim1, dim2), appended as the last dim: the two dims moved last and
  * merged, then prims.take of the flat indices start + k * (n2 + 1). */
@@ -687,12 +700,9 @@ static th_status diagonal_impl(th_trace *tr, const char *op, th_arg a, int64_t o
 }
 
 th_status ltorch_diagonal_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  const char *op = sym->qualname;
-  int64_t offset, d1, d2;
-  TH_TRY(th_meta_int(op, "offset", &args[1], &offset));
-  TH_TRY(th_meta_int(op, "dim1", &args[2], &d1));
-  TH_TRY(th_meta_int(op, "dim2", &args[3], &d2));
-  return diagonal_impl(tr, op, args[0], offset, d1, d2, out);
+  int64_t v[3];
+  TH_TRY(diag_args(sym->qualname, args, v));
+  return diagonal_impl(tr, sym->qualname, args[0], v[0], v[1], v[2], out);
 }
 
 th_status ltorch_linalg_diagonal_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -770,12 +780,9 @@ static th_status diag_embed_impl(th_trace *tr, const char *op, th_arg a, int64_t
 }
 
 th_status ltorch_diag_embed_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  const char *op = sym->qualname;
-  int64_t offset, d1, d2;
-  TH_TRY(th_meta_int(op, "offset", &args[1], &offset));
-  TH_TRY(th_meta_int(op, "dim1", &args[2], &d1));
-  TH_TRY(th_meta_int(op, "dim2", &args[3], &d2));
-  return diag_embed_impl(tr, op, args[0], offset, d1, d2, out);
+  int64_t v[3];
+  TH_TRY(diag_args(sym->qualname, args, v));
+  return diag_embed_impl(tr, sym->qualname, args[0], v[0], v[1], v[2], out);
 }
 
 th_status ltorch_diag_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -830,23 +837,22 @@ static th_status atleast_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   bool single;
   TH_TRY(tensor_seq(sym->qualname, &args[0], &n, &items, &single));
   if (single) return atleast(tr, items[0], k, out);
-  th_arg *res = arena_args(tr, n);
-  if (!res) return nomem();
+  th_arg *res;
+  TH_TRY(arena_args(tr, n, &res));
   for (int i = 0; i < n; i++) TH_TRY(atleast(tr, items[i], k, &res[i]));
   TH_TRY(fresh_items(tr, n, res, n, items));
   *out = th_arg_tuple(n, res);
   return TH_OK;
 }
 
-th_status ltorch_atleast_1d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return atleast_decomp(tr, sym, args, 1, out);
-}
-th_status ltorch_atleast_2d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return atleast_decomp(tr, sym, args, 2, out);
-}
-th_status ltorch_atleast_3d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return atleast_decomp(tr, sym, args, 3, out);
-}
+/* ltorch_<name>_decomp as impl(tr, sym, args, <the extra arguments>, out). */
+#define DECOMP_OF(name, impl, ...)                                                                                     \
+  th_status ltorch_##name##_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {              \
+    return impl(tr, sym, args, __VA_ARGS__, out);                                                                      \
+  }
+DECOMP_OF(atleast_1d, atleast_decomp, 1)
+DECOMP_OF(atleast_2d, atleast_decomp, 2)
+DECOMP_OF(atleast_3d, atleast_decomp, 3)
 
 /* k: 1, 2, 3 for hstack, vstack, dstack; 0 for column_stack. */
 static th_status stack_kind(th_trace *tr, const th_symbol *sym, const th_arg *args, int k, th_arg *out) {
@@ -854,11 +860,10 @@ static th_status stack_kind(th_trace *tr, const th_symbol *sym, const th_arg *ar
   static const char *const names[] = {"column_stack", "hstack", "vstack", "dstack"};
   int n;
   const th_arg *items;
-  bool single;
-  TH_TRY(tensor_seq(op, &args[0], &n, &items, &single));
+  TH_TRY(tensor_seq(op, &args[0], &n, &items, NULL));
   if (n == 0) return th_error(TH_ERR_RUNTIME, "%s: %s expects a non-empty TensorList", op, names[k]);
-  th_arg *res = arena_args(tr, n);
-  if (!res) return nomem();
+  th_arg *res;
+  TH_TRY(arena_args(tr, n, &res));
   for (int i = 0; i < n; i++) {
     if (k == 0) {
       const th_value *v = items[i].u.value;
@@ -876,18 +881,10 @@ static th_status stack_kind(th_trace *tr, const th_symbol *sym, const th_arg *ar
   return th_tu_call2(tr, TH_OP_ltorch_cat, th_arg_list(n, res), th_arg_int(dim), out);
 }
 
-th_status ltorch_hstack_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return stack_kind(tr, sym, args, 1, out);
-}
-th_status ltorch_vstack_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return stack_kind(tr, sym, args, 2, out);
-}
-th_status ltorch_dstack_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return stack_kind(tr, sym, args, 3, out);
-}
-th_status ltorch_column_stack_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return stack_kind(tr, sym, args, 0, out);
-}
+DECOMP_OF(hstack, stack_kind, 1)
+DECOMP_OF(vstack, stack_kind, 2)
+DECOMP_OF(dstack, stack_kind, 3)
+DECOMP_OF(column_stack, stack_kind, 0)
 
 /* ---- splits ------------------------------------------------------------------------------------------------ */
 
@@ -922,8 +919,8 @@ static th_status tensor_split_impl(th_trace *tr, const char *op, th_arg a, const
     int n = ios->u.seq.n;
     if (n + 1 > TH_MAX_SPLIT)
       return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: at most %d pieces are supported", op, TH_MAX_SPLIT);
-    th_arg *pieces = arena_args(tr, n + 1);
-    if (!pieces) return nomem();
+    th_arg *pieces;
+    TH_TRY(arena_args(tr, n + 1, &pieces));
     int64_t prev = 0;
     for (int i = 0; i <= n; i++) {
       int64_t idx = len;
@@ -942,8 +939,8 @@ static th_status tensor_split_impl(th_trace *tr, const char *op, th_arg a, const
     return th_error(TH_ERR_RUNTIME, "%s: number of sections must be larger than 0, got %lld", op, (long long)sections);
   if (sections > TH_MAX_SPLIT)
     return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: at most %d pieces are supported", op, TH_MAX_SPLIT);
-  th_arg *pieces = arena_args(tr, (int)sections);
-  if (!pieces) return nomem();
+  th_arg *pieces;
+  TH_TRY(arena_args(tr, (int)sections, &pieces));
   int64_t each = len / sections, extra = len % sections, s = 0;
   for (int64_t i = 0; i < sections; i++) {
     int64_t l = each + (i < extra);
@@ -982,15 +979,10 @@ static th_status split_along(th_trace *tr, const th_symbol *sym, const th_arg *a
   return tensor_split_impl(tr, op, args[0], &args[1], dim, out);
 }
 
-th_status ltorch_hsplit_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return split_along(tr, sym, args, "hsplit", 1, 1, out);
-}
-th_status ltorch_vsplit_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return split_along(tr, sym, args, "vsplit", 2, 0, out);
-}
-th_status ltorch_dsplit_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
-  return split_along(tr, sym, args, "dsplit", 3, 2, out);
-}
+DECOMP_OF(hsplit, split_along, "hsplit", 1, 1)
+DECOMP_OF(vsplit, split_along, "vsplit", 2, 0)
+DECOMP_OF(dsplit, split_along, "dsplit", 3, 2)
+#undef DECOMP_OF
 
 /* split_with_sizes and unsafe_split record ltorch.split, unsafe_chunk ltorch.chunk (their vjp rules). */
 th_status ltorch_split_with_sizes_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -1021,12 +1013,11 @@ th_status ltorch_broadcast_tensors_decomp(th_trace *tr, const th_symbol *sym, co
   const char *op = sym->qualname;
   int n;
   const th_arg *items;
-  bool single;
-  TH_TRY(tensor_seq(op, &args[0], &n, &items, &single));
+  TH_TRY(tensor_seq(op, &args[0], &n, &items, NULL));
   int64_t shape[TH_MAX_DIMS];
   int nd;
-  th_arg *res = arena_args(tr, n);
-  if (!res) return nomem();
+  th_arg *res;
+  TH_TRY(arena_args(tr, n, &res));
   if (n > 0) TH_TRY(th_tu_broadcast_shape(op, n, items, &nd, shape));
   for (int i = 0; i < n; i++) {
     res[i] = items[i];
@@ -1041,8 +1032,7 @@ th_status ltorch_meshgrid_decomp(th_trace *tr, const th_symbol *sym, const th_ar
   const char *op = sym->qualname;
   int n;
   const th_arg *items;
-  bool single;
-  TH_TRY(tensor_seq(op, &args[0], &n, &items, &single));
+  TH_TRY(tensor_seq(op, &args[0], &n, &items, NULL));
   bool xy = false;
   if (args[1].kind == TH_ARG_STR) {
     if (!strcmp(args[1].u.s, "xy"))
@@ -1071,8 +1061,8 @@ th_status ltorch_meshgrid_decomp(th_trace *tr, const th_symbol *sym, const th_ar
     shape[0] = shape[1];
     shape[1] = t;
   }
-  th_arg *res = arena_args(tr, n);
-  if (!res) return nomem();
+  th_arg *res;
+  TH_TRY(arena_args(tr, n, &res));
   for (int i = 0; i < n; i++) {
     const th_value *v = items[i].u.value;
     int64_t len = v->ndim ? v->shape[0] : 1;
@@ -1090,8 +1080,7 @@ th_status ltorch_block_diag_decomp(th_trace *tr, const th_symbol *sym, const th_
   const char *op = sym->qualname;
   int n;
   const th_arg *items;
-  bool single;
-  TH_TRY(tensor_seq(op, &args[0], &n, &items, &single));
+  TH_TRY(tensor_seq(op, &args[0], &n, &items, NULL));
   th_tu_type comp, res_t;
   th_dtype dt = TH_F32;
   th_device dev = {0};
@@ -1100,8 +1089,8 @@ th_status ltorch_block_diag_decomp(th_trace *tr, const th_symbol *sym, const th_
     dt = th_tu_tensor_dtype(res_t);
     dev = items[0].u.value->device;
   }
-  th_arg *mats = arena_args(tr, n);
-  if (!mats) return nomem();
+  th_arg *mats;
+  TH_TRY(arena_args(tr, n, &mats));
   int64_t cols = 0;
   for (int i = 0; i < n; i++) {
     const th_value *v = items[i].u.value;
@@ -1119,8 +1108,8 @@ th_status ltorch_block_diag_decomp(th_trace *tr, const th_symbol *sym, const th_
     const int64_t z[2] = {1, 0};
     return th_tu_full(tr, 2, z, th_arg_float(0.0), dev, dt, out);
   }
-  th_arg *rows = arena_args(tr, n);
-  if (!rows) return nomem();
+  th_arg *rows;
+  TH_TRY(arena_args(tr, n, &rows));
   int64_t c = 0;
   for (int i = 0; i < n; i++) {
     const th_value *m = mats[i].u.value;
@@ -1146,8 +1135,7 @@ th_status ltorch_cartesian_prod_decomp(th_trace *tr, const th_symbol *sym, const
   const char *op = sym->qualname;
   int n;
   const th_arg *items;
-  bool single;
-  TH_TRY(tensor_seq(op, &args[0], &n, &items, &single));
+  TH_TRY(tensor_seq(op, &args[0], &n, &items, NULL));
   for (int i = 0; i < n; i++) {
     const th_value *v = items[i].u.value;
     if (v->ndim != 1) {
@@ -1165,8 +1153,8 @@ th_status ltorch_cartesian_prod_decomp(th_trace *tr, const th_symbol *sym, const
   const th_arg kwa[1] = {th_arg_str("ij")};
   th_arg list = th_arg_list(n, (th_arg *)items);
   TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_meshgrid, 1, &list, 1, kw, kwa, &grid));
-  th_arg *cols = arena_args(tr, n);
-  if (!cols) return nomem();
+  th_arg *cols;
+  TH_TRY(arena_args(tr, n, &cols));
   for (int i = 0; i < n; i++) {
     const th_value *g = grid.u.seq.items[i].u.value;
     int64_t numel;
