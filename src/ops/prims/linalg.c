@@ -135,16 +135,6 @@ th_status prims_linear_meta(th_trace *tr, const th_symbol *sym, const th_arg *ar
  * with b's batch folded into the contraction, gb = a[:, None] * g[..., None, :]; 1-D . 1-D: g * b, g * a.
  * linear: ga = g @ w, gw = g2^T @ a2 (batch flattened), gbias = sum of g over the batch. */
 
-/* x with its last two dims swapped. */
-static th_status mT(th_trace *tr, th_arg x, th_arg *out) {
-  int nd = x.u.value->ndim;
-  int64_t perm[TH_MAX_DIMS];
-  for (int i = 0; i < nd; i++) perm[i] = i;
-  perm[nd - 2] = nd - 1;
-  perm[nd - 1] = nd - 2;
-  return th_tu_transpose(tr, x, perm, out);
-}
-
 static int64_t numel_upto(const th_value *v, int n) {
   int64_t m = 1;
   for (int i = 0; i < n; i++) m *= v->shape[i];
@@ -160,11 +150,11 @@ static th_status matmul_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
     if (dc) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, g, a, &grads[1]));
   } else if (av->ndim >= 2 && cv->ndim >= 2) {
     if (da) {
-      TH_TRY(mT(tr, c, &t));
+      TH_TRY(th_tu_matrix_transpose(tr, c, &t));
       TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, g, t, &grads[0]));
     }
     if (dc) {
-      TH_TRY(mT(tr, a, &t));
+      TH_TRY(th_tu_matrix_transpose(tr, a, &t));
       TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, t, g, &grads[1]));
     }
   } else if (cv->ndim == 1) { /* a (..., m, k) @ c (k) -> (..., m) */
@@ -175,7 +165,7 @@ static th_status matmul_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
     }
     if (dc) {
       TH_TRY(th_tu_reshape(tr, a, 2, s2, &t));
-      TH_TRY(mT(tr, t, &t));
+      TH_TRY(th_tu_matrix_transpose(tr, t, &t));
       TH_TRY(th_tu_reshape(tr, g, 1, &M, &u));
       TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, t, u, &grads[1]));
     }
@@ -210,7 +200,7 @@ static th_status linear_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, t
   if (th_vjp_is_float_tensor(&a)) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_matmul, g, w, &grads[0]));
   if (th_vjp_is_float_tensor(&w) || th_vjp_is_float_tensor(&bias)) TH_TRY(th_tu_reshape(tr, g, 2, sg, &g2));
   if (th_vjp_is_float_tensor(&w)) {
-    TH_TRY(mT(tr, g2, &t));
+    TH_TRY(th_tu_matrix_transpose(tr, g2, &t));
     TH_TRY(th_tu_reshape(tr, a, 2, sa, &u));
     TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, t, u, &grads[1]));
   }

@@ -107,36 +107,13 @@ th_status prims_linalg_svd_meta(th_trace *tr, const th_symbol *sym, const th_arg
 
 /* ---- vjp rules ---------------------------------------------------------------------------------------- */
 
-/* x with its last two dims swapped. */
-static th_status mT(th_trace *tr, th_arg x, th_arg *out) {
-  int nd = x.u.value->ndim;
-  int64_t perm[TH_MAX_DIMS];
-  for (int i = 0; i < nd; i++) perm[i] = i;
-  perm[nd - 2] = nd - 1;
-  perm[nd - 1] = nd - 2;
-  return th_tu_transpose(tr, x, perm, out);
-}
-
-static th_status eye_like(th_trace *tr, const th_value *a, th_arg *out) {
-  int nd = a->ndim;
-  int64_t n = a->shape[nd - 1];
-  th_arg i, r, c;
-  TH_TRY(th_tu_iota(tr, n, 0, 1, a->device, TH_I64, &i));
-  TH_TRY(th_tu_unsqueeze(tr, i, 1, &r));
-  TH_TRY(th_tu_unsqueeze(tr, i, 0, &c));
-  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, r, c, out));
-  TH_TRY(th_tu_convert(tr, out, a->dtype));
-  if (nd > 2) TH_TRY(th_tu_expand(tr, "eye", out, nd, a->shape));
-  return TH_OK;
-}
-
 static th_status solve_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   th_arg a = b->args[0], x = th_vjp_out(b), at, gb, xt, t;
-  TH_TRY(mT(tr, a, &at));
+  TH_TRY(th_tu_matrix_transpose(tr, a, &at));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_linalg_solve, at, cts[0], &gb));
   if (th_vjp_is_float_tensor(&b->args[1])) grads[1] = gb;
   if (th_vjp_is_float_tensor(&a)) {
-    TH_TRY(mT(tr, x, &xt));
+    TH_TRY(th_tu_matrix_transpose(tr, x, &xt));
     TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, gb, xt, &t));
     TH_TRY(th_tu_call1(tr, TH_OP_prims_neg, t, &grads[0]));
   }
@@ -153,8 +130,8 @@ static th_status unsq2(th_trace *tr, th_arg g, th_arg *out) {
 static th_status slogdet_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   if (cts[1].kind == TH_ARG_NONE) return th_vjp_zeros_like(tr, b->args[0].u.value, &grads[0]);
   th_arg a = b->args[0], at, eye, inv_t, g;
-  TH_TRY(mT(tr, a, &at));
-  TH_TRY(eye_like(tr, a.u.value, &eye));
+  TH_TRY(th_tu_matrix_transpose(tr, a, &at));
+  TH_TRY(th_tu_eye_like(tr, a.u.value, &eye));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_linalg_solve, at, eye, &inv_t));
   TH_TRY(unsq2(tr, cts[1], &g));
   return th_tu_call2(tr, TH_OP_ltorch_mul, g, inv_t, &grads[0]);
@@ -163,19 +140,19 @@ static th_status slogdet_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, 
 /* x @ l^-1 = solve(l^T, x^T)^T */
 static th_status solve_right(th_trace *tr, th_arg x, th_arg l, th_arg *out) {
   th_arg lt, xt;
-  TH_TRY(mT(tr, l, &lt));
-  TH_TRY(mT(tr, x, &xt));
+  TH_TRY(th_tu_matrix_transpose(tr, l, &lt));
+  TH_TRY(th_tu_matrix_transpose(tr, x, &xt));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_linalg_solve, lt, xt, out));
-  return mT(tr, *out, out);
+  return th_tu_matrix_transpose(tr, *out, out);
 }
 
 static th_status cholesky_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
   th_arg l = th_vjp_out(b), lt, phi, low, p;
-  TH_TRY(mT(tr, l, &lt));
+  TH_TRY(th_tu_matrix_transpose(tr, l, &lt));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_matmul, lt, cts[0], &phi));
   TH_TRY(th_tu_call1(tr, TH_OP_ltorch_tril, phi, &phi));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_tril, phi, th_arg_int(-1), &low));
-  TH_TRY(mT(tr, low, &low));
+  TH_TRY(th_tu_matrix_transpose(tr, low, &low));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, phi, low, &p));
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, p, th_arg_float(0.5), &p));
   TH_TRY(th_tu_call2(tr, TH_OP_prims_linalg_solve, lt, p, &p)); /* l^-T p */
@@ -196,7 +173,7 @@ static th_status eigh_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_
                     "torch.linalg.eigh: the gradient through the eigenvectors is not supported by thunder_c (only "
                     "the eigenvalues')");
   th_arg v = b->out.u.seq.items[1], vt;
-  TH_TRY(mT(tr, v, &vt));
+  TH_TRY(th_tu_matrix_transpose(tr, v, &vt));
   return scaled_outer(tr, v, cts[0], vt, &grads[0]);
 }
 

@@ -48,28 +48,6 @@ static th_status check_input(const char *fn, const char *an, const th_arg *a, bo
   return TH_OK;
 }
 
-static th_status mT(th_trace *tr, th_arg x, th_arg *out) {
-  int nd = x.u.value->ndim;
-  int64_t perm[TH_MAX_DIMS];
-  for (int i = 0; i < nd; i++) perm[i] = i;
-  perm[nd - 2] = nd - 1;
-  perm[nd - 1] = nd - 2;
-  return th_tu_transpose(tr, x, perm, out);
-}
-
-/* The identity matrices of a's shape (..., n, n) in a's dtype. */
-static th_status eye_like(th_trace *tr, const th_value *a, th_arg *out) {
-  int nd = a->ndim;
-  th_arg i, r, c;
-  TH_TRY(th_tu_iota(tr, a->shape[nd - 1], 0, 1, a->device, TH_I64, &i));
-  TH_TRY(th_tu_unsqueeze(tr, i, 1, &r));
-  TH_TRY(th_tu_unsqueeze(tr, i, 0, &c));
-  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, r, c, out));
-  TH_TRY(th_tu_convert(tr, out, a->dtype));
-  if (nd > 2) TH_TRY(th_tu_expand(tr, "eye", out, nd, a->shape));
-  return TH_OK;
-}
-
 /* int32 zeros of a's batch shape (the info of the *_ex ops). */
 static th_status info_zeros(th_trace *tr, const th_value *a, th_arg *out) {
   return th_tu_full(tr, a->ndim - 2, a->shape, th_arg_int(0), a->device, TH_I32, out);
@@ -122,7 +100,7 @@ static th_status same_dtype(const char *fn, const th_arg *a, const th_arg *b) {
 static th_status inv(th_trace *tr, const char *fn, th_arg a, th_arg *out) {
   TH_TRY(check_input(fn, "A", &a, true));
   th_arg eye;
-  TH_TRY(eye_like(tr, a.u.value, &eye));
+  TH_TRY(th_tu_eye_like(tr, a.u.value, &eye));
   return th_tu_call2(tr, TH_OP_prims_linalg_solve, a, eye, out);
 }
 
@@ -177,7 +155,7 @@ static th_status solve(th_trace *tr, const char *fn, th_arg a, th_arg b, bool le
     vec = true;
     for (int d = 0; d < bv->ndim; d++) vec = vec && bv->shape[d] == av->shape[d];
   }
-  if (!left) TH_TRY(mT(tr, a, &a));
+  if (!left) TH_TRY(th_tu_matrix_transpose(tr, a, &a));
   if (vec) {
     th_arg b2;
     TH_TRY(th_tu_unsqueeze(tr, b, bv->ndim, &b2));
@@ -187,9 +165,9 @@ static th_status solve(th_trace *tr, const char *fn, th_arg a, th_arg b, bool le
   }
   if (bv->ndim < 2) return th_error(TH_ERR_RUNTIME, "%s: The input tensor B must have at least 2 dimensions.", fn);
   if (!left) {
-    TH_TRY(mT(tr, b, &b));
+    TH_TRY(th_tu_matrix_transpose(tr, b, &b));
     TH_TRY(solve_left(tr, fn, a, b, out));
-    return mT(tr, *out, out);
+    return th_tu_matrix_transpose(tr, *out, out);
   }
   return solve_left(tr, fn, a, b, out);
 }
@@ -222,7 +200,7 @@ static th_status triangle(th_trace *tr, th_arg a, bool upper, bool unit, th_arg 
     th_tu_call2(tr, upper ? TH_OP_ltorch_triu : TH_OP_ltorch_tril, a, th_arg_int(unit ? (upper ? 1 : -1) : 0), out));
   if (!unit) return TH_OK;
   th_arg eye;
-  TH_TRY(eye_like(tr, a.u.value, &eye));
+  TH_TRY(th_tu_eye_like(tr, a.u.value, &eye));
   return th_tu_call2(tr, TH_OP_ltorch_add, *out, eye, out);
 }
 
@@ -238,10 +216,10 @@ th_status ltorch_linalg_solve_triangular_decomp(th_trace *tr, const th_symbol *s
   th_arg a, b = args[1];
   TH_TRY(triangle(tr, args[0], upper, unit, &a));
   if (left) return solve_left(tr, fn, a, b, out);
-  TH_TRY(mT(tr, a, &a));
-  TH_TRY(mT(tr, b, &b));
+  TH_TRY(th_tu_matrix_transpose(tr, a, &a));
+  TH_TRY(th_tu_matrix_transpose(tr, b, &b));
   TH_TRY(solve_left(tr, fn, a, b, out));
-  return mT(tr, *out, out);
+  return th_tu_matrix_transpose(tr, *out, out);
 }
 
 /* triangular_solve(b, A, upper=True, transpose=False, unitriangular=False) -> (solution, cloned_coefficient) */
@@ -256,7 +234,7 @@ th_status ltorch_triangular_solve_decomp(th_trace *tr, const th_symbol *sym, con
   TH_TRY(same_dtype(fn, &args[1], &args[0]));
   th_arg a, x, clone;
   TH_TRY(triangle(tr, args[1], upper, unit, &a));
-  if (trans) TH_TRY(mT(tr, a, &a));
+  if (trans) TH_TRY(th_tu_matrix_transpose(tr, a, &a));
   TH_TRY(solve_left(tr, fn, a, args[0], &x));
   /* PyTorch's cloned_coefficient: A broadcast to the solution's batch dims */
   const th_value *xv = x.u.value, *av = args[1].u.value;
@@ -274,7 +252,7 @@ th_status ltorch_triangular_solve_decomp(th_trace *tr, const th_symbol *sym, con
 static th_status cholesky(th_trace *tr, const char *fn, th_arg a, bool upper, th_arg *out) {
   TH_TRY(check_input(fn, "A", &a, true));
   TH_TRY(th_tu_call1(tr, TH_OP_prims_linalg_cholesky, a, out));
-  return upper ? mT(tr, *out, out) : TH_OK;
+  return upper ? th_tu_matrix_transpose(tr, *out, out) : TH_OK;
 }
 
 th_status ltorch_linalg_cholesky_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
@@ -308,7 +286,8 @@ th_status ltorch_linalg_eigvalsh_decomp(th_trace *tr, const th_symbol *sym, cons
   if (strcmp(uplo, "L") && strcmp(uplo, "U") && strcmp(uplo, "l") && strcmp(uplo, "u"))
     return th_error(TH_ERR_RUNTIME, "%s: Expected UPLO argument to be 'L' or 'U', but got %s", fn, uplo);
   th_arg a = args[0], r;
-  if (uplo[0] == 'U' || uplo[0] == 'u') TH_TRY(mT(tr, a, &a)); /* the lower triangle of A^T is A's upper */
+  if (uplo[0] == 'U' || uplo[0] == 'u')
+    TH_TRY(th_tu_matrix_transpose(tr, a, &a)); /* the lower triangle of A^T is A's upper */
   TH_TRY(th_tu_call1(tr, TH_OP_prims_linalg_eigh, a, &r));
   *out = r.u.seq.items[0];
   return TH_OK;
@@ -339,7 +318,7 @@ th_status ltorch_linalg_matrix_power_decomp(th_trace *tr, const th_symbol *sym, 
   if (args[1].kind != TH_ARG_INT) return th_error(TH_ERR_TYPE, "%s: Expected n to be an int", fn);
   int64_t n = args[1].u.i;
   th_arg a = args[0];
-  if (n == 0) return eye_like(tr, av, out);
+  if (n == 0) return th_tu_eye_like(tr, av, out);
   if (n < 0) {
     TH_TRY(inv(tr, fn, a, &a));
     n = -n;

@@ -485,6 +485,28 @@ th_status th_tu_unsqueeze(th_trace *tr, th_arg a, int dim, th_arg *out) {
                      th_tu_ints(b_items, v->ndim, bdims), out);
 }
 
+th_status th_tu_matrix_transpose(th_trace *tr, th_arg x, th_arg *out) {
+  int nd = x.u.value->ndim;
+  int64_t perm[TH_MAX_DIMS];
+  for (int i = 0; i < nd; i++) perm[i] = i;
+  perm[nd - 2] = nd - 1;
+  perm[nd - 1] = nd - 2;
+  return th_tu_transpose(tr, x, perm, out);
+}
+
+/* eq(iota[:, None], iota[None, :]) converted to a's dtype, expanded over a's batch dims. */
+th_status th_tu_eye_like(th_trace *tr, const th_value *a, th_arg *out) {
+  int nd = a->ndim;
+  th_arg i, r, c;
+  TH_TRY(th_tu_iota(tr, a->shape[nd - 1], 0, 1, a->device, TH_I64, &i));
+  TH_TRY(th_tu_unsqueeze(tr, i, 1, &r));
+  TH_TRY(th_tu_unsqueeze(tr, i, 0, &c));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_eq, r, c, out));
+  TH_TRY(th_tu_convert(tr, out, a->dtype));
+  if (nd > 2) TH_TRY(th_tu_expand(tr, "eye", out, nd, a->shape));
+  return TH_OK;
+}
+
 th_status th_tu_squeeze(th_trace *tr, th_arg a, int n, const int64_t *dims, th_arg *out) {
   if (n == 0) {
     *out = a;

@@ -132,6 +132,10 @@ th_status th_tu_reshape(th_trace *tr, th_arg a, int ndim, const int64_t *shape, 
 th_status th_tu_transpose(th_trace *tr, th_arg a, const int64_t *perm, th_arg *out);
 /* Inserts a length-1 dim at `dim` (already canonical for rank ndim+1) with prims.broadcast_in_dim. */
 th_status th_tu_unsqueeze(th_trace *tr, th_arg a, int dim, th_arg *out);
+/* x (at least 2 dims) with its last two dims swapped: Tensor.mT. */
+th_status th_tu_matrix_transpose(th_trace *tr, th_arg x, th_arg *out);
+/* The identity matrices of a's shape (..., n, n), in a's dtype. */
+th_status th_tu_eye_like(th_trace *tr, const th_value *a, th_arg *out);
 /* prims.squeeze over the (canonical, length-1) dims; no-op when n == 0. */
 th_status th_tu_squeeze(th_trace *tr, th_arg a, int n, const int64_t *dims, th_arg *out);
 /* prims.slice_prim along one dim [start, stop) with step (Thunder's clang.slice_in_dim). */
