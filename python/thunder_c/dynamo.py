@@ -428,10 +428,9 @@ def _replayed(state):
 
 def _output_plan(gm):
     """How a region's jitted outputs become the ones eager returns, from Dynamo's example values:
-    (single, [None | ("input", j) | "detach" per output]) or None when all pass as they are. An output
-    that is an input updated in place (`self.count += 1` returns the buffer, which Dynamo stores back
-    into the module) is that input itself; an output that does not require grad in eager is detached
-    (a jitted call under autograd makes every floating output differentiable)."""
+    (single, [None | input index per output]) or None when all pass as they are. An output that is an
+    input updated in place (`self.count += 1` returns the buffer, which Dynamo stores back into the
+    module) is that input itself."""
     phs = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
     (out,) = gm.graph.find_nodes(op="output")
     vals = out.args[0]
@@ -439,25 +438,16 @@ def _output_plan(gm):
     plan = []
     for v in [vals] if single else vals:
         ev = v.meta.get("example_value") if isinstance(v, torch.fx.Node) else None
-        j = next((j for j, p in enumerate(phs) if ev is not None and p is ev), None)
-        if j is not None:
-            plan.append(("input", j))
-        elif isinstance(ev, torch.Tensor) and not ev.requires_grad:
-            plan.append("detach")
-        else:
-            plan.append(None)
+        plan.append(next((j for j, p in enumerate(phs) if ev is not None and p is ev), None))
     return None if all(p is None for p in plan) else (single, plan)
 
 
 def _fix_outputs(out, args, plan):
     single, how = plan
     items = [out] if single else list(out)
-    for i, h in enumerate(how):
-        if h == "detach":
-            if isinstance(items[i], torch.Tensor) and items[i].requires_grad:
-                items[i] = items[i].detach()
-        elif h is not None:
-            items[i] = args[h[1]]
+    for i, j in enumerate(how):
+        if j is not None:
+            items[i] = args[j]
     return items[0] if single else type(out)(items)
 
 
