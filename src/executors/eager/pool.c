@@ -215,7 +215,7 @@ SCATTER_KERNEL(scatter_f64, double)
 GATHER_KERNEL(gather_f32, float)
 GATHER_KERNEL(gather_f64, double)
 
-/* pool_scatter_add(grad, indices, kernel_size, ...) adds each plane's gradient into its input plane
+/* pool_scatter_add(g, indices, input_size) adds each plane's gradient into its input plane
  * at the indices; pool_gather(a, indices, k) takes each plane's elements at the indices. */
 static th_status run_indexed(th_rt_env *env, const th_bsym *b, bool gather) {
   th_tensor *s = th_eg_tensor_arg(env, b, 0), *idx = s ? th_eg_tensor_arg(env, b, 1) : NULL;
@@ -369,7 +369,7 @@ static th_status avg_args(th_rt_env *env, const th_bsym *b, int first, geo *g, a
   return TH_OK;
 }
 
-/* avg_pool(input, kernel_size, ...) and avg_pool_backward(grad, input, kernel_size, ...). */
+/* avg_pool(a, kernel_size, ...) and avg_pool_backward(g, input_size, kernel_size, ...). */
 static th_status run_avg_pool(th_rt_env *env, const th_bsym *b, bool backward) {
   th_tensor *t = th_eg_tensor_arg(env, b, 0);
   if (!t) return th_last_status();
