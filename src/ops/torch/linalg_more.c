@@ -197,10 +197,9 @@ th_status ltorch_mv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *arg
  * squeezed back: beta * input + alpha * mat @ vec with addmm's rules (beta == 0 ignores input). */
 th_status ltorch_addmv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
-  const th_value *vi, *vm, *vv;
-  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(th_tu_tensor_arg(op, "mat", &args[1], &vm));
-  TH_TRY(th_tu_tensor_arg(op, "vec", &args[2], &vv));
+  const th_value *v[3];
+  TH_TRY(th_tu_tensor_args(op, args, 3, (const char *const[3]){"input", "mat", "vec"}, v));
+  const th_value *vi = v[0], *vm = v[1], *vv = v[2];
   if (vm->ndim != 2 || vv->ndim != 1 || vi->ndim > 1 || vm->shape[1] != vv->shape[0] ||
       (vi->ndim == 1 && vi->shape[0] != 1 && vi->shape[0] != vm->shape[0]))
     return th_error(TH_ERR_RUNTIME, "%s: vector + matrix @ vector expected, got %d, %d, %d", op, vi->ndim, vm->ndim,
@@ -219,10 +218,9 @@ th_status ltorch_addmv_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
  * the column vec1 and the row vec2 (floating), else with the integer product (beta == 0 ignores input). */
 th_status ltorch_addr_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
-  const th_value *vi, *v1, *v2;
-  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(th_tu_tensor_arg(op, "vec1", &args[1], &v1));
-  TH_TRY(th_tu_tensor_arg(op, "vec2", &args[2], &v2));
+  const th_value *v[3];
+  TH_TRY(th_tu_tensor_args(op, args, 3, (const char *const[3]){"input", "vec1", "vec2"}, v));
+  const th_value *vi = v[0], *v1 = v[1], *v2 = v[2];
   if (v1->ndim != 1 || v2->ndim != 1)
     return th_error(TH_ERR_RUNTIME, "%s: addr: Expected 1-D argument vec1 and vec2, but got %dD and %dD", op, v1->ndim,
                     v2->ndim);
@@ -386,10 +384,9 @@ th_status ltorch_linalg_multi_dot_decomp(th_trace *tr, const th_symbol *sym, con
  * ltorch.addmm of batch1 as (n, B*m) and batch2 as (B*m, p). */
 th_status ltorch_addbmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
-  const th_value *vi, *v1, *v2;
-  TH_TRY(th_tu_tensor_arg(op, "input", &args[0], &vi));
-  TH_TRY(th_tu_tensor_arg(op, "batch1", &args[1], &v1));
-  TH_TRY(th_tu_tensor_arg(op, "batch2", &args[2], &v2));
+  const th_value *v[3];
+  TH_TRY(th_tu_tensor_args(op, args, 3, (const char *const[3]){"input", "batch1", "batch2"}, v));
+  const th_value *v1 = v[1], *v2 = v[2];
   if (v1->ndim != 3 || v2->ndim != 3)
     return th_error(TH_ERR_RUNTIME, "%s: batch1 and batch2 must be 3D tensors, got %dD and %dD", op, v1->ndim,
                     v2->ndim);
@@ -416,10 +413,9 @@ th_status ltorch_addbmm_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
  * summed over j. */
 th_status ltorch_bilinear_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
   const char *op = sym->qualname;
-  const th_value *v1, *v2, *vw;
-  TH_TRY(th_tu_tensor_arg(op, "input1", &args[0], &v1));
-  TH_TRY(th_tu_tensor_arg(op, "input2", &args[1], &v2));
-  TH_TRY(th_tu_tensor_arg(op, "weight", &args[2], &vw));
+  const th_value *v[3];
+  TH_TRY(th_tu_tensor_args(op, args, 3, (const char *const[3]){"input1", "input2", "weight"}, v));
+  const th_value *v1 = v[0], *v2 = v[1], *vw = v[2];
   if (vw->ndim != 3 || v1->ndim < 1 || v1->ndim != v2->ndim)
     return th_error(TH_ERR_RUNTIME, "%s: bilinear(): expected a 3-D weight and inputs of the same rank", op);
   int64_t i = v1->shape[v1->ndim - 1], j = v2->shape[v2->ndim - 1], o = vw->shape[0], nb;
