@@ -85,6 +85,12 @@ SAMPLERS = {
     "exponential_": lambda x: x.clone().exponential_(),
     "cauchy_": lambda x: x.clone().cauchy_(),
     "log_normal_": lambda x: x.clone().log_normal_(),
+    "geometric_": lambda x: x.clone().geometric_(0.3),
+    "geometric_int": lambda x: x.long().geometric_(0.3),
+    "random_": lambda x: x.clone().random_(),
+    "random_to": lambda x: x.clone().random_(10),
+    "random_from_to": lambda x: x.long().random_(-4, 4),
+    "random_from_none": lambda x: x.to(torch.int8).random_(100, None),
 }
 
 
@@ -241,6 +247,28 @@ def test_in_place_continuous_distributions():
     assert ln.min() > 0 and ks_distance((ln.log() - 0.5) / 0.25, normal_cdf) < KS_BOUND
 
 
+def test_geometric_and_random_():
+    g = jit_run(lambda x: x.geometric_(0.25), torch.zeros(N, dtype=torch.float64), seed=26)
+    assert g.min() == 1 and abs(g.mean().item() - 4) < 0.05 and abs(g.var().item() - 12) < 0.5  # 1/p, (1-p)/p^2
+    k = torch.arange(1, 8, dtype=torch.float64)
+    torch.testing.assert_close(torch.stack([(g == i).double().mean() for i in k]), 0.25 * 0.75 ** (k - 1), rtol=0,
+                               atol=0.006)
+    r = jit_run(lambda x: x.random_(), torch.zeros(N, dtype=torch.uint8), seed=27)
+    assert torch.unique(r).numel() == 256
+    r = jit_run(lambda x: x.random_(), torch.zeros(N, dtype=torch.bfloat16), seed=28)
+    assert r.min() == 0 and r.max() == 256 and torch.equal(r, r.round())  # [0, 2^8]: bf16's exact integers
+    r = jit_run(lambda x: x.random_(-3, 4), torch.zeros(N, dtype=torch.int8), seed=29)
+    assert set(r.unique().tolist()) == set(range(-3, 4))
+    r = jit_run(lambda x: x.random_(5), torch.zeros(N), seed=30)
+    assert set(r.unique().tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0}
+    r = jit_run(lambda x: x.random_(100, None), torch.zeros(N, dtype=torch.int8), seed=31)
+    assert set(r.unique().tolist()) == set(range(100, 128))
+    r = jit_run(lambda x: x.random_(to=3), torch.zeros(N, dtype=torch.int64), seed=32)
+    assert set(r.unique().tolist()) == {0, 1, 2}
+    r = jit_run(lambda x: x.random_(), torch.zeros(N, dtype=torch.int64), seed=33)
+    assert r.min() >= 0 and abs(r.double().mean().item() / 2**63 - 0.5) < 0.005
+
+
 def test_in_place_sampler_writes_its_input():
     x = torch.zeros(8)
     torch.manual_seed(0)
@@ -288,6 +316,10 @@ def test_a_generator_is_refused_naming_the_function(call, torch_name):
     lambda x: torch.multinomial(x, 0),
     lambda x: torch.multinomial(x.reshape(1, 1, 3), 1),
     lambda x: torch.randperm(-1),
+    lambda x: x.clone().geometric_(1.0),
+    lambda x: x.clone().geometric_(0),
+    lambda x: x.clone().random_(5, 2),
+    lambda x: x.to(torch.uint8).random_(300),
 ])
 def test_errors_match_torch(call):
     """PyTorch's error type and message for a bad dtype, range or shape (thunder_c prefixes the op)."""

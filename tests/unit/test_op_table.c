@@ -670,7 +670,8 @@ static void test_inplace_ops_have_counterparts(void **state) {
   /* The in-place samplers (torch/random.c) overwrite their tensor with fresh samples: PyTorch has no
    * out-of-place form of most, and torch.normal / torch.bernoulli take other parameters than
    * Tensor.normal_ / Tensor.bernoulli_ (bernoulli_'s p defaults to 0.5, normal_'s mean and std are floats). */
-  static const char *const samplers[] = {"uniform_", "normal_", "bernoulli_", "exponential_", "cauchy_", "log_normal_"};
+  static const char *const samplers[] = {"uniform_", "normal_",     "bernoulli_", "exponential_",
+                                         "cauchy_",  "log_normal_", "geometric_", "random_"};
   const unsigned ac = TH_TAG_AC_LOWER | TH_TAG_AC_FP32 | TH_TAG_AC_PROMOTE | TH_TAG_AC_FP32_CUDA;
   int n = 0;
   for (int id = 0; id < TH_OP_COUNT; id++) {

@@ -1,6 +1,6 @@
 /* random.c — torch's random samplers drawn inside a trace: rand, randn, randint, randperm and their
  * *_like forms, bernoulli, normal, multinomial, and the in-place samplers uniform_, normal_,
- * bernoulli_, exponential_, cauchy_ and log_normal_.
+ * bernoulli_, exponential_, cauchy_, log_normal_, geometric_ and random_.
  *
  * Every sampler takes its randomness from the program's Philox stream as ltorch.uniform_like does:
  * prims.get_and_update_rng_state(blocks) hands out the stream's (seed, offset) and advances the offset by
@@ -11,10 +11,12 @@
  * not the numbers eager PyTorch draws; their distributions are the same:
  *   uniform       u in [0, 1) with 24 random bits (53 for float64), scaled to [from, to)
  *   normal        Box-Muller: sqrt(-2 log(1 - u1)) cos(2 pi u2), in float32 (float64 for float64 output)
- *   randint       low + floor(u (high - low)) from a float64 u (exact for ranges up to 2^53)
+ *   randint       low + floor(u (high - low)) from a float64 u (every value reachable for ranges up to
+ *                 2^53; random_ the same over its range)
  *   randperm      the argsort of n float64 uniforms
  *   bernoulli     u < p
- *   exponential   -log(1 - u) / lambd;  cauchy median + sigma tan(pi (u - 1/2));  log_normal exp(normal)
+ *   exponential   -log(1 - u) / lambd;  cauchy median + sigma tan(pi (u - 1/2));  log_normal exp(normal);
+ *                 geometric ceil(log(1 - u) / log(1 - p)), at least 1
  *   multinomial   Gumbel-max: log p - log(-log(1 - u)) per category; without replacement its top
  *                 num_samples (Gumbel-top-k, the sequential draw's law, first draw first), with
  *                 replacement its argmax over num_samples independent rows of keys.
@@ -199,36 +201,43 @@ static bool int_range(th_dtype dt, int64_t *lo, int64_t *hi, const char **cname)
   }
 }
 
-/* low + floor(u * (high - low)) for u uniform in [0, 1) (float64), of `shape`, converted to dt. */
-static th_status randint_draw(th_trace *tr, const char *op, int64_t low, int64_t high, int ndim, const int64_t *shape,
+/* The range check of randint and random_: from < to. */
+static th_status check_from_to(const char *op, int64_t low, int64_t high) {
+  if (low < high) return TH_OK;
+  return th_error(TH_ERR_RUNTIME, "%s: random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld", op,
+                  (long long)low, (long long)high);
+}
+
+/* Integers uniform in [low, last] (inclusive): low + floor(u * count) for u uniform in [0, 1) (float64),
+ * of `shape`, converted to dt, after PyTorch's bounds checks for dt. */
+static th_status randint_draw(th_trace *tr, const char *op, int64_t low, int64_t last, int ndim, const int64_t *shape,
                               th_device dev, th_dtype dt, th_arg *out) {
-  if (low >= high)
-    return th_error(TH_ERR_RUNTIME, "%s: random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld", op,
-                    (long long)low, (long long)high);
   int64_t dlo, dhi;
   const char *cname;
   if (int_range(dt, &dlo, &dhi, &cname)) {
     if (low < dlo || low > dhi) return th_error(TH_ERR_RUNTIME, "%s: from is out of bounds for %s", op, cname);
-    if (high - 1 > dhi) return th_error(TH_ERR_RUNTIME, "%s: to - 1 is out of bounds for %s", op, cname);
+    if (last > dhi) return th_error(TH_ERR_RUNTIME, "%s: to - 1 is out of bounds for %s", op, cname);
   } else if (th_dtype_is_fp8(dt) || !th_dtype_is_float(dt)) {
     return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: \"random_from_to_cpu\" not implemented for '%s'", op,
                     th_tu_scalar_type_name(dt));
   }
-  /* high - low as an unsigned count: it passes INT64_MAX for the full int64 range */
-  uint64_t range = (uint64_t)high - (uint64_t)low;
+  /* the count as an unsigned number (0 for all 2^64 int64 values) */
+  uint64_t count = (uint64_t)last - (uint64_t)low + 1u;
+  double fcount = count ? (double)count : 18446744073709551616.0;
   th_arg u;
   TH_TRY(draw_uniform(tr, ndim, shape, 0.0, 1.0, dev, TH_F64, &u));
-  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, u, th_arg_float((double)range), &u));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, u, th_arg_float(fcount), &u));
   TH_TRY(th_tu_call1(tr, TH_OP_ltorch_floor, u, &u));
-  /* u * range rounds up to range itself where range passes 2^53 */
-  TH_TRY(th_tu_call2(tr, TH_OP_prims_minimum, u, th_arg_float((double)(range - 1)), &u));
-  if (range > (1ull << 62)) { /* floor(u * range) may pass INT64_MAX: shift into int64's range first */
-    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, u, th_arg_float((double)low), &u));
-    TH_TRY(th_tu_call2(tr, TH_OP_prims_minimum, u, th_arg_float((double)(high - 1)), &u));
-    TH_TRY(th_tu_convert(tr, &u, TH_I64));
-  } else {
+  if (count && count <= (1ull << 62)) {
+    /* u * count rounds up to count itself where count passes 2^53 */
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_minimum, u, th_arg_float((double)(count - 1)), &u));
     TH_TRY(th_tu_convert(tr, &u, TH_I64));
     if (low != 0) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, u, th_arg_int(low), &u));
+  } else { /* floor(u * count) may pass INT64_MAX: shift into [low, last] in float64 first */
+    double flast = (double)last >= 9223372036854775808.0 ? 9223372036854774784.0 : (double)last;
+    TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, u, th_arg_float((double)low), &u));
+    TH_TRY(th_tu_call2(tr, TH_OP_prims_minimum, u, th_arg_float(flast), &u));
+    TH_TRY(th_tu_convert(tr, &u, TH_I64));
   }
   *out = u;
   return th_tu_convert(tr, out, dt);
@@ -259,7 +268,8 @@ th_status ltorch_randint_decomp(th_trace *tr, const th_symbol *sym, const th_arg
   th_dtype dt;
   TH_TRY(dev_dtype(op, &args[5], &args[4], cpu_device, TH_I64, &dev, &dt));
   TH_TRY(no_grad(op, &args[6], dt));
-  return randint_draw(tr, op, low, high, ndim, shape, dev, dt, out);
+  TH_TRY(check_from_to(op, low, high));
+  return randint_draw(tr, op, low, high - 1, ndim, shape, dev, dt, out);
 }
 
 /* randint_like(input, high) or randint_like(input, low, high), *, generator, dtype, device,
@@ -280,7 +290,8 @@ th_status ltorch_randint_like_decomp(th_trace *tr, const th_symbol *sym, const t
   th_dtype dt;
   TH_TRY(dev_dtype(op, &args[5], &args[4], v->device, v->dtype, &dev, &dt));
   TH_TRY(no_grad(op, &args[6], dt));
-  return randint_draw(tr, op, low, high, v->ndim, v->shape, dev, dt, out);
+  TH_TRY(check_from_to(op, low, high));
+  return randint_draw(tr, op, low, high - 1, v->ndim, v->shape, dev, dt, out);
 }
 
 /* randperm(n, *, generator, dtype=int64, device, requires_grad): the argsort of n float64 uniforms. */
@@ -573,6 +584,78 @@ th_status ltorch_cauchy__decomp(th_trace *tr, const th_symbol *sym, const th_arg
   TH_TRY(th_tu_call2(tr, TH_OP_ltorch_add, c, th_arg_float(median), &c));
   TH_TRY(th_tu_convert(tr, &c, v->dtype));
   return th_tu_call2(tr, TH_OP_prims_copy_, c, args[0], out);
+}
+
+/* geometric_(input, p, *, generator): the number of Bernoulli(p) trials to the first success,
+ * ceil(log(1 - u) / log(1 - p)) (at least 1) in float64, then input's dtype. */
+th_status ltorch_geometric__decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = args[0].u.value;
+  double p;
+  TH_TRY(th_tu_float(op, "p", &args[1], &p));
+  TH_TRY(no_generator(op, &args[2]));
+  if (!(p > 0.0 && p < 1.0))
+    return th_error(TH_ERR_RUNTIME, "%s: geometric_ expects p to be in (0, 1), but got p=%g", op, p);
+  if (th_dtype_is_fp8(v->dtype))
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: \"geometric_cpu\" not implemented for '%s'", op,
+                    th_tu_scalar_type_name(v->dtype));
+  th_arg e;
+  TH_TRY(draw_exponential(tr, v->ndim, v->shape, v->device, TH_F64, &e)); /* -log(1 - u) */
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_true_divide, e, th_arg_float(-log1p(-p)), &e));
+  TH_TRY(th_tu_call1(tr, TH_OP_ltorch_ceil, e, &e));
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_maximum, e, th_arg_float(1.0), &e));
+  TH_TRY(th_tu_convert(tr, &e, v->dtype));
+  return th_tu_call2(tr, TH_OP_prims_copy_, e, args[0], out);
+}
+
+/* The largest value random_() draws into dt: 2^digits for a floating dtype (every integer up to it is
+ * exact), the largest value of an integer dtype, 1 for bool. */
+static bool random_top(th_dtype dt, int64_t *top) {
+  int64_t lo;
+  const char *cname;
+  switch (dt) {
+    case TH_F64: *top = (int64_t)1 << 53; return true;
+    case TH_F32: *top = (int64_t)1 << 24; return true;
+    case TH_F16: *top = (int64_t)1 << 11; return true;
+    case TH_BF16: *top = (int64_t)1 << 8; return true;
+    default: return int_range(dt, &lo, top, &cname);
+  }
+}
+
+/* random_(input, from=None, to='omitted', *, generator): integers uniform in [from, to) (from 0 by
+ * default), in [from, the dtype's top] for to=None, in [0, top] with neither; random_(n) is
+ * random_(to=n), as PyTorch's overloads. */
+th_status ltorch_random__decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = args[0].u.value;
+  const th_arg *from_a = &args[1], *to_a = &args[2];
+  TH_TRY(no_generator(op, &args[3]));
+  int64_t top;
+  if (!random_top(v->dtype, &top))
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: \"random_cpu\" not implemented for '%s'", op,
+                    th_tu_scalar_type_name(v->dtype));
+  bool to_omitted = to_a->kind == TH_ARG_STR && !strcmp(to_a->u.s, "omitted");
+  if (!to_omitted && to_a->kind == TH_ARG_STR)
+    return th_error(TH_ERR_TYPE, "%s: to: expected an int or None, but got a str", op);
+  int64_t low = 0, last = top, high;
+  if (to_omitted && from_a->kind != TH_ARG_NONE) { /* random_(to) */
+    TH_TRY(th_meta_int(op, "to", from_a, &high));
+    TH_TRY(check_from_to(op, 0, high));
+    last = high - 1;
+  } else if (!to_omitted) {
+    if (from_a->kind != TH_ARG_NONE) TH_TRY(th_meta_int(op, "from", from_a, &low));
+    if (to_a->kind != TH_ARG_NONE) {
+      TH_TRY(th_meta_int(op, "to", to_a, &high));
+      TH_TRY(check_from_to(op, low, high));
+      last = high - 1;
+    } else if (low > top) {
+      return th_error(TH_ERR_RUNTIME, "%s: random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
+                      op, (long long)low, (long long)top);
+    }
+  }
+  th_arg r;
+  TH_TRY(randint_draw(tr, op, low, last, v->ndim, v->shape, v->device, v->dtype, &r));
+  return th_tu_call2(tr, TH_OP_prims_copy_, r, args[0], out);
 }
 
 /* ---- vjp (ops/vjp.h) -------------------------------------------------------------------------------
