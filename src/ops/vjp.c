@@ -47,6 +47,7 @@ static void build(void) {
   add(th_vjp_table_prims_scan, th_vjp_table_prims_scan_n);
 
   /* random */
+  add(th_vjp_table_torch_random, th_vjp_table_torch_random_n);
 
   /* stat */
 

@@ -73,6 +73,7 @@ TH_VJP_TABLE(prims_index)
 TH_VJP_TABLE(prims_scan)
 
 /* random */
+TH_VJP_TABLE(torch_random)
 
 /* stat */
 

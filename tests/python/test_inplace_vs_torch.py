@@ -158,6 +158,17 @@ CASES = [
     ("ltorch.dropout_(a, 1.0)", {"a": a34}, lambda a: F.dropout(a, 1.0, True, True)),
     ("ltorch.dropout_(a, 0.5, False)", {"a": a34}, lambda a: F.dropout(a, 0.5, False, True)),
     ("torch.Tensor.zero_(a)", {"a": a34}, lambda a: a.zero_()),
+    # the in-place samplers, with parameters that fix the sample (distributions: test_random_ops.py)
+    ("ltorch.uniform_(a, 2.0, 2.0)", {"a": a34}, lambda a: a.uniform_(2.0, 2.0)),
+    ("ltorch.normal_(a, 1.5, 0.0)", {"a": d34}, lambda a: a.normal_(1.5, 0.0)),
+    ("ltorch.bernoulli_(a, 1.0)", {"a": i34}, lambda a: a.bernoulli_(1.0)),
+    ("ltorch.bernoulli_(a, 0.0)", {"a": bf34}, lambda a: a.bernoulli_(0.0)),
+    ("ltorch.exponential_(a, 1e30)", {"a": a34}, lambda a: a.exponential_(1e30)),
+    ("ltorch.cauchy_(a, 1.0, 1e-30)", {"a": a34}, lambda a: a.cauchy_(1.0, 1e-30)),
+    ("ltorch.log_normal_(a, 0.0, 1e-30)", {"a": a34}, lambda a: a.log_normal_(0.0, 1e-30)),
+    ("ltorch.random_(a, 3, 4)", {"a": i34}, lambda a: a.random_(3, 4)),
+    ("ltorch.random_(a, 1)", {"a": bf34}, lambda a: a.random_(1)),
+    ("ltorch.geometric_(a, 0.9999999999999999)", {"a": i34}, lambda a: a.geometric_(0.9999999999999999)),
     # act: elementwise binary prims and composites, activations
     ("ltorch.hypot_(a, b)", {"a": a34, "b": b34}, lambda a, b: a.hypot_(b)),
     ("ltorch.bitwise_left_shift_(a, b)", {"a": i34, "b": nz_j34.abs()}, lambda a, b: a.bitwise_left_shift_(b)),

@@ -19,9 +19,26 @@ static void op_dealloc(PyObject *o) {
   PyObject_Free(o);
 }
 
+/* Whether a random op's arguments hold a torch.Generator: a jitted function draws from torch's default
+ * generator only (its one Philox stream; rng.c). */
+static bool holds_generator(PyObject *args, PyObject *kwargs) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+    if (!strcmp(Py_TYPE(PyTuple_GET_ITEM(args, i))->tp_name, "torch._C.Generator")) return true;
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (kwargs && PyDict_Next(kwargs, &pos, &k, &v))
+    if (!strcmp(Py_TYPE(v)->tp_name, "torch._C.Generator")) return true;
+  return false;
+}
+
 PyObject *pyth_op_call_args(pyth_op *op, PyObject *args, PyObject *kwargs) {
   const char *q = PyUnicode_AsUTF8(op->qualname), *d = PyUnicode_AsUTF8(op->display);
   if (!q || !d) return NULL;
+  if ((op->flags & TH_OPF_RANDOM) && holds_generator(args, kwargs))
+    return PyErr_Format(PyExc_NotImplementedError,
+                        "%s with a generator is not supported by thunder_c: a jitted function draws from torch's "
+                        "default generator (pass generator=None and seed with torch.manual_seed)",
+                        d);
   Py_ssize_t n = PyTuple_GET_SIZE(args);
   if (!op->swap || n < 2) return pyth_record(q, d, op->flags, args, kwargs);
   PyObject *sw = PyTuple_New(n);
@@ -355,8 +372,8 @@ static PyObject *func_display(PyObject *func) {
   return r;
 }
 
-/* A user who calls one of torch's random samplers inside a jitted function is told to pass the random
- * tensor in (proxy.h). */
+/* A user who calls one of torch's random samplers that thunder_c does not build (those it builds are
+ * ops of the table, found first) is told which ones it draws and to pass this one in (proxy.h). */
 bool pyth_is_random_factory(const char *name) {
   static const char *const exact[] = {"normal",   "normal_",      "bernoulli",  "bernoulli_", "multinomial", "poisson",
                                       "uniform_", "exponential_", "geometric_", "cauchy_",    "log_normal_"};
@@ -423,10 +440,7 @@ PyObject *pyth_torch_function(PyObject *self, PyObject *const *args, Py_ssize_t 
                      "tensor's data, known only at run time (assert on shapes or Python values instead)",
                      d);
       else if (name && pyth_is_random_factory(name))
-        PyErr_Format(PyExc_NotImplementedError,
-                     "%U is not supported by thunder_c: random numbers cannot be drawn inside a jitted function "
-                     "(draw them outside and pass the tensor in as an argument)",
-                     d);
+        PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c: " PYTH_RANDOM_UNSUPPORTED, d);
       else if (d)
         PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c", d);
       Py_XDECREF(d);

@@ -36,5 +36,10 @@ int pyth_qualname_flags(const char *qualname, unsigned *flags);
 /* Whether name (torch.randn, torch.rand_like, Tensor.normal_, torch.bernoulli, ...) is one of torch's
  * random samplers. */
 bool pyth_is_random_factory(const char *name);
+/* What the refusal of a random sampler thunder_c does not build adds to "<name> is not supported". */
+#define PYTH_RANDOM_UNSUPPORTED                                                                                        \
+  "a jitted function draws random numbers with torch.rand, randn, randint, randperm, normal, bernoulli, "              \
+  "multinomial, their _like forms and Tensor.uniform_, normal_, bernoulli_, exponential_, cauchy_, "                   \
+  "log_normal_, geometric_ and random_ (draw this one outside and pass the tensor in as an argument)"
 
 #endif

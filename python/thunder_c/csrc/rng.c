@@ -4,12 +4,14 @@
  * the frontend sets before every call from torch.default_generator, the way Thunder's
  * get_and_update_rng_state reads and advances CUDA's Philox seed and offset:
  *   - the key is the next two 32-bit words torch's Mersenne Twister (mt19937) would draw, the offset 0;
- *   - torch's generator then advances by exactly the words eager PyTorch would draw for the same random
- *     ops (two per element of each dropout: bernoulli_ on the CPU draws one 64-bit number, two mt19937
- *     words, per element), the key's two words among them.
+ *   - torch's generator then advances by the words eager PyTorch would draw for the same random ops,
+ *     the key's two words among them: exactly for dropout (two per element: bernoulli_ on the CPU draws
+ *     one 64-bit number, two mt19937 words, per element); for the samplers of torch/random.c (rand,
+ *     randn, normal, multinomial, ...), whose eager word counts vary by op, dtype and size, two per
+ *     uniform sample the program draws.
  * So torch.manual_seed(s) followed by a call is reproducible call after call, cached or not; two calls
- * without reseeding differ; and the numbers torch draws after the call are those it would draw after
- * the eager function. The state is advanced in place in the bytes torch.Generator.get_state() returns
+ * without reseeding differ; and, for a program whose random ops are dropouts, the numbers torch draws
+ * after the call are those it would draw after the eager function. The state is advanced in place in the bytes torch.Generator.get_state() returns
  * (CPUGeneratorImplState: the mt19937 words, its `left` and `next` cursors) and set back, so an
  * advance over n words costs n / 624 twists of the state, not n draws through Python. */
 #include <string.h>
@@ -79,8 +81,8 @@ static uint64_t splitmix64(uint64_t x) {
 
 /* The words eager draws for b and its subsymbols: dropout draws when it samples (training, 0 < p < 1:
  * its decomposition then holds a uniform_like), two words (one 64-bit draw) per element of its input.
- * A sampling prim recorded on its own (a jitted execution trace, thunder_c.prims called directly)
- * counts as eager's draw for its elements would. */
+ * A sampling prim recorded on its own (a jitted execution trace, thunder_c.prims called directly) or in
+ * another op's decomposition (the samplers of torch/random.c) counts two words per element. */
 static int64_t eager_draws(const th_bsym *b) {
   const char *q = th_bsym_qualname(b);
   if (!strcmp(q, "prims.uniform_philox") || !strcmp(q, "prims.uniform")) {

@@ -398,10 +398,7 @@ static PyObject *unsupported_call(PyObject *self, PyObject *args, PyObject *kw) 
   (void)kw;
   const char *name = PyUnicode_AsUTF8(self);
   if (name && pyth_is_random_factory(name))
-    return PyErr_Format(PyExc_NotImplementedError,
-                        "%U is not supported by thunder_c: random numbers cannot be drawn inside a jitted function "
-                        "(draw them outside and pass the tensor in as an argument)",
-                        self);
+    return PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c: " PYTH_RANDOM_UNSUPPORTED, self);
   return PyErr_Format(PyExc_NotImplementedError, "%U is not supported by thunder_c", self);
 }
 static PyMethodDef unsupported_def = {"unsupported", (PyCFunction)(void (*)(void))unsupported_call,
