@@ -59,7 +59,7 @@ typedef struct {
 } opnd;
 
 typedef struct {
-  int n;                      /* rank of query */
+  int n;                       /* rank of query */
   int64_t bshape[TH_MAX_DIMS]; /* the n - 3 batch dims */
   int64_t nbatch, hq, hk, L, S, E, Ev;
   bool causal, has_mask, mask_bool;
@@ -129,8 +129,8 @@ AT_INLINE void load_tile(float *dst, int64_t ldd, const opnd *o, int64_t off, in
 /* ---- tile products -----------------------------------------------------------------------------------
  * C[M x N] (+)= A[M x K] B[K x N], row-major with leading dims; acc = false overwrites C. Rows four at a
  * time, columns JC at a time (JC a constant after inlining, so the accumulators live in registers). */
-AT_INLINE void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                    float *C, int64_t ldc, bool acc, const int JC) {
+AT_INLINE void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                    int64_t ldc, bool acc, const int JC) {
   int64_t i = 0;
   for (; i + 4 <= M; i += 4) {
     const float *a0 = A + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
@@ -190,8 +190,7 @@ AT_INLINE void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda
 }
 
 /* S[r][c] (the BQ x BK tile at query rows i0.., keys j0..) scaled and masked. */
-AT_INLINE void scale_mask(const attn_args *a, float *S, int64_t bq, int64_t bk, int64_t i0, int64_t j0,
-                          int64_t moff) {
+AT_INLINE void scale_mask(const attn_args *a, float *S, int64_t bq, int64_t bk, int64_t i0, int64_t j0, int64_t moff) {
   const float scale = a->scale;
   for (int64_t r = 0; r < bq; r++) {
     float *s = S + r * BK;
@@ -455,8 +454,8 @@ th_status th_eg_sdpa_flash_ref(th_rt_env *env, const th_bsym *b) {
   bool oom = false;
 #pragma omp parallel num_threads(nth)
   {
-    fwd_buf w = {alloc_floats(BQ * a.E), alloc_floats(a.E * BK), alloc_floats(BK * a.Ev), alloc_floats(BQ * BK),
-                 alloc_floats(BQ * a.Ev),  alloc_floats(BQ),        alloc_floats(BQ)};
+    fwd_buf w = {alloc_floats(BQ * a.E),  alloc_floats(a.E * BK), alloc_floats(BK * a.Ev), alloc_floats(BQ * BK),
+                 alloc_floats(BQ * a.Ev), alloc_floats(BQ),       alloc_floats(BQ)};
     bool ok = w.Q && w.Kt && w.V && w.S && w.O && w.m && w.l;
     if (!ok) {
 #pragma omp atomic write
@@ -498,8 +497,8 @@ th_status th_eg_sdpa_flash_backward_ref(th_rt_env *env, const th_bsym *b) {
                  alloc_floats(Ev * BK), alloc_floats(BQ * BK), alloc_floats(BK * BQ),     alloc_floats(BQ * BK),
                  alloc_floats(BK * BQ), alloc_floats(BQ * E),  alloc_floats(a.S * E + 1), alloc_floats(a.S * Ev + 1),
                  alloc_floats(BQ),      alloc_floats(BQ)};
-    bool ok = w.Q && w.dO && w.Kt && w.K && w.Vt && w.S && w.P_t && w.dS && w.dS_t && w.dQ && w.dK && w.dV && w.D &&
-              w.lse;
+    bool ok =
+      w.Q && w.dO && w.Kt && w.K && w.Vt && w.S && w.P_t && w.dS && w.dS_t && w.dQ && w.dK && w.dV && w.D && w.lse;
     if (!ok) {
 #pragma omp atomic write
       oom = true;

@@ -21,11 +21,12 @@ static th_status check_operand(const char *op, const char *name, const th_value 
     return th_error(TH_ERR_RUNTIME, "%s: Expected %s to be a float32 or bfloat16 tensor, but %s.dtype=%s", op, name,
                     name, th_dtype_name(t->dtype));
   if (t->ndim < 3)
-    return th_error(TH_ERR_RUNTIME, "%s: Expected %s to have at least 3 dims (..., heads, length, embedding), but %s.shape=%s",
-                    op, name, name, th_meta_shape_str(t->shape, t->ndim, s, sizeof s));
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Expected %s to have at least 3 dims (..., heads, length, embedding), but %s.shape=%s", op,
+                    name, name, th_meta_shape_str(t->shape, t->ndim, s, sizeof s));
   if (q && (t->dtype != q->dtype || t->ndim != q->ndim || !th_device_eq(t->device, q->device)))
-    return th_error(TH_ERR_RUNTIME, "%s: Expected %s of query's dtype %s, rank %d and device, but got %s of rank %d", op,
-                    name, th_dtype_name(q->dtype), q->ndim, th_dtype_name(t->dtype), t->ndim);
+    return th_error(TH_ERR_RUNTIME, "%s: Expected %s of query's dtype %s, rank %d and device, but got %s of rank %d",
+                    op, name, th_dtype_name(q->dtype), q->ndim, th_dtype_name(t->dtype), t->ndim);
   return TH_OK;
 }
 
@@ -42,11 +43,12 @@ static th_status check_qkv(const char *op, const th_arg *args, int mi) {
             k->shape[n - 3] == v->shape[n - 3] && k->shape[n - 3] > 0 && q->shape[n - 3] % k->shape[n - 3] == 0;
   for (int d = 0; ok && d < n - 3; d++) ok = q->shape[d] == k->shape[d] && q->shape[d] == v->shape[d];
   if (!ok)
-    return th_error(TH_ERR_RUNTIME,
-                    "%s: Expected query [..., Hq, L, E], key [..., Hkv, S, E] and value [..., Hkv, S, Ev] with identical "
-                    "batch dims and Hq a multiple of Hkv, but got query %s, key %s, value %s",
-                    op, th_meta_shape_str(q->shape, n, qs, sizeof qs), th_meta_shape_str(k->shape, n, ks, sizeof ks),
-                    th_meta_shape_str(v->shape, n, vs, sizeof vs));
+    return th_error(
+      TH_ERR_RUNTIME,
+      "%s: Expected query [..., Hq, L, E], key [..., Hkv, S, E] and value [..., Hkv, S, Ev] with identical "
+      "batch dims and Hq a multiple of Hkv, but got query %s, key %s, value %s",
+      op, th_meta_shape_str(q->shape, n, qs, sizeof qs), th_meta_shape_str(k->shape, n, ks, sizeof ks),
+      th_meta_shape_str(v->shape, n, vs, sizeof vs));
   if (args[mi].kind != TH_ARG_NONE) {
     const th_value *m = th_meta_tensor(&args[mi]);
     if (!m) return th_error(TH_ERR_TYPE, "%s: attn_mask must be a tensor or None", op);

@@ -5,9 +5,10 @@
  *   dim of 1 and loses it after), identical batch dims; key and value with query's head count, or with
  *   enable_gqa one head count dividing query's;
  *   dropout_p = 0;
- *   attn_mask None, bool, or float not requiring a gradient, of rank at most query's.
- * Everything else (float64 and float16, broadcast batch dims, dropout, a mask that needs a gradient)
- * decomposes. THUNDER_SDPA_FLASH=0 in the environment makes every case decompose (benchmarks and tests
+ *   attn_mask None or bool, of rank at most query's, broadcasting to [..., Hq, L, S].
+ * Everything else (float64 and float16, broadcast batch dims, dropout, a float mask) decomposes. A float
+ * (additive) mask decomposes because whether it needs a gradient is decided after tracing and the fused
+ * backward gives none (the prim's kernel takes one; its gradient would need the L x S scores). THUNDER_SDPA_FLASH=0 in the environment makes every case decompose (benchmarks and tests
  * of the unfused result). bfloat16 runs in float32 inside the kernel and rounds once, so it is at least as
  * close to the float32 result as the decomposition's bfloat16 product of the rounded probabilities. */
 #include <stdlib.h>
@@ -37,7 +38,7 @@ th_status th_sdpa_flash_try(th_trace *tr, const th_arg *args, double p, bool cau
   }
   if (mask->kind != TH_ARG_NONE) {
     const th_value *m = mask->u.value;
-    if (m->ndim > n || (m->dtype != TH_BOOL && m->requires_grad)) return TH_OK;
+    if (m->ndim > n || m->dtype != TH_BOOL) return TH_OK;
     for (int d = 1; d <= m->ndim; d++) { /* broadcasts to [..., Hq, L, S] (else the decomposition's error) */
       int64_t e = m->shape[m->ndim - d], want = d == 1 ? k->shape[n - 2] : q->shape[n - d];
       if (e != 1 && e != want) return TH_OK;
