@@ -29,7 +29,8 @@ th_status th_sdpa_flash_try(th_trace *tr, const th_arg *args, double p, bool cau
   const th_arg *mask = &args[3];
   const int n = q->ndim;
   if (flash_disabled() || p != 0.0 || (q->dtype != TH_F32 && q->dtype != TH_BF16)) return TH_OK;
-  if (k->ndim != n || v->ndim != n) return TH_OK;
+  if (k->ndim != n || v->ndim != n || (n == 2 && gqa))
+    return TH_OK; /* 2-D with enable_gqa: the decomposition's error */
   if (n >= 3) {
     for (int d = 0; d < n - 3; d++)
       if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d]) return TH_OK;
