@@ -23,11 +23,12 @@
  * may have any strides (mask broadcasts have stride 0); outputs are the contiguous tensors the runtime
  * allocates.
  *
- * The tile products are register-blocked loops (4 rows x JC columns of float32 accumulators, fmaf,
- * `omp simd` over the columns) and the exponentials the fuser's branch-free expf (fuser/mathlib.h), so
- * both vectorize. The task functions are compiled twice, for AVX-512 (JC = 64: 16 zmm accumulators) and
- * for the build's baseline AVX2 (JC = 16), and picked at run time with __builtin_cpu_supports;
- * $THUNDER_ATTN_ISA=avx2 forces the AVX2 code on an AVX-512 machine (tests of the fallback). */
+ * The tile products go through register micro-kernels of 4 rows (AVX-512: 4 x 64 columns in sixteen zmm
+ * accumulators; AVX2+FMA: 4 x 16 in eight ymm; a portable C one off x86), the edges through plain
+ * `omp simd` loops, and the exponentials through the fuser's branch-free expf (fuser/mathlib.h), which
+ * vectorizes. The task functions are compiled twice, for AVX-512 and for the build's baseline AVX2, and
+ * picked at run time with __builtin_cpu_supports; $THUNDER_ATTN_ISA=avx2 forces the AVX2 code on an
+ * AVX-512 machine (tests of the fallback). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,50 +128,89 @@ AT_INLINE void load_tile(float *dst, int64_t ldd, const opnd *o, int64_t off, in
 }
 
 /* ---- tile products -----------------------------------------------------------------------------------
- * C[M x N] (+)= A[M x K] B[K x N], row-major with leading dims; acc = false overwrites C. Rows four at a
- * time, columns JC at a time (JC a constant after inlining, so the accumulators live in registers). */
+ * C[M x N] (+)= A[M x K] B[K x N], row-major with leading dims; acc = false overwrites C. Full 4 x JC
+ * tiles go to a register micro-kernel (AVX-512: 4 x 64, sixteen zmm accumulators; AVX2: 4 x 16, eight
+ * ymm), the edges to plain loops. */
+typedef void (*ukernel_fn)(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                           bool acc);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TH_ATTN_X86 1
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+
+/* One row of accumulators: NV vectors of row r. */
+#define UK_FMA_ROW(FMA, BC, cr, ar)                                                                                    \
+  do {                                                                                                                 \
+    const VT x_ = BC(ar[k]);                                                                                           \
+    for (int v_ = 0; v_ < NV; v_++) cr[v_] = FMA(x_, b_[v_], cr[v_]);                                                  \
+  } while (0)
+
+#define TH_ATTN_UKERNEL(name, TGT, VT_, W, NV_, ZERO, LOAD, STORE, BC, FMA, ADD)                                       \
+  TGT static void name(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,     \
+                       bool acc) {                                                                                     \
+    typedef VT_ VT;                                                                                                    \
+    enum { NV = NV_ };                                                                                                 \
+    VT c0[NV], c1[NV], c2[NV], c3[NV], b_[NV];                                                                         \
+    for (int v_ = 0; v_ < NV; v_++) c0[v_] = c1[v_] = c2[v_] = c3[v_] = ZERO();                                        \
+    const float *a0 = A, *a1 = A + lda, *a2 = a1 + lda, *a3 = a2 + lda;                                                \
+    for (int64_t k = 0; k < K; k++) {                                                                                  \
+      const float *b = B + k * ldb;                                                                                    \
+      for (int v_ = 0; v_ < NV; v_++) b_[v_] = LOAD(b + v_ * (W));                                                     \
+      UK_FMA_ROW(FMA, BC, c0, a0);                                                                                     \
+      UK_FMA_ROW(FMA, BC, c1, a1);                                                                                     \
+      UK_FMA_ROW(FMA, BC, c2, a2);                                                                                     \
+      UK_FMA_ROW(FMA, BC, c3, a3);                                                                                     \
+    }                                                                                                                  \
+    VT *rows[4] = {c0, c1, c2, c3};                                                                                    \
+    for (int r = 0; r < 4; r++)                                                                                        \
+      for (int v_ = 0; v_ < NV; v_++) {                                                                                \
+        float *d = C + r * ldc + v_ * (W);                                                                             \
+        STORE(d, acc ? ADD(rows[r][v_], LOAD(d)) : rows[r][v_]);                                                       \
+      }                                                                                                                \
+  }
+
+TH_ATTN_UKERNEL(uk_avx512, AVX512_TARGET, __m512, 16, 4, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+                _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
+TH_ATTN_UKERNEL(uk_avx2, AVX2_TARGET, __m256, 8, 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+                _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
+#else
+#define TH_ATTN_X86 0
+#endif
+
+#if !TH_ATTN_X86
+/* The portable 4 x 16 micro-kernel (CPUs other than x86-64). */
+static void uk_portable(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                        bool acc) {
+  float t[4][16] = {{0}};
+  for (int64_t k = 0; k < K; k++)
+    for (int r = 0; r < 4; r++)
+#pragma omp simd
+      for (int j = 0; j < 16; j++) t[r][j] = fmaf(A[r * lda + k], B[k * ldb + j], t[r][j]);
+  for (int r = 0; r < 4; r++)
+    for (int j = 0; j < 16; j++) C[r * ldc + j] = acc ? C[r * ldc + j] + t[r][j] : t[r][j];
+}
+#endif
+
 AT_INLINE void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
-                    int64_t ldc, bool acc, const int JC) {
+                    int64_t ldc, bool acc, const int JC, ukernel_fn uk) {
   int64_t i = 0;
   for (; i + 4 <= M; i += 4) {
-    const float *a0 = A + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
-    for (int64_t j0 = 0; j0 < N; j0 += JC) {
-      float *c0 = C + i * ldc + j0, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-      if (j0 + JC <= N) {
-        float t0[JC_MAX], t1[JC_MAX], t2[JC_MAX], t3[JC_MAX];
-#pragma omp simd
-        for (int j = 0; j < JC; j++) t0[j] = t1[j] = t2[j] = t3[j] = 0.0f;
+    int64_t j0 = 0;
+    for (; j0 + JC <= N; j0 += JC) uk(K, A + i * lda, lda, B + j0, ldb, C + i * ldc + j0, ldc, acc);
+    if (j0 < N) {
+      const int64_t w = N - j0;
+      for (int r = 0; r < 4; r++) {
+        const float *ar = A + (i + r) * lda;
+        float *cr = C + (i + r) * ldc + j0;
+        if (!acc)
+          for (int64_t j = 0; j < w; j++) cr[j] = 0.0f;
         for (int64_t k = 0; k < K; k++) {
           const float *b = B + k * ldb + j0;
-          const float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
+          const float x = ar[k];
 #pragma omp simd
-          for (int j = 0; j < JC; j++) {
-            t0[j] = fmaf(x0, b[j], t0[j]);
-            t1[j] = fmaf(x1, b[j], t1[j]);
-            t2[j] = fmaf(x2, b[j], t2[j]);
-            t3[j] = fmaf(x3, b[j], t3[j]);
-          }
-        }
-#pragma omp simd
-        for (int j = 0; j < JC; j++) {
-          c0[j] = acc ? c0[j] + t0[j] : t0[j];
-          c1[j] = acc ? c1[j] + t1[j] : t1[j];
-          c2[j] = acc ? c2[j] + t2[j] : t2[j];
-          c3[j] = acc ? c3[j] + t3[j] : t3[j];
-        }
-      } else {
-        const int64_t w = N - j0;
-        for (int r = 0; r < 4; r++) {
-          const float *ar = A + (i + r) * lda;
-          float *cr = C + (i + r) * ldc + j0;
-          if (!acc)
-            for (int64_t j = 0; j < w; j++) cr[j] = 0.0f;
-          for (int64_t k = 0; k < K; k++) {
-            const float *b = B + k * ldb + j0;
-            const float x = ar[k];
-#pragma omp simd
-            for (int64_t j = 0; j < w; j++) cr[j] = fmaf(x, b[j], cr[j]);
-          }
+          for (int64_t j = 0; j < w; j++) cr[j] = fmaf(x, b[j], cr[j]);
         }
       }
     }
@@ -223,7 +263,7 @@ typedef struct {
   float *Q, *Kt, *V, *S, *O, *m, *l;
 } fwd_buf;
 
-AT_INLINE void fwd_task_body(const attn_args *a, fwd_buf *w, int64_t t, const int JC) {
+AT_INLINE void fwd_task_body(const attn_args *a, fwd_buf *w, int64_t t, const int JC, ukernel_fn uk) {
   const int64_t nqb = (a->L + BQ - 1) / BQ, E = a->E, Ev = a->Ev, n = a->n;
   const int64_t qb = t % nqb, bh = t / nqb, h = bh % a->hq, bi = bh / a->hq, hk = h / (a->hq / a->hk);
   const int64_t i0 = qb * BQ, bq = a->L - i0 < BQ ? a->L - i0 : BQ;
@@ -240,10 +280,11 @@ AT_INLINE void fwd_task_body(const attn_args *a, fwd_buf *w, int64_t t, const in
     const int64_t bk = kend - j0 < BK ? kend - j0 : BK;
     load_tile(w->Kt, BK, &a->k, ko, a->k.st[n - 2], a->k.st[n - 1], j0, bk, E, true);
     load_tile(w->V, Ev, &a->v, vo, a->v.st[n - 2], a->v.st[n - 1], j0, bk, Ev, false);
-    gemm(bq, bk, E, w->Q, E, w->Kt, BK, w->S, BK, false, JC);
+    gemm(bq, bk, E, w->Q, E, w->Kt, BK, w->S, BK, false, JC, uk);
     scale_mask(a, w->S, bq, bk, i0, j0, mo);
     for (int64_t r = 0; r < bq; r++) {
       float *s = w->S + r * BK, mx = w->m[r];
+#pragma omp simd reduction(max : mx)
       for (int64_t c = 0; c < bk; c++) mx = s[c] > mx ? s[c] : mx;
       const float mu = mx == -INFINITY ? 0.0f : mx; /* a row with nothing attended so far keeps P = 0 */
       const float alpha = th_m_expf(w->m[r] - mu);
@@ -261,7 +302,7 @@ AT_INLINE void fwd_task_body(const attn_args *a, fwd_buf *w, int64_t t, const in
         for (int64_t c = 0; c < Ev; c++) o[c] *= alpha;
       }
     }
-    gemm(bq, Ev, bk, w->S, BK, w->V, Ev, w->O, Ev, true, JC);
+    gemm(bq, Ev, bk, w->S, BK, w->V, Ev, w->O, Ev, true, JC, uk);
   }
   const int64_t oo = head_off(a, &a->o, bi, h), lo = head_off(a, &a->lse, bi, h);
   for (int64_t r = 0; r < bq; r++) {
@@ -285,7 +326,7 @@ AT_INLINE void transpose_tile(const float *src, int64_t lds, float *dst, int64_t
     for (int64_t c = 0; c < nc; c++) dst[c * ldd + r] = src[r * lds + c];
 }
 
-AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const int JC) {
+AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const int JC, ukernel_fn uk) {
   const int64_t E = a->E, Ev = a->Ev, n = a->n, S = a->S, grp = a->hq / a->hk;
   const int64_t hk = t % a->hk, bi = t / a->hk;
   const int64_t ko = head_off(a, &a->k, bi, hk), vo = head_off(a, &a->v, bi, hk);
@@ -314,7 +355,7 @@ AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const in
         load_tile(w->Kt, BK, &a->k, ko, a->k.st[n - 2], a->k.st[n - 1], j0, bk, E, true);
         load_tile(w->K, E, &a->k, ko, a->k.st[n - 2], a->k.st[n - 1], j0, bk, E, false);
         load_tile(w->Vt, BK, &a->v, vo, a->v.st[n - 2], a->v.st[n - 1], j0, bk, Ev, true);
-        gemm(bq, bk, E, w->Q, E, w->Kt, BK, w->S, BK, false, JC);
+        gemm(bq, bk, E, w->Q, E, w->Kt, BK, w->S, BK, false, JC, uk);
         scale_mask(a, w->S, bq, bk, i0, j0, mo);
         for (int64_t r = 0; r < bq; r++) {
           float *s = w->S + r * BK;
@@ -324,18 +365,18 @@ AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const in
         }
         /* dV[j0..] += P^T dO */
         transpose_tile(w->S, BK, w->P_t, BQ, bq, bk);
-        gemm(bk, Ev, bq, w->P_t, BQ, w->dO, Ev, w->dV + j0 * Ev, Ev, true, JC);
+        gemm(bk, Ev, bq, w->P_t, BQ, w->dO, Ev, w->dV + j0 * Ev, Ev, true, JC, uk);
         /* dP = dO V^T; dS = P (dP - D) scale */
-        gemm(bq, bk, Ev, w->dO, Ev, w->Vt, BK, w->dS, BK, false, JC);
+        gemm(bq, bk, Ev, w->dO, Ev, w->Vt, BK, w->dS, BK, false, JC, uk);
         for (int64_t r = 0; r < bq; r++) {
           float *ds = w->dS + r * BK;
           const float *p = w->S + r * BK, d = w->D[r], scale = a->scale;
 #pragma omp simd
           for (int64_t c = 0; c < bk; c++) ds[c] = p[c] * (ds[c] - d) * scale;
         }
-        gemm(bq, E, bk, w->dS, BK, w->K, E, w->dQ, E, true, JC);
+        gemm(bq, E, bk, w->dS, BK, w->K, E, w->dQ, E, true, JC, uk);
         transpose_tile(w->dS, BK, w->dS_t, BQ, bq, bk);
-        gemm(bk, E, bq, w->dS_t, BQ, w->Q, E, w->dK + j0 * E, E, true, JC);
+        gemm(bk, E, bq, w->dS_t, BQ, w->Q, E, w->dK + j0 * E, E, true, JC, uk);
       }
       const int64_t dqo = head_off(a, &a->dq, bi, h);
       for (int64_t r = 0; r < bq; r++)
@@ -357,16 +398,22 @@ AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const in
 typedef void (*fwd_fn)(const attn_args *a, fwd_buf *w, int64_t t);
 typedef void (*bwd_fn)(const attn_args *a, bwd_buf *w, int64_t t);
 
-static void fwd_task_base(const attn_args *a, fwd_buf *w, int64_t t) { fwd_task_body(a, w, t, 16); }
-static void bwd_task_base(const attn_args *a, bwd_buf *w, int64_t t) { bwd_task_body(a, w, t, 16); }
-
-#if defined(__x86_64__) && defined(__GNUC__)
+#if TH_ATTN_X86
+static void fwd_task_base(const attn_args *a, fwd_buf *w, int64_t t) { fwd_task_body(a, w, t, 16, uk_avx2); }
+static void bwd_task_base(const attn_args *a, bwd_buf *w, int64_t t) { bwd_task_body(a, w, t, 16, uk_avx2); }
 #define TH_ATTN_AVX512 1
-#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-AVX512_TARGET static void fwd_task_avx512(const attn_args *a, fwd_buf *w, int64_t t) { fwd_task_body(a, w, t, 64); }
-AVX512_TARGET static void bwd_task_avx512(const attn_args *a, bwd_buf *w, int64_t t) { bwd_task_body(a, w, t, 64); }
+AVX512_TARGET static void fwd_task_avx512(const attn_args *a, fwd_buf *w, int64_t t) {
+  fwd_task_body(a, w, t, 64, uk_avx512);
+}
+AVX512_TARGET static void bwd_task_avx512(const attn_args *a, bwd_buf *w, int64_t t) {
+  bwd_task_body(a, w, t, 64, uk_avx512);
+}
 #else
+static void fwd_task_base(const attn_args *a, fwd_buf *w, int64_t t) { fwd_task_body(a, w, t, 16, uk_portable); }
+static void bwd_task_base(const attn_args *a, bwd_buf *w, int64_t t) { bwd_task_body(a, w, t, 16, uk_portable); }
 #define TH_ATTN_AVX512 0
+#define fwd_task_avx512 fwd_task_base
+#define bwd_task_avx512 bwd_task_base
 #endif
 
 /* AVX-512 when the CPU has it and $THUNDER_ATTN_ISA does not ask for the baseline ("avx2"). */
