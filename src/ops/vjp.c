@@ -46,6 +46,9 @@ static void build(void) {
   /* scan */
   add(th_vjp_table_prims_scan, th_vjp_table_prims_scan_n);
 
+  /* attention */
+  add(th_vjp_table_prims_attention, th_vjp_table_prims_attention_n);
+
   /* random */
   add(th_vjp_table_torch_random, th_vjp_table_torch_random_n);
 

@@ -72,6 +72,9 @@ TH_VJP_TABLE(prims_index)
 /* scan */
 TH_VJP_TABLE(prims_scan)
 
+/* attention */
+TH_VJP_TABLE(prims_attention)
+
 /* random */
 TH_VJP_TABLE(torch_random)
 

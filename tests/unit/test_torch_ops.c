@@ -7,6 +7,7 @@
  * nn ops of a GPT-2 and a LLaMA block, and the error messages. Every trace that records successfully is
  * also passed through th_trace_verify, which re-runs each bsym's meta/decomposition. Numerical
  * agreement with PyTorch is tested separately, against the eager executor. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -902,16 +903,24 @@ static void test_sdpa(void **state) {
   th_arg qkv[3] = {q, k, v};
   th_arg o = call_kw(tr, "torch.nn.functional.scaled_dot_product_attention", 3, qkv, 1, kw, causal);
   check_tensor(o, TH_BF16, 4, (int64_t)2, (int64_t)4, (int64_t)6, (int64_t)16);
+  /* float32/bfloat16 without dropout or a float mask: the fused flash-attention prim (torch/attention.c) */
+  check_subs(last_bsym(tr), "prims.scaled_dot_product_flash_attention", NULL);
+  th_arg qkvm[4] = {q, k, v, mask};
+  call(tr, "ltorch.scaled_dot_product_attention", 4, qkvm);
+  check_subs(last_bsym(tr), "prims.scaled_dot_product_flash_attention", NULL);
+  /* the decomposition (THUNDER_SDPA_FLASH=0 turns the fused path off) */
+  assert_int_equal(setenv("THUNDER_SDPA_FLASH", "0", 1), 0);
+  o = call_kw(tr, "torch.nn.functional.scaled_dot_product_attention", 3, qkv, 1, kw, causal);
   /* bf16: the logits, the scaling and the softmax in float32 (rows of -inf logits give 0: amax, eq and
    * the two wheres), the probabilities rounded back for @ v */
   check_subs(last_bsym(tr), "prims.convert_element_type", "prims.convert_element_type", "ltorch.transpose",
              "ltorch.matmul", "ltorch.mul", "ltorch.tril", "ltorch.amax", "ltorch.eq", "ltorch.where", "ltorch.softmax",
              "ltorch.where", "prims.convert_element_type", "ltorch.matmul", NULL);
-  th_arg qkvm[4] = {q, k, v, mask};
   check_tensor(call(tr, "ltorch.scaled_dot_product_attention", 4, qkvm), TH_BF16, 4, (int64_t)2, (int64_t)4, (int64_t)6,
                (int64_t)16);
   /* the mask's where, then _safe_softmax's two (fully masked rows: logits 0 before, attn 0 after) */
   assert_int_equal(count_subs_named(last_bsym(tr), "ltorch.where"), 3);
+  assert_int_equal(unsetenv("THUNDER_SDPA_FLASH"), 0);
   th_arg qkvf[5] = {q, k, v, fmask, th_arg_float(0.1)};
   check_tensor(call(tr, "ltorch.scaled_dot_product_attention", 5, qkvf), TH_BF16, 4, (int64_t)2, (int64_t)4, (int64_t)6,
                (int64_t)16);

@@ -115,6 +115,10 @@ static const th_operator_impl eager_impls[] = {
   {TH_OP_prims_cummax, th_eg_cummax_ref, NULL},
   {TH_OP_prims_cummin, th_eg_cummin_ref, NULL},
 
+  /* attention */
+  {TH_OP_prims_scaled_dot_product_flash_attention, th_eg_sdpa_flash_ref, NULL},
+  {TH_OP_prims_scaled_dot_product_flash_attention_backward, th_eg_sdpa_flash_backward_ref, NULL},
+
   /* random */
 
   /* stat */

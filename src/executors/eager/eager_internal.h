@@ -213,6 +213,11 @@ th_status th_eg_logcumsumexp_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_cummax_ref(th_rt_env *env, const th_bsym *b);
 th_status th_eg_cummin_ref(th_rt_env *env, const th_bsym *b);
 
+/* attention */
+/* attention.c: the flash attention prims (tiled, online softmax; OpenMP over batch x heads x blocks) */
+th_status th_eg_sdpa_flash_ref(th_rt_env *env, const th_bsym *b);
+th_status th_eg_sdpa_flash_backward_ref(th_rt_env *env, const th_bsym *b);
+
 /* random */
 
 /* stat */

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/torch/attention.h"
 #include "ops/torch/torch_util.h"
 #include "ops/vjp.h"
 
@@ -495,6 +496,11 @@ th_status ltorch_scaled_dot_product_attention_decomp(th_trace *tr, const th_symb
                       d == -3 ? " (for grouped-query attention over fewer key/value heads pass enable_gqa=True)" : "");
     }
   }
+
+  /* the fused flash-attention prim where it covers the case (torch/attention.c) */
+  bool fused;
+  TH_TRY(th_sdpa_flash_try(tr, args, p, causal, scale, gqa, out, &fused));
+  if (fused) return TH_OK;
 
   /* grouped-query attention: fold (key and value share a head count) or repeat */
   int64_t r = 1;
