@@ -188,6 +188,27 @@ const char *th_cg_operand(lower *L, const th_fz_mem *m, int a) {
  * +1 it returns the product form's exact x * 0 or x. The intermediate values are still computed where
  * anything else in the region uses them (th_cg_mark() follows the operands of the rewritten form). */
 
+/* A second rewrite: prims.pow(x, n) of a float32 or float64 x and a constant exponent that is an integer
+ * of at most 15 in magnitude (after the cast to x's dtype) is th_m_pownf / th_m_pownd(x, n), mathlib's
+ * inlined powers: PyTorch's own float forms for 2, 3, -1 and -2 (x * x, x * x * x, 1 / x, 1 / (x * x),
+ * the same bits as torch.pow), repeated squaring in double for the others (float32). Every other pow
+ * goes through mathlib's routed pow (th_m_powf for float32), which vectorizes too. */
+static bool match_pown(const th_fz_mem *m, int *n) {
+  const th_bsym *b = m->b;
+  if (m->kind != TH_FZ_POINTWISE || b->sym->id != TH_OP_prims_pow || b->nargs != 2) return false;
+  th_dtype d = b->out.u.value->dtype;
+  if ((d != TH_F32 && d != TH_F64) || b->args[0].kind != TH_ARG_VALUE || b->args[1].kind == TH_ARG_VALUE) return false;
+  const th_arg *e = &b->args[1];
+  double c = e->kind == TH_ARG_FLOAT  ? e->u.f
+             : e->kind == TH_ARG_INT  ? (double)e->u.i
+             : e->kind == TH_ARG_BOOL ? e->u.b
+                                      : NAN;
+  if (d == TH_F32) c = (double)(float)c; /* the constant as eager casts it */
+  if (!(fabs(c) <= 15) || c != floor(c)) return false;
+  *n = (int)c;
+  return true;
+}
+
 /* A use of operand a of member m (what th_cg_operand() and m->ref name). */
 typedef struct {
   const th_fz_mem *m;
@@ -245,6 +266,13 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
   if (match_x_sigmoid2(L, m, &x, &z)) {
     th_ir_let(L->ir, blk, ctype(o->dtype), L->vname[m->out[0]],
               S(L, "th_m_x_sigmoid2f(%s, %s)", th_cg_operand(L, x.m, x.a), th_cg_operand(L, z.m, z.a)));
+    return;
+  }
+  int n;
+  if (match_pown(m, &n)) {
+    bool f32 = o->dtype == TH_F32;
+    th_ir_let(L->ir, blk, ctype(o->dtype), L->vname[m->out[0]],
+              S(L, "th_m_pown%c((%s)%s, %d)", f32 ? 'f' : 'd', f32 ? "float" : "double", th_cg_operand(L, m, 0), n));
     return;
   }
   if (b->sym->tags & TH_TAG_CONVERT) {

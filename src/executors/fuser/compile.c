@@ -4,6 +4,7 @@
  * The compiler is $CC (else cc; split at blanks like make: CC="ccache gcc" works), run through
  * posix_spawnp (no shell) with
  *   -O2 -march=native -std=c11 -ffp-contract=off -fno-math-errno -fwrapv -fopenmp -fPIC
+ * (-march=$THUNDER_FUSER_MARCH in place of -march=native where that is set: march_flag)
  * (-ffp-contract=off: no FMA contraction, so x * 2 + 1 rounds as the eager executor does; -fwrapv:
  * integer arithmetic wraps as eager's; -fno-math-errno changes no result, as nothing reads errno, and
  * lets sqrt vectorize. Not -fno-trapping-math: it lets gcc fold (float)(int64_t)x into trunc(x), which
@@ -180,6 +181,39 @@ void th_fuser_sha256(const void *data, size_t n, uint8_t out[32]) {
 static const char *const FLAGS[] = {"-O2",     "-march=native", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
                                     "-fwrapv", "-fopenmp",      "-fPIC"};
 #define NFLAGS ((int)(sizeof FLAGS / sizeof *FLAGS))
+
+/* The -march flag: -march=$THUNDER_FUSER_MARCH where that is set (x86-64-v3 builds the kernels as for
+ * an AVX2 CPU without AVX-512, x86-64 as for SSE2 only: the fallback paths, tested on a CPU that has
+ * more), else -march=native. The value is a gcc/clang CPU or ISA-level name: letters, digits, '.', '_',
+ * '-' (at most 63). It replaces FLAGS[1] in every command and in the cache key. */
+#define MARCH_MAX 63
+static bool march_valid(const char *e) {
+  size_t n = strlen(e);
+  if (n == 0 || n > MARCH_MAX) return false;
+  for (size_t i = 0; i < n; i++) {
+    char ch = e[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+          ch == '-'))
+      return false;
+  }
+  return e[0] != '-';
+}
+static const char *march_flag(void) {
+  static _Thread_local char buf[MARCH_MAX + 16];
+  const char *e = getenv("THUNDER_FUSER_MARCH");
+  if (!e || !e[0] || !march_valid(e)) return FLAGS[1];
+  snprintf(buf, sizeof buf, "-march=%s", e);
+  return buf;
+}
+static th_status march_check(void) {
+  const char *e = getenv("THUNDER_FUSER_MARCH");
+  if (e && e[0] && !march_valid(e))
+    return th_error(TH_ERR_VALUE,
+                    "fuser: THUNDER_FUSER_MARCH: expected a CPU or ISA-level name for -march (letters, digits, "
+                    "'.', '_', '-'; at most %d characters; e.g. x86-64-v3), got '%s'",
+                    MARCH_MAX, e);
+  return TH_OK;
+}
 
 static const char *compiler(void) {
   const char *cc = getenv("CC");
@@ -657,7 +691,7 @@ static void cc_argv(char **argv, char *ccbuf, size_t nccbuf, const char *cc, con
                     char *const *in) {
   int k = cc_words(cc, ccbuf, nccbuf, argv, CC_MAXWORDS);
   if (k == 0) argv[k++] = "cc";
-  for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)FLAGS[i];
+  for (int i = 0; i < NFLAGS; i++) argv[k++] = (char *)(i == 1 ? march_flag() : FLAGS[i]);
   argv[k++] = (char *)mode;
   argv[k++] = "-o";
   argv[k++] = (char *)out;
@@ -855,6 +889,7 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
     if (fn_at[i] > total || (i && fn_at[i] <= fn_at[i - 1])) nfn = 0;
   const char *cc = compiler();
   TH_TRY(cc_check(cc));
+  TH_TRY(march_check());
   char dir[4200];
   TH_TRY(cache_dir(dir, sizeof dir));
   char ver[2048];
@@ -866,7 +901,10 @@ th_status th_fuser_compile(const char *source, int nfn, const size_t *fn_at, voi
   sha256_update(&c, ver, strlen(ver) + 1);
   call_once(&cpu_once, cpu_init);
   sha256_update(&c, cpu_text, strlen(cpu_text) + 1);
-  for (int i = 0; i < NFLAGS; i++) sha256_update(&c, FLAGS[i], strlen(FLAGS[i]) + 1);
+  for (int i = 0; i < NFLAGS; i++) {
+    const char *fl = i == 1 ? march_flag() : FLAGS[i];
+    sha256_update(&c, fl, strlen(fl) + 1);
+  }
   uint8_t h[32];
   sha256_final(&c, h);
   char hex[65];

@@ -109,6 +109,9 @@ typedef struct th_fz_plan {
 /* True if b may be a region member at all (partition.c's file comment): a prim without effects from the
  * fusible set, tensor operands, constants as the other arguments. */
 bool th_fuser_is_fusible(const th_bsym *b);
+/* th_fuser_is_fusible, or an elementwise prim whose tensor operands may also be 0-d under a larger output
+ * (what a region's plan may hold; the broadcast sinking of passes.c asks the stricter question) */
+bool th_fuser_is_fusible_member(const th_bsym *b);
 
 /* Whether an op's C template (ops.def cexpr) calls a function other than the prelude's exact th_fz_
  * helpers: a libm or mathlib call (tens of instructions, rounding of its own). */

@@ -348,6 +348,135 @@ TH_M_INLINE float th_m_erff(float x) {
   return copysignf(th_m_sel(a < 1.0f, small, big), x);
 }
 
+/* ---- powers ------------------------------------------------------------------------------------
+ * pow(x, y) for float x and y, and x^n for a constant integer n (the codegen's form of prims.pow with
+ * a constant exponent: codegen.c, "algebraic rewrites"). Both are straight-line and vectorize; the
+ * general one works in double, where float32 needs no extended-precision tricks. */
+
+/* c ? a : b for doubles as bit masks (th_m_sel's double form) */
+TH_M_INLINE double th_m_seld(int c, double a, double b) {
+  uint64_t m = 0u - (uint64_t)(c != 0), ua, ub;
+  memcpy(&ua, &a, 8);
+  memcpy(&ub, &b, 8);
+  ua = (ua & m) | (ub & ~m);
+  memcpy(&a, &ua, 8);
+  return a;
+}
+
+/* log2(x) in double for a positive finite float x (subnormals included; garbage, but no UB, for
+ * other inputs). x = 2^e m, m in [sqrt(1/2), sqrt(2)) (th_m_log_reduce: f = m - 1 exact), and
+ * ln m = 2 atanh(s) with s = f / (f + 2), |s| <= 0.1716: the odd series to s^15 leaves a relative
+ * error below 2^-45 (the next term, s^17 / 17, is below s 2^-45.5). */
+TH_M_INLINE double th_m_log2_wide(float x) {
+  int sub = x < 0x1p-126f;
+  float xs = x * th_m_sel(sub, 0x1p23f, 1.0f);
+  int32_t e;
+  double f = (double)th_m_log_reduce(xs, &e);
+  double s = f / (f + 2.0);
+  double z = s * s;
+  double p = 0x1.1111111111111p-4; /* 1/15 */
+  p = th_m_fmad(p, z, 0x1.3b13b13b13b14p-4);
+  p = th_m_fmad(p, z, 0x1.745d1745d1746p-4);
+  p = th_m_fmad(p, z, 0x1.c71c71c71c71cp-4);
+  p = th_m_fmad(p, z, 0x1.2492492492492p-3);
+  p = th_m_fmad(p, z, 0x1.999999999999ap-3);
+  p = th_m_fmad(p, z, 0x1.5555555555555p-2);
+  p = th_m_fmad(p, z, 1.0);
+  double ln_m = 2.0 * s * p;
+  return ((double)e - th_m_seld(sub, 23.0, 0.0)) + ln_m * 0x1.71547652b82fep+0;
+}
+
+/* 2^t in double for t in [-1000, 1000] or NaN: t = k + r, |r| <= 1/2, 2^r by its Taylor series in
+ * r ln 2 to degree 11 (relative error below 2^-47), 2^k built in the exponent field. */
+TH_M_INLINE double th_m_exp2_wide(double t) {
+  double kd = t + 0x1.8p52; /* rounds t to an integer, left in the low mantissa bits */
+  uint64_t kb;
+  memcpy(&kb, &kd, 8);
+  kd -= 0x1.8p52;
+  double r = t - kd; /* exact */
+  double q = 0x1.e8cac7351bb25p-32;
+  q = th_m_fmad(q, r, 0x1.e4cf5158b8ecap-28);
+  q = th_m_fmad(q, r, 0x1.b5253d395e7c4p-24);
+  q = th_m_fmad(q, r, 0x1.62c0223a5c824p-20);
+  q = th_m_fmad(q, r, 0x1.ffcbfc588b0c7p-17);
+  q = th_m_fmad(q, r, 0x1.430912f86c787p-13);
+  q = th_m_fmad(q, r, 0x1.5d87fe78a6731p-10);
+  q = th_m_fmad(q, r, 0x1.3b2ab6fba4e77p-7);
+  q = th_m_fmad(q, r, 0x1.c6b08d704a0c0p-5);
+  q = th_m_fmad(q, r, 0x1.ebfbdff82c58fp-3);
+  q = th_m_fmad(q, r, 0x1.62e42fefa39efp-1);
+  q = th_m_fmad(q, r, 1.0);
+  uint64_t sb = (kb - 0x4338000000000000u + 1023u) << 52;
+  double sc;
+  memcpy(&sc, &sb, 8);
+  return q * sc;
+}
+
+/* x^y for float x and y with C99 Annex F's special cases (pow(x, +-0) = 1 and pow(1, y) = 1 even for
+ * NaN, pow(-1, +-inf) = 1, a negative finite x to a non-integer finite y is NaN, odd integer y keeps
+ * x's sign, zeros and infinities by the sign of y). Elsewhere 2^(y log2|x|) in double: the product's
+ * absolute error is below 2^-37 wherever the result is finite and nonzero in float32, so the one
+ * rounding to float is correct but for results within 2^-37 relative of a midpoint, and never more
+ * than one ulp away (overflow to inf and underflow through the subnormals as the rounding gives). */
+TH_M_INLINE float th_m_powf(float x, float y) {
+  float ax = fabsf(x);
+  double t = (double)y * th_m_log2_wide(ax);
+  t = th_m_seld(t > 1000.0, 1000.0, t); /* +-inf from infinite y; NaN passes */
+  t = th_m_seld(t < -1000.0, -1000.0, t);
+  float r = (float)th_m_exp2_wide(t);
+  /* nearbyintf, not floorf: gcc vectorizes it (a rounding that may not signal inexact); the
+   * infinities count as even integers, as in C */
+  int yint = nearbyintf(y) == y;
+  float hy = y * 0.5f; /* exact for an integer y */
+  int yodd = yint & (nearbyintf(hy) != hy);
+  int zero = ax == 0.0f, inf = ax == INFINITY;
+  r = th_m_sel(zero | inf, th_m_sel(zero == (y < 0.0f), INFINITY, 0.0f), r);
+  r = th_m_float(th_m_bits(r) | (th_m_bits(x) & 0x80000000u & (0u - (uint32_t)yodd)));
+  r = th_m_sel((x < 0.0f) & (x > -INFINITY) & !yint, NAN, r);
+  r = th_m_sel((x != x) | (y != y), x + y, r);
+  r = th_m_sel((x == 1.0f) | (y == 0.0f) | ((x == -1.0f) & (fabsf(y) == INFINITY)), 1.0f, r);
+  return r;
+}
+
+/* x^n for a float x and a constant integer n, |n| <= 15 (always inlined, so the tests on n fold).
+ * PyTorch's pow kernel (ATen's pow_tensor_scalar_optimized_kernel, with reciprocal_kernel for -1)
+ * computes 2, 3, -1 and -2 in float itself, as x * x, x * x * x, 1 / x and 1 / (x * x), and these
+ * round the same way; 0 gives 1 (NaN included) and 1 gives x. Other n: repeated squaring in double
+ * (a float's powers to the 15th neither overflow nor lose precision to underflow there) and one
+ * rounding, the correctly rounded result but for midpoint cases within about 2^-50. */
+TH_M_INLINE float th_m_pownf(float x, int n) {
+  switch (n) {
+    case 0: return 1.0f;
+    case 1: return x;
+    case 2: return x * x;
+    case 3: return x * x * x;
+    case -1: return 1.0f / x;
+    case -2: return 1.0f / (x * x);
+    default: break;
+  }
+  unsigned k = n < 0 ? 0u - (unsigned)n : (unsigned)n;
+  double d = x, d2 = d * d, d4 = d2 * d2, d8 = d4 * d4;
+  double p = (k & 1u) ? d : 1.0;
+  if (k & 2u) p = p * d2;
+  if (k & 4u) p = p * d4;
+  if (k & 8u) p = p * d8;
+  return (float)(n < 0 ? 1.0 / p : p);
+}
+
+/* x^n for a double x and a constant integer n: PyTorch's float forms for 0, 1, 2, 3, -1 and -2; other
+ * n libm's pow (repeated squaring in double would lose up to a few ulp). */
+TH_M_INLINE double th_m_pownd(double x, int n) {
+  switch (n) {
+    case 0: return 1.0;
+    case 1: return x;
+    case 2: return x * x;
+    case 3: return x * x * x;
+    case -1: return 1.0 / x;
+    case -2: return 1.0 / (x * x);
+    default: return pow(x, (double)n);
+  }
+}
+
 /* ---- routing for generated kernels -------------------------------------------------------------- */
 
 #ifndef TH_M_NO_ROUTING
@@ -361,6 +490,7 @@ TH_M_INLINE float th_m_erff(float x) {
 #undef log1p
 #undef tanh
 #undef erf
+#undef pow
 #define exp(x) _Generic((x), float : th_m_expf, default : exp)(x)
 #define exp2(x) _Generic((x), float : th_m_exp2f, default : exp2)(x)
 #define expm1(x) _Generic((x), float : th_m_expm1f, default : expm1)(x)
@@ -369,6 +499,7 @@ TH_M_INLINE float th_m_erff(float x) {
 #define log1p(x) _Generic((x), float : th_m_log1pf, default : log1p)(x)
 #define tanh(x) _Generic((x), float : th_m_tanhf, default : tanh)(x)
 #define erf(x) _Generic((x), float : th_m_erff, default : erf)(x)
+#define pow(x, y) _Generic((x) + (y), float : th_m_powf, default : pow)(x, y)
 #endif
 
 #endif /* TH_FUSER_MATHLIB_H */

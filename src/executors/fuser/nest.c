@@ -4,7 +4,8 @@
  *
  * Fusible (th_fuser_is_fusible): a prim without effects whose outputs are tensors and whose other
  * arguments are constants (no number proxies):
- *   - ELEMENTWISE with a cexpr template, every tensor operand of the output's shape; in the integer
+ *   - ELEMENTWISE with a cexpr template, every tensor operand of the output's shape (a region member,
+ *     th_fuser_is_fusible_member, may also take 0-d tensor operands; see pointwise below); in the integer
  *     compute class a template that divides ('/', '%') or calls a function stays eager (integer division
  *     by zero is an error there, libm calls would round), and so does '~' on bool (the prelude's exact
  *     th_fz_ helpers, such as prims.where's select, are not calls in this sense);
@@ -27,7 +28,10 @@
  *     ROW value has one element per row, its flat index being the row index.
  *       pointwise: member operands share one level and store map, which the output takes; with only
  *         region inputs, the output is FULL with the identity map when its shape is D, ROW when its shape
- *         is the rows' (size-1 dims aside), else the region cannot hold it;
+ *         is the rows' (size-1 dims aside), else the region cannot hold it; a 0-d operand of a larger
+ *         output must be a ROW value of a one-row nest (a full reduction's result, or a value computed
+ *         from it: seed 003's amax -> scale -> x * scale), which every later pass reads as the row's
+ *         variable, so the reduction and its elementwise consumers are two phases of one nest;
  *       reshape, squeeze, stride_order of a member: the same elements (flat order kept): same level/map;
  *       transpose of a FULL member: its coordinate map (the store map decomposed over its shape, which
  *         must be a relabelling without carries) permuted;
@@ -103,7 +107,9 @@ static bool int_template_ok(const char *t, th_dtype d) {
   return !th_fuser_template_calls(t);
 }
 
-bool th_fuser_is_fusible(const th_bsym *b) {
+/* scalars: an elementwise prim's tensor operand may also be a 0-d tensor under a larger output (a full
+ * reduction's result scaling its own input, seed 003's amax -> scale -> multiply chain) */
+static bool fusible(const th_bsym *b, bool scalars) {
   const th_symbol *s = b->sym;
   if (!s->is_prim || s->id >= TH_OP_COUNT || b->nsubs || b->nkwargs || b->nargs < 1) return false;
   if (s->tags & (TH_TAG_RANDOM | TH_TAG_DONT_DCE | TH_TAG_IN_PLACE | TH_TAG_UTILITY)) return false;
@@ -131,7 +137,12 @@ bool th_fuser_is_fusible(const th_bsym *b) {
   for (int i = 0; i < b->nargs; i++) {
     const th_arg *a = &b->args[i];
     if (a->kind == TH_ARG_VALUE) {
-      if (!a->u.value->is_tensor || a->u.value->ndim != o->ndim) return false;
+      if (!a->u.value->is_tensor) return false;
+      if (scalars && a->u.value->ndim == 0 && o->ndim > 0) {
+        if (o->dtype == TH_BOOL) d = a->u.value->dtype;
+        continue;
+      }
+      if (a->u.value->ndim != o->ndim) return false;
       for (int k = 0; k < o->ndim; k++)
         if (a->u.value->shape[k] != o->shape[k]) return false;
       ntensors++;
@@ -143,6 +154,9 @@ bool th_fuser_is_fusible(const th_bsym *b) {
   if (!ntensors || b->nargs > 4) return false;
   return dclass(d) != 2 || int_template_ok(s->cexpr, d);
 }
+
+bool th_fuser_is_fusible(const th_bsym *b) { return fusible(b, false); }
+bool th_fuser_is_fusible_member(const th_bsym *b) { return fusible(b, true); }
 
 /* ---- shapes ------------------------------------------------------------------------------------------ */
 
@@ -429,9 +443,17 @@ static th_status classify(plan_ctx *c, int i) {
     const int64_t *smap = NULL;
     for (int a = 0; a < b->nargs && a < 4; a++) {
       if (!tensor_arg(&b->args[a])) continue;
-      int w = member_val(c, b->args[a].u.value);
+      const th_value *av = b->args[a].u.value;
+      int w = member_val(c, av);
+      bool scalar = av->ndim == 0 && ov->ndim > 0; /* a 0-d operand of a larger output */
+      if (scalar && (w < 0 || c->p.val[w].lv != TH_FZ_ROW || N->col || numel(N->D, N->nd - N->r) != 1))
+        return REFUSE; /* only the one-row nest's own result: the row's variable, read in every pass after */
       if (w < 0) continue;
       const th_fz_val *x = &c->p.val[w];
+      if (scalar) {
+        m->ref[a] = w;
+        continue;
+      }
       if (lv == TH_FZ_FREE) {
         lv = x->lv;
         smap = x->smap;
@@ -548,7 +570,7 @@ th_status th_fz_plan_build(const th_bsym *const *ms, int n, th_fz_plan *out) {
     m->b = b;
     m->out[0] = m->out[1] = -1;
     for (int a = 0; a < 4; a++) m->ref[a] = TH_FZ_REF_NONE;
-    if (!th_fuser_is_fusible(b)) {
+    if (!th_fuser_is_fusible_member(b)) {
       st = REFUSE;
       break;
     }

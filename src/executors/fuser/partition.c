@@ -415,7 +415,7 @@ th_status th_fuser_partition(const th_trace *et, th_fuser_strategy strat, const 
   int open = -1;
   for (int i = 0; i < c.n && st == TH_OK; i++) {
     const th_bsym *b = bsym(&c, i);
-    if (claimed_by(b, after, nafter) && th_fuser_is_fusible(b)) {
+    if (claimed_by(b, after, nafter) && th_fuser_is_fusible_member(b)) {
       if (open >= 0 && c.g[open].limit >= 0 && !reads_before_limit(&c, b, open)) {
         /* it reads something made at or after the limit: it cannot run before the region */
         st = close_group(&c, open, used);
