@@ -4,8 +4,9 @@
 #      cmake, ninja, cmocka, oneDNN, cJSON, dlpack (and python3-venv where `-m venv` needs it).
 #   2. The project's Python environment `.venv/` at the repo root (Python 3.11), made once and reused,
 #      with the exact versions of requirements.txt (torch 2.14.1, torchvision, NumPy, pytest, torchao,
-#      transformers, lightning-thunder); pip runs only when requirements.txt changed since the last
-#      successful install (its copy in .venv/requirements.installed).
+#      transformers, lightning-thunder), then requirements-nodeps.txt with --no-deps (litgpt and what
+#      its imports need: their declared requirements would move those pins); pip runs only when either
+#      file changed since the last successful install (their copies in .venv/*.installed).
 # Uses sudo when not run as root. THUNDER_PYTHON names the interpreter that makes the venv (default:
 # python3.11, else python3, which must be 3.11: the pinned torch wheels are built for it).
 set -euo pipefail
@@ -42,10 +43,13 @@ if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv
   fi
 fi
-if cmp -s requirements.txt .venv/requirements.installed; then
+if cmp -s requirements.txt .venv/requirements.installed && \
+   cmp -s requirements-nodeps.txt .venv/requirements-nodeps.installed; then
   echo "install-deps: .venv up to date ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"
 else
   echo "install-deps: installing requirements.txt into .venv (torch 2.14.1 takes a few minutes)"
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
   cp requirements.txt .venv/requirements.installed
+  cp requirements-nodeps.txt .venv/requirements-nodeps.installed
 fi

@@ -130,6 +130,17 @@ _GLOBAL_STATE = tuple(f for f in (
     torch.manual_seed,
 ) if f is not None)
 
+# Tensor attributes that are views: Dynamo records `x.mT` as a call of the aten op behind the C++
+# getter (torch.ops.aten.mT); the backend turns such a node back into getattr(x, "mT"), which the
+# proxy answers inside a thunder-c region and the tensor itself in an eager one.
+_VIEW_ATTRS = {op: attr for name, attr in (("numpy_T", "T"), ("mT", "mT"), ("matrix_H", "H"), ("mH", "mH"))
+               if hasattr(torch.ops.aten, name)
+               for op in (getattr(torch.ops.aten, name), getattr(torch.ops.aten, name).default)}
+# torch's API-usage logging (nn.Module.__init__ calls it, so a module built inside forward, as
+# nn.Identity() in LitGPT's GPT.forward, puts it in the graph): no tensor in or out and no effect on
+# any value, so it may sit in a thunder-c region, where it runs as Python while tracing.
+_LOGGING = tuple(f for f in (getattr(torch._C, "_log_api_usage_once", None),) if f is not None)
+
 _TABLES = None
 
 
@@ -247,6 +258,8 @@ def node_support(node):
     if node.op == "call_module":
         return True, None  # Dynamo inlines modules; one it did not is decided by the trial trace
     t = node.target
+    if t in _LOGGING:
+        return True, None
     if t in _GLOBAL_STATE:
         return no(UNSUPPORTED_NODE, f"{name} changes global state, which a compiled program does not replay")
     try:
@@ -348,6 +361,24 @@ def _trial(gm, options, state=None):
     except Exception as e:  # noqa: BLE001 - any refusal sends the region to eager
         return None, _exception_text(e)
     return jfn, None
+
+
+def _view_attrs_as_getattr(gm):
+    """Rewrites gm's calls of the view attributes' aten ops (torch.ops.aten.mT(x)) to the attribute
+    reads they stand for (getattr(x, "mT"))."""
+    changed = False
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or len(n.args) != 1 or n.kwargs:
+            continue
+        try:
+            attr = _VIEW_ATTRS.get(n.target)
+        except TypeError:  # an unhashable target
+            continue
+        if attr is not None:
+            n.target, n.args = getattr, (n.args[0], attr)
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def _single_node_module(node):
@@ -508,6 +539,7 @@ class ThunderCompiler:
         return info.split_module
 
     def _split(self, gm):
+        _view_attrs_as_getattr(gm)
         reasons = {}  # node name -> SplitReason
         for n in gm.graph.nodes:
             if n.op in ("placeholder", "output", "get_attr"):

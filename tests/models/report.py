@@ -6,14 +6,18 @@
 --update-failures  rewrites tests/models/failures.json: per model and mode (forward, train, bf16) the
                    failure runner.reason() gives (the missing op, as thunder_c's NotImplementedError names
                    it), which test_models.py turns into strict xfails.
---doc PATH         writes the table of docs/models.md: per model whether thunder_c.jit and the
-                   torch.compile backend (thunder_c.dynamo.ThunderCompiler, "n/a" when it is not there)
-                   run its eval forward and its train step, the largest error against eager, the eval
-                   forward's time against eager and against torch.compile (inductor) as min/median over
-                   --reps calls after a warm-up, the first call's time (trace + compile), and what blocks
-                   it. The header names the CPU, the thread count and the versions. --threads sets
-                   torch's and thunder_c's thread counts alike (default 1: on a loaded machine one
+--doc PATH         writes the table of docs/models.md, one row per model: model | jit fwd (with the
+                   bf16 autocast forward of the language models) | jit train | backend fwd | backend
+                   train (the torch.compile backend, thunder_c.dynamo.ThunderCompiler, "n/a" when it is
+                   not there, with how many of Dynamo's nodes ran in thunder-c where not all did) | max
+                   error against eager | thunder_c / eager time | thunder_c / torch.compile time (the
+                   eval forward, min/median over --reps calls after a warm-up; torch.compile with its
+                   default inductor backend) | first-call time (trace + compile) | unsupported ops (what
+                   blocks it). The header names the CPU, the thread count and the versions. --threads
+                   sets torch's and thunder_c's thread counts alike (default 1: on a loaded machine one
                    thread each gives the steadiest comparison).
+--no-compile       leaves out the torch.compile timing (inductor's first compile of a model takes a
+                   minute or more on a small machine); its column then says "not measured".
 """
 import argparse
 import json
@@ -46,16 +50,13 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
-def backend():
-    """thunder_c.dynamo.ThunderCompiler as a compile function, or None when it is not available."""
+def have_backend():
+    """Whether thunder_c.dynamo.ThunderCompiler is there (the backend columns say n/a otherwise)."""
     try:
-        from thunder_c.dynamo import ThunderCompiler
+        from thunder_c.dynamo import ThunderCompiler  # noqa: F401
     except ImportError:
-        return None
-
-    def compile_fn(model):
-        return torch.compile(model, backend=ThunderCompiler())
-    return compile_fn
+        return False
+    return True
 
 
 def attempt(spec, mode, compile=runner.thunder_jit):
@@ -63,6 +64,17 @@ def attempt(spec, mode, compile=runner.thunder_jit):
         return True, runner.check(spec, mode, compile)
     except Exception as e:  # noqa: BLE001  (every failure is a row of the report)
         return False, runner.reason(e)
+
+
+def attempt_backend(spec, mode):
+    """attempt() through the torch.compile backend: (ok, max error or reason, (nodes thunder-c ran,
+    nodes of Dynamo's graphs), the targets of the nodes it ran in eager)."""
+    be = runner.ThunderBackend()
+    ok, r = attempt(spec, mode, be)
+    graphs = be.compiler.graphs
+    eager = {s.target for g in graphs for s in g.split_reasons}
+    eager |= {f"{reg.name} (fell back: {reg.fallback})" for g in graphs for reg in g.regions if reg.fallback}
+    return ok, r, be.coverage(), eager
 
 
 def timed(fn, reps):
@@ -90,6 +102,7 @@ def timings(spec, reps, with_inductor):
         out["thunder_c"] = timed(lambda: spec.forward(jm, batch), reps)
         if with_inductor:
             try:
+                torch._dynamo.reset()  # the model's own graphs (see runner.ThunderBackend)
                 cm = torch.compile(model)
                 spec.forward(cm, batch)
                 out["inductor"] = timed(lambda: spec.forward(cm, batch), reps)
@@ -119,7 +132,7 @@ def main():
     torch.set_num_threads(args.threads)
     thunder_c.set_num_threads(args.threads)
     names = args.models.split(",") if args.models else [s.name for s in zoo.SPECS]
-    compile_backend = backend()
+    compile_backend = have_backend()
     rows, failures = [], {}
     fpath = HERE / "failures.json"
     if args.models and fpath.exists():
@@ -142,7 +155,10 @@ def main():
             print(f"{name} {mode}: {'ok %.2g' % r if ok else r}", flush=True)
         if compile_backend:
             for mode in ("forward", "train"):
-                row["backend_" + mode] = attempt(spec, mode, compile_backend)
+                row["backend_" + mode] = attempt_backend(spec, mode)
+                ok, r, (thunder, total), _ = row["backend_" + mode]
+                print(f"{name} backend {mode}: {'ok %.2g' % r if ok else r}; {thunder}/{total} nodes in thunder-c",
+                      flush=True)
         if fails:
             failures[name] = fails
         else:
@@ -155,7 +171,7 @@ def main():
         fpath.write_text(json.dumps(dict(sorted(failures.items(), key=lambda kv: order[kv[0]])), indent=2) + "\n")
         print(f"wrote {fpath}")
     if args.doc:
-        write_doc(pathlib.Path(args.doc), rows, compile_backend is not None)
+        write_doc(pathlib.Path(args.doc), rows, compile_backend)
         print(f"wrote {args.doc}")
 
 
@@ -165,13 +181,47 @@ def cell(res):
     return "yes" if res[0] else "no"
 
 
+def backend_cell(res):
+    """yes / no, and for a pass how many of Dynamo's nodes ran in thunder-c where some ran in eager."""
+    if res is None:
+        return "n/a"
+    ok, _, (thunder, total), _ = res
+    if not ok:
+        return "no"
+    if not total:
+        return "yes (no graph reached the backend)"
+    return "yes" if thunder == total else f"yes ({thunder}/{total} nodes in thunder-c)"
+
+
+def inductor_cell(t):
+    if not t:
+        return "—"
+    if "inductor" in t:
+        return ratio(t.get("thunder_c"), t["inductor"])
+    if "inductor_error" in t:
+        return f"torch.compile failed: {t['inductor_error']}".replace("|", "\\|")
+    return "not measured (--no-compile)"
+
+
 def blocker(row):
+    """The first failure of each failing mode, then the targets the backend ran in eager."""
     seen = []
-    for mode in ("forward", "train", "bf16"):
+    for mode in ("forward", "train", "bf16", "backend_forward", "backend_train"):
         r = row.get(mode)
         if r and not r[0] and r[1] not in seen:
             seen.append(r[1])
-    return "; ".join(f"{m}" for m in seen).replace("|", "\\|")
+    eager = sorted({t for mode in ("backend_forward", "backend_train") if row.get(mode) for t in row[mode][3]})
+    if eager:
+        seen.append("backend, in eager: " + ", ".join(eager))
+    return "; ".join(seen).replace("|", "\\|")
+
+
+def jit_forward_cell(row):
+    text = cell(row["forward"])
+    if "bf16" in row:
+        ok, r = row["bf16"]
+        text += f"; bf16 yes ({r:.2g})" if ok else "; bf16 no"
+    return text
 
 
 def write_doc(path, rows, have_backend):
@@ -182,50 +232,46 @@ def write_doc(path, rows, have_backend):
         "# The model zoo",
         "",
         "Generated by `tests/models/report.py --doc docs/models.md` (do not edit by hand). Every model of",
-        "`tests/models/zoo.py` — built from a small config with seeded random weights, nothing downloaded —",
-        "through `thunder_c.jit` against PyTorch eager: *jit fwd* is the eval forward, *jit train* one train",
-        "step (loss, every gradient, every parameter after an SGD step, the loss after it), both within the",
-        "float32 tolerances of `tests/models/runner.py`; *backend* columns are the same through",
-        "`torch.compile(backend=thunder_c.dynamo.ThunderCompiler())` (n/a: not available in this build).",
-        "*bf16* is the eval forward under `torch.autocast(\"cpu\", torch.bfloat16)` for the language models,",
+        "`tests/models/zoo.py` (its family in parentheses) — built from a small config with seeded random",
+        "weights, nothing downloaded — through `thunder_c.jit` against PyTorch eager: *jit fwd* is the eval",
+        "forward, *jit train* one train step (loss, every gradient, every parameter after an SGD step, the",
+        "loss after it), both within the float32 tolerances of `tests/models/runner.py`. For the language",
+        "models *jit fwd* adds *bf16*, the eval forward under `torch.autocast(\"cpu\", torch.bfloat16)`,",
         "checked against eager float32 within a few times eager bf16's own error (its error in parentheses).",
-        "*max error* is the largest error of the passing float32 modes, relative to each tensor's largest",
-        "magnitude. Times are the eval forward over calls after a warm-up: the ratio of the minima, then",
-        "min/median in ms of thunder_c vs the other (eager; torch.compile with its default inductor backend).",
-        "*first call* is thunder_c's first call (trace and compile; fused kernels come from the disk cache",
-        "when an earlier run compiled them). *unsupported* is the first failure of each failing mode: what",
-        "blocks the model.",
-        "`tests/models/failures.json` holds the same per model and mode; `tests/models/test_models.py`",
-        "makes each a strict xfail.",
+        "*backend* columns are the same forward and train step through",
+        "`torch.compile(backend=thunder_c.dynamo.ThunderCompiler())` (n/a: not available in this build),",
+        "with how many of the nodes Dynamo captured ran in thunder-c where not all did (the rest ran in",
+        "eager). *max error* is the largest error of the passing float32 checks, relative to each tensor's",
+        "largest magnitude. Times are the eval forward over calls after a warm-up: the ratio of the minima,",
+        "then min/median in ms of thunder_c vs the other (eager; torch.compile with its default inductor",
+        "backend). *first-call time* is thunder_c's first call (trace and compile; fused kernels come from",
+        "the disk cache when an earlier run compiled them). *unsupported ops* is the first failure of each",
+        "failing check, then the targets the backend left to eager: what blocks the model.",
+        "`tests/models/failures.json` holds the thunder_c.jit failures per model and mode;",
+        "`tests/models/test_models.py` makes each a strict xfail.",
         "",
         f"Machine: {cpu_model()}, {torch.get_num_threads()} thread(s) for torch and thunder_c alike; "
         f"torch {torch.__version__}, "
         f"transformers {transformers.__version__}, torchvision {torchvision.__version__}.",
         "",
-        "| model | family | jit fwd | jit train | bf16 | backend fwd | backend train | max error | "
-        "thunder_c/eager | thunder_c/torch.compile | first call | unsupported |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | jit fwd | jit train | backend fwd | backend train | max error | thunder_c / eager time | "
+        "thunder_c / torch.compile time | first-call time | unsupported ops |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
+        model = f"{row['name']} ({row['family']})"
         if "skip" in row:
-            lines.append(f"| {row['name']} | {row['family']} | skipped | skipped | | | | | | | | {row['skip']} |")
+            lines.append(f"| {model} | skipped | skipped | | | | | | | {row['skip']} |")
             continue
-        errs = [row[m][1] for m in ("forward", "train") if row.get(m) and row[m][0]]
+        errs = [row[m][1] for m in ("forward", "train", "backend_forward", "backend_train")
+                if row.get(m) and row[m][0]]
         t = row.get("time", {})
-        bf = cell(row.get("bf16")) if "bf16" in row else ""
-        if bf == "yes":
-            bf += f" ({row['bf16'][1]:.2g})"
-        be_f = cell(row.get("backend_forward")) if have_backend else "n/a"
-        be_t = cell(row.get("backend_train")) if have_backend else "n/a"
-        ind = ratio(t.get("thunder_c"), t.get("inductor")) if "inductor" in t else (
-            "—" if not t else "torch.compile failed")
-        lines.append(
-            f"| {row['name']} | {row['family']} | {cell(row['forward'])} | {cell(row['train'])} | {bf} | {be_f} | "
-            f"{be_t} | {max(errs):.2g} | " if errs else
-            f"| {row['name']} | {row['family']} | {cell(row['forward'])} | {cell(row['train'])} | {bf} | {be_f} | "
-            f"{be_t} | — | ")
-        lines[-1] += (f"{ratio(t.get('thunder_c'), t.get('eager'))} | {ind} | "
-                      f"{t['first'] / 1e3:.2f} s | " if t else "— | — | — | ") + f"{blocker(row)} |"
+        be_f = backend_cell(row.get("backend_forward")) if have_backend else "n/a"
+        be_t = backend_cell(row.get("backend_train")) if have_backend else "n/a"
+        times = (f"{ratio(t.get('thunder_c'), t.get('eager'))} | {inductor_cell(t)} | {t['first'] / 1e3:.2f} s"
+                 if t else "— | — | —")
+        lines.append(f"| {model} | {jit_forward_cell(row)} | {cell(row['train'])} | {be_f} | {be_t} | "
+                     f"{f'{max(errs):.2g}' if errs else '—'} | {times} | {blocker(row)} |")
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -12,6 +12,8 @@ check(spec, mode) raises unless the mode passes, and returns the largest error i
 Errors are max |x - ref| / max(max |ref|, 1e-6) per tensor: relative to the tensor's scale.
 
 reason(exc) is the one-line, stable description of a failure that failures.json records.
+`compile` is thunder_jit by default; ThunderBackend() runs the same checks through the torch.compile
+backend.
 """
 import re
 
@@ -86,6 +88,29 @@ def compare(what, xs, refs, tol, floor=0.0):
 def thunder_jit(model):
     import thunder_c
     return thunder_c.jit(model)
+
+
+class ThunderBackend:
+    """A compile function: torch.compile(model, backend=thunder_c.dynamo.ThunderCompiler()), one
+    backend for every model it compiles (`compiler`, whose graphs say what ran where). Dynamo's caches
+    are reset first: each zoo model gets graphs of its own, never a recompile limit an earlier model
+    of the same class used up (past it Dynamo runs the frame in eager, without the backend)."""
+
+    def __init__(self):
+        from thunder_c.dynamo import ThunderCompiler
+        self.compiler = ThunderCompiler()
+
+    def __call__(self, model):
+        torch._dynamo.reset()
+        return torch.compile(model, backend=self.compiler)
+
+    def coverage(self):
+        """(nodes thunder-c ran, nodes of every graph Dynamo handed over): a region that fell back to
+        eager at run time counts as eager."""
+        total = sum(g.n_nodes for g in self.compiler.graphs)
+        thunder = sum(len(r.nodes) for g in self.compiler.graphs for r in g.regions
+                      if r.kind == "thunder-c" and r.fallback is None)
+        return thunder, total
 
 
 def check_forward(spec, compile=thunder_jit):

@@ -6,6 +6,9 @@ A model/mode that fails today is listed in failures.json with its failure (the m
 thunder_c's NotImplementedError names it): it is an xfail with that reason, strict, and it fails the
 same way or the test fails — when the op lands the test passes and the strict xfail flips, and a
 different failure surfaces as itself. `report.py --update-failures` rewrites failures.json from a run.
+
+Models whose spec sets `backend` (LitGPT's) also run forward and train through the torch.compile
+backend, thunder_c.dynamo.ThunderCompiler, which must take every node of their graphs.
 """
 import json
 import pathlib
@@ -40,6 +43,14 @@ def test_failures_json_names_zoo_models():
         assert set(modes) <= set(runner.MODES), f"failures.json: {name}: unknown modes {set(modes) - set(runner.MODES)}"
 
 
+def _backend_cases():
+    for spec in zoo.SPECS:
+        if spec.backend:
+            for mode in ("forward", "train"):
+                marks = [pytest.mark.skip(reason=spec.skip)] if spec.skip else []
+                yield pytest.param(spec.name, mode, marks=marks, id=f"{spec.name}-backend_{mode}")
+
+
 @pytest.mark.parametrize("name,mode", list(_cases()))
 def test_model(name, mode):
     import thunder_c  # noqa: F401  (fails loudly when the extension is not built)
@@ -51,3 +62,14 @@ def test_model(name, mode):
         if known and runner.reason(e) == known:
             raise KnownFailure(known) from e
         raise
+
+
+@pytest.mark.parametrize("name,mode", list(_backend_cases()))
+def test_model_through_the_backend(name, mode):
+    """The same forward / train check through torch.compile(backend=ThunderCompiler()), with every node
+    of the graphs Dynamo hands over in a thunder-c region: none split out to eager, none fallen back."""
+    import thunder_c  # noqa: F401
+    backend = runner.ThunderBackend()
+    runner.check(zoo.get(name), mode, backend)
+    thunder, total = backend.coverage()
+    assert total and thunder == total, backend.compiler.report()

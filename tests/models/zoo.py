@@ -28,7 +28,7 @@ IMAGE = 64  # torchvision inputs: 64x64 (ViT-B/16 and Swin-T take 224, see their
 @dataclasses.dataclass
 class Spec:
     name: str
-    family: str  # "transformers", "torchvision", "karpathy" (nanoGPT, minGPT, llama2.c), "torch.nn"
+    family: str  # "transformers", "torchvision", "karpathy" (nanoGPT, minGPT, llama2.c), "litgpt", "torch.nn"
     build: Callable[[], nn.Module]
     batch: Callable[[], dict]
     forward: Callable[[nn.Module, dict], object]
@@ -37,6 +37,7 @@ class Spec:
     tol: float = 1e-4  # float32: max |thunder_c - eager| / max(1, max |eager|) per compared tensor
     train_tol: float = 1e-3  # gradients and parameters after one SGD step, the same measure
     skip: Optional[str] = None  # why the model cannot be built here (a missing package)
+    backend: bool = False  # test_models.py also runs forward and train through the torch.compile backend
 
 
 def _seeded(fn):
@@ -235,11 +236,23 @@ def _plain_loss(m, b):
     return _ce(m(b["ids"]), b["targets"])
 
 
-def _litgpt():
-    import litgpt  # noqa: F401  (not installed: the spec is skipped)
-    from litgpt.model import GPT
-    from litgpt.config import Config
-    return GPT(Config(block_size=64, vocab_size=VOCAB, n_layer=2, n_head=4, n_embd=64, padded_vocab_size=VOCAB))
+# ---- LitGPT (litgpt.GPT, the pip package: requirements-nodeps.txt) ---------------------------------
+
+def _litgpt(base, **cfg):
+    """litgpt.GPT from litgpt's config of `base` (its family: norm, MLP, rope, attention variant) at
+    zoo size: 2 layers, 64 wide, 64 positions, VOCAB tokens."""
+    def build():
+        from litgpt import GPT, Config
+        return GPT(Config.from_name(base, n_layer=2, n_embd=64, n_head=4, block_size=64, vocab_size=VOCAB,
+                                    padded_vocab_size=VOCAB, **cfg))
+    return _seeded(build)
+
+
+def _litgpt_spec(name, base, **cfg):
+    skip = None if _has("litgpt") and _has("lightning") else (
+        "litgpt is not installed (scripts/install-deps.sh installs it from requirements-nodeps.txt)")
+    return Spec(name, "litgpt", _litgpt(base, **cfg), _tokens(), _plain_forward, _plain_loss, llm=True,
+                backend=True, skip=skip)
 
 
 def _has(module):
@@ -277,8 +290,16 @@ SPECS = [
     Spec("nanogpt", "karpathy", _seeded(_nanogpt), _tokens(), _gpt_forward, _gpt_loss, llm=True),
     Spec("mingpt", "karpathy", _seeded(_mingpt), _tokens(), _gpt_forward, _gpt_loss, llm=True),
     Spec("llama2c", "karpathy", _seeded(_llama2c), _tokens(), _llama2c_forward, _llama2c_loss, llm=True),
-    Spec("litgpt", "litgpt", _seeded(_litgpt), _tokens(), _plain_forward, _plain_loss, llm=True,
-         skip=None if _has("litgpt") else "the litgpt package is not installed (requirements.txt has no litgpt)"),
+    # GPT-NeoX / Pythia: LayerNorm, parallel residual, GELU MLP, rope on a quarter of each head
+    _litgpt_spec("litgpt_pythia", "pythia-14m"),
+    # Llama 3: RMSNorm, SwiGLU (LLaMAMLP), grouped-query attention (2 key/value heads), Llama 3's rope
+    _litgpt_spec("litgpt_llama", "Llama-3.2-1B", n_query_groups=2, intermediate_size=128, head_size=None),
+    # Phi-2: one LayerNorm shared by attention and MLP (parallel), tanh GELU, partial rope
+    _litgpt_spec("litgpt_phi2", "phi-2", intermediate_size=128, head_size=None),
+    # Gemma 2: RMSNorm with unit offset, GeGLU, scaled embeddings, post-norms, attention and final logit
+    # soft-capping (attention by matmuls, k.mT), a sliding-window layer (its mask built in a Python loop)
+    _litgpt_spec("litgpt_gemma2", "gemma-2-2b", n_query_groups=2, intermediate_size=128, head_size=16,
+                 sliding_window_size=8),
     # encoders and encoder-decoders
     Spec("bert", "transformers", _hf("BertForMaskedLM", "BertConfig", **_ENC), _tokens(), _hf_logits, _hf_lm_loss),
     Spec("roberta", "transformers", _hf("RobertaForMaskedLM", "RobertaConfig", **{**_ENC, "pad_token_id": 1,

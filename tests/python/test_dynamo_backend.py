@@ -7,7 +7,8 @@ forward and backward), ops thunder-c lacks (split out to eager regions with thei
 result keeping its getitems), graph breaks (print, .item()), data-dependent control flow, global-state
 nodes (torch.no_grad and torch.autocast blocks inside forward), a buffer updated in place, a region
 whose thunder-c call raises at run time (eager fallback), SGD training steps, a tiny Hugging Face
-GPT-2 (forward + backward, greedy generate), and the report's content."""
+GPT-2 (forward + backward, greedy generate), the view attributes (x.mT) and API-usage logging (a
+module built inside forward) Dynamo records, and the report's content."""
 import copy
 
 import pytest
@@ -127,6 +128,58 @@ def test_linalg_pinv_runs_in_eager():
     assert kinds(g) == ["thunder-c", "eager", "thunder-c"]
     (s,) = g.split_reasons
     assert (s.target, s.info) == ("torch.linalg.pinv", "no thunder-c op for torch.linalg.pinv")
+
+
+@pytest.mark.parametrize("attr", ["T", "mT", "H", "mH"])
+def test_view_attributes_run_in_thunder_c(attr):
+    """Dynamo records x.mT (T, H, mH) as its aten op (torch.ops.aten.mT); the backend runs it as the
+    attribute read, inside the thunder-c region, forward and backward."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.fc(x)  # (6, 4): T and H of a matrix
+            if attr in ("mT", "mH"):
+                y = y.reshape(2, 3, 4)  # a batch of matrices
+            return getattr(y, attr) @ y
+
+    m, cm, m2, be = compiled_pair(M)
+    x = R(6, 4)
+    out, ref = cm(x), m(x)
+    close(out, ref, "output")
+    out.sum().backward()
+    ref.sum().backward()
+    check_grads(m, m2)
+    (g,) = be.graphs
+    assert kinds(g) == ["thunder-c"] and g.split_reasons == []
+
+
+def test_module_built_inside_forward_stays_in_one_region():
+    """nn.Module.__init__ logs its API use (torch._C._log_api_usage_once), which Dynamo keeps in the
+    graph; LitGPT's GPT.forward builds an nn.Identity this way. The call has no tensors and no effect on
+    any value, so it does not split the region."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(4, 4), nn.Linear(4, 2)
+
+        def forward(self, x):
+            head = nn.Identity()
+            return head(self.fc2(self.fc1(x).tanh()))
+
+    m, cm, m2, be = compiled_pair(M)
+    x = R(3, 4)
+    out, ref = cm(x), m(x)
+    close(out, ref, "output")
+    out.sum().backward()
+    ref.sum().backward()
+    check_grads(m, m2)
+    (g,) = be.graphs
+    targets = [n.target for n in g.graph_module.graph.nodes]
+    assert torch._C._log_api_usage_once in targets  # what Dynamo captured, kept in the thunder-c region
+    assert kinds(g) == ["thunder-c"] and g.split_reasons == []
 
 
 def test_graph_breaks_print_and_item():
