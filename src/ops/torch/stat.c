@@ -1,0 +1,395 @@
+/* stat.c — torch-level contractions and statistics: einsum, median / nanmedian, mode, cdist and pdist.
+ *
+ * einsum parses the equation as ATen's einsum does (letters A-Z then a-z as labels, one "..." per
+ * operand standing for its leading broadcast dims, spaces ignored, the implicit output being the
+ * ellipsis dims followed by the labels that occur once, in that order) and decomposes into layout ops,
+ * ltorch.diagonal for a label repeated in one operand, sums and ltorch.bmm: the operands are contracted
+ * left to right, each pair permuted to (batch, free, contracted) and (batch, contracted, free) and
+ * multiplied as one batched GEMM (the BLAS executor's), as ATen's sumproduct_pair; a label that no
+ * later operand nor the output needs is summed away as soon as only one operand holds it.
+ *
+ * median / nanmedian and mode follow ATen's CPU kernels (see each). cdist follows ATen's _cdist_forward
+ * for p != 2 and small inputs, and its _euclidean_dist (one matmul of padded operands) where
+ * compute_mode selects it; pdist is the upper triangle of the rows' distances. */
+#include <string.h>
+
+#include "ops/torch/torch_util.h"
+
+/* ---- einsum ------------------------------------------------------------------------------------------- */
+
+enum { EIN_LETTERS = 52, EIN_MAX_LABELS = EIN_LETTERS + TH_MAX_DIMS, EIN_MAX_OPERANDS = 64 };
+
+/* One operand while it is contracted: its tensor and the label of each of its dims (distinct). */
+typedef struct ein_term {
+  th_arg x;
+  int nd;
+  int lab[TH_MAX_DIMS];
+} ein_term;
+
+static int ein_label(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' : c - 'a' + 26; }
+
+static bool ein_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+static char ein_char(int l) { return (char)(l < 26 ? 'A' + l : 'a' + l - 26); }
+
+static const th_value *term_value(const ein_term *t) { return t->x.u.value; }
+
+/* Sums term t over its dims whose labels are not `needed` (a label held by no other operand). */
+static th_status ein_sum_unneeded(th_trace *tr, const char *op, ein_term *t, const bool *needed) {
+  int64_t dims[TH_MAX_DIMS];
+  int nd = 0, keep = 0;
+  for (int i = 0; i < t->nd; i++) {
+    if (needed[t->lab[i]])
+      t->lab[keep++] = t->lab[i];
+    else
+      dims[nd++] = i;
+  }
+  if (!nd) return TH_OK;
+  t->nd = keep;
+  return th_tu_reduce(tr, op, TH_OP_prims_sum, t->x, nd, dims, false, false, TH_F32, &t->x);
+}
+
+/* Takes the diagonal of every label repeated within the term (ltorch.diagonal appends it last). */
+static th_status ein_diagonals(th_trace *tr, const char *op, ein_term *t) {
+  for (;;) {
+    int p = -1, q = -1;
+    for (int i = 0; i < t->nd && p < 0; i++)
+      for (int j = i + 1; j < t->nd; j++)
+        if (t->lab[i] == t->lab[j]) {
+          p = i;
+          q = j;
+          break;
+        }
+    if (p < 0) return TH_OK;
+    const th_value *v = term_value(t);
+    if (v->shape[p] != v->shape[q])
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: einsum(): subscript %c is repeated for operand but the sizes don't match, %lld != %lld", op,
+                      ein_char(t->lab[p]), (long long)v->shape[p], (long long)v->shape[q]);
+    th_arg a[4] = {t->x, th_arg_int(0), th_arg_int(p), th_arg_int(q)};
+    TH_TRY(th_call(tr, TH_OP_ltorch_diagonal, 4, a, &t->x));
+    int l = t->lab[p], k = 0;
+    for (int i = 0; i < t->nd; i++)
+      if (i != p && i != q) t->lab[k++] = t->lab[i];
+    t->lab[k++] = l;
+    t->nd = k;
+  }
+}
+
+static int term_pos(const ein_term *t, int l) {
+  for (int i = 0; i < t->nd; i++)
+    if (t->lab[i] == l) return i;
+  return -1;
+}
+
+static int64_t term_size(const ein_term *t, int l) {
+  int p = term_pos(t, l);
+  return p < 0 ? 1 : term_value(t)->shape[p];
+}
+
+/* Sums dim p of term t away (a contracted label of length > 1 met by a length-1 dim of the other). */
+static th_status ein_sum_dim(th_trace *tr, const char *op, ein_term *t, int p) {
+  int64_t d[1] = {p};
+  TH_TRY(th_tu_reduce(tr, op, TH_OP_prims_sum, t->x, 1, d, false, false, TH_F32, &t->x));
+  for (int i = p; i + 1 < t->nd; i++) t->lab[i] = t->lab[i + 1];
+  t->nd--;
+  return TH_OK;
+}
+
+static th_status ein_squeeze_dim(th_trace *tr, ein_term *t, int p) {
+  int64_t d[1] = {p};
+  TH_TRY(th_tu_squeeze(tr, t->x, 1, d, &t->x));
+  for (int i = p; i + 1 < t->nd; i++) t->lab[i] = t->lab[i + 1];
+  t->nd--;
+  return TH_OK;
+}
+
+/* x (B, M, K) @ y (B, K, N): ltorch.bmm for floating dtypes; the sum over K of the products in int64
+ * for integer and bool operands (the matmul prim is floating only), converted back. */
+static th_status ein_bmm(th_trace *tr, const char *op, th_arg x, th_arg y, th_arg *out) {
+  th_dtype dt = x.u.value->dtype;
+  if (th_dtype_is_float(dt)) return th_tu_call2(tr, TH_OP_ltorch_bmm, x, y, out);
+  th_arg x4, y4, p;
+  TH_TRY(th_tu_unsqueeze(tr, x, 3, &x4));
+  TH_TRY(th_tu_unsqueeze(tr, y, 1, &y4));
+  TH_TRY(th_tu_convert(tr, &x4, TH_I64));
+  TH_TRY(th_tu_convert(tr, &y4, TH_I64));
+  TH_TRY(th_tu_call2(tr, TH_OP_ltorch_mul, x4, y4, &p));
+  int64_t d[1] = {2};
+  TH_TRY(th_tu_reduce(tr, op, TH_OP_prims_sum, p, 1, d, false, false, TH_F32, out));
+  if (dt == TH_BOOL) return th_tu_call2(tr, TH_OP_ltorch_ne, *out, th_arg_int(0), out);
+  return th_tu_convert(tr, out, dt);
+}
+
+/* Contracts terms a and b into a: labels both hold that are still `needed` are batch dims, the other
+ * shared ones are summed by the product, the rest are a's and b's free dims. */
+static th_status ein_pair(th_trace *tr, const char *op, ein_term *a, ein_term *b, const bool *needed) {
+  /* a shared label of length 1 on one side: broadcast (batch) or a plain sum on the other side */
+  for (int l = 0; l < EIN_MAX_LABELS; l++) {
+    int pa = term_pos(a, l), pb = term_pos(b, l);
+    if (pa < 0 || pb < 0) continue;
+    int64_t sa = term_value(a)->shape[pa], sb = term_value(b)->shape[pb];
+    if (sa != sb && sa != 1 && sb != 1)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: einsum(): operands do not broadcast with remapped shapes (original->remapped): subscript "
+                      "%c has sizes %lld and %lld",
+                      op, l < EIN_LETTERS ? ein_char(l) : '.', (long long)sa, (long long)sb);
+    if (needed[l] || sa == sb) continue;
+    /* contracted with a length-1 side: sum the longer side, drop the length-1 dim */
+    TH_TRY(ein_sum_dim(tr, op, sa == 1 ? b : a, sa == 1 ? pb : pa));
+    TH_TRY(ein_squeeze_dim(tr, sa == 1 ? a : b, sa == 1 ? pa : pb));
+  }
+  int bl[TH_MAX_DIMS], ml[TH_MAX_DIMS], nl[TH_MAX_DIMS], kl[TH_MAX_DIMS];
+  int nb = 0, nm = 0, nn = 0, nk = 0;
+  for (int i = 0; i < a->nd; i++) {
+    int l = a->lab[i];
+    if (term_pos(b, l) < 0)
+      ml[nm++] = l;
+    else if (needed[l])
+      bl[nb++] = l;
+    else
+      kl[nk++] = l;
+  }
+  for (int i = 0; i < b->nd; i++)
+    if (term_pos(a, b->lab[i]) < 0) nl[nn++] = b->lab[i];
+  if (nb + nm + nn > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED,
+                    "%s: einsum(): an intermediate result of rank %d is not supported (at most %d)", op, nb + nm + nn,
+                    TH_MAX_DIMS);
+  int64_t bshape[TH_MAX_DIMS], B = 1, M = 1, N = 1, K = 1;
+  for (int i = 0; i < nb; i++) {
+    int64_t sa = term_size(a, bl[i]), sb = term_size(b, bl[i]);
+    bshape[i] = sa == 1 ? sb : sa;
+    B *= bshape[i];
+  }
+  for (int i = 0; i < nm; i++) M *= term_size(a, ml[i]);
+  for (int i = 0; i < nn; i++) N *= term_size(b, nl[i]);
+  for (int i = 0; i < nk; i++) K *= term_size(a, kl[i]);
+  /* a to (batch, free, contracted), b to (batch, contracted, free); batch dims expanded to their length */
+  int64_t pa[TH_MAX_DIMS], pb[TH_MAX_DIMS], ea[TH_MAX_DIMS], eb[TH_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < nb; i++) pa[k++] = term_pos(a, bl[i]);
+  for (int i = 0; i < nm; i++) pa[k++] = term_pos(a, ml[i]);
+  for (int i = 0; i < nk; i++) pa[k++] = term_pos(a, kl[i]);
+  k = 0;
+  for (int i = 0; i < nb; i++) pb[k++] = term_pos(b, bl[i]);
+  for (int i = 0; i < nk; i++) pb[k++] = term_pos(b, kl[i]);
+  for (int i = 0; i < nn; i++) pb[k++] = term_pos(b, nl[i]);
+  th_arg x, y, r;
+  TH_TRY(th_tu_transpose(tr, a->x, pa, &x));
+  TH_TRY(th_tu_transpose(tr, b->x, pb, &y));
+  for (int i = 0; i < a->nd; i++) ea[i] = i < nb ? bshape[i] : x.u.value->shape[i];
+  for (int i = 0; i < b->nd; i++) eb[i] = i < nb ? bshape[i] : y.u.value->shape[i];
+  TH_TRY(th_tu_expand(tr, op, &x, a->nd, ea));
+  TH_TRY(th_tu_expand(tr, op, &y, b->nd, eb));
+  int64_t s3a[3] = {B, M, K}, s3b[3] = {B, K, N}, oshape[TH_MAX_DIMS];
+  TH_TRY(th_tu_reshape(tr, x, 3, s3a, &x));
+  TH_TRY(th_tu_reshape(tr, y, 3, s3b, &y));
+  TH_TRY(ein_bmm(tr, op, x, y, &r));
+  int no = 0;
+  for (int i = 0; i < nb; i++) oshape[no++] = bshape[i];
+  for (int i = 0; i < nm; i++) oshape[no++] = term_size(a, ml[i]);
+  for (int i = 0; i < nn; i++) oshape[no++] = term_size(b, nl[i]);
+  no = 0;
+  for (int i = 0; i < nb; i++) a->lab[no++] = bl[i];
+  for (int i = 0; i < nm; i++) a->lab[no++] = ml[i];
+  for (int i = 0; i < nn; i++) a->lab[no++] = nl[i];
+  a->nd = no;
+  return th_tu_reshape(tr, r, no, oshape, &a->x);
+}
+
+/* Parses one operand's subscripts (spaces removed) into labels; "..." stands for its leading
+ * ndim - (letters) dims, labelled EIN_LETTERS + (ell_max - their count) + i so that ellipses align
+ * from the right as broadcasting does. */
+static th_status ein_parse_term(const char *op, const char *s, int len, int ndim, int index, int *lab, int *nlab,
+                                bool *has_ell, int *ell_dims) {
+  int letters = 0, ell = 0;
+  for (int i = 0; i < len; i++) {
+    if (s[i] == '.') {
+      if (ell || i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.')
+        return th_error(TH_ERR_RUNTIME, "%s: einsum(): found '.' for operand %d that is not part of any ellipsis", op,
+                        index);
+      ell = 1;
+      i += 2;
+    } else if (ein_letter(s[i])) {
+      letters++;
+    } else {
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: einsum(): invalid subscript given at index %d in the equation string, "
+                      "subscripts must be in [a-zA-Z]",
+                      op, i);
+    }
+  }
+  if (ell ? letters > ndim : letters != ndim)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: einsum(): the number of subscripts in the equation (%d) %s the number of "
+                    "dimensions (%d) for operand %d%s",
+                    op, letters, ell ? "is more than" : "does not match", ndim, index,
+                    ell ? "" : " and no ellipsis was given");
+  *has_ell = ell;
+  *ell_dims = ell ? ndim - letters : 0;
+  *nlab = 0;
+  for (int i = 0; i < len; i++) {
+    if (s[i] == '.') {
+      for (int k = 0; k < *ell_dims; k++) lab[(*nlab)++] = -1 - k; /* resolved once every ellipsis is known */
+      i += 2;
+    } else {
+      lab[(*nlab)++] = ein_label(s[i]);
+    }
+  }
+  return TH_OK;
+}
+
+th_status ltorch_einsum_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  if (args[0].kind != TH_ARG_STR)
+    return th_error(TH_ERR_TYPE, "%s: einsum(): the equation must be a string, but got %s", op,
+                    th_arg_kind_name(&args[0]));
+  const th_arg *ops = &args[1];
+  int n = 1;
+  const th_arg *items = ops;
+  if (ops->kind == TH_ARG_TUPLE || ops->kind == TH_ARG_LIST) {
+    n = ops->u.seq.n;
+    items = ops->u.seq.items;
+    if (n == 1 && (items[0].kind == TH_ARG_TUPLE || items[0].kind == TH_ARG_LIST)) {
+      n = items[0].u.seq.n;
+      items = items[0].u.seq.items;
+    }
+  }
+  if (n == 0) return th_error(TH_ERR_RUNTIME, "%s: einsum(): must provide at least one operand", op);
+  if (n > EIN_MAX_OPERANDS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: einsum() of %d operands is not supported (at most %d)", op, n,
+                    EIN_MAX_OPERANDS);
+  for (int i = 0; i < n; i++)
+    if (!th_meta_is_tensor(&items[i]))
+      return th_error(TH_ERR_TYPE, "%s: einsum(): operand %d must be a Tensor, but got %s", op, i,
+                      th_arg_kind_name(&items[i]));
+  th_dtype dt = items[0].u.value->dtype;
+  for (int i = 1; i < n; i++)
+    if (items[i].u.value->dtype != dt)
+      return th_error(TH_ERR_RUNTIME, "%s: einsum(): expected scalar type %s but found %s", op,
+                      th_tu_scalar_type_name(dt), th_tu_scalar_type_name(items[i].u.value->dtype));
+  /* the equation without spaces */
+  const char *eq0 = args[0].u.s;
+  size_t elen = strlen(eq0);
+  char *eq = th_arena_alloc(tr->arena, elen + 1);
+  if (!eq) return TH_ERR_NOMEM;
+  size_t m = 0;
+  for (size_t i = 0; i < elen; i++)
+    if (eq0[i] != ' ') eq[m++] = eq0[i];
+  eq[m] = 0;
+  const char *arrow = strstr(eq, "->");
+  int lhs_len = arrow ? (int)(arrow - eq) : (int)m;
+  ein_term *terms = th_arena_alloc(tr->arena, sizeof(ein_term) * (size_t)n);
+  int(*raw)[EIN_MAX_LABELS] = th_arena_alloc(tr->arena, sizeof(int[EIN_MAX_LABELS]) * (size_t)n);
+  int *nraw = th_arena_alloc(tr->arena, sizeof(int) * (size_t)n);
+  if (!terms || !raw || !nraw) return TH_ERR_NOMEM;
+  int ell_max = 0, start = 0, count[EIN_MAX_LABELS] = {0};
+  bool any_ell = false;
+  for (int i = 0; i < n; i++) {
+    int end = start;
+    while (end < lhs_len && eq[end] != ',') end++;
+    if (end == lhs_len && i + 1 < n)
+      return th_error(TH_ERR_RUNTIME, "%s: einsum(): more operands were provided than specified in the equation", op);
+    const th_value *v = items[i].u.value;
+    bool he = false;
+    int ed = 0;
+    TH_TRY(ein_parse_term(op, eq + start, end - start, v->ndim, i, raw[i], &nraw[i], &he, &ed));
+    any_ell |= he;
+    if (ed > ell_max) ell_max = ed;
+    start = end + 1;
+  }
+  if (start <= lhs_len)
+    return th_error(TH_ERR_RUNTIME, "%s: einsum(): fewer operands were provided than specified in the equation", op);
+  for (int i = 0; i < n; i++) {
+    const th_value *v = items[i].u.value;
+    int ed = 0;
+    for (int k = 0; k < nraw[i]; k++) ed += raw[i][k] < 0;
+    terms[i].x = items[i];
+    terms[i].nd = v->ndim;
+    for (int k = 0; k < nraw[i]; k++) {
+      int l = raw[i][k] < 0 ? EIN_LETTERS + ell_max - ed + (-1 - raw[i][k]) : raw[i][k];
+      terms[i].lab[k] = l;
+      count[l]++;
+    }
+  }
+  /* the output's labels */
+  int olab[EIN_MAX_LABELS], no = 0;
+  bool in_out[EIN_MAX_LABELS] = {false};
+  if (arrow) {
+    const char *s = arrow + 2;
+    bool ell = false;
+    for (int i = 0; s[i]; i++) {
+      if (s[i] == '.') {
+        if (ell || s[i + 1] != '.' || s[i + 2] != '.')
+          return th_error(TH_ERR_RUNTIME, "%s: einsum(): found '.' for output that is not part of any ellipsis", op);
+        ell = true;
+        for (int k = 0; k < ell_max; k++) olab[no++] = EIN_LETTERS + k;
+        i += 2;
+        continue;
+      }
+      if (!ein_letter(s[i]))
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: einsum(): invalid subscript given at index %d in the equation string, "
+                        "subscripts must be in [a-zA-Z]",
+                        op, (int)(s - eq) + i);
+      int l = ein_label(s[i]);
+      if (in_out[l])
+        return th_error(TH_ERR_RUNTIME, "%s: einsum(): output subscript %c appears more than once in the output", op,
+                        s[i]);
+      if (!count[l])
+        return th_error(TH_ERR_RUNTIME,
+                        "%s: einsum(): output subscript %c does not appear in the equation for any input operand", op,
+                        s[i]);
+      in_out[l] = true;
+      olab[no++] = l;
+    }
+    for (int k = 0; k < no; k++) in_out[olab[k]] = true;
+  } else {
+    if (any_ell)
+      for (int k = 0; k < ell_max; k++) olab[no++] = EIN_LETTERS + k;
+    for (int l = 0; l < EIN_LETTERS; l++)
+      if (count[l] == 1) olab[no++] = l;
+    for (int k = 0; k < no; k++) in_out[olab[k]] = true;
+  }
+  if (no > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: einsum(): an output of rank %d is not supported (at most %d)", op, no,
+                    TH_MAX_DIMS);
+  /* diagonals, then left-to-right contraction */
+  for (int i = 0; i < n; i++) TH_TRY(ein_diagonals(tr, op, &terms[i]));
+  bool needed[EIN_MAX_LABELS];
+  for (int i = 0; i < n; i++) {
+    /* needed after this step: the output's labels and those of the operands not yet contracted */
+    memcpy(needed, in_out, sizeof needed);
+    for (int j = i + 1; j < n; j++)
+      for (int k = 0; k < terms[j].nd; k++) needed[terms[j].lab[k]] = true;
+    if (i == 0) {
+      bool keep0[EIN_MAX_LABELS];
+      memcpy(keep0, needed, sizeof keep0);
+      TH_TRY(ein_sum_unneeded(tr, op, &terms[0], keep0));
+      continue;
+    }
+    bool ka[EIN_MAX_LABELS], kb[EIN_MAX_LABELS];
+    memcpy(ka, needed, sizeof ka);
+    memcpy(kb, needed, sizeof kb);
+    for (int k = 0; k < terms[i].nd; k++) ka[terms[i].lab[k]] = true;
+    for (int k = 0; k < terms[0].nd; k++) kb[terms[0].lab[k]] = true;
+    TH_TRY(ein_sum_unneeded(tr, op, &terms[i], kb));
+    TH_TRY(ein_sum_unneeded(tr, op, &terms[0], ka));
+    TH_TRY(ein_pair(tr, op, &terms[0], &terms[i], needed));
+  }
+  /* the result's dims in the output's order; output labels of length 1 everywhere are inserted */
+  ein_term *t = &terms[0];
+  int64_t perm[TH_MAX_DIMS], oshape[TH_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < no; i++) {
+    int p = term_pos(t, olab[i]);
+    if (p >= 0) perm[k++] = p;
+  }
+  th_arg r;
+  TH_TRY(th_tu_transpose(tr, t->x, perm, &r));
+  for (int i = 0; i < no; i++) oshape[i] = term_size(t, olab[i]);
+  TH_TRY(th_tu_reshape(tr, r, no, oshape, out));
+  if (out->u.value == items[0].u.value) return th_tu_call1(tr, TH_OP_ltorch_clone, *out, out);
+  return TH_OK;
+}
