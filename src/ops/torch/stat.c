@@ -11,9 +11,11 @@
  * median / nanmedian and mode follow ATen's CPU kernels (see each). cdist follows ATen's _cdist_forward
  * for p != 2 and small inputs, and its _euclidean_dist (one matmul of padded operands) where
  * compute_mode selects it; pdist is the upper triangle of the rows' distances. */
+#include <math.h>
 #include <string.h>
 
 #include "ops/torch/torch_util.h"
+#include "ops/vjp.h"
 
 /* ---- einsum ------------------------------------------------------------------------------------------- */
 
@@ -393,3 +395,149 @@ th_status ltorch_einsum_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
   if (out->u.value == items[0].u.value) return th_tu_call1(tr, TH_OP_ltorch_clone, *out, out);
   return TH_OK;
 }
+
+/* ---- median / nanmedian ------------------------------------------------------------------------------- */
+
+#define C1(op, a, o) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_##op, a, o))
+#define C2(op, a, b, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, b, o))
+
+/* The rank-k element of each row along d of a (keepdim), and its index, as ATen's median kernels pick
+ * them: their std::nth_element orders by (value, index) with NaN greatest, so the element is the one a
+ * stable ascending sort (prims.sort, NaN last) puts at k. median takes k = (n - 1) / 2, or the first NaN
+ * (k = n - #NaN) in a row holding one; nanmedian takes k = (n - #NaN - 1) / 2 (0 for an all-NaN row). */
+static th_status median_rows(th_trace *tr, th_arg a, int d, bool ignore_nan, th_arg *val, th_arg *idx) {
+  const th_value *v = a.u.value;
+  int64_t n = v->shape[d];
+  th_arg sa[4] = {a, th_arg_int(d), th_arg_bool(false), th_arg_bool(true)}, s;
+  TH_TRY(th_call(tr, TH_OP_prims_sort, 4, sa, &s));
+  th_arg sv = s.u.seq.items[0], si = s.u.seq.items[1];
+  if (!th_dtype_is_float(v->dtype)) {
+    int64_t k = (n - 1) / 2;
+    TH_TRY(th_tu_slice_in_dim(tr, sv, k, k + 1, 1, d, val));
+    return th_tu_slice_in_dim(tr, si, k, k + 1, 1, d, idx);
+  }
+  th_arg nan, c, t, pos, cond, items[1];
+  int64_t dd[1] = {d};
+  C1(isnan, a, &nan);
+  th_arg sum_args[3] = {nan, th_tu_ints(items, 1, dd), th_arg_bool(true)};
+  TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 3, sum_args, 0, NULL, NULL, &c));
+  C1(neg, c, &t);
+  if (ignore_nan) {
+    C2(add, t, th_arg_int(n - 1), &t);
+    C2(lt, t, th_arg_int(0), &cond);
+    C2(floor_divide, t, th_arg_int(2), &t);
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, cond, th_arg_int(0), t, &pos));
+  } else {
+    C2(add, t, th_arg_int(n), &t);
+    C2(gt, c, th_arg_int(0), &cond);
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_where, cond, t, th_arg_int((n - 1) / 2), &pos));
+  }
+  th_arg ga[3] = {sv, th_arg_int(d), pos};
+  TH_TRY(th_call(tr, TH_OP_ltorch_gather, 3, ga, val));
+  ga[0] = si;
+  return th_call(tr, TH_OP_ltorch_gather, 3, ga, idx);
+}
+
+static th_status median_impl(th_trace *tr, const char *op, const th_arg *args, bool ignore_nan, th_arg *out) {
+  const char *fn = ignore_nan ? "nanmedian" : "median";
+  const th_value *v = th_meta_tensor(&args[0]);
+  if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
+  if (v->dtype == TH_BOOL || th_dtype_is_fp8(v->dtype))
+    return th_error(TH_ERR_RUNTIME, "%s: \"%s\" not implemented for '%s'", op,
+                    args[1].kind == TH_ARG_NONE ? (ignore_nan ? "nanmedian_cpu" : "median_cpu") : "median_out",
+                    th_tu_scalar_type_name(v->dtype));
+  int64_t numel = th_value_numel(v);
+  if (args[1].kind == TH_ARG_NONE) { /* the median of all elements: a 0-dim tensor, no index */
+    if (numel == 0) {
+      if (!th_dtype_is_float(v->dtype))
+        return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: torch.%s of an empty integer tensor is not supported", op, fn);
+      return th_tu_full(tr, 0, NULL, th_arg_float(NAN), v->device, v->dtype, out);
+    }
+    th_arg flat, val, idx;
+    TH_TRY(th_tu_reshape(tr, args[0], 1, &numel, &flat));
+    TH_TRY(median_rows(tr, flat, 0, ignore_nan, &val, &idx));
+    return th_tu_reshape(tr, val, 0, NULL, out);
+  }
+  int64_t dim;
+  int d;
+  bool keepdim;
+  TH_TRY(th_meta_int(op, "dim", &args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  TH_TRY(th_tu_bool(op, "keepdim", &args[2], &keepdim));
+  int64_t len = v->ndim ? v->shape[d] : 1;
+  if (len == 0) return th_error(TH_ERR_INDEX, "%s: %s(): Expected reduction dim %d to have non-zero size.", op, fn, d);
+  th_arg a = args[0], r[2];
+  if (v->ndim == 0) {
+    int64_t one = 1;
+    TH_TRY(th_tu_reshape(tr, a, 1, &one, &a));
+  }
+  TH_TRY(median_rows(tr, a, d, ignore_nan, &r[0], &r[1]));
+  if (v->ndim == 0) {
+    for (int i = 0; i < 2; i++) TH_TRY(th_tu_reshape(tr, r[i], 0, NULL, &r[i]));
+  } else if (!keepdim) {
+    int64_t dd[1] = {d};
+    for (int i = 0; i < 2; i++) TH_TRY(th_tu_squeeze(tr, r[i], 1, dd, &r[i]));
+  }
+  return th_tu_tuple_out(tr, 2, r, out);
+}
+
+th_status ltorch_median_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return median_impl(tr, sym->qualname, args, false, out);
+}
+
+th_status ltorch_nanmedian_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return median_impl(tr, sym->qualname, args, true, out);
+}
+
+/* ---- vjp rules ---------------------------------------------------------------------------------------- */
+
+/* median / nanmedian as PyTorch differentiates them: over all elements, evenly_distribute_backward
+ * (g / #ties at every element equal to the result, NaN matching NaN); along a dim,
+ * value_selecting_reduction_backward (g at the selected indices). */
+static th_status median_vjp(th_trace *tr, const th_bsym *b, const th_arg *cts, th_arg *grads) {
+  const th_arg *a = &b->args[0];
+  if (!th_vjp_is_float_tensor(a) || cts[0].kind == TH_ARG_NONE) return TH_OK;
+  const char *op = b->sym->qualname;
+  const th_value *v = a->u.value;
+  th_arg g = cts[0], r;
+  if (b->args[1].kind == TH_ARG_NONE) {
+    th_arg o = th_vjp_out(b), m, n1, n2, cnt;
+    C2(eq, *a, o, &m);
+    C1(isnan, *a, &n1);
+    C1(isnan, o, &n2);
+    C2(logical_and, n1, n2, &n1);
+    C2(logical_or, m, n1, &m);
+    th_arg sa[1] = {m};
+    TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 1, sa, 0, NULL, NULL, &cnt));
+    C2(true_divide, g, cnt, &g);
+    C2(mul, m, g, &r);
+    TH_TRY(th_tu_convert(tr, &r, v->dtype));
+    grads[0] = r;
+    return TH_OK;
+  }
+  if (v->ndim == 0) {
+    grads[0] = g;
+    return TH_OK;
+  }
+  int64_t dim;
+  int d;
+  bool keepdim;
+  TH_TRY(th_meta_int(op, "dim", &b->args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  TH_TRY(th_tu_bool(op, "keepdim", &b->args[2], &keepdim));
+  th_arg idx = b->out.u.seq.items[1], z;
+  if (!keepdim) {
+    TH_TRY(th_tu_unsqueeze(tr, g, d, &g));
+    TH_TRY(th_tu_unsqueeze(tr, idx, d, &idx));
+  }
+  TH_TRY(th_vjp_zeros_like(tr, v, &z));
+  th_arg sa[4] = {z, th_arg_int(d), idx, g};
+  TH_TRY(th_call(tr, TH_OP_ltorch_scatter, 4, sa, &grads[0]));
+  return TH_OK;
+}
+
+const th_vjp_entry th_vjp_table_torch_stat[] = {
+  {TH_OP_ltorch_median, TH_VJP_RULE, median_vjp},
+  {TH_OP_ltorch_nanmedian, TH_VJP_RULE, median_vjp},
+};
+const int th_vjp_table_torch_stat_n = (int)(sizeof th_vjp_table_torch_stat / sizeof th_vjp_table_torch_stat[0]);
