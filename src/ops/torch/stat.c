@@ -489,6 +489,154 @@ th_status ltorch_nanmedian_decomp(th_trace *tr, const th_symbol *sym, const th_a
   return median_impl(tr, sym->qualname, args, true, out);
 }
 
+/* ---- cdist / pdist ------------------------------------------------------------------------------------ */
+
+static th_status dist_checks(const char *op, const char *fn, const char *what, const th_value *v, double p) {
+  if (!th_dtype_is_float(v->dtype) || th_dtype_is_fp8(v->dtype))
+    return th_error(TH_ERR_RUNTIME, "%s: %s only supports floating-point dtypes, %s got: %s", op, fn, what,
+                    th_tu_scalar_type_name(v->dtype));
+  if (!(p >= 0)) return th_error(TH_ERR_RUNTIME, "%s: %s only supports non-negative p values", op, fn);
+  return TH_OK;
+}
+
+/* The p-norm of d over its last dim: ltorch.linalg_vector_norm, whose vjp is PyTorch's norm_backward
+ * (0 where a distance is 0, as ATen's _cdist_backward and _pdist_backward). */
+static th_status lastdim_norm(th_trace *tr, th_arg d, double p, th_arg *out) {
+  int64_t last[1] = {-1};
+  th_arg items[1], a[3] = {d, th_arg_float(p), th_tu_ints(items, 1, last)};
+  return th_call(tr, TH_OP_ltorch_linalg_vector_norm, 3, a, out);
+}
+
+/* ATen's _euclidean_dist: [-2 x1, |x1|^2, 1] @ [x2, 1, |x2|^2]^T, clamped to 1e-30, square root. */
+static th_status euclidean_dist(th_trace *tr, th_arg x1, th_arg x2, th_arg *out) {
+  th_arg n1, n2, o1, o2, m1, c1, c2, t, items[1], parts[3];
+  int64_t last[1] = {-1};
+  C2(pow, x1, th_arg_float(2.0), &n1);
+  th_arg s1[3] = {n1, th_tu_ints(items, 1, last), th_arg_bool(true)};
+  TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 3, s1, 0, NULL, NULL, &n1));
+  C2(pow, x2, th_arg_float(2.0), &n2);
+  th_arg s2[3] = {n2, th_tu_ints(items, 1, last), th_arg_bool(true)};
+  TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 3, s2, 0, NULL, NULL, &n2));
+  C1(ones_like, n1, &o1);
+  C1(ones_like, n2, &o2);
+  C2(mul, x1, th_arg_float(-2.0), &m1);
+  parts[0] = m1;
+  parts[1] = n1;
+  parts[2] = o1;
+  C2(cat, th_arg_tuple(3, parts), th_arg_int(-1), &c1);
+  parts[0] = x2;
+  parts[1] = o2;
+  parts[2] = n2;
+  C2(cat, th_arg_tuple(3, parts), th_arg_int(-1), &c2);
+  th_arg ta[3] = {c2, th_arg_int(-2), th_arg_int(-1)};
+  TH_TRY(th_call(tr, TH_OP_ltorch_transpose, 3, ta, &c2));
+  C2(matmul, c1, c2, &t);
+  th_arg ca[2] = {t, th_arg_float(1e-30)};
+  TH_TRY(th_call(tr, TH_OP_ltorch_clamp, 2, ca, &t));
+  C1(sqrt, t, out);
+  return TH_OK;
+}
+
+/* cdist(x1 (..., r1, m), x2 (..., r2, m), p, compute_mode) -> (..., r1, r2), the batch dims broadcast:
+ * ATen's cdist_impl. p = 2 takes the matmul form for compute_mode 'use_mm_for_euclid_dist', and for
+ * the default (None, 'use_mm_for_euclid_dist_if_necessary') when r1 or r2 exceeds 25; otherwise the
+ * norm of the differences. */
+th_status ltorch_cdist_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v1 = th_meta_tensor(&args[0]), *v2 = th_meta_tensor(&args[1]);
+  if (!v1 || !v2) return th_error(TH_ERR_TYPE, "%s: expected x1 and x2 to be tensors", op);
+  double p;
+  TH_TRY(th_tu_float(op, "p", &args[2], &p));
+  int mode = 0;
+  if (args[3].kind == TH_ARG_STR) {
+    const char *m = args[3].u.s;
+    if (!strcmp(m, "use_mm_for_euclid_dist"))
+      mode = 1;
+    else if (!strcmp(m, "donot_use_mm_for_euclid_dist"))
+      mode = 2;
+    else if (strcmp(m, "use_mm_for_euclid_dist_if_necessary"))
+      return th_error(TH_ERR_VALUE, "%s: %s is not a valid value for compute_mode", op, m);
+  } else if (args[3].kind != TH_ARG_NONE) {
+    return th_error(TH_ERR_TYPE, "%s: compute_mode must be a string or None", op);
+  }
+  TH_TRY(dist_checks(op, "cdist", "X1", v1, p));
+  TH_TRY(dist_checks(op, "cdist", "X2", v2, p));
+  if (v1->ndim < 2)
+    return th_error(TH_ERR_RUNTIME, "%s: cdist only supports at least 2D tensors, X1 got: %dD", op, v1->ndim);
+  if (v2->ndim < 2)
+    return th_error(TH_ERR_RUNTIME, "%s: cdist only supports at least 2D tensors, X2 got: %dD", op, v2->ndim);
+  int64_t m = v1->shape[v1->ndim - 1], r1 = v1->shape[v1->ndim - 2], r2 = v2->shape[v2->ndim - 2];
+  if (m != v2->shape[v2->ndim - 1])
+    return th_error(TH_ERR_RUNTIME, "%s: X1 and X2 must have the same number of columns. X1: %lld X2: %lld", op,
+                    (long long)m, (long long)v2->shape[v2->ndim - 1]);
+  if (v1->dtype != v2->dtype)
+    return th_error(TH_ERR_RUNTIME, "%s: cdist: X1 and X2 must have the same dtype, but got %s and %s", op,
+                    th_tu_scalar_type_name(v1->dtype), th_tu_scalar_type_name(v2->dtype));
+  /* batch dims broadcast; both operands expanded to them */
+  th_arg bargs[2];
+  th_value b1 = *v1, b2 = *v2;
+  b1.ndim -= 2;
+  b2.ndim -= 2;
+  bargs[0] = th_arg_value(&b1);
+  bargs[1] = th_arg_value(&b2);
+  int nb;
+  int64_t bshape[TH_MAX_DIMS], e[TH_MAX_DIMS];
+  TH_TRY(th_tu_broadcast_shape(op, 2, bargs, &nb, bshape));
+  if (nb < 0) nb = 0;
+  if (nb + 3 > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: cdist with %d batch dims is not supported", op, nb);
+  th_arg x1 = args[0], x2 = args[1];
+  memcpy(e, bshape, sizeof(int64_t) * (size_t)nb);
+  e[nb] = r1;
+  e[nb + 1] = m;
+  TH_TRY(th_tu_expand(tr, op, &x1, nb + 2, e));
+  e[nb] = r2;
+  TH_TRY(th_tu_expand(tr, op, &x2, nb + 2, e));
+  e[nb] = r1;
+  e[nb + 1] = r2;
+  int64_t numel = r1 * r2 * m;
+  for (int i = 0; i < nb; i++) numel *= bshape[i];
+  if (numel == 0) return th_tu_full(tr, nb + 2, e, th_arg_float(0.0), v1->device, v1->dtype, out);
+  if (p == 2.0 && (mode == 1 || (mode == 0 && (r1 > 25 || r2 > 25)))) return euclidean_dist(tr, x1, x2, out);
+  th_arg d;
+  TH_TRY(th_tu_unsqueeze(tr, x1, nb + 1, &x1));
+  TH_TRY(th_tu_unsqueeze(tr, x2, nb, &x2));
+  C2(sub, x1, x2, &d);
+  return lastdim_norm(tr, d, p, out);
+}
+
+/* pdist(input (n, m), p) -> the distances of rows i < j in row-major order (n (n - 1) / 2 of them):
+ * ATen's _pdist_forward, here the norms of the differences of the row pairs triu_indices names. */
+th_status ltorch_pdist_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = th_meta_tensor(&args[0]);
+  if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
+  double p;
+  TH_TRY(th_tu_float(op, "p", &args[1], &p));
+  if (v->ndim != 2) return th_error(TH_ERR_RUNTIME, "%s: pdist only supports 2D tensors, got: %dD", op, v->ndim);
+  TH_TRY(dist_checks(op, "pdist", "input", v, p));
+  int64_t n = v->shape[0], np = n * (n - 1) / 2;
+  if (np == 0 || v->shape[1] == 0) {
+    if (np < 0) np = 0;
+    return th_tu_full(tr, 1, &np, th_arg_float(0.0), v->device, v->dtype, out);
+  }
+  th_arg ij, ia, ja, xa, xb, d;
+  th_arg ta[3] = {th_arg_int(n), th_arg_int(n), th_arg_int(1)};
+  const char *const kn[1] = {"device"};
+  th_arg kd[1] = {th_tu_device(v->device)};
+  TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_triu_indices, 3, ta, 1, kn, kd, &ij));
+  TH_TRY(th_tu_slice_in_dim(tr, ij, 0, 1, 1, 0, &ia));
+  TH_TRY(th_tu_slice_in_dim(tr, ij, 1, 2, 1, 0, &ja));
+  TH_TRY(th_tu_reshape(tr, ia, 1, &np, &ia));
+  TH_TRY(th_tu_reshape(tr, ja, 1, &np, &ja));
+  th_arg sa[3] = {args[0], th_arg_int(0), ia};
+  TH_TRY(th_call(tr, TH_OP_ltorch_index_select, 3, sa, &xa));
+  sa[2] = ja;
+  TH_TRY(th_call(tr, TH_OP_ltorch_index_select, 3, sa, &xb));
+  C2(sub, xa, xb, &d);
+  return lastdim_norm(tr, d, p, out);
+}
+
 /* ---- vjp rules ---------------------------------------------------------------------------------------- */
 
 /* median / nanmedian as PyTorch differentiates them: over all elements, evenly_distribute_backward
