@@ -49,6 +49,7 @@ static void build(void) {
   /* random */
 
   /* stat */
+  add(th_vjp_table_prims_stat, th_vjp_table_prims_stat_n);
   add(th_vjp_table_torch_stat, th_vjp_table_torch_stat_n);
 
   add(th_vjp_table_prims_linalg_lapack, th_vjp_table_prims_linalg_lapack_n);

@@ -75,6 +75,7 @@ TH_VJP_TABLE(prims_scan)
 /* random */
 
 /* stat */
+TH_VJP_TABLE(prims_stat)
 TH_VJP_TABLE(torch_stat)
 
 TH_VJP_TABLE(prims_linalg_lapack)

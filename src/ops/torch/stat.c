@@ -489,6 +489,34 @@ th_status ltorch_nanmedian_decomp(th_trace *tr, const th_symbol *sym, const th_a
   return median_impl(tr, sym->qualname, args, true, out);
 }
 
+/* ---- mode ---------------------------------------------------------------------------------------------- */
+
+/* mode(input, dim=-1, keepdim=False) -> (values, indices): prims.mode, the dim put back for keepdim. */
+th_status ltorch_mode_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  const char *op = sym->qualname;
+  const th_value *v = th_meta_tensor(&args[0]);
+  if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
+  if (th_dtype_is_fp8(v->dtype))
+    return th_error(TH_ERR_RUNTIME, "%s: \"mode_cpu\" not implemented for '%s'", op, th_tu_scalar_type_name(v->dtype));
+  int64_t dim;
+  int d;
+  bool keepdim;
+  TH_TRY(th_meta_int(op, "dim", &args[1], &dim));
+  TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+  TH_TRY(th_tu_bool(op, "keepdim", &args[2], &keepdim));
+  if (v->ndim && v->shape[d] == 0)
+    return th_error(TH_ERR_INDEX, "%s: mode(): Expected reduction dim %d to have non-zero size.", op, d);
+  th_arg r;
+  TH_TRY(th_tu_call2(tr, TH_OP_prims_mode, args[0], th_arg_int(d), &r));
+  if (!keepdim || v->ndim == 0) {
+    *out = r;
+    return TH_OK;
+  }
+  th_arg items[2];
+  for (int i = 0; i < 2; i++) TH_TRY(th_tu_unsqueeze(tr, r.u.seq.items[i], d, &items[i]));
+  return th_tu_tuple_out(tr, 2, items, out);
+}
+
 /* ---- cdist / pdist ------------------------------------------------------------------------------------ */
 
 static th_status dist_checks(const char *op, const char *fn, const char *what, const th_value *v, double p) {
