@@ -401,10 +401,40 @@ th_status ltorch_einsum_decomp(th_trace *tr, const th_symbol *sym, const th_arg 
 #define C1(op, a, o) TH_TRY(th_tu_call1(tr, TH_OP_ltorch_##op, a, o))
 #define C2(op, a, b, o) TH_TRY(th_tu_call2(tr, TH_OP_ltorch_##op, a, b, o))
 
+/* The index ATen's nanmedian returns for an all-NaN row of length n: its std::nth_element (nth = first)
+ * under a comparator for which all NaNs are equivalent, which libstdc++'s introselect turns into a
+ * fixed permutation of the row (each step swaps the middle to the front and reverses the rest pairwise
+ * from both ends). The simulation runs on the row's positions at trace time. */
+static th_status all_nan_index(th_trace *tr, int64_t n, int64_t *out) {
+  *out = 0;
+  if (n <= 3) return TH_OK;
+  int64_t *a = th_arena_alloc(tr->arena, sizeof(int64_t) * (size_t)n);
+  if (!a) return TH_ERR_NOMEM;
+  for (int64_t i = 0; i < n; i++) a[i] = i;
+  int64_t first = 0, last = n, depth = 2 * (63 - __builtin_clzll((unsigned long long)n)), t;
+  while (last - first > 3 && depth-- > 0) {
+    int64_t mid = first + (last - first) / 2, lo = first + 1, hi = last;
+    t = a[first], a[first] = a[mid], a[mid] = t;
+    for (;;) {
+      --hi;
+      if (!(lo < hi)) break;
+      t = a[lo], a[lo] = a[hi], a[hi] = t;
+      ++lo;
+    }
+    if (lo <= 0)
+      first = lo;
+    else
+      last = lo;
+  }
+  *out = a[0];
+  return TH_OK;
+}
+
 /* The rank-k element of each row along d of a (keepdim), and its index, as ATen's median kernels pick
  * them: their std::nth_element orders by (value, index) with NaN greatest, so the element is the one a
  * stable ascending sort (prims.sort, NaN last) puts at k. median takes k = (n - 1) / 2, or the first NaN
- * (k = n - #NaN) in a row holding one; nanmedian takes k = (n - #NaN - 1) / 2 (0 for an all-NaN row). */
+ * (k = n - #NaN) in a row holding one; nanmedian takes k = (n - #NaN - 1) / 2, and for an all-NaN row
+ * the index all_nan_index gives. */
 static th_status median_rows(th_trace *tr, th_arg a, int d, bool ignore_nan, th_arg *val, th_arg *idx) {
   const th_value *v = a.u.value;
   int64_t n = v->shape[d];
@@ -435,7 +465,12 @@ static th_status median_rows(th_trace *tr, th_arg a, int d, bool ignore_nan, th_
   th_arg ga[3] = {sv, th_arg_int(d), pos};
   TH_TRY(th_call(tr, TH_OP_ltorch_gather, 3, ga, val));
   ga[0] = si;
-  return th_call(tr, TH_OP_ltorch_gather, 3, ga, idx);
+  TH_TRY(th_call(tr, TH_OP_ltorch_gather, 3, ga, idx));
+  int64_t k;
+  TH_TRY(all_nan_index(tr, n, &k));
+  if (!ignore_nan || k == 0) return TH_OK;
+  C2(eq, c, th_arg_int(n), &cond);
+  return th_tu_call3(tr, TH_OP_ltorch_where, cond, th_arg_int(k), *idx, idx);
 }
 
 static th_status median_impl(th_trace *tr, const char *op, const th_arg *args, bool ignore_nan, th_arg *out) {
