@@ -196,3 +196,28 @@ def test_cdist_errors():
         thunder_c.jit(torch.cdist)(torch.ones(2, 3, dtype=torch.int64), torch.ones(2, 3, dtype=torch.int64))
     with pytest.raises(RuntimeError, match="2D"):
         thunder_c.jit(torch.pdist)(torch.ones(3))
+
+
+# ---- quantile / nanquantile -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+@pytest.mark.parametrize("fn", [torch.quantile, torch.nanquantile], ids=["quantile", "nanquantile"])
+def test_quantile_modes_and_nans_match_eager(fn, interpolation):
+    x = _rand(4, 7).float()
+    x[1, 2] = x[2, 0] = x[2, 5] = float("nan")
+    x[3] = float("nan")
+    q = torch.tensor([0.0, 0.25, 0.5, 0.9, 1.0])
+    for args in ((0.3, 1, False), (q, 1, True), (q, 0, False), (0.5, None, False), (q, None, True)):
+        want = fn(x, args[0], args[1], args[2], interpolation=interpolation)
+        got = thunder_c.jit(lambda t, qq: fn(t, qq, args[1], args[2], interpolation=interpolation))(x, args[0])
+        assert got.shape == want.shape
+        # the selecting modes are exact; linear / midpoint differ by ATen's vectorized (fused) lerp's rounding
+        exact = interpolation in ("lower", "higher", "nearest")
+        torch.testing.assert_close(got, want, equal_nan=True, **(dict(rtol=0, atol=0) if exact else {}))
+
+
+def test_quantile_against_numpy():
+    x = _rand(5, 8)
+    q = torch.tensor([0.1, 0.5, 0.75], dtype=torch.float64)
+    got = thunder_c.jit(lambda t, qq: torch.quantile(t, qq, dim=1))(x, q)
+    np.testing.assert_allclose(got.numpy(), np.quantile(x.numpy(), q.numpy(), axis=1), rtol=1e-12, atol=1e-12)

@@ -552,6 +552,144 @@ th_status ltorch_mode_decomp(th_trace *tr, const th_symbol *sym, const th_arg *a
   return th_tu_tuple_out(tr, 2, items, out);
 }
 
+/* ---- quantile / nanquantile ------------------------------------------------------------------------------ */
+
+typedef enum qmode { Q_LINEAR, Q_LOWER, Q_HIGHER, Q_MIDPOINT, Q_NEAREST } qmode;
+
+/* ATen's quantile_compute: the rows (all elements, or along dim) sorted ascending (NaN last) into
+ * S (R..., n); ranks q * (n - 1) (quantile: n - 1 in a row holding a NaN, so its result is NaN) or
+ * q * (#non-NaN - 1), at least 0 (nanquantile), with q a tensor of the input's dtype (a scalar q is one,
+ * as ATen's scalar_tensor); the interpolation rounds the ranks or lerps the values below and above;
+ * the q dim (when q is 1-D) comes first. */
+static th_status quantile_impl(th_trace *tr, const char *op, const th_arg *args, bool ignore_nan, th_arg *out) {
+  const char *fn = ignore_nan ? "nanquantile" : "quantile";
+  const th_value *v = th_meta_tensor(&args[0]);
+  if (!v) return th_error(TH_ERR_TYPE, "%s: expected input to be a tensor", op);
+  if (v->dtype != TH_F32 && v->dtype != TH_F64)
+    return th_error(TH_ERR_RUNTIME, "%s: %s() input tensor must be either float or double dtype", op, fn);
+  int64_t numel = th_value_numel(v);
+  if (numel == 0) return th_error(TH_ERR_RUNTIME, "%s: %s() input tensor must be non-empty", op, fn);
+  th_arg q;
+  int qdim = 0;
+  if (th_meta_is_tensor(&args[1])) {
+    const th_value *qv = args[1].u.value;
+    if (qv->ndim > 1) return th_error(TH_ERR_RUNTIME, "%s: %s() q must be a scalar or 1D tensor", op, fn);
+    if (qv->dtype != v->dtype)
+      return th_error(TH_ERR_RUNTIME, "%s: %s() q tensor must be same dtype as the input tensor", op, fn);
+    q = args[1];
+    qdim = qv->ndim;
+  } else {
+    double qf;
+    TH_TRY(th_tu_float(op, "q", &args[1], &qf));
+    if (!(qf >= 0 && qf <= 1))
+      return th_error(TH_ERR_RUNTIME, "%s: %s() q must be in the range [0, 1] but got %g", op, fn, qf);
+    TH_TRY(th_tu_full(tr, 0, NULL, th_arg_float(qf), v->device, v->dtype, &q));
+  }
+  qmode mode = Q_LINEAR;
+  if (args[4].kind == TH_ARG_STR) {
+    static const char *const names[] = {"linear", "lower", "higher", "midpoint", "nearest"};
+    int k = -1;
+    for (int i = 0; i < 5; i++)
+      if (!strcmp(args[4].u.s, names[i])) k = i;
+    if (k < 0)
+      return th_error(TH_ERR_RUNTIME,
+                      "%s: %s() interpolation must be one of linear, lower, higher, midpoint or nearest. Got %s", op,
+                      fn, args[4].u.s);
+    mode = (qmode)k;
+  }
+  bool keepdim;
+  TH_TRY(th_tu_bool(op, "keepdim", &args[3], &keepdim));
+  /* S: the reduced shape R (keepdim's 1s or none) followed by the sorted rows */
+  int64_t rshape[TH_MAX_DIMS + 1];
+  int nr = 0;
+  th_arg x = args[0];
+  int64_t n;
+  if (args[2].kind == TH_ARG_NONE) {
+    n = numel;
+    if (keepdim)
+      for (int i = 0; i < v->ndim; i++) rshape[nr++] = 1;
+    TH_TRY(th_tu_reshape(tr, x, 1, &numel, &x));
+  } else {
+    int64_t dim;
+    int d;
+    TH_TRY(th_meta_int(op, "dim", &args[2], &dim));
+    TH_TRY(th_meta_canonical_dim(op, dim, v->ndim, &d));
+    n = v->ndim ? v->shape[d] : 1;
+    for (int i = 0; i < v->ndim; i++)
+      if (i != d)
+        rshape[nr++] = v->shape[i];
+      else if (keepdim)
+        rshape[nr++] = 1;
+    if (v->ndim) {
+      int64_t src[1] = {d}, dst[1] = {-1};
+      th_arg s1[1], s2[1], ma[3] = {x, th_tu_ints(s1, 1, src), th_tu_ints(s2, 1, dst)};
+      TH_TRY(th_call(tr, TH_OP_ltorch_movedim, 3, ma, &x));
+    }
+  }
+  if (nr + 2 > TH_MAX_DIMS)
+    return th_error(TH_ERR_NOT_IMPLEMENTED, "%s: %s() of a tensor of rank %d is not supported", op, fn, v->ndim);
+  rshape[nr] = n;
+  TH_TRY(th_tu_reshape(tr, x, nr + 1, rshape, &x));
+  th_arg sa[4] = {x, th_arg_int(nr), th_arg_bool(false), th_arg_bool(false)}, sr;
+  TH_TRY(th_call(tr, TH_OP_prims_sort, 4, sa, &sr));
+  th_arg S = sr.u.seq.items[0], nan, t, ranks, cond, items[1];
+  int64_t last[1] = {-1};
+  C1(isnan, S, &nan);
+  if (ignore_nan) {
+    C1(logical_not, nan, &t);
+    th_arg sm[3] = {t, th_tu_ints(items, 1, last), th_arg_bool(true)};
+    TH_TRY(th_tu_call_kw(tr, TH_OP_ltorch_sum, 3, sm, 0, NULL, NULL, &t));
+    C2(sub, t, th_arg_int(1), &t);
+    C2(mul, q, t, &ranks);
+    C2(lt, ranks, th_arg_int(0), &cond);
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_masked_fill, ranks, cond, th_arg_int(0), &ranks));
+  } else {
+    th_arg an[3] = {nan, th_arg_int(-1), th_arg_bool(true)};
+    TH_TRY(th_call(tr, TH_OP_ltorch_any, 3, an, &cond));
+    C2(mul, q, th_arg_int(n - 1), &t);
+    th_arg bl[2] = {t, cond};
+    TH_TRY(th_tu_broadcast(tr, op, 2, bl));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_masked_fill, bl[0], bl[1], th_arg_int(n - 1), &ranks));
+  }
+  if (mode == Q_LOWER) C1(floor, ranks, &ranks);
+  if (mode == Q_HIGHER) C1(ceil, ranks, &ranks);
+  if (mode == Q_NEAREST) C1(round, ranks, &ranks);
+  th_arg rb = ranks, vb;
+  TH_TRY(th_tu_convert(tr, &rb, TH_I64));
+  th_arg ga[3] = {S, th_arg_int(-1), rb};
+  TH_TRY(th_call(tr, TH_OP_ltorch_gather, 3, ga, &vb));
+  if (mode == Q_LINEAR || mode == Q_MIDPOINT) {
+    th_arg w, ra, va;
+    if (mode == Q_MIDPOINT) {
+      C2(full_like, ranks, th_arg_float(0.5), &w);
+      C2(eq, rb, ranks, &cond);
+      TH_TRY(th_tu_call3(tr, TH_OP_ltorch_masked_fill, w, cond, th_arg_int(0), &w));
+    } else {
+      C2(sub, ranks, rb, &w);
+    }
+    C1(ceil, ranks, &ra);
+    TH_TRY(th_tu_convert(tr, &ra, TH_I64));
+    ga[2] = ra;
+    TH_TRY(th_call(tr, TH_OP_ltorch_gather, 3, ga, &va));
+    TH_TRY(th_tu_call3(tr, TH_OP_ltorch_lerp, vb, va, w, &vb));
+  }
+  if (qdim == 0) {
+    int64_t sq[1] = {nr};
+    return th_tu_squeeze(tr, vb, 1, sq, out);
+  }
+  int64_t src[1] = {-1}, dst[1] = {0};
+  th_arg s1[1], s2[1], ma[3] = {vb, th_tu_ints(s1, 1, src), th_tu_ints(s2, 1, dst)};
+  return th_call(tr, TH_OP_ltorch_movedim, 3, ma, out);
+}
+
+th_status ltorch_quantile_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return quantile_impl(tr, sym->qualname, args, false, out);
+}
+
+th_status ltorch_nanquantile_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return quantile_impl(tr, sym->qualname, args, true, out);
+}
+
 /* ---- cdist / pdist ------------------------------------------------------------------------------------ */
 
 static th_status dist_checks(const char *op, const char *fn, const char *what, const th_value *v, double p) {
