@@ -53,6 +53,8 @@ static void build(void) {
   add(th_vjp_table_torch_random, th_vjp_table_torch_random_n);
 
   /* stat */
+  add(th_vjp_table_prims_stat, th_vjp_table_prims_stat_n);
+  add(th_vjp_table_torch_stat, th_vjp_table_torch_stat_n);
 
   add(th_vjp_table_prims_linalg_lapack, th_vjp_table_prims_linalg_lapack_n);
 }

@@ -79,6 +79,8 @@ TH_VJP_TABLE(prims_attention)
 TH_VJP_TABLE(torch_random)
 
 /* stat */
+TH_VJP_TABLE(prims_stat)
+TH_VJP_TABLE(torch_stat)
 
 TH_VJP_TABLE(prims_linalg_lapack)
 

@@ -109,7 +109,8 @@ def _lookup(table, f):
 # OpInfos whose `op` is a lambda wrapping the torch function (its arguments reordered), by id: the
 # function they call, looked up in thunder_c's table like `op`.
 WRAPPED = {"nn.functional.embedding_bag": torch.nn.functional.embedding_bag,
-           "nn.functional.embedding": torch.nn.functional.embedding}
+           "nn.functional.embedding": torch.nn.functional.embedding,
+           "einsum": torch.einsum}
 
 
 def classify():

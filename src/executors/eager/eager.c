@@ -122,6 +122,7 @@ static const th_operator_impl eager_impls[] = {
   /* random */
 
   /* stat */
+  {TH_OP_prims_mode, th_eg_mode_ref, NULL},
 
   /* linalg: decompositions and solves (linalg_lapack.c) */
   {TH_OP_prims_linalg_solve, th_eg_linalg_lapack_ref, NULL},

@@ -221,6 +221,8 @@ th_status th_eg_sdpa_flash_backward_ref(th_rt_env *env, const th_bsym *b);
 /* random */
 
 /* stat */
+/* stat.c: mode (ATen's CPU kernel, std::sort tie order included) */
+th_status th_eg_mode_ref(th_rt_env *env, const th_bsym *b);
 
 /* linalg_lapack.c: linalg_solve, linalg_slogdet, linalg_cholesky, linalg_eigh, linalg_svd (LAPACKE) */
 th_status th_eg_linalg_lapack_ref(th_rt_env *env, const th_bsym *b);
