@@ -221,3 +221,24 @@ def test_quantile_against_numpy():
     q = torch.tensor([0.1, 0.5, 0.75], dtype=torch.float64)
     got = thunder_c.jit(lambda t, qq: torch.quantile(t, qq, dim=1))(x, q)
     np.testing.assert_allclose(got.numpy(), np.quantile(x.numpy(), q.numpy(), axis=1), rtol=1e-12, atol=1e-12)
+
+
+# ---- max_unpool -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_max_unpool_inverts_max_pool_like_eager(n):
+    pool = getattr(torch.nn.functional, f"max_pool{n}d")
+    unpool = getattr(torch.nn.functional, f"max_unpool{n}d")
+    for size, kw in ((8, {}), (7, {"output_size": (2, 3) + (7,) * n}), (7, {"output_size": (7,) * n})):
+        x = _rand(2, 3, *([size] * n))
+        y, idx = pool(x, 2, stride=2, return_indices=True)
+        want = unpool(y, idx, 2, **kw)
+        got = thunder_c.jit(lambda a, i: unpool(a, i, 2, **kw))(y, idx)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_max_unpool_bad_output_size():
+    y, idx = torch.nn.functional.max_pool2d(torch.ones(1, 1, 4, 4), 2, return_indices=True)
+    with pytest.raises(ValueError, match="output_size"):
+        thunder_c.jit(lambda a, i: torch.nn.functional.max_unpool2d(a, i, 2, output_size=(9, 9)))(y, idx)

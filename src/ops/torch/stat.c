@@ -838,6 +838,106 @@ th_status ltorch_pdist_decomp(th_trace *tr, const th_symbol *sym, const th_arg *
   return lastdim_norm(tr, d, p, out);
 }
 
+/* ---- max_unpool1d / 2d / 3d --------------------------------------------------------------------------- */
+
+/* An int or a sequence of n ints (F._single / _pair / _triple). */
+static th_status unpool_ints(const char *op, const char *what, const th_arg *a, int n, int64_t *out) {
+  if (a->kind == TH_ARG_TUPLE || a->kind == TH_ARG_LIST) {
+    if (a->u.seq.n != n)
+      return th_error(TH_ERR_VALUE, "%s: %s must be an int or a sequence of %d ints, but got %d of them", op, what, n,
+                      a->u.seq.n);
+    for (int i = 0; i < n; i++) TH_TRY(th_meta_int(op, what, &a->u.seq.items[i], &out[i]));
+    return TH_OK;
+  }
+  int64_t k;
+  TH_TRY(th_meta_int(op, what, a, &k));
+  for (int i = 0; i < n; i++) out[i] = k;
+  return TH_OK;
+}
+
+/* F.max_unpool{n}d(input, indices, kernel_size, stride=kernel_size, padding=0, output_size=None): zeros
+ * of the (N, C) planes' unpooled size (F._unpool_output_size: (in - 1) stride + kernel - 2 padding, or
+ * output_size, its leading (N, C) dropped, within a stride of that), each input element written at its
+ * index into the flattened plane (ltorch.scatter; the gradient gathers back from those indices). */
+static th_status max_unpool(th_trace *tr, const char *op, int n, const th_arg *args, th_arg *out) {
+  const th_value *v = th_meta_tensor(&args[0]), *iv = th_meta_tensor(&args[1]);
+  if (!v || !iv) return th_error(TH_ERR_TYPE, "%s: expected input and indices to be tensors", op);
+  int un = n == 1 ? 2 : n;
+  if (v->ndim != n + 1 && v->ndim != n + 2)
+    return th_error(TH_ERR_RUNTIME,
+                    "%s: Input to max_unpooling%dd should be a %dd or %dd Tensor, but got a tensor "
+                    "with %d dimensions.",
+                    op, un, un + 1, un + 2, v->ndim + (n == 1));
+  if (iv->ndim != v->ndim || memcmp(iv->shape, v->shape, sizeof(int64_t) * (size_t)v->ndim))
+    return th_error(TH_ERR_RUNTIME, "%s: Expected shape of indices to be same as that of the input tensor", op);
+  if (iv->dtype != TH_I64)
+    return th_error(TH_ERR_RUNTIME, "%s: elements in indices should be type int64 but got: %s", op,
+                    th_tu_scalar_type_name(iv->dtype));
+  int64_t k[3], st[3], pd[3], dflt[3], osz[3];
+  TH_TRY(unpool_ints(op, "kernel_size", &args[2], n, k));
+  if (args[3].kind == TH_ARG_NONE)
+    memcpy(st, k, sizeof k);
+  else
+    TH_TRY(unpool_ints(op, "stride", &args[3], n, st));
+  TH_TRY(unpool_ints(op, "padding", &args[4], n, pd));
+  int lead = v->ndim - n;
+  for (int i = 0; i < n; i++) dflt[i] = (v->shape[lead + i] - 1) * st[i] + k[i] - 2 * pd[i];
+  memcpy(osz, dflt, sizeof dflt);
+  const th_arg *os = &args[5];
+  if (os->kind == TH_ARG_TUPLE || os->kind == TH_ARG_LIST) {
+    int m = os->u.seq.n, off = m == n + 2 ? 2 : 0;
+    if (m - off != n)
+      return th_error(TH_ERR_VALUE,
+                      "%s: output_size should be a sequence containing %d or %d elements, but it has a "
+                      "length of '%d'",
+                      op, n, n + 2, m);
+    for (int i = 0; i < n; i++) {
+      TH_TRY(th_meta_int(op, "output_size", &os->u.seq.items[off + i], &osz[i]));
+      if (!(dflt[i] - st[i] < osz[i] && osz[i] < dflt[i] + st[i]))
+        return th_error(TH_ERR_VALUE, "%s: invalid output_size (dim %d must be between %lld and %lld)", op, i,
+                        (long long)(dflt[i] - st[i]), (long long)(dflt[i] + st[i]));
+    }
+  } else if (os->kind != TH_ARG_NONE) {
+    return th_error(TH_ERR_TYPE, "%s: output_size must be a sequence of ints or None", op);
+  }
+  int64_t planes = 1, in_el = 1, out_el = 1, s2[2], oshape[TH_MAX_DIMS];
+  for (int i = 0; i < lead; i++) {
+    planes *= v->shape[i];
+    oshape[i] = v->shape[i];
+  }
+  for (int i = 0; i < n; i++) {
+    if (osz[i] < 0) return th_error(TH_ERR_RUNTIME, "%s: the output size %lld is negative", op, (long long)osz[i]);
+    in_el *= v->shape[lead + i];
+    out_el *= osz[i];
+    oshape[lead + i] = osz[i];
+  }
+  th_arg x, idx, z, r;
+  s2[0] = planes;
+  s2[1] = in_el;
+  TH_TRY(th_tu_reshape(tr, args[0], 2, s2, &x));
+  TH_TRY(th_tu_reshape(tr, args[1], 2, s2, &idx));
+  s2[1] = out_el;
+  th_arg zero = th_dtype_is_float(v->dtype) ? th_arg_float(0.0)
+                : v->dtype == TH_BOOL       ? th_arg_bool(false)
+                                            : th_arg_int(0);
+  TH_TRY(th_tu_full(tr, 2, s2, zero, v->device, v->dtype, &z));
+  th_arg sa[4] = {z, th_arg_int(1), idx, x};
+  TH_TRY(th_call(tr, TH_OP_ltorch_scatter, 4, sa, &r));
+  return th_tu_reshape(tr, r, v->ndim, oshape, out);
+}
+
+th_status ltorch_max_unpool1d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return max_unpool(tr, sym->qualname, 1, args, out);
+}
+
+th_status ltorch_max_unpool2d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return max_unpool(tr, sym->qualname, 2, args, out);
+}
+
+th_status ltorch_max_unpool3d_decomp(th_trace *tr, const th_symbol *sym, const th_arg *args, th_arg *out) {
+  return max_unpool(tr, sym->qualname, 3, args, out);
+}
+
 /* ---- vjp rules ---------------------------------------------------------------------------------------- */
 
 /* median / nanmedian as PyTorch differentiates them: over all elements, evenly_distribute_backward
