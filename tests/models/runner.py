@@ -5,7 +5,10 @@ check(spec, mode) raises unless the mode passes, and returns the largest error i
   forward  eval mode, no grad: every output tensor against eager's;
   train    train mode: the loss of one batch, loss.backward(), every parameter's gradient, one
            torch.optim.SGD step, every parameter after it, and the loss of a second call (which reads
-           the updated parameters) — each against an eager copy of the model that did the same;
+           the updated parameters) — each against an eager float64 copy of the model that did the same,
+           within the tolerance plus a few times eager float32's own error on that value, and, where
+           that error exceeds the tolerance, the same step in float64 against eager float64
+           (check_train says why);
   bf16     eval mode under torch.autocast("cpu", torch.bfloat16): the outputs against eager float32,
            within a few times eager bfloat16's own error (thunder-c's bf16 rounds differently from
            eager's, so both are compared with the float32 result, not with each other).
@@ -122,36 +125,94 @@ def check_forward(spec, compile=thunder_jit):
     return compare("output", out, ref, spec.tol)
 
 
-def check_train(spec, compile=thunder_jit):
-    model = spec.build().train()
-    ref_model = spec.build().train()  # seeded: the same weights (deepcopy would share minGPT's lambda)
-    batch = spec.batch()
-    cmodel = compile(model)
+def _double(batch):
+    return {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in batch.items()}
+
+
+def train_step(spec, model, batch, compile=None):
+    """One train step of `model` (through `compile` when given) on `batch`: the compared values as
+    (what, tensor or None) pairs, in the order check_train compares them — the loss, every parameter's
+    gradient, every parameter after one SGD step (lr 0.1), and the loss of a second call."""
+    cmodel = compile(model) if compile else model
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
-    loss, ref_loss = spec.loss(cmodel, batch), spec.loss(ref_model, batch)
-    worst = compare("loss", [loss.detach()], [ref_loss.detach()], spec.tol)
+    loss = spec.loss(cmodel, batch)
     loss.backward()
-    ref_loss.backward()
-    params, ref_params = dict(model.named_parameters()), dict(ref_model.named_parameters())
-    # gradients are compared on the scale of the model's largest one (1e-3 of it as a floor)
-    floor = 1e-3 * max((p.grad.detach().abs().max().item() for p in ref_params.values()
-                        if p.grad is not None and p.grad.numel()), default=0.0)
-    for name, p in ref_params.items():
-        g, rg = params[name].grad, p.grad
-        if (g is None) != (rg is None):
-            raise Mismatch(f"grad of {name} is {'None' if g is None else 'set'} (eager: "
-                           f"{'None' if rg is None else 'set'})", float("inf"), spec.train_tol)
-        if g is not None:
-            worst = max(worst, compare(f"grad of {name}", [g], [rg], spec.train_tol, floor))
+    out = [("loss", loss.detach())]
+    out += [(f"grad of {n}", None if p.grad is None else p.grad.detach().clone()) for n, p in model.named_parameters()]
     opt.step()
-    ref_opt.step()
-    pfloor = 1e-3 * max((p.detach().abs().max().item() for p in ref_params.values() if p.numel()), default=0.0)
-    for name, p in ref_params.items():
-        worst = max(worst, compare(f"{name} after the step", [params[name]], [p], spec.train_tol, pfloor))
+    out += [(f"{n} after the step", p.detach().clone()) for n, p in model.named_parameters()]
     with torch.no_grad():
-        worst = max(worst, compare("loss after the step", [spec.loss(cmodel, batch)], [spec.loss(ref_model, batch)],
-                                   spec.train_tol))
+        out.append(("loss after the step", spec.loss(cmodel, batch).detach()))
+    return out
+
+
+def _floors(step):
+    """Per compared value, the floor of max_error: 1e-3 of the largest gradient for gradients, of the
+    largest parameter for the parameters after the step, none for the losses."""
+    def scale(prefix, suffix):
+        return 1e-3 * max((t.abs().max().item() for w, t in step if w.startswith(prefix) and w.endswith(suffix)
+                           and t is not None and t.numel()), default=0.0)
+    g, p = scale("grad of ", ""), scale("", " after the step")
+    return [g if w.startswith("grad of ") else 0.0 if w.startswith("loss") else p for w, _ in step]
+
+
+def _compare_steps(out, ref, floors, tols, suffix=""):
+    """The values of two train_step()s, each within its tolerance (the reference may be float64)."""
+    worst = 0.0
+    for (what, x), (_, r), floor, tol in zip(out, ref, floors, tols):
+        if (x is None) != (r is None):
+            raise Mismatch(f"{what}{suffix} is {'None' if x is None else 'set'} (eager: "
+                           f"{'None' if r is None else 'set'})", float("inf"), tol)
+        if x is not None:
+            e = max_error(x, r, floor)
+            if not e <= tol:
+                raise Mismatch(what + suffix, e, tol)
+            worst = max(worst, e)
+    return worst
+
+
+TRAIN_SLACK = 4.0  # thunder_c float32 may be this many times as far from float64 as eager float32 is
+FLOAT64_TOL = 1e-8  # thunder_c float64 against eager float64: rounding noise only, even where amplified
+
+
+def check_train(spec, compile=thunder_jit, slack=TRAIN_SLACK):
+    """The train step through `compile` in float32 against the same step in eager float64, the exact
+    reference: each value within `tol + slack * e` (tol: spec.tol for the first loss, spec.train_tol for
+    the rest), where e is eager float32's own error on that value against float64.
+
+    A deep network in training mode amplifies float32 rounding: a batch norm over few values per
+    channel (ResNet-50's last stages normalise 8 to 32 values for a batch of 2 at 64x64) subtracts
+    nearly equal numbers in its backward, and an SGD step at lr 0.1 makes the second loss a sensitive
+    function of every gradient — eager float32 itself is a few per cent off float64 on ResNet-50's first
+    gradients. A different, equally valid float32 summation order (oneDNN's, thunder_c's fused kernels)
+    lands as far from eager float32 as both are from float64, so eager float32 is no reference there;
+    float64 is, and eager float32's distance from it says how close float32 can get.
+
+    Where eager float32 misses spec.train_tol on some value, float32 cannot resolve that value to the
+    tolerance, so the step also runs in float64 through `compile` and every value must match eager
+    float64 within FLOAT64_TOL: a wrong formula anywhere (one layer's gradient) fails there even when
+    float32 noise hides it.
+
+    What no tolerance of this kind covers is a ReLU whose input lies within float32's forward error of
+    zero (RegNet-Y-400MF's block4-2 has a batch-norm output 1.6e-5 from zero where float32's forward
+    error is 2.7e-4): a different rounding flips its mask, a discontinuity that changes whole
+    channels' gradients upstream. Eager float32 happens to round that one the way float64 does;
+    thunder_c's oneDNN convolutions (each within float32 rounding of eager's) do not. Such a model
+    matches eager float64 in float64 to ~1e-12 and is listed in failures.json with its mismatch."""
+    batch = spec.batch()
+    out = train_step(spec, spec.build().train(), batch, compile)
+    ref32 = train_step(spec, spec.build().train(), batch)  # seeded builds: the same weights
+    ref = train_step(spec, spec.build().train().double(), _double(batch))
+    floors = _floors(ref)
+    for (what, x), (_, r) in zip(out, ref32):
+        if x is not None and r is not None and x.dtype != r.dtype:
+            raise Mismatch(f"{what} dtype {x.dtype} (eager {r.dtype})", float("inf"), 0)
+    own = [0.0 if x is None or r is None else max_error(x, r, f) for (_, x), (_, r), f in zip(ref32, ref, floors)]
+    base = [spec.tol] + [spec.train_tol] * (len(ref) - 1)
+    worst = _compare_steps(out, ref, floors, [b + slack * e for b, e in zip(base, own)])
+    if max(own) > spec.train_tol:
+        out64 = train_step(spec, spec.build().train().double(), _double(batch), compile)
+        _compare_steps(out64, ref, floors, [FLOAT64_TOL] * len(ref), " (float64)")
     return worst
 
 
