@@ -173,6 +173,7 @@ def _compare_steps(out, ref, floors, tols, suffix=""):
 
 TRAIN_SLACK = 4.0  # thunder_c float32 may be this many times as far from float64 as eager float32 is
 FLOAT64_TOL = 1e-8  # thunder_c float64 against eager float64: rounding noise only, even where amplified
+ILL_CONDITIONED = 0.05  # eager float32 this far from float64 on some value: float32 resolves no value
 
 
 def check_train(spec, compile=thunder_jit, slack=TRAIN_SLACK):
@@ -196,9 +197,11 @@ def check_train(spec, compile=thunder_jit, slack=TRAIN_SLACK):
     What no tolerance of this kind covers is a ReLU whose input lies within float32's forward error of
     zero (RegNet-Y-400MF's block4-2 has a batch-norm output 1.6e-5 from zero where float32's forward
     error is 2.7e-4): a different rounding flips its mask, a discontinuity that changes whole
-    channels' gradients upstream. Eager float32 happens to round that one the way float64 does;
-    thunder_c's oneDNN convolutions (each within float32 rounding of eager's) do not. Such a model
-    matches eager float64 in float64 to ~1e-12 and is listed in failures.json with its mismatch."""
+    channels' gradients upstream. Where eager float32 itself is more than ILL_CONDITIONED off float64
+    on some value (ResNet-50 at random initialisation and a batch of 2: 62% on a downsample
+    convolution's gradient, and flipped ReLUs of its own), the float32 step is chaotic: any two valid
+    roundings disagree, so beyond the first loss and finiteness the float32 values are not compared,
+    and the float64 stage, which resolves every value, decides."""
     batch = spec.batch()
     out = train_step(spec, spec.build().train(), batch, compile)
     ref32 = train_step(spec, spec.build().train(), batch)  # seeded builds: the same weights
@@ -209,7 +212,15 @@ def check_train(spec, compile=thunder_jit, slack=TRAIN_SLACK):
             raise Mismatch(f"{what} dtype {x.dtype} (eager {r.dtype})", float("inf"), 0)
     own = [0.0 if x is None or r is None else max_error(x, r, f) for (_, x), (_, r), f in zip(ref32, ref, floors)]
     base = [spec.tol] + [spec.train_tol] * (len(ref) - 1)
-    worst = _compare_steps(out, ref, floors, [b + slack * e for b, e in zip(base, own)])
+    tols = [b + slack * e for b, e in zip(base, own)]
+    if max(own) > ILL_CONDITIONED:
+        # float32 does not determine this step: only the first loss is compared in float32 (and every
+        # value must be finite where eager's is); the float64 stage below decides
+        tols = tols[:1] + [float("inf")] * (len(tols) - 1)
+        for (what, x), (_, r) in zip(out, ref32):
+            if x is not None and r is not None and bool(torch.isfinite(r).all()) and not bool(torch.isfinite(x).all()):
+                raise Mismatch(f"{what} is not finite", float("inf"), 0)
+    worst = _compare_steps(out, ref, floors, tols)
     if max(own) > spec.train_tol:
         out64 = train_step(spec, spec.build().train().double(), _double(batch), compile)
         _compare_steps(out64, ref, floors, [FLOAT64_TOL] * len(ref), " (float64)")
