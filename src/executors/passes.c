@@ -422,7 +422,7 @@ static th_status sink_broadcasts(pass_ctx *c) {
  * pre-activation for the backward) ends the chain there, so every value the rest of the trace reads
  * is still computed. The chain also ends at an effect (copy_, in-place ops, update_aliases) between
  * the GEMM and the next op, at an op an executor listed before BLAS implements (it would claim it), and
- * at four ops; it is cut back until oneDNN makes the primitive (probed once per chain). Values only
+ * at four ops; it is cut back until oneDNN makes the primitive (probed at compile time). Values only
  * move later (the GEMM to its chain's last op), and nothing else reads them, so results are those of
  * the unfused ops up to the rounding: oneDNN rounds once, to the output dtype, where the unfused bf16
  * path rounds the GEMM's result and each op's (kernel: blas.c, "GEMM epilogues"). */

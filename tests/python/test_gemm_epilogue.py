@@ -225,3 +225,22 @@ def test_parsed_trace_without_subsymbols(monkeypatch, tmp_path):
         assert ("t2 = linear_gelu_add0(x, w, b, r)" in p.stdout) == (on == "1"), p.stdout
         outs[on] = np.load(out)
     np.testing.assert_allclose(outs["1"], outs["0"], rtol=1e-5, atol=1e-6)
+
+
+def test_primitive_cache_keys_on_the_chain(monkeypatch):
+    # the same GEMM (shapes, layouts, dtype) plain, with ReLU, with GELU and with a scale in one
+    # program: oneDNN primitives are cached by problem, so each chain must be a key of its own
+    x = R(24, 40, seed=39)
+    ws = [R(32, 40, seed=40 + i) for i in range(4)]  # distinct weights, or CSE would merge the GEMMs
+
+    def fn(x, w0, w1, w2, w3):
+        return F.linear(x, w0), torch.relu(F.linear(x, w1)), F.gelu(F.linear(x, w2)), F.linear(x, w3) * 3.0
+
+    monkeypatch.setenv("THUNDER_GEMM_EPILOGUE", "1")
+    jf = thunder_c.jit(fn)
+    for _ in range(2):
+        got = jf(x, *ws)
+        for g, e in zip(got, fn(x, *ws)):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    trace = str(last_traces(jf)[-1])
+    assert "linear_relu" in trace and "linear_gelu" in trace and "linear_mul" in trace, trace
