@@ -32,9 +32,12 @@
  * prims.convolution is claimed too, by the kernel and checker of blas_conv.c (oneDNN's convolution and
  * deconvolution primitives).
  *
- * Primitives are cached by (dtype, rank, layouts of src/wei/bias/dst) in a small LRU table shared by
- * all programs (a mutex guards lookups; a primitive in use is never evicted; oneDNN primitives may run
- * concurrently). oneDNN threads with its default OpenMP runtime. */
+ * A GEMM with an epilogue (a dynamic bsym the execution transform makes, "GEMM epilogues" below) runs
+ * the same way, with oneDNN post-ops and dst in the chain's output dtype.
+ *
+ * Primitives are cached by (dtype, rank, layouts of src/wei/bias/dst, dst dtype, post-ops) in a small
+ * LRU table shared by all programs (a mutex guards lookups; a primitive in use is never evicted; oneDNN
+ * primitives may run concurrently). oneDNN threads with its default OpenMP runtime. */
 #include <string.h>
 #include <threads.h>
 
@@ -135,6 +138,9 @@ typedef struct { /* no padding: compared with memcmp */
   int64_t ndims;
   int64_t has_bias;
   layout src, wei, bias, dst;
+  int64_t dst_dt; /* dnnl_data_type_t of dst; 0 (undef): dt */
+  int64_t npost;  /* post-ops (a GEMM epilogue): post_key's rows */
+  int64_t post[TH_BLAS_EPI_MAX][3];
 } mm_key;
 
 typedef struct {
@@ -160,16 +166,22 @@ static void md_init(dnnl_memory_desc_t *md, int64_t ndims, int64_t dt, const lay
   dnnl_memory_desc_init_by_strides(md, (int)ndims, dims, (dnnl_data_type_t)dt, strides);
 }
 
+static dnnl_status_t post_attr(const mm_key *k, dnnl_primitive_attr_t *attr);
+
 static dnnl_status_t create(const mm_key *k, mm_entry *e) {
   md_init(&e->md[0], k->ndims, k->dt, &k->src);
   md_init(&e->md[1], k->ndims, k->dt, &k->wei);
   if (k->has_bias) md_init(&e->md[2], k->ndims, k->dt, &k->bias);
-  md_init(&e->md[3], k->ndims, k->dt, &k->dst);
+  md_init(&e->md[3], k->ndims, k->dst_dt ? k->dst_dt : k->dt, &k->dst);
   dnnl_matmul_desc_t d;
   dnnl_status_t s = dnnl_matmul_desc_init(&d, &e->md[0], &e->md[1], k->has_bias ? &e->md[2] : NULL, &e->md[3]);
   if (s != dnnl_success) return s;
+  dnnl_primitive_attr_t attr = NULL;
+  if (k->npost && (s = post_attr(k, &attr)) != dnnl_success) return s;
   dnnl_primitive_desc_t pd;
-  if ((s = dnnl_primitive_desc_create(&pd, &d, NULL, engine, NULL)) != dnnl_success) return s;
+  s = dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) return s;
   s = dnnl_primitive_create(&e->prim, pd);
   dnnl_primitive_desc_destroy(pd);
   return s;
@@ -182,7 +194,7 @@ static void init(void) {
     return;
   }
   /* does this CPU have a bf16 matmul? */
-  mm_key k = {dnnl_bf16, 2, 0, dense(1, 2, 2), dense(1, 2, 2), dense(1, 1, 1), dense(1, 2, 2)};
+  mm_key k = {dnnl_bf16, 2, 0, dense(1, 2, 2), dense(1, 2, 2), dense(1, 1, 1), dense(1, 2, 2), 0, 0, {{0}}};
   mm_entry e = {0};
   if (create(&k, &e) == dnnl_success) {
     bf16_native = true;
@@ -247,10 +259,11 @@ static void release(mm_entry *e) {
   mtx_unlock(&cache_mtx);
 }
 
-static th_status execute(mm_entry *e, void *src, void *wei, void *bias, void *dst) {
+/* post_src[i]: the operand of binary post-op i (NULL for the others, or no post-ops at all) */
+static th_status execute(mm_entry *e, void *src, void *wei, void *bias, void *dst, void *const *post_src) {
   void *data[4] = {src, wei, bias, dst};
   static const int which[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
-  dnnl_exec_arg_t args[4];
+  dnnl_exec_arg_t args[4 + TH_BLAS_EPI_MAX];
   int n = 0;
   dnnl_status_t s = dnnl_success;
   dnnl_stream_t stream = NULL;
@@ -258,6 +271,14 @@ static th_status execute(mm_entry *e, void *src, void *wei, void *bias, void *ds
     if (i == 2 && !e->key.has_bias) continue;
     args[n].arg = which[i];
     s = dnnl_memory_create(&args[n].memory, &e->md[i], engine, data[i]);
+    if (s == dnnl_success) n++;
+  }
+  for (int i = 0; post_src && i < e->key.npost && s == dnnl_success; i++) {
+    if (!post_src[i]) continue;
+    dnnl_memory_desc_t md;
+    md_init(&md, e->key.ndims, e->key.post[i][2], &e->key.dst);
+    args[n].arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1;
+    s = dnnl_memory_create(&args[n].memory, &md, engine, post_src[i]);
     if (s == dnnl_success) n++;
   }
   if (s == dnnl_success) s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
@@ -391,6 +412,53 @@ static void narrow(const float *s, uint16_t *d, int64_t n) {
 
 static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_tensor *out);
 
+/* A GEMM epilogue for the primitive: post-op rows as mm_key's (alg, alpha's bits, binary operand's
+ * dnnl dtype), each binary post-op's operand, and dst's dtype. */
+typedef struct {
+  int n;
+  int64_t rows[TH_BLAS_EPI_MAX][3];
+  int op_of[TH_BLAS_EPI_MAX]; /* the epilogue op of each row */
+  void *data[TH_BLAS_EPI_MAX];
+  int64_t dst_dt;
+} mm_post;
+
+static th_status run_post(th_dtype dt, operand *src, operand *wei, operand *bias, const mm_post *post, th_tensor *out);
+
+/* oneDNN's post-ops for k's rows: eltwise (alpha from the row's bits, beta 0) or a binary add whose
+ * operand is laid out as dst (a dense tensor of the output's shape). */
+static dnnl_status_t post_attr(const mm_key *k, dnnl_primitive_attr_t *attr) {
+  dnnl_post_ops_t ops;
+  dnnl_status_t s = dnnl_post_ops_create(&ops);
+  if (s != dnnl_success) return s;
+  for (int i = 0; i < k->npost && s == dnnl_success; i++) {
+    const dnnl_alg_kind_t alg = (dnnl_alg_kind_t)k->post[i][0];
+    if (alg == dnnl_binary_add) {
+      dnnl_memory_desc_t md;
+      md_init(&md, k->ndims, k->post[i][2], &k->dst);
+      s = dnnl_post_ops_append_binary(ops, alg, &md);
+    } else {
+      uint32_t bits = (uint32_t)k->post[i][1];
+      float alpha;
+      memcpy(&alpha, &bits, sizeof alpha);
+      s = dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, 0.0f);
+    }
+  }
+  if (s == dnnl_success && (s = dnnl_primitive_attr_create(attr)) == dnnl_success &&
+      (s = dnnl_primitive_attr_set_post_ops(*attr, ops)) != dnnl_success) {
+    dnnl_primitive_attr_destroy(*attr);
+    *attr = NULL;
+  }
+  dnnl_post_ops_destroy(ops);
+  return s;
+}
+
+/* The epilogue's part of the cache key: dst's dtype (0 when it is the operands') and the rows. */
+static void post_key(mm_key *k, const mm_post *p) {
+  k->dst_dt = p->dst_dt == k->dt ? 0 : p->dst_dt;
+  k->npost = p->n;
+  memcpy(k->post, p->rows, sizeof k->post);
+}
+
 /* bf16 on a CPU without a bf16 matmul: widen to f32, multiply, round back to bf16. An operand oneDNN
  * takes as it is is widened through its 3-D layout; any other is gathered straight from its strided
  * bf16 view into f32 (one pass, where a contiguous bf16 copy and then a widening would be two). */
@@ -417,7 +485,14 @@ static th_status run_widened(operand *src, operand *wei, operand *bias, th_tenso
 /* dst (B, M, N) = src @ wei [+ bias]; out is contiguous, so dense (B, M, N) describes it in every
  * case (1-D operands make M or N 1). Owned copies in the operands are released by the caller. */
 static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_tensor *out) {
-  if (dt == TH_BF16 && !bf16_native) return run_widened(src, wei, bias, out);
+  return run_post(dt, src, wei, bias, NULL, out);
+}
+
+static th_status run_post(th_dtype dt, operand *src, operand *wei, operand *bias, const mm_post *post, th_tensor *out) {
+  if (dt == TH_BF16 && !bf16_native) {
+    if (post) return th_error(TH_ERR_RUNTIME, "a bf16 GEMM epilogue needs oneDNN's bf16 matmul");
+    return run_widened(src, wei, bias, out);
+  }
   TH_TRY(op_prepare(src));
   TH_TRY(op_prepare(wei));
   if (bias) TH_TRY(op_prepare(bias));
@@ -431,6 +506,7 @@ static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_
   int64_t B = src->l.dims[0] > wei->l.dims[0] ? src->l.dims[0] : wei->l.dims[0];
   k.dst = dense(B, src->l.dims[1], wei->l.dims[2]);
   k.ndims = src->l.dims[0] == 1 && wei->l.dims[0] == 1 ? 2 : 3;
+  if (post) post_key(&k, post);
   mm_entry *e;
   th_status st = acquire(&k, &e);
   if (st != TH_OK) {
@@ -449,11 +525,11 @@ static th_status run(th_dtype dt, operand *src, operand *wei, operand *bias, th_
       TH_ASSERT(describe(c, ops[i]->kind, &ops[i]->l));
       copied = true;
     }
-    if (copied) return run(dt, src, wei, bias, out);
+    if (copied) return run_post(dt, src, wei, bias, post, out);
   }
   TH_TRY(st);
   st = execute(e, th_tensor_data(src->t), th_tensor_data(wei->t), bias ? th_tensor_data(bias->t) : NULL,
-               th_tensor_data(out));
+               th_tensor_data(out), post ? post->data : NULL);
   release(e);
   return st;
 }
@@ -674,11 +750,231 @@ static bool linear_checker(const th_bsym *b) {
   return z && z->dtype == x->dtype && z->ndim == 1;
 }
 
+/* ---- GEMM epilogues ------------------------------------------------------------------------------------
+ * A bsym of a dynamic symbol (`linear_gelu0`), claimed by "blas", whose subsymbols are a GEMM (prims or
+ * ltorch linear/matmul) and the chain of epilogue ops the execution transform folded into it
+ * (passes.c); its arguments are the GEMM's operands and the residuals. The kernel reads the chain from
+ * the subsymbols and runs one oneDNN matmul with the ops as post-ops: GELU (tanh, erf), SiLU (swish,
+ * alpha 1) and ReLU as eltwise post-ops, a scale as eltwise linear (alpha s, beta 0), a residual add as
+ * a binary add of a tensor laid out as dst, and a conversion as dst's dtype. oneDNN computes the chain
+ * on the float32 accumulator and rounds once, to dst's dtype; the unfused bf16 path rounds the GEMM's
+ * result to bf16 (and each op's) first, so bf16 epilogues agree with it to about one bf16 rounding. */
+
+static bool gemm_is_linear(const th_bsym *g) {
+  return g->sym->id == TH_OP_prims_linear || g->sym->id == TH_OP_ltorch_linear;
+}
+
+bool th_blas_epilogue_gemm(const th_bsym *g) {
+  if (g->out.kind != TH_ARG_VALUE || !g->out.u.value->is_tensor) return false;
+  const th_value *x = tensor_arg(g, 0), *y = tensor_arg(g, 1), *o = g->out.u.value;
+  if (!x || !y || o->dtype != x->dtype || (x->dtype == TH_BF16 && !th_blas_has_native_bf16())) return false;
+  switch (g->sym->id) {
+    case TH_OP_prims_linear:
+    case TH_OP_ltorch_linear:
+      if (g->nargs != 3 || !linear_checker(g)) return false;
+      return y->shape[1] > 0;
+    case TH_OP_prims_matmul:
+      if (g->nargs != 2 || !matmul_checker(g) || (x->ndim >= 3 && y->ndim >= 3)) return false;
+      return x->shape[x->ndim - 1] > 0;
+    case TH_OP_ltorch_matmul:
+      if (g->nargs != 2 || x->ndim != 2 || y->ndim != 2 || !matmul_checker(g)) return false;
+      return x->shape[1] > 0;
+    default: return false;
+  }
+}
+
+static bool same_shape(const th_value *a, const th_value *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
+static bool arg_is(const th_bsym *e, int i, const th_value *v) {
+  return i < e->nargs && e->args[i].kind == TH_ARG_VALUE && e->args[i].u.value == v;
+}
+
+static bool number_arg(const th_arg *a, double *f) {
+  if (a->kind == TH_ARG_INT)
+    *f = (double)a->u.i;
+  else if (a->kind == TH_ARG_FLOAT)
+    *f = a->u.f;
+  else
+    return false;
+  return true;
+}
+
+bool th_blas_epilogue_op(const th_bsym *e, const th_value *v, th_blas_epi *op) {
+  if (e->out.kind != TH_ARG_VALUE || !e->out.u.value->is_tensor || e->nkwargs || !v->is_tensor) return false;
+  const th_value *o = e->out.u.value;
+  if (!dtype_ok(o->dtype) || !dtype_ok(v->dtype) || !same_shape(o, v) || o->device.type != v->device.type) return false;
+  memset(op, 0, sizeof *op);
+  op->dtype = o->dtype;
+  const bool first = arg_is(e, 0, v), keeps = o->dtype == v->dtype;
+  switch (e->sym->id) {
+    case TH_OP_ltorch_gelu: {
+      const char *ap = e->nargs == 1 ? "none" : e->nargs == 2 && e->args[1].kind == TH_ARG_STR ? e->args[1].u.s : NULL;
+      if (!first || !keeps || !ap) return false;
+      if (!strcmp(ap, "tanh"))
+        op->kind = TH_BLAS_EPI_GELU_TANH;
+      else if (!strcmp(ap, "none"))
+        op->kind = TH_BLAS_EPI_GELU_ERF;
+      else
+        return false;
+      return true;
+    }
+    case TH_OP_ltorch_silu:
+    case TH_OP_ltorch_relu:
+      if (!first || !keeps || e->nargs > 2 || (e->nargs == 2 && (e->args[1].kind != TH_ARG_BOOL || e->args[1].u.b)))
+        return false;
+      op->kind = e->sym->id == TH_OP_ltorch_silu ? TH_BLAS_EPI_SILU : TH_BLAS_EPI_RELU;
+      return true;
+    case TH_OP_ltorch_add:
+    case TH_OP_prims_add: {
+      if (!keeps || e->nargs < 2 || e->nargs > 3 || (e->nargs == 3 && e->args[2].kind != TH_ARG_NONE)) return false;
+      const int other = first ? 1 : arg_is(e, 1, v) ? 0 : -1;
+      if (other < 0 || arg_is(e, other, v) || e->args[other].kind != TH_ARG_VALUE) return false;
+      const th_value *r = e->args[other].u.value;
+      if (!r->is_tensor || r->dtype != o->dtype || !same_shape(r, o) || r->device.type != o->device.type) return false;
+      op->kind = TH_BLAS_EPI_ADD;
+      op->operand = &e->args[other];
+      return true;
+    }
+    case TH_OP_ltorch_mul:
+    case TH_OP_prims_mul: {
+      double f;
+      if (!keeps || e->nargs != 2) return false;
+      const int other = first ? 1 : arg_is(e, 1, v) ? 0 : -1;
+      if (other < 0 || !number_arg(&e->args[other], &f)) return false;
+      op->kind = TH_BLAS_EPI_SCALE;
+      op->alpha = (float)f; /* the scalar is cast to the op's (float32 compute) dtype, as eager does */
+      return true;
+    }
+    case TH_OP_prims_convert_element_type:
+      if (!first || e->nargs != 2 || e->args[1].kind != TH_ARG_DTYPE || e->args[1].u.dtype != o->dtype) return false;
+      op->kind = TH_BLAS_EPI_CONVERT;
+      return true;
+    case TH_OP_ltorch_to:
+    case TH_OP_ltorch_float:
+    case TH_OP_ltorch_bfloat16:
+      if (!first) return false;
+      op->kind = TH_BLAS_EPI_CONVERT;
+      return true;
+    default: return false;
+  }
+}
+
+static int64_t dnnl_dt(th_dtype d) { return d == TH_BF16 ? dnnl_bf16 : dnnl_f32; }
+
+/* mm_post's rows for ops[0..n) and an output of out_dt (binary operands' data left to the caller) */
+static void post_rows(const th_blas_epi *ops, int n, th_dtype out_dt, mm_post *p) {
+  memset(p, 0, sizeof *p);
+  for (int i = 0; i < n; i++) {
+    int64_t alg = 0, dt1 = 0;
+    float alpha = 0.0f;
+    switch (ops[i].kind) {
+      case TH_BLAS_EPI_GELU_TANH: alg = dnnl_eltwise_gelu_tanh; break;
+      case TH_BLAS_EPI_GELU_ERF: alg = dnnl_eltwise_gelu_erf; break;
+      case TH_BLAS_EPI_SILU: alg = dnnl_eltwise_swish, alpha = 1.0f; break;
+      case TH_BLAS_EPI_RELU: alg = dnnl_eltwise_relu; break;
+      case TH_BLAS_EPI_ADD: alg = dnnl_binary_add, dt1 = dnnl_dt(ops[i].dtype); break;
+      case TH_BLAS_EPI_SCALE: alg = dnnl_eltwise_linear, alpha = ops[i].alpha; break;
+      case TH_BLAS_EPI_CONVERT: continue;
+    }
+    uint32_t bits;
+    memcpy(&bits, &alpha, sizeof bits);
+    p->rows[p->n][0] = alg;
+    p->rows[p->n][1] = bits;
+    p->rows[p->n][2] = dt1;
+    p->op_of[p->n++] = i;
+  }
+  p->dst_dt = dnnl_dt(out_dt);
+}
+
+bool th_blas_epilogue_supported(const th_bsym *g, const th_blas_epi *ops, int n) {
+  if (!init_ok() || n < 1 || n > TH_BLAS_EPI_MAX || !th_blas_epilogue_gemm(g)) return false;
+  const th_value *x = tensor_arg(g, 0), *y = tensor_arg(g, 1);
+  const bool lin = gemm_is_linear(g);
+  int64_t K = x->shape[x->ndim - 1], N, numel = 1;
+  for (int i = 0; i < x->ndim; i++) numel *= x->shape[i];
+  layout w;
+  if (lin) {
+    N = y->shape[0];
+    w = (layout){{1, K, N}, {0, 1, K}};
+    normalize(&w);
+  } else {
+    N = y->ndim == 2 ? y->shape[1] : 1;
+    w = dense(1, K, N);
+  }
+  mm_key k;
+  memset(&k, 0, sizeof k);
+  k.dt = dnnl_dt(x->dtype);
+  k.ndims = 2;
+  k.src = dense(1, numel / K, K);
+  k.wei = w;
+  k.has_bias = lin && tensor_arg(g, 2) != NULL;
+  k.bias = dense(1, 1, N);
+  k.dst = dense(1, numel / K, N);
+  mm_post p;
+  post_rows(ops, n, ops[n - 1].dtype, &p);
+  post_key(&k, &p);
+  mm_entry e = {0};
+  if (create(&k, &e) != dnnl_success) return false; /* oneDNN 2.6: no f32 GEMM with a bf16 dst */
+  dnnl_primitive_destroy(e.prim);
+  return true;
+}
+
+static th_status epilogue_kernel(th_rt_env *env, const th_bsym *b) {
+  if (b->nsubs < 2 || b->out.kind != TH_ARG_VALUE || b->subs[0]->out.kind != TH_ARG_VALUE)
+    return th_error(TH_ERR_RUNTIME, "%s: expected a GEMM and its epilogue as subsymbols", b->sym->name);
+  const th_bsym *g = b->subs[0];
+  th_blas_epi ops[TH_BLAS_EPI_MAX];
+  int n = 0;
+  const th_value *v = g->out.u.value;
+  for (int i = 1; i < b->nsubs; i++, n++) {
+    if (n == TH_BLAS_EPI_MAX || !th_blas_epilogue_op(b->subs[i], v, &ops[n]))
+      return th_error(TH_ERR_RUNTIME, "%s: subsymbol %d (%s) is not a GEMM epilogue op", b->sym->name, i,
+                      b->subs[i]->sym->qualname);
+    v = b->subs[i]->out.u.value;
+  }
+  const bool lin = gemm_is_linear(g);
+  th_tensor *x = th_rt_tensor(env, &g->args[0]), *y = th_rt_tensor(env, &g->args[1]);
+  th_tensor *z = lin ? th_rt_tensor(env, &g->args[2]) : NULL;
+  if (!x || !y) return th_error(TH_ERR_RUNTIME, "%s: expected tensor operands", b->sym->name);
+  if (!init_ok()) return th_error(TH_ERR_RUNTIME, "the oneDNN CPU engine could not be created");
+  th_tensor *out = th_rt_alloc_output(env, b->out.u.value);
+  if (!out) return th_last_status();
+  if (th_tensor_numel(out) == 0) return TH_OK;
+  mm_post p;
+  post_rows(ops, n, out->dtype, &p);
+  th_tensor *owned[TH_BLAS_EPI_MAX] = {0};
+  th_status st = TH_OK;
+  for (int r = 0; r < p.n && st == TH_OK; r++) {
+    if (p.rows[r][0] != dnnl_binary_add) continue;
+    th_tensor *t = th_rt_tensor(env, ops[p.op_of[r]].operand);
+    if (!t) {
+      st = th_error(TH_ERR_RUNTIME, "%s: expected a tensor residual", b->sym->name);
+    } else if (!th_tensor_is_contiguous(t)) { /* laid out as dst */
+      if (!(t = owned[r] = th_tensor_contiguous_copy(t))) st = th_last_status();
+    }
+    if (st == TH_OK) p.data[r] = th_tensor_data(t);
+  }
+  if (st == TH_OK) {
+    operand a = {x, false, lin ? (x->ndim == 1 ? V_ROWVEC : V_ROWS) : (x->ndim == 1 ? V_ROWVEC : V_MAT), {{0}, {0}}};
+    operand w = {y, false, lin ? V_WT : (y->ndim == 1 ? V_COLVEC : V_MAT), {{0}, {0}}};
+    operand c = {z, false, V_ROWVEC, {{0}, {0}}};
+    st = finish(run_post(x->dtype, &a, &w, z ? &c : NULL, &p, out), &a, &w, z ? &c : NULL);
+  }
+  for (int r = 0; r < TH_BLAS_EPI_MAX; r++) th_tensor_release(owned[r]);
+  return st;
+}
+
 static const th_operator_impl blas_impls[] = {
   {TH_OP_prims_matmul, matmul_kernel, matmul_checker},
   {TH_OP_prims_linear, linear_kernel, linear_checker},
   {TH_OP_prims_scaled_mm, scaled_mm_kernel, NULL},
   {TH_OP_prims_convolution, th_blas_convolution_kernel, th_blas_convolution_checker}, /* blas_conv.c */
+  {TH_OP_DYNAMIC, epilogue_kernel, NULL}, /* a GEMM with its epilogue, made by the execution transform */
 };
 
 const th_executor_desc th_blas_executor = {"blas", (int)(sizeof blas_impls / sizeof blas_impls[0]), blas_impls};

@@ -37,6 +37,39 @@ extern const th_executor_desc th_blas_executor;
  * the trace when the fuser runs (passes.c), so the conversions fuse with their neighbours. */
 bool th_blas_has_native_bf16(void);
 
+/* ---- GEMM epilogues (blas.c) ------------------------------------------------------------------------
+ * Elementwise ops after a GEMM that oneDNN's matmul applies to the f32 accumulator as post-ops, before
+ * the one conversion to the output dtype. The execution transform (passes.c) folds a GEMM and a chain
+ * of them into one bsym the BLAS executor claims; its kernel reads the chain back from the subsymbols. */
+typedef enum {
+  TH_BLAS_EPI_GELU_TANH,
+  TH_BLAS_EPI_GELU_ERF,
+  TH_BLAS_EPI_SILU,
+  TH_BLAS_EPI_RELU,
+  TH_BLAS_EPI_ADD,     /* + a tensor of the output's shape and dtype (a residual): operand */
+  TH_BLAS_EPI_SCALE,   /* * a constant number: alpha */
+  TH_BLAS_EPI_CONVERT, /* to dtype (f32 or bf16): the output dtype, no rounding in between */
+} th_blas_epi_kind;
+
+typedef struct {
+  th_blas_epi_kind kind;
+  float alpha;
+  const th_arg *operand; /* ADD: the residual (an argument of the op's bsym) */
+  th_dtype dtype;        /* the op's output dtype */
+} th_blas_epi;
+
+#define TH_BLAS_EPI_MAX 4
+
+/* Whether top-level bsym g is a GEMM the BLAS executor can run with an epilogue: prims.linear,
+ * ltorch.linear, prims.matmul (not both operands batched) or ltorch.matmul of two matrices, f32 or
+ * bf16, K > 0. */
+bool th_blas_epilogue_gemm(const th_bsym *g);
+/* Whether bsym e, given the chain's current value v as an operand, is an epilogue op; fills *op. */
+bool th_blas_epilogue_op(const th_bsym *e, const th_value *v, th_blas_epi *op);
+/* Whether oneDNN makes a matmul primitive for GEMM g followed by ops[0..n) on this CPU (probed with
+ * dense layouts of g's shapes). */
+bool th_blas_epilogue_supported(const th_bsym *g, const th_blas_epi *ops, int n);
+
 /* ---- user executors (executors/registry.c) ------------------------------------------------------------
  * th_registry_snapshot: *out = a private copy of the registered executor `name` (its name, impls and
  * kernels as they are now), for one compilation, or NULL if there is none (TH_OK either way;

@@ -16,8 +16,12 @@
  *     back to bfloat16 (one rounding, as PyTorch) into the bsym's recorded output value. The widening
  *     and rounding then land in the neighbouring fusion regions instead of being separate passes over
  *     memory (a bf16 value feeding two GEMMs is widened once: one float32 value per bf16 value).
+ *   - a GEMM the BLAS executor claims and the chain of elementwise ops after it that oneDNN can apply as
+ *     post-ops (GEMM epilogues, below) become one bsym BLAS claims, with the GEMM and the ops as its
+ *     subsymbols.
  * Dead code is then removed (decompositions may compute outputs nobody uses). Renaming is by value
  * identity: a map from value id to value, filled only for values made by re-run decompositions. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "executors/fuser/fuser.h"
@@ -33,6 +37,7 @@ typedef struct {
   bool widen_bf16;    /* spell out bf16 GEMMs as f32 GEMMs (see the file comment) */
   th_value **widened; /* indexed by the id of a bf16 value: its float32 conversion, once recorded */
   uint32_t nwidened;
+  int nepilogues; /* GEMM epilogue bsyms made so far (their names' counter) */
 } pass_ctx;
 
 static th_value *rename_value(th_value *v, void *p) {
@@ -406,20 +411,185 @@ static th_status sink_broadcasts(pass_ctx *c) {
   return st;
 }
 
+/* ---- GEMM epilogues (BLAS listed; THUNDER_GEMM_EPILOGUE=0 turns them off) --------------------------------
+ * A top-level GEMM the BLAS executor would claim (th_blas_epilogue_gemm) and the ops after it, each the
+ * only user of the previous one's result and an op oneDNN applies to the accumulator as a post-op
+ * (th_blas_epilogue_op: GELU tanh/erf, SiLU, ReLU, + a residual tensor of the output's shape, * a
+ * constant, a conversion between f32 and bf16), become one bsym of a dynamic symbol (`linear_gelu0`)
+ * claimed by BLAS, emitted where the chain's last op was, with the GEMM and the ops (as recorded) as
+ * its subsymbols and the GEMM's operands and the residuals as its arguments. An intermediate used
+ * anywhere else (a second consumer, the return: a grad transform's forward that saves the
+ * pre-activation for the backward) ends the chain there, so every value the rest of the trace reads
+ * is still computed. The chain also ends at an effect (copy_, in-place ops, update_aliases) between
+ * the GEMM and the next op, at an op an executor listed before BLAS implements (it would claim it), and
+ * at four ops; it is cut back until oneDNN makes the primitive (probed at compile time). Values only
+ * move later (the GEMM to its chain's last op), and nothing else reads them, so results are those of
+ * the unfused ops up to the rounding: oneDNN rounds once, to the output dtype, where the unfused bf16
+ * path rounds the GEMM's result and each op's (kernel: blas.c, "GEMM epilogues"). */
+static bool epilogue_enabled(void) {
+  const char *e = getenv("THUNDER_GEMM_EPILOGUE");
+  return !e || strcmp(e, "0") != 0;
+}
+
+/* an executor listed before BLAS implements op (and would be asked first) */
+static bool implemented_before_blas(const pass_ctx *c, th_op_id op) {
+  for (int i = 0; i < c->nexecs && c->execs[i] != &th_blas_executor; i++)
+    if (find_impl(c->execs[i], op)) return true;
+  return false;
+}
+
+static bool gemm_claimed_by_blas(const pass_ctx *c, const th_bsym *g) {
+  const th_op_id prim =
+    g->sym->id == TH_OP_ltorch_linear || g->sym->id == TH_OP_prims_linear ? TH_OP_prims_linear : TH_OP_prims_matmul;
+  return !implemented_before_blas(c, g->sym->id) && !implemented_before_blas(c, prim);
+}
+
+typedef struct {
+  int *uses, *user; /* per value id: top-level uses as an argument, and the last bsym using it */
+  uint32_t n;
+} use_ctx;
+
+static void count_use(th_value *v, void *p) {
+  use_ctx *u = p;
+  if (v->id >= u->n) return;
+  u->uses[v->id]++;
+  u->user[v->id] = u->user[u->n]; /* the bsym being walked, parked past the end */
+}
+
+static void max_id(th_value *v, void *p) {
+  uint32_t *m = p;
+  if (v->id + 1 > *m) *m = v->id + 1;
+}
+
+/* *emit_out[i], for tr's top-level bsyms: -1 (processed as usual), or the index of the last op of the
+ * epilogue chain bsym i belongs to (where the fused bsym goes). NULL when no chain was found. */
+static th_status plan_epilogues(const pass_ctx *c, const th_trace *tr, int **emit_out) {
+  *emit_out = NULL;
+  bool blas = false;
+  for (int i = 0; i < c->nexecs; i++) blas |= c->execs[i] == &th_blas_executor;
+  const int n = tr->bsyms.n;
+  if (!blas || !n || !epilogue_enabled()) return TH_OK;
+  uint32_t nid = 0;
+  for (int i = 0; i < n; i++) th_bsym_foreach_value(tr->bsyms.items[i], TH_BSYM_ALL, max_id, &nid);
+  use_ctx u = {th_calloc((size_t)nid + 1, sizeof(int)), th_calloc((size_t)nid + 1, sizeof(int)), nid};
+  int *emit = th_malloc(sizeof(int) * (size_t)n), *neff = th_malloc(sizeof(int) * (size_t)(n + 1));
+  if (!u.uses || !u.user || !emit || !neff) {
+    th_free(u.uses);
+    th_free(u.user);
+    th_free(emit);
+    th_free(neff);
+    return th_error(TH_ERR_NOMEM, "out of memory in the execution transform");
+  }
+  neff[0] = 0;
+  for (int i = 0; i < n; i++) {
+    const th_bsym *b = tr->bsyms.items[i];
+    u.user[nid] = i;
+    th_bsym_foreach_value(b, TH_BSYM_INPUTS, count_use, &u);
+    neff[i + 1] = neff[i] + th_fuser_is_effect(b);
+    emit[i] = -1;
+  }
+  bool any = false;
+  for (int i = 0; i < n; i++) {
+    const th_bsym *g = tr->bsyms.items[i];
+    if (emit[i] >= 0 || !th_blas_epilogue_gemm(g) || !gemm_claimed_by_blas(c, g)) continue;
+    th_blas_epi ops[TH_BLAS_EPI_MAX];
+    int members[TH_BLAS_EPI_MAX + 1] = {i}, nops = 0;
+    const th_value *v = g->out.u.value;
+    while (nops < TH_BLAS_EPI_MAX && v->id < nid && u.uses[v->id] == 1) {
+      const int j = u.user[v->id];
+      const th_bsym *e = tr->bsyms.items[j];
+      if (j <= i || emit[j] >= 0 || neff[j] != neff[i + 1] || implemented_before_blas(c, e->sym->id) ||
+          !th_blas_epilogue_op(e, v, &ops[nops]))
+        break;
+      members[++nops] = j;
+      v = e->out.u.value;
+    }
+    while (nops > 0 && !th_blas_epilogue_supported(g, ops, nops)) nops--;
+    for (int k = 0; nops > 0 && k <= nops; k++) emit[members[k]] = members[nops];
+    any |= nops > 0;
+  }
+  th_free(u.uses);
+  th_free(u.user);
+  th_free(neff);
+  if (any)
+    *emit_out = emit;
+  else
+    th_free(emit);
+  return TH_OK;
+}
+
+static const char *epilogue_name(th_blas_epi_kind k) {
+  switch (k) {
+    case TH_BLAS_EPI_GELU_TANH:
+    case TH_BLAS_EPI_GELU_ERF: return "gelu";
+    case TH_BLAS_EPI_SILU: return "silu";
+    case TH_BLAS_EPI_RELU: return "relu";
+    case TH_BLAS_EPI_ADD: return "add";
+    case TH_BLAS_EPI_SCALE: return "mul";
+    case TH_BLAS_EPI_CONVERT: return "convert";
+  }
+  return "op";
+}
+
+/* The fused bsym of the chain whose last op is tr's bsym `last`, appended to the output trace. */
+static th_status emit_epilogue(pass_ctx *c, const th_trace *tr, const int *emit, int last) {
+  th_trace *nt = c->out;
+  int m = 0;
+  for (int i = 0; i <= last; i++) m += emit[i] == last;
+  th_bsym **subs = th_arena_alloc(nt->arena, sizeof *subs * (size_t)m);
+  th_arg *args = th_arena_alloc(nt->arena, sizeof *args * (size_t)(m + 3));
+  if (!subs || !args) return TH_ERR_NOMEM;
+  for (int i = 0, k = 0; i <= last; i++) {
+    if (emit[i] != last) continue;
+    TH_TRY(th_bsym_clone(nt, tr->bsyms.items[i], rename_value, c, &subs[k]));
+    subs[k++]->executor = NULL;
+  }
+  const th_bsym *g = subs[0];
+  int na = 0;
+  for (int a = 0; a < g->nargs; a++)
+    if (g->args[a].kind == TH_ARG_VALUE) args[na++] = g->args[a];
+  char name[96];
+  int len = snprintf(name, sizeof name, "%s",
+                     g->sym->id == TH_OP_ltorch_linear || g->sym->id == TH_OP_prims_linear ? "linear" : "matmul");
+  const th_value *v = g->out.u.value;
+  for (int k = 1; k < m; k++) {
+    th_blas_epi op;
+    if (!th_blas_epilogue_op(subs[k], v, &op))
+      return th_error(TH_ERR_RUNTIME, "%s: not a GEMM epilogue op", subs[k]->sym->qualname);
+    if (op.kind == TH_BLAS_EPI_ADD) args[na++] = *op.operand;
+    len += snprintf(name + len, sizeof name - (size_t)len, "_%s", epilogue_name(op.kind));
+    v = subs[k]->out.u.value;
+  }
+  snprintf(name + len, sizeof name - (size_t)len, "%d", c->nepilogues++);
+  th_symbol *sym = th_symbol_new_dynamic(nt, name);
+  if (!sym) return TH_ERR_NOMEM;
+  th_bsym *b = th_bsym_new(nt, sym, na, args, subs[m - 1]->out);
+  if (!b || !(b->executor = th_arena_strdup(nt->arena, th_blas_executor.name))) return TH_ERR_NOMEM;
+  b->nsubs = m;
+  b->subs = subs;
+  b->line = subs[m - 1]->line;
+  return th_vec_push(nt->arena, &nt->bsyms, b);
+}
+
 th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc *const *execs, int nexecs,
                                      th_trace **out) {
   double t0 = th_pass_clock_ms();
   th_trace *nt = th_trace_derive(tr, tr->fn_name);
   if (!nt) return TH_ERR_NOMEM;
-  pass_ctx c = {nt, execs, nexecs, NULL, 0, false, NULL, 0};
+  pass_ctx c = {nt, execs, nexecs, NULL, 0, false, NULL, 0, 0};
   for (int i = 0; i < nexecs; i++) { /* the fuser listed before BLAS, on a CPU without a bf16 GEMM */
     if (execs[i] == &th_blas_executor) break;
     if (execs[i] == &th_fuser_executor) c.widen_bf16 = !th_blas_has_native_bf16();
   }
-  th_status st = TH_OK;
+  int *emit = NULL;
+  th_status st = plan_epilogues(&c, tr, &emit);
   for (int i = 0; i < tr->inputs.n && st == TH_OK; i++) st = th_vec_push(nt->arena, &nt->inputs, tr->inputs.items[i]);
   for (int i = 0; i < tr->bsyms.n && st == TH_OK; i++) {
     const th_bsym *top = tr->bsyms.items[i];
+    if (emit && emit[i] >= 0) {
+      if (emit[i] == i) st = emit_epilogue(&c, tr, emit, i);
+      continue;
+    }
     st = process(&c, top);
     if (st != TH_OK && st != TH_ERR_NOMEM && !top->sym->is_prim) {
       /* the failing bsym came from a decomposition: say which statement of the user's trace it was */
@@ -442,6 +612,7 @@ th_status th_transform_for_execution(const th_trace *tr, const th_executor_desc 
   }
   th_free(c.rename);
   th_free(c.widened);
+  th_free(emit);
   if (st != TH_OK) {
     if (st == TH_ERR_NOMEM && th_last_status() != TH_ERR_NOMEM)
       th_error(TH_ERR_NOMEM, "out of memory in the execution transform");

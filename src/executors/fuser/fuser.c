@@ -179,6 +179,12 @@ done:
   return s;
 }
 
+/* A fusion region: a dynamic symbol the fuser claims (other executors claim dynamic symbols too: BLAS's
+ * GEMM epilogues). */
+bool th_fuser_is_region(const th_bsym *b) {
+  return b->sym->id == TH_OP_DYNAMIC && b->executor && !strcmp(b->executor, th_fuser_executor.name);
+}
+
 static const th_operator_impl fuser_impls[] = {{TH_OP_DYNAMIC, fuser_kernel, NULL}};
 const th_executor_desc th_fuser_executor = {"fuser", 1, fuser_impls};
 
@@ -289,7 +295,7 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   }
   int nreg = 0;
   for (int i = 0; i < nt->bsyms.n; i++)
-    if (((th_bsym *)nt->bsyms.items[i])->sym->id == TH_OP_DYNAMIC) nreg++;
+    if (th_fuser_is_region(nt->bsyms.items[i])) nreg++;
   if (nreg == 0) { /* nothing to compile: no compiler needed */
     *out = nt;
     return TH_OK;
@@ -305,7 +311,7 @@ th_status th_fuser_pass(const th_trace *et, const th_executor_desc *const *execs
   }
   for (int i = 0; i < nt->bsyms.n && st == TH_OK; i++) {
     const th_bsym *b = nt->bsyms.items[i];
-    if (b->sym->id != TH_OP_DYNAMIC) continue;
+    if (!th_fuser_is_region(b)) continue;
     st = th_fuser_codegen(b, ir, &s->r[s->n]);
     if (st == TH_OK) s->n++;
   }

@@ -33,6 +33,7 @@
 typedef enum { TH_FUSER_DATAFLOW = 0, TH_FUSER_CONSECUTIVE = 1 } th_fuser_strategy;
 
 /* The fuser executor's descriptor (one impl: TH_OP_DYNAMIC, the region kernel). */
+bool th_fuser_is_region(const th_bsym *b); /* a dynamic symbol claimed by the fuser */
 extern const th_executor_desc th_fuser_executor;
 
 /* ---- nest.c ---------------------------------------------------------------------------------------- */
