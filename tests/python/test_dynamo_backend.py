@@ -263,14 +263,20 @@ def test_autocast_block_inside_forward():
             return y.float().relu()
 
     m, cm, m2, be = compiled_pair(M)
+    m64 = copy.deepcopy(m).double()
     x = R(3, 4)
     out, ref = cm(x), m(x)
     close(out, ref, "output", rtol=1e-2, atol=1e-2)
     assert not torch.is_autocast_enabled("cpu")
     out.sum().backward()
     ref.sum().backward()
-    for (n, p), (_, p2) in zip(m.named_parameters(), m2.named_parameters()):
-        close(p2.grad, p.grad, f"grad of {n}", rtol=1e-2, atol=1e-2)
+    m64.fc2(torch.fft.fft(m64.fc1(x.double())).real).relu().sum().backward()  # the float64 reference
+    # bf16 results round at different points (a GEMM epilogue writes the f32 gradient directly where
+    # eager rounds it to bf16 first), so each gradient is held to eager's own error against float64
+    for (n, p), (_, p2), (_, p64) in zip(m.named_parameters(), m2.named_parameters(), m64.named_parameters()):
+        err, eager_err = (p2.grad.double() - p64.grad).abs().max(), (p.grad.double() - p64.grad).abs().max()
+        assert err <= 2 * eager_err + 2e-3, f"grad of {n}: error {err:.4g} against float64, eager's {eager_err:.4g}"
+        close(p2.grad, p.grad, f"grad of {n}", rtol=2e-2, atol=2e-2)
     (g,) = be.graphs
     # the region after the eager fft runs inside the autocast block: split_module puts the block's
     # enter/exit at its ends, and the region replays them around its thunder-c call
