@@ -42,7 +42,7 @@ from . import transforms
 from . import extend  # user operators and executors (thunder_c.extend.OperatorExecutor)
 from ._C import prims, torch  # the prims and torch-level (ltorch) ops, callable inside jitted code
 
-__all__ = ["jit", "get_num_threads", "set_num_threads", "last_traces", "last_backward_traces", "cache_hits", "cache_misses", "trace_from_text", "autocast", "transforms",
+__all__ = ["jit", "get_num_threads", "set_num_threads", "last_traces", "last_backward_traces", "cache_hits", "cache_misses", "compile_stats", "CompileStats", "RecompileWarning", "config", "trace_from_text", "autocast", "transforms",
            "extend", "Trace", "TensorProxy", "prims", "torch", "dtypes", "ThunderModule"]
 
 
@@ -138,6 +138,9 @@ class _ThunderFunction(_torch.autograd.Function):
 _C._set_autograd_function(_ThunderFunction)
 
 from . import _torchao  # noqa: E402
+from ._compile_stats import CompileStats, RecompileWarning, compile_stats, config  # noqa: E402
+
+_C._set_recorder_class(_compile_stats._Recorder)
 
 _C._set_module_hook(_torchao.prepare)
 

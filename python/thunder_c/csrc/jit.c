@@ -32,6 +32,7 @@ static void jit_dealloc(PyObject *o) {
   pyth_float8_clear(&j->float8);
   Py_XDECREF(j->dump_dir);
   Py_XDECREF(j->written);
+  Py_XDECREF(j->recorder);
   PyObject_GC_Del(o);
 }
 
@@ -47,6 +48,7 @@ static int jit_traverse(PyObject *o, visitproc visit, void *arg) {
   Py_VISIT(j->last);
   Py_VISIT(j->float8.filter);
   Py_VISIT(j->written);
+  Py_VISIT(j->recorder);
   return 0;
 }
 
@@ -61,7 +63,31 @@ static int jit_clear(PyObject *o) {
   Py_CLEAR(j->cache);
   Py_CLEAR(j->last);
   Py_CLEAR(j->written);
+  Py_CLEAR(j->recorder);
   return 0;
+}
+
+/* The jitted function's miss recorder (thunder_c._compile_stats._Recorder), made on first use. */
+static PyObject *recorder(pyth_jit *j) {
+  if (j->recorder) return j->recorder;
+  if (!jit_recorder_class) return PyErr_SetString(PyExc_RuntimeError, "thunder_c: _compile_stats is not loaded"), NULL;
+  PyObject *qn = PyObject_GetAttrString(j->fn, "__qualname__");
+  if (!qn) {
+    PyErr_Clear();
+    qn = PyUnicode_FromString(Py_TYPE(j->fn)->tp_name);
+  }
+  if (qn) j->recorder = PyObject_CallOneArg(jit_recorder_class, qn);
+  Py_XDECREF(qn);
+  return j->recorder;
+}
+
+/* Records a miss: its reason (why, when only the cache knows it; else the recorder finds what differs
+ * from the closest compiled entry) and, past thunder_c.config.recompile_limit, a RecompileWarning. Returns
+ * the call's description (for on_entry) or NULL with an exception. */
+static PyObject *record_miss(pyth_jit *j, PyObject *args, PyObject *kwargs, const char *why) {
+  PyObject *r = recorder(j);
+  if (!r) return NULL;
+  return PyObject_CallMethod(r, "on_miss", "OOOs", j->fn, args, kwargs ? kwargs : Py_None, why);
 }
 
 bool jit_attr_written(const pyth_jit *j, PyObject *md, PyObject *key) {
@@ -253,8 +279,9 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     return PyErr_SetString(PyExc_TypeError, "a jitted trace takes its inputs positionally"), NULL;
   tensor_list tl = {.n = 0, .cap = 8};
   tl.t = tl.local;
-  PyObject *res = NULL, *ids = NULL;
+  PyObject *res = NULL, *ids = NULL, *desc = NULL;
   pyth_entry *e = NULL;
+  const char *why = j->mode == CACHE_NONE ? "cache='no caching'" : NULL; /* a miss's reason only the cache knows */
   if (j->is_module) {
     int changed = structure_changed(j);
     if (changed < 0) goto done;
@@ -262,6 +289,10 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
       if (collect_slots(j) < 0) goto done;
       PyDict_Clear(j->cache);
       Py_CLEAR(j->last);
+      PyObject *r = j->recorder ? PyObject_CallMethod(j->recorder, "on_clear", NULL) : Py_NewRef(Py_None);
+      if (!r) goto done;
+      Py_DECREF(r);
+      why = "the module's parameters, buffers or submodules were replaced, added or removed";
     }
   }
   PyObject *key = jit_cache_key(j, args, kwargs, &tl, &ids);
@@ -282,12 +313,14 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
       goto done;
     }
     Py_CLEAR(e);
+    why = "a tensor the function captured (a closure variable, a global, a module attribute) changed shape or dtype";
   }
   if (e) {
     j->hits++;
   } else {
     j->misses++;
-    if (pyth_dispatch_init() < 0 || !(e = jit_compile_entry(j, args, kwargs, &tl))) {
+    if (!(desc = record_miss(j, args, kwargs, why)) || pyth_dispatch_init() < 0 ||
+        !(e = jit_compile_entry(j, args, kwargs, &tl))) {
       Py_DECREF(key);
       goto done;
     }
@@ -302,6 +335,12 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
       Py_DECREF(key);
       goto done;
     }
+    PyObject *r = j->mode == CACHE_NONE ? Py_NewRef(Py_None) : PyObject_CallMethod(j->recorder, "on_entry", "(O)", desc);
+    if (!r) {
+      Py_DECREF(key);
+      goto done;
+    }
+    Py_DECREF(r);
   }
   Py_DECREF(key);
   Py_XSETREF(j->last, Py_NewRef((PyObject *)e));
@@ -311,6 +350,7 @@ static PyObject *jit_call(PyObject *self, PyObject *args, PyObject *kwargs) {
 done:
   Py_XDECREF(e);
   Py_XDECREF(ids);
+  Py_XDECREF(desc);
   jit_tl_free(&tl);
   return res;
 }
@@ -516,6 +556,21 @@ static PyObject *m_cache_misses(PyObject *self, PyObject *o) {
   return r;
 }
 
+static PyObject *m_stats_recorder(PyObject *self, PyObject *o) {
+  (void)self;
+  pyth_jit *j = as_jit(o);
+  PyObject *r = j ? recorder(j) : NULL;
+  Py_XINCREF(r);
+  Py_XDECREF(j);
+  return r;
+}
+
+static PyObject *m_set_recorder_class(PyObject *self, PyObject *cls) {
+  (void)self;
+  Py_XSETREF(jit_recorder_class, Py_NewRef(cls));
+  Py_RETURN_NONE;
+}
+
 static PyObject *m_set_mode_class(PyObject *self, PyObject *cls) {
   (void)self;
   Py_XSETREF(jit_mode_class, Py_NewRef(cls));
@@ -538,6 +593,8 @@ static PyMethodDef jit_functions[] = {
    "(Grad transform pass, Transform for execution, [fusion,] Delete Last Used); [] when it ran forward only."},
   {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
   {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
+  {"_stats_recorder", m_stats_recorder, METH_O, "internal: the jitted function's miss recorder (thunder_c.compile_stats)."},
+  {"_set_recorder_class", m_set_recorder_class, METH_O, "internal: thunder_c._compile_stats._Recorder."},
   {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},
   {"_set_module_hook", m_set_module_hook, METH_O,
    "internal: hook(submodules) -> undo callable or None, called before a module is traced (thunder_c._torchao)."},

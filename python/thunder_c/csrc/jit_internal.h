@@ -18,7 +18,7 @@ extern jit_strings jit_s;
 /* thunder_c._ThunderMode (_set_mode_class), and thunder_c._torchao.prepare (_set_module_hook): called
  * with the list of a module's submodules before it is traced, it returns a callable that undoes what it
  * did (or None). NULL until set. */
-extern PyObject *jit_mode_class, *jit_module_hook;
+extern PyObject *jit_mode_class, *jit_module_hook, *jit_recorder_class;
 
 /* ---- the tensors of one call -------------------------------------------------------------------- */
 
@@ -78,6 +78,7 @@ typedef struct {
   PyObject *executor_names; /* list of str (owns the strings executors point into), then the executor
                              * objects given (thunder_c.extend executors: kept alive with the function) */
   long long hits, misses;
+  PyObject *recorder; /* thunder_c._compile_stats._Recorder: the misses' reasons, made on the first miss */
   PyObject *weakrefs;
   pyth_float8 float8; /* jit(..., float8=...): the float8 transform on every trace (transforms.c) */
   PyObject *dump_dir; /* jit(..., dump_fusions=dir): str, each program's fusion source written there */

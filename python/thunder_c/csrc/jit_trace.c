@@ -15,7 +15,7 @@
 
 #include "jit_internal.h"
 
-PyObject *jit_mode_class, *jit_module_hook;
+PyObject *jit_mode_class, *jit_module_hook, *jit_recorder_class;
 static unsigned long epoch_counter;
 
 /* ---- cache entries ------------------------------------------------------------------------------- */
