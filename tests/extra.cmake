@@ -4,7 +4,7 @@
 if(NOT THUNDER_SANITIZE)
   add_test(NAME python_tests
     COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/python)
-  set_tests_properties(python_tests PROPERTIES LABELS python TIMEOUT 1200
+  set_tests_properties(python_tests PROPERTIES LABELS python TIMEOUT 3600
     ENVIRONMENT "THUNDER_BUILD_DIR=${PROJECT_BINARY_DIR};THUNDER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endif()
 
