@@ -146,7 +146,7 @@ import warnings  # noqa: E402
 
 import torch  # noqa: E402
 
-from bench_host import cpu_flags  # noqa: E402
+from bench_host import cpu_flags, cpu_model  # noqa: E402
 import torch._dynamo  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -202,17 +202,6 @@ def import_thunder():
 
 
 # ---- machine and versions --------------------------------------------------------------------------------------
-
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return platform.processor() or platform.machine()
-
 
 def pkg_version(name):
     try:

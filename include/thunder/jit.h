@@ -140,10 +140,15 @@ int th_program_num_random_ops(const th_program *p);
  * they call; a change a kernel makes to the calling thread's OpenMP setting ends with the run.
  * Default: THUNDER_NUM_THREADS if the environment sets it to a positive integer (values above 4096
  * read as 4096), else the first value of OMP_NUM_THREADS if set, else omp_get_num_procs() (the CPUs
- * this process may run on).
- * th_set_num_threads(n): n >= 1 sets the count for later calls from any thread; n == 0 returns to the
- * default; n < 0 or n > 4096 is TH_ERR_VALUE ("th_set_num_threads: n: expected 0 (the default) or a
- * count in [1, 4096], but got -1") and changes nothing. Like torch.set_num_threads, it is process-wide. */
+ * this process may run on). While other processes are runnable, a run's team under the default is
+ * capped by the CPUs they leave free (the system's runnable tasks, from /proc/loadavg, less this
+ * process's running threads; sampled at most every 10 ms): on a machine other work keeps busy, a team
+ * larger than the free CPUs waits at every barrier for a preempted member. THUNDER_ADAPTIVE_THREADS=0
+ * turns the cap off.
+ * th_set_num_threads(n): n >= 1 sets the count for later calls from any thread, used as given (no
+ * cap); n == 0 returns to the default; n < 0 or n > 4096 is TH_ERR_VALUE ("th_set_num_threads: n:
+ * expected 0 (the default) or a count in [1, 4096], but got -1") and changes nothing. Like
+ * torch.set_num_threads, it is process-wide. */
 th_status th_set_num_threads(int n);
 int th_get_num_threads(void);
 

@@ -38,6 +38,7 @@
  * Primitives are cached by (dtype, rank, layouts of src/wei/bias/dst, dst dtype, post-ops) in a small
  * LRU table shared by all programs (a mutex guards lookups; a primitive in use is never evicted; oneDNN
  * primitives may run concurrently). oneDNN threads with its default OpenMP runtime. */
+#include <omp.h>
 #include <string.h>
 #include <threads.h>
 
@@ -141,6 +142,7 @@ typedef struct { /* no padding: compared with memcmp */
   int64_t dst_dt; /* dnnl_data_type_t of dst; 0 (undef): dt */
   int64_t npost;  /* post-ops (a GEMM epilogue): post_key's rows */
   int64_t post[TH_BLAS_EPI_MAX][3];
+  int64_t nthr; /* the OpenMP team the primitive was made for (oneDNN fixes it at creation): set by acquire */
 } mm_key;
 
 typedef struct {
@@ -194,7 +196,7 @@ static void init(void) {
     return;
   }
   /* does this CPU have a bf16 matmul? */
-  mm_key k = {dnnl_bf16, 2, 0, dense(1, 2, 2), dense(1, 2, 2), dense(1, 1, 1), dense(1, 2, 2), 0, 0, {{0}}};
+  mm_key k = {dnnl_bf16, 2, 0, dense(1, 2, 2), dense(1, 2, 2), dense(1, 1, 1), dense(1, 2, 2), 0, 0, {{0}}, 0};
   mm_entry e = {0};
   if (create(&k, &e) == dnnl_success) {
     bf16_native = true;
@@ -208,7 +210,10 @@ static th_status dnnl_err(const char *what, dnnl_status_t s) {
 }
 
 /* A primitive for k: from the cache, or created (and cached when a slot is free). */
-static th_status acquire(const mm_key *k, mm_entry **out) {
+static th_status acquire(const mm_key *key, mm_entry **out) {
+  mm_key kt = *key;
+  kt.nthr = omp_get_max_threads();
+  const mm_key *k = &kt;
   mtx_lock(&cache_mtx);
   mm_entry *victim = NULL;
   for (int i = 0; i < CACHE_SIZE; i++) {

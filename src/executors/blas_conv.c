@@ -24,6 +24,7 @@
  * The checker creates (and so caches) the primitive at compile time: a problem oneDNN refuses stays
  * with the eager executor, as do float64, the integers and empty tensors. */
 #include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 #include <threads.h>
 
@@ -41,6 +42,7 @@ typedef struct { /* int64 fields only: compared with memcmp */
   int64_t transposed, k, has_bias;
   int64_t N, IC, OC, G;
   int64_t L[3], K[3], Lo[3], s[3], d[3], pl[3], pr[3];
+  int64_t nthr; /* the OpenMP team the primitive was made for (oneDNN fixes it at creation): set by acquire */
 } cv_key;
 
 /* The key of b's call from its operands' metadata (shapes known at compile time), or false when the
@@ -268,7 +270,10 @@ static dnnl_status_t create(const cv_key *k, cv_entry *e) {
 }
 
 /* An entry for k: from the cache, or created (and cached when a slot is free). */
-static th_status acquire(const cv_key *k, cv_entry **out) {
+static th_status acquire(const cv_key *key, cv_entry **out) {
+  cv_key kt = *key;
+  kt.nthr = omp_get_max_threads();
+  const cv_key *k = &kt;
   if (!init_ok()) return th_error(TH_ERR_RUNTIME, "prims.convolution: the oneDNN CPU engine could not be created");
   mtx_lock(&cache_mtx);
   cv_entry *victim = NULL;

@@ -22,12 +22,16 @@
  * offset carries over from run to run, so every run draws a fresh, reproducible stream; a host that
  * owns the randomness (the Python frontend, from torch's default generator) sets the state before each
  * run (th_program_set_rng_state). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <omp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "runtime/kernel.h"
 #include "runtime/program.h"
@@ -797,10 +801,103 @@ int th_get_num_threads(void) {
   return n > 0 ? n : 1;
 }
 
-/* Sets the calling thread's OpenMP team size to thunder-c's for one call; returns the previous one
- * (0 when nothing was changed) for th_rt_threads_restore. */
+/* ---- the CPUs other processes leave free ------------------------------------------------------------
+ * The threads of a team meet at a barrier after every parallel loop. When other processes keep the
+ * CPUs busy the scheduler preempts team members, and each barrier waits for one to be scheduled again
+ * (a time slice: milliseconds) while the members that arrived spin in libgomp's wait, taking the time
+ * the preempted one needs, so a program of many short loops runs far slower on n threads than on one.
+ * While other processes are runnable, a run's team is capped by the CPUs free: the CPUs this process
+ * may run on less the runnable tasks of other processes, which are the kernel's count of runnable
+ * tasks (/proc/loadavg's fourth field) less this process's own running threads (state R in
+ * /proc/self/task/<tid>/stat: the caller, and OpenMP workers spinning between loops). The count is
+ * sampled at most every 10 ms. The cap applies to the default count (THUNDER_NUM_THREADS,
+ * OMP_NUM_THREADS, else the CPUs); a count set with th_set_num_threads is used as given, and
+ * THUNDER_ADAPTIVE_THREADS=0 keeps the default as it is. */
+
+/* the whole of a small /proc file into buf (NUL-terminated); its length, or -1 */
+static ssize_t read_small(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+/* runnable tasks in the system (the reader among them), or -1 */
+static int runnable_tasks(void) {
+  char buf[256];
+  if (read_small("/proc/loadavg", buf, sizeof buf) < 0) return -1;
+  const char *p = buf;
+  for (int field = 0; field < 3; field++) { /* skip the three load averages */
+    p = strchr(p, ' ');
+    if (!p) return -1;
+    p++;
+  }
+  char *end;
+  long n = strtol(p, &end, 10);
+  return end == p || *end != '/' || n < 0 ? -1 : (int)(n > 1 << 20 ? 1 << 20 : n);
+}
+
+/* this process's threads that are running or runnable, or -1 */
+static int running_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  char path[64], buf[512];
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", de->d_name);
+    if (read_small(path, buf, sizeof buf) < 0) continue; /* the thread exited meanwhile */
+    const char *rp = strrchr(buf, ')');                 /* "tid (comm) S ...": comm may hold blanks */
+    if (rp && rp[1] == ' ' && rp[2] == 'R') n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static bool adaptive_threads(void) {
+  const char *v = getenv("THUNDER_ADAPTIVE_THREADS");
+  return !v || strcmp(v, "0") != 0;
+}
+
+int th_rt_cpus_free(void) {
+  static _Atomic int64_t next_ns;
+  static _Atomic int last = 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  int cached = atomic_load(&last);
+  if (cached > 0 && now < atomic_load(&next_ns)) return cached;
+  /* this process's threads first: a worker that stops spinning between the two reads then counts as
+   * nobody's instead of as another process's task */
+  int ncpu = omp_get_num_procs(), self = running_threads(), sys = self < 0 ? -1 : runnable_tasks();
+  if (ncpu < 1) ncpu = 1;
+  int others = sys >= 0 && self >= 0 && sys > self ? sys - self : 0;
+  /* a task that ran for one sample only (a kernel worker, a short process) changes nothing: the
+   * smaller of this sample's count and the last one's counts */
+  static _Atomic int last_others;
+  int prev = atomic_exchange(&last_others, others);
+  if (prev < others) others = prev;
+  /* no other process runnable: no cap (a default above the CPUs, as THUNDER_NUM_THREADS may set, stays) */
+  int free = others ? ncpu - others : 4096;
+  if (free < 1) free = 1;
+  atomic_store(&last, free);
+  atomic_store(&next_ns, now + 10 * 1000000);
+  return free;
+}
+
+/* Sets the calling thread's OpenMP team size to thunder-c's for one call (the configured count, capped
+ * by the CPUs free); returns the previous one (0 when nothing was changed) for th_rt_threads_restore. */
 int th_rt_threads_enter(void) {
   int want = th_get_num_threads(), had = omp_get_max_threads();
+  /* a count set by th_set_num_threads is used as given */
+  if (want > 1 && atomic_load(&g_num_threads) == 0 && adaptive_threads()) {
+    int free = th_rt_cpus_free();
+    if (free < want) want = free;
+  }
   if (want == had) return 0;
   omp_set_num_threads(want);
   return had;

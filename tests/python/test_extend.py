@@ -506,3 +506,51 @@ def test_num_threads_independent_of_torch():
         thunder_c.set_num_threads(0)
         torch.set_num_threads(old_torch)
     assert thunder_c.get_num_threads() >= 1
+
+
+def test_default_team_capped_by_the_cpus_other_processes_leave_free(monkeypatch):
+    """Under the default thread count a run's team is capped by the CPUs other processes leave free:
+    with more busy processes than CPUs it is one thread; a count set with set_num_threads is used as
+    given, and THUNDER_ADAPTIVE_THREADS=0 keeps the default uncapped."""
+    import ctypes
+    import os
+    import signal
+    import time
+    gomp = ctypes.CDLL("libgomp.so.1")
+    ex = extend.OperatorExecutor("pyx_free_cpus")
+    seen = []
+
+    def kern(a):
+        seen.append(gomp.omp_get_max_threads())
+        return a + 1
+
+    inc = ex.register_operator("inc", like=thunder_c.torch.neg, fn=kern)
+    jfn = thunder_c.jit(lambda x: inc(x) * 2, executors=[ex, "eager"])
+    x = torch.arange(4.0)
+    monkeypatch.setenv("THUNDER_NUM_THREADS", "3")
+    ncpu = len(os.sched_getaffinity(0))
+    pids = []
+    try:
+        for _ in range(2 * ncpu + 1):  # busy processes: more than the CPUs, so none is free
+            pid = os.fork()
+            if pid == 0:
+                while True:
+                    pass
+            pids.append(pid)
+        time.sleep(0.1)
+        for _ in range(4):  # a count holds for two samples, 10 ms apart, before it caps
+            time.sleep(0.02)
+            torch.testing.assert_close(jfn(x), (x + 1) * 2)
+        assert seen[-2:] == [1, 1]
+        monkeypatch.setenv("THUNDER_ADAPTIVE_THREADS", "0")
+        jfn(x)
+        assert seen[-1] == 3
+        monkeypatch.delenv("THUNDER_ADAPTIVE_THREADS")
+        thunder_c.set_num_threads(3)
+        jfn(x)
+        assert seen[-1] == 3
+    finally:
+        thunder_c.set_num_threads(0)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
