@@ -461,20 +461,28 @@ def test_python_example_runs():
 
 # ---- the thread count compiled programs run on --------------------------------------------------------
 
-def test_num_threads_independent_of_torch():
-    """thunder_c.set_num_threads governs the OpenMP team of a run whatever torch.set_num_threads says
-    (both share libgomp): a kernel reads libgomp's omp_get_max_threads() during the run; torch's own
-    setting is back after it."""
+def team_size_recorder(name):
+    """A user executor whose op `twice` records the OpenMP team size it runs under (libgomp's
+    omp_get_max_threads(), shared with torch): (executor, op, list of sizes seen)."""
     import ctypes
     gomp = ctypes.CDLL("libgomp.so.1")
-    ex = extend.OperatorExecutor("pyx_threads")
+    ex = extend.OperatorExecutor(name)
     seen = []
 
     def kern(a):
         seen.append(gomp.omp_get_max_threads())
         return a * 2
 
-    twice = ex.register_operator("twice", like=thunder_c.torch.neg, fn=kern)
+    return ex, ex.register_operator("twice", like=thunder_c.torch.neg, fn=kern), seen
+
+
+def test_num_threads_independent_of_torch():
+    """thunder_c.set_num_threads governs the OpenMP team of a run whatever torch.set_num_threads says
+    (both share libgomp): a kernel reads libgomp's omp_get_max_threads() during the run; torch's own
+    setting is back after it."""
+    import ctypes
+    gomp = ctypes.CDLL("libgomp.so.1")
+    ex, twice, seen = team_size_recorder("pyx_threads")
     jfn = thunder_c.jit(lambda x: twice(x) + 1, executors=[ex, "eager"])
     x = torch.arange(4.0)
     old_torch = torch.get_num_threads()
@@ -512,20 +520,11 @@ def test_default_team_capped_by_the_cpus_other_processes_leave_free(monkeypatch)
     """Under the default thread count a run's team is capped by the CPUs other processes leave free:
     with more busy processes than CPUs it is one thread; a count set with set_num_threads is used as
     given, and THUNDER_ADAPTIVE_THREADS=0 keeps the default uncapped."""
-    import ctypes
     import os
     import signal
     import time
-    gomp = ctypes.CDLL("libgomp.so.1")
-    ex = extend.OperatorExecutor("pyx_free_cpus")
-    seen = []
-
-    def kern(a):
-        seen.append(gomp.omp_get_max_threads())
-        return a + 1
-
-    inc = ex.register_operator("inc", like=thunder_c.torch.neg, fn=kern)
-    jfn = thunder_c.jit(lambda x: inc(x) * 2, executors=[ex, "eager"])
+    ex, twice, seen = team_size_recorder("pyx_free_cpus")
+    jfn = thunder_c.jit(lambda x: twice(x) + 1, executors=[ex, "eager"])
     x = torch.arange(4.0)
     monkeypatch.setenv("THUNDER_NUM_THREADS", "3")
     ncpu = len(os.sched_getaffinity(0))
@@ -540,7 +539,7 @@ def test_default_team_capped_by_the_cpus_other_processes_leave_free(monkeypatch)
         time.sleep(0.1)
         for _ in range(4):  # a count holds for two samples, 10 ms apart, before it caps
             time.sleep(0.02)
-            torch.testing.assert_close(jfn(x), (x + 1) * 2)
+            torch.testing.assert_close(jfn(x), x * 2 + 1)
         assert seen[-2:] == [1, 1]
         monkeypatch.setenv("THUNDER_ADAPTIVE_THREADS", "0")
         jfn(x)
