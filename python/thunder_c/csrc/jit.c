@@ -370,7 +370,8 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     mode = CACHE_NONE;
   else if (!strcmp(cache, "symbolic values"))
     return PyErr_SetString(PyExc_NotImplementedError,
-                           "jit: cache='symbolic values' is not supported by thunder_c; use 'constant values', "
+                           "jit: cache='symbolic values' is not supported by thunder_c (each new input shape "
+                           "compiles again: thunder_c.compile_stats(jfn) lists the misses); use 'constant values', "
                            "'same input' or 'no caching'"),
            NULL;
   else
