@@ -154,7 +154,7 @@ typedef struct {
   bool cached; /* false: a one-off primitive, destroyed after its call */
 } mm_entry;
 
-#define CACHE_SIZE 32
+#define CACHE_SIZE 64 /* a program's GEMM shapes, for two team sizes (the team follows the load) */
 static mm_entry cache[CACHE_SIZE];
 static uint64_t cache_tick;
 

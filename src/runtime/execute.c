@@ -29,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <threads.h>
 #include <time.h>
 #include <unistd.h>
@@ -810,9 +811,11 @@ int th_get_num_threads(void) {
  * may run on less the runnable tasks of other processes, which are the kernel's count of runnable
  * tasks (/proc/loadavg's fourth field) less this process's own running threads (state R in
  * /proc/self/task/<tid>/stat: the caller, and OpenMP workers spinning between loops). The count is
- * sampled at most every 10 ms. The cap applies to the default count (THUNDER_NUM_THREADS,
- * OMP_NUM_THREADS, else the CPUs); a count set with th_set_num_threads is used as given, and
- * THUNDER_ADAPTIVE_THREADS=0 keeps the default as it is. */
+ * sampled at most every 10 ms. The system's count covers every online CPU, so for a process confined
+ * to some of them (taskset, a cpuset) the others are taken to fill the CPUs it may not use first;
+ * CPU quotas (a cgroup's cpu.max) are not read. The cap applies to the default count
+ * (THUNDER_NUM_THREADS, OMP_NUM_THREADS, else the CPUs); a count set with th_set_num_threads is used
+ * as given, and THUNDER_ADAPTIVE_THREADS=0 keeps the default as it is. */
 
 /* the whole of a small /proc file into buf (NUL-terminated); its length, or -1 */
 static ssize_t read_small(const char *path, char *buf, size_t cap) {
@@ -840,8 +843,23 @@ static int runnable_tasks(void) {
   return end == p || *end != '/' || n < 0 ? -1 : (int)(n > 1 << 20 ? 1 << 20 : n);
 }
 
-/* this process's threads that are running or runnable, or -1 */
-static int running_threads(void) {
+/* this process's thread count (/proc/self/stat's 20th field), or -1 */
+static long thread_count(void) {
+  char buf[1024];
+  if (read_small("/proc/self/stat", buf, sizeof buf) < 0) return -1;
+  const char *p = strrchr(buf, ')'); /* "pid (comm) S ppid ...": comm may hold blanks and parentheses */
+  for (int field = 2; p && field < 20; field++) p = strchr(p + 1, ' ');
+  if (!p) return -1;
+  char *end;
+  long n = strtol(p + 1, &end, 10);
+  return end == p + 1 || n < 1 ? -1 : n;
+}
+
+/* this process's threads that are running or runnable, or -1. A process of more than 64 threads is not
+ * scanned (a read per thread): its estimate is `team`, the caller and its OpenMP workers. */
+static int running_threads(int team) {
+  long nthreads = thread_count();
+  if (nthreads > 64) return team;
   DIR *d = opendir("/proc/self/task");
   if (!d) return -1;
   int n = 0;
@@ -858,14 +876,19 @@ static int running_threads(void) {
   return n;
 }
 
+/* THUNDER_ADAPTIVE_THREADS: 0, false, off or no (any case) turns the cap off */
 static bool adaptive_threads(void) {
   const char *v = getenv("THUNDER_ADAPTIVE_THREADS");
-  return !v || strcmp(v, "0") != 0;
+  if (!v) return true;
+  static const char *const off[] = {"0", "false", "off", "no"};
+  for (size_t i = 0; i < sizeof off / sizeof *off; i++)
+    if (!strcasecmp(v, off[i])) return false;
+  return true;
 }
 
-int th_rt_cpus_free(void) {
+int th_rt_cpus_free(int team) {
   static _Atomic int64_t next_ns;
-  static _Atomic int last = 0;
+  static _Atomic int last = 0, last_others;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -873,19 +896,23 @@ int th_rt_cpus_free(void) {
   if (cached > 0 && now < atomic_load(&next_ns)) return cached;
   /* this process's threads first: a worker that stops spinning between the two reads then counts as
    * nobody's instead of as another process's task */
-  int ncpu = omp_get_num_procs(), self = running_threads(), sys = self < 0 ? -1 : runnable_tasks();
+  int ncpu = omp_get_num_procs(), self = running_threads(team), sys = self < 0 ? -1 : runnable_tasks();
   if (ncpu < 1) ncpu = 1;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
   int others = sys >= 0 && self >= 0 && sys > self ? sys - self : 0;
+  /* the system's count covers every CPU: others fill the CPUs this process may not use first */
+  if (online > ncpu) others = others > online - ncpu ? others - (int)(online - ncpu) : 0;
   /* a task that ran for one sample only (a kernel worker, a short process) changes nothing: the
    * smaller of this sample's count and the last one's counts */
-  static _Atomic int last_others;
   int prev = atomic_exchange(&last_others, others);
   if (prev < others) others = prev;
   /* no other process runnable: no cap (a default above the CPUs, as THUNDER_NUM_THREADS may set, stays) */
   int free = others ? ncpu - others : 4096;
   if (free < 1) free = 1;
   atomic_store(&last, free);
-  atomic_store(&next_ns, now + 10 * 1000000);
+  /* the next sample 10 ms after this one ends, so even a slow read is paid once per interval */
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  atomic_store(&next_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + 10 * 1000000);
   return free;
 }
 
@@ -895,7 +922,7 @@ int th_rt_threads_enter(void) {
   int want = th_get_num_threads(), had = omp_get_max_threads();
   /* a count set by th_set_num_threads is used as given */
   if (want > 1 && atomic_load(&g_num_threads) == 0 && adaptive_threads()) {
-    int free = th_rt_cpus_free();
+    int free = th_rt_cpus_free(want);
     if (free < want) want = free;
   }
   if (want == had) return 0;

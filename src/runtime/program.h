@@ -42,8 +42,9 @@ th_status th_program_build(const th_rt_program_spec *spec, th_program **out);
 int th_rt_threads_enter(void);
 void th_rt_threads_restore(int had);
 /* The CPUs this process may run on that other processes' runnable tasks leave free (>= 1; 4096 when no
- * other process is runnable; sampled at most every 10 ms). */
-int th_rt_cpus_free(void);
+ * other process is runnable; sampled at most every 10 ms). team: the caller's team size, this process's
+ * running threads when it has too many to scan. */
+int th_rt_cpus_free(int team);
 
 /* Like th_tensor_empty (a new contiguous, uninitialized tensor; NULL with an error set), but a
  * tensor of 256 KiB or more takes its memory from a pool of warm blocks, and gives it back when its

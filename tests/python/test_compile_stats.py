@@ -1,4 +1,5 @@
 """thunder_c.compile_stats: hits, misses and why each miss happened; the recompile warning."""
+import sys
 import warnings
 
 import pytest
@@ -70,7 +71,7 @@ def test_grad_mode_and_autocast():
         jf(x)
     r = thunder_c.compile_stats(jf).miss_reasons
     assert r[1] == "torch: grad enabled -> grad disabled"
-    assert r[2] == "torch: autocast(cpu) off -> autocast(cpu) on, torch.bfloat16"
+    assert r[2] == "torch: autocast(cpu) off -> autocast(cpu) on"
 
 
 def test_module_training_flag_and_replaced_parameter():
@@ -88,10 +89,10 @@ def test_module_training_flag_and_replaced_parameter():
         torch.testing.assert_close(jm(x.double()), m(x.double()))
     r = thunder_c.compile_stats(jm).miss_reasons
     assert r[0] == "first call"
-    assert r[1] == "the module: training=True -> training=False; 0: training=True -> training=False; " \
-                   "1: training=True -> training=False"
-    assert r[2] == "input: shape f32[2, 4] -> f64[2, 4]; 0.weight: shape f32[3, 4] -> f64[3, 4]; " \
-                   "0.bias: shape f32[3] -> f64[3]"
+    assert r[1] == "the module: training=True -> training=False; submodule 0: training=True -> training=False; " \
+                   "submodule 1: training=True -> training=False"
+    assert r[2] == "input: shape f32[2, 4] -> f64[2, 4]; parameter 0.weight: shape f32[3, 4] -> f64[3, 4]; " \
+                   "parameter 0.bias: shape f32[3] -> f64[3]"
     assert r[3] == "the module's parameters, buffers or submodules were replaced, added or removed"
 
 
@@ -171,3 +172,121 @@ def test_config_rejects_unknown_settings():
 def test_compile_stats_of_a_plain_function_is_a_type_error():
     with pytest.raises(TypeError):
         thunder_c.compile_stats(f)
+
+
+def g(x, y):
+    return x + y
+
+
+def test_keyword_and_positional_calls_differ():
+    jg = thunder_c.jit(g)
+    a, b = torch.randn(3), torch.randn(3)
+    jg(a, b)
+    jg(a, y=b)
+    jg(y=b, x=a)
+    assert thunder_c.compile_stats(jg).miss_reasons[1:] == (
+        "the call: 2 positional, keywords [] -> 1 positional, keywords ['y']",
+        "the call: 1 positional, keywords ['y'] -> 0 positional, keywords ['y', 'x']")
+
+
+def test_aliasing_is_overlapping_bytes():
+    jg = thunder_c.jit(g)
+    x = torch.randn(10)
+    jg(x[:5], x[5:])  # halves of one storage: no bytes in common, no aliasing
+    jg(x[:5], x[3:8])  # overlapping
+    jg(x[:5], x[5:])
+    s = thunder_c.compile_stats(jg)
+    assert s.miss_reasons == ("first call", "y: shares memory with x")
+    assert s.cache_hits == 1
+
+
+def test_nan_constants_by_their_bits():
+    jf = thunder_c.jit(f)
+    x = torch.randn(3)
+    jf(x, float("nan"))
+    jf(x, -float("nan"))
+    assert thunder_c.compile_stats(jf).miss_reasons[1].startswith("n: value float nan (bits 7ff8")
+
+
+def test_autocast_dtype_while_autocast_is_off():
+    jf = thunder_c.jit(f)
+    x = torch.randn(3)
+    jf(x)
+    old = torch.get_autocast_dtype("cpu")
+    torch.set_autocast_dtype("cpu", torch.float16)
+    try:
+        jf(x)
+    finally:
+        torch.set_autocast_dtype("cpu", old)
+    assert thunder_c.compile_stats(jf).miss_reasons[1] == \
+        "torch: autocast(cpu) dtype torch.bfloat16 -> autocast(cpu) dtype torch.float16"
+
+
+def test_entries_count_what_the_cache_holds():
+    w = torch.randn(3)
+
+    def h(x):
+        return x * w
+
+    jh = thunder_c.jit(h)
+    x = torch.randn(3)
+    jh(x)
+    w.data = torch.randn(1)  # the captured tensor changes shape: its entry is compiled again, in place
+    torch.testing.assert_close(jh(x), x * w)
+    s = thunder_c.compile_stats(jh)
+    assert s.cache_misses == 2 and s.entries == 1
+    assert s.miss_reasons[1].startswith("a tensor the function captured")
+    js = thunder_c.jit(f, cache="same input")
+    js(x)
+    js(x)
+    assert thunder_c.compile_stats(js).entries == 1
+
+
+def test_trace_inputs_by_name():
+    tr = thunder_c.trace_from_text('''import thunder
+import thunder.core.prims as prims
+import torch
+from thunder.executors.torchex import no_autocast
+
+@torch.no_grad()
+@no_autocast
+def f(a, b):
+  # a: "cpu f32[3]"
+  # b: "cpu f32[3]"
+  t0 = prims.add(a, b)  # t0: "cpu f32[3]"
+  return t0
+''')
+    jt = thunder_c.jit(tr, cache="no caching")
+    jt(torch.ones(3), torch.ones(3))
+    assert thunder_c.compile_stats(jt).miss_reasons == ("cache='no caching'",)
+    jt2 = thunder_c.jit(tr)
+    jt2(torch.ones(3), torch.ones(3))
+    jt2(torch.ones(6)[::2], torch.ones(3))
+    assert thunder_c.compile_stats(jt2).miss_reasons[1] == "a: contiguous -> strides (2,)"
+
+
+def test_no_caching_never_warns():
+    thunder_c.config.recompile_limit = 2
+    jf = thunder_c.jit(f, cache="no caching")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", thunder_c.RecompileWarning)
+        for _ in range(5):
+            jf(torch.ones(2))
+    assert thunder_c.compile_stats(jf).cache_misses == 5
+
+
+def test_module_warning_names_the_callers_line():
+    thunder_c.config.recompile_limit = 1
+    jm = thunder_c.jit(torch.nn.Linear(4, 4))
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        jm(torch.ones(1, 4))
+        jm(torch.ones(2, 4)); line = sys._getframe().f_lineno  # noqa: E702
+    (rw,) = [x for x in w if issubclass(x.category, thunder_c.RecompileWarning)]
+    assert (rw.filename, rw.lineno) == (__file__, line)
+
+
+def test_config_setting_cannot_be_deleted():
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del thunder_c.config.recompile_limit
+    assert thunder_c.config.recompile_limit == 8

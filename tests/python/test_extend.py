@@ -541,9 +541,24 @@ def test_default_team_capped_by_the_cpus_other_processes_leave_free(monkeypatch)
             time.sleep(0.02)
             torch.testing.assert_close(jfn(x), x * 2 + 1)
         assert seen[-2:] == [1, 1]
-        monkeypatch.setenv("THUNDER_ADAPTIVE_THREADS", "0")
-        jfn(x)
-        assert seen[-1] == 3
+        # a process of many threads is not scanned thread by thread: its own count is estimated
+        gate = threading.Event()
+        idle = [threading.Thread(target=gate.wait) for _ in range(80)]
+        for t in idle:
+            t.start()
+        try:
+            for _ in range(3):
+                time.sleep(0.02)
+                jfn(x)
+            assert seen[-1] == 1
+        finally:
+            gate.set()
+            for t in idle:
+                t.join()
+        for off in ("0", "off", "False"):
+            monkeypatch.setenv("THUNDER_ADAPTIVE_THREADS", off)
+            jfn(x)
+            assert seen[-1] == 3
         monkeypatch.delenv("THUNDER_ADAPTIVE_THREADS")
         thunder_c.set_num_threads(3)
         jfn(x)

@@ -87,7 +87,8 @@ static PyObject *recorder(pyth_jit *j) {
 static PyObject *record_miss(pyth_jit *j, PyObject *args, PyObject *kwargs, const char *why) {
   PyObject *r = recorder(j);
   if (!r) return NULL;
-  return PyObject_CallMethod(r, "on_miss", "OOOs", j->fn, args, kwargs ? kwargs : Py_None, why);
+  return PyObject_CallMethod(r, "on_miss", "OOOsO", j->fn, args, kwargs ? kwargs : Py_None, why,
+                             j->mode == CACHE_NONE ? Py_False : Py_True); /* no caching: no recompile warning */
 }
 
 bool jit_attr_written(const pyth_jit *j, PyObject *md, PyObject *key) {
@@ -566,6 +567,15 @@ static PyObject *m_stats_recorder(PyObject *self, PyObject *o) {
   return r;
 }
 
+static PyObject *m_cache_entries(PyObject *self, PyObject *o) {
+  (void)self;
+  pyth_jit *j = as_jit(o);
+  if (!j) return NULL;
+  Py_ssize_t n = j->mode == CACHE_CONSTANT_VALUES ? PyDict_Size(j->cache) : j->mode == CACHE_SAME_INPUT && j->last;
+  Py_DECREF(j);
+  return PyLong_FromSsize_t(n);
+}
+
 static PyObject *m_set_recorder_class(PyObject *self, PyObject *cls) {
   (void)self;
   Py_XSETREF(jit_recorder_class, Py_NewRef(cls));
@@ -595,6 +605,7 @@ static PyMethodDef jit_functions[] = {
   {"cache_hits", m_cache_hits, METH_O, "cache_hits(jfn) -> int: calls that reused a compiled program."},
   {"cache_misses", m_cache_misses, METH_O, "cache_misses(jfn) -> int: calls that traced and compiled."},
   {"_stats_recorder", m_stats_recorder, METH_O, "internal: the jitted function's miss recorder (thunder_c.compile_stats)."},
+  {"_cache_entries", m_cache_entries, METH_O, "internal: the compiled entries the jitted function's cache holds."},
   {"_set_recorder_class", m_set_recorder_class, METH_O, "internal: thunder_c._compile_stats._Recorder."},
   {"_set_mode_class", m_set_mode_class, METH_O, "internal: the TorchFunctionMode subclass to enter while tracing."},
   {"_set_module_hook", m_set_module_hook, METH_O,
