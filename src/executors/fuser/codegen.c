@@ -146,6 +146,29 @@ static void put_const(th_strbuf *sb, const th_arg *a, th_dtype d) {
     th_sb_printf(sb, "((%s)%a)", t, x);
 }
 
+/* An integer constant of a member as a kernel argument, S[nt_at + 1 + k]: the region's k-th constant
+ * (equal values share one). Integer constants are often sizes a trace baked in (an index normalized by
+ * `+ T`), so with them out of the source one kernel serves every value. */
+static void put_kconst(lower *L, th_strbuf *sb, const th_arg *a, th_dtype d) {
+  unsigned char buf[16] = {0};
+  th_store_i64(buf, d, a->u.i);
+  int64_t v = th_load_i64(buf, d);
+  th_fuser_region *r = L->region;
+  int k = 0;
+  while (k < r->nconst && r->kconst[k] != v) k++;
+  if (k == r->nconst) {
+    int64_t *q = th_realloc(r->kconst, sizeof(int64_t) * (size_t)(k + 1));
+    if (!q) {
+      L->st = TH_ERR_NOMEM;
+      th_sb_puts(sb, "0");
+      return;
+    }
+    r->kconst = q;
+    r->kconst[r->nconst++] = v;
+  }
+  th_sb_printf(sb, "((int64_t)S[%d])", L->nt_at + 1 + k);
+}
+
 /* ---- the lowering context (codegen.h) ------------------------------------------------------------------ */
 /* elements per prefetching chunk of a row loop: each chunk ends with its omp simd reductions' epilogue
  * (some 56 instructions in softmax's exp pass), so shorter chunks spend more instructions on it and
@@ -294,6 +317,8 @@ static void emit_pointwise(lower *L, th_ir *blk, const th_fz_mem *m) {
           th_sb_printf(&ex, "(%s)", th_cg_operand(L, m, i)); /* a predicate (where's): its int64_t 0 or 1 */
         else if (b->args[i].kind == TH_ARG_VALUE)
           th_sb_printf(&ex, "((%s)%s)", ctype(d), th_cg_operand(L, m, i));
+        else if (b->args[i].kind == TH_ARG_INT && dclass(d) == 2)
+          put_kconst(L, &ex, &b->args[i], d);
         else
           put_const(&ex, &b->args[i], d);
       } else {
@@ -1044,6 +1069,7 @@ static void levels(lower *L, int *memo) {
 void th_fuser_region_clear(th_fuser_region *r) {
   th_free(r->slots);
   th_free(r->nests);
+  th_free(r->kconst);
   memset(r, 0, sizeof *r);
 }
 
@@ -1062,6 +1088,7 @@ th_status th_fuser_codegen(const th_bsym *rb, th_ir_ctx *ir, th_fuser_region *r)
   memset(&L, 0, sizeof L);
   L.ir = ir;
   L.p = &plan;
+  L.region = r;
   L.read_slot = th_malloc(sizeof(int) * (size_t)nr);
   L.val_slot = th_malloc(sizeof(int) * (size_t)nv);
   L.vname = th_calloc((size_t)nv, sizeof(char *));

@@ -38,6 +38,7 @@ typedef struct {
   bool pf_write[TH_FZ_MAX_SLOTS_PF];
   int scratch_slot; /* P[scratch_slot]: the column nests' accumulators (the launcher's scratch) */
   int nt_at;        /* S[nt_at]: how many threads' accumulators the scratch holds */
+  th_fuser_region *region; /* the region being lowered: its integer constants (S[nt_at + 1 + k]) */
   th_status st;
 } lower;
 

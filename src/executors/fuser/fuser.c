@@ -99,13 +99,16 @@ static th_status fuser_kernel(th_rt_env *env, const th_bsym *b) {
   if (!r || !r->fn) return th_error(TH_ERR_RUNTIME, "%s: no compiled kernel", b->sym->qualname);
   int ns = r->nslots;
   char *ptrs_s[33];
-  int64_t st_s[32 * TH_MAX_DIMS], dims_s[8 * TH_MAX_DIMS + 1];
+  int64_t st_s[32 * TH_MAX_DIMS], dims_s[8 * TH_MAX_DIMS + 1 + 16];
   th_tensor *owned_s[32];
   /* ptrs[ns]: the column nests' scratch; dims after the nests' domains: its threads' worth */
   char **ptrs = ns <= 32 ? ptrs_s : th_malloc(sizeof(char *) * (size_t)(ns + 1));
   int64_t *st = ns <= 32 ? st_s : th_calloc((size_t)ns * TH_MAX_DIMS, sizeof(int64_t));
   th_tensor **owned = ns <= 32 ? owned_s : th_calloc((size_t)ns, sizeof(th_tensor *));
-  int64_t *dims = r->nnest <= 8 ? dims_s : th_malloc(sizeof(int64_t) * (TH_MAX_DIMS * (size_t)r->nnest + 1));
+  /* dims: the nests' domains, the thread count, the integer constants */
+  int64_t *dims = r->nnest <= 8 && r->nconst <= 16
+                    ? dims_s
+                    : th_malloc(sizeof(int64_t) * (TH_MAX_DIMS * (size_t)r->nnest + 1 + (size_t)r->nconst));
   void *scratch = NULL;
   th_status s = TH_OK;
   if (!ptrs || !st || !owned || !dims) {
@@ -128,6 +131,7 @@ static th_status fuser_kernel(th_rt_env *env, const th_bsym *b) {
   int64_t nt = omp_get_max_threads();
   if (nt < 1 || (per_thread && (size_t)nt * per_thread > ((size_t)64 << 20))) nt = 1;
   dims[off] = nt;
+  if (r->nconst) memcpy(dims + off + 1, r->kconst, sizeof(int64_t) * (size_t)r->nconst);
   ptrs[ns] = NULL;
   if (per_thread && !(scratch = th_malloc((size_t)nt * per_thread))) {
     s = th_error(TH_ERR_NOMEM, "%s: out of memory (%zu bytes of column accumulators)", b->sym->qualname,

@@ -200,14 +200,17 @@ typedef struct th_fuser_region {
   th_fz_nest *nests;
   int nslots; /* every nest's reads, then its outputs, nest by nest */
   th_fuser_slot *slots;
+  int nconst;      /* the integer constants of the members, passed after the thread count in S: */
+  int64_t *kconst; /* a kernel's source does not depend on them (a size a trace baked in, as T) */
   th_fuser_fn fn;
 } th_fuser_region;
 
 /* Lowers region bsym b (made by th_fuser_partition) into a C function named after it, appended to the
  * context (nothing is appended on error); *r receives the slot and nest tables the launcher needs (free
  * with th_fuser_region_clear). The function is `void fusionN(char *const *P, const int64_t *S, const
- * int64_t *T)`: P[k] the element [0, ...] of slot k, S the domains of the nests one after the other, T
- * the element strides of slot k at T + k * TH_MAX_DIMS (one per domain dim of its nest). */
+ * int64_t *T)`: P[k] the element [0, ...] of slot k, S the domains of the nests one after the other,
+ * then the thread count, then r->kconst; T the element strides of slot k at T + k * TH_MAX_DIMS (one
+ * per domain dim of its nest). */
 th_status th_fuser_codegen(const th_bsym *b, th_ir_ctx *ctx, th_fuser_region *r);
 void th_fuser_region_clear(th_fuser_region *r);
 /* The translation unit of a context: <tgmath.h>, the embedded prelude, the emitted functions. *body_at
