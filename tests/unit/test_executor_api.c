@@ -902,8 +902,13 @@ static void test_num_threads(void **state) {
   setenv("THUNDER_NUM_THREADS", "5", 1);
   setenv("OMP_NUM_THREADS", "4,2", 1);
   assert_int_equal(th_get_num_threads(), 5);
+  setenv("THUNDER_ADAPTIVE_THREADS", "0", 1); /* the team as the default says, whatever else runs */
   out = run1(p, 1, in);
   assert_int_equal(seen_threads, 5);
+  th_tensor_release(out);
+  unsetenv("THUNDER_ADAPTIVE_THREADS");
+  out = run1(p, 1, in); /* capped by the CPUs other processes leave free: 1..5 */
+  assert_true(seen_threads >= 1 && seen_threads <= 5);
   th_tensor_release(out);
   setenv("THUNDER_NUM_THREADS", " 6 ", 1); /* blanks around the number, as libgomp allows */
   assert_int_equal(th_get_num_threads(), 6);
