@@ -563,7 +563,8 @@ def gemm_floors(gemms, dtype):
     ops = [(operand(b, m, k, ta, dtype), operand(b, k, n, tb, dtype), c)
            for (b, m, k, n, ta, tb), c in merge_gemms(gemms).items()]
     tc = thunder_c.jit(lambda p, q: p @ q)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", thunder_c.RecompileWarning)  # one program per shape, by design
         for p, q, _ in ops:  # compile (one program per shape and layout) and warm up
             tc(p, q)
             torch.matmul(p, q)
