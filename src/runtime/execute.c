@@ -886,7 +886,10 @@ static bool adaptive_threads(void) {
   return true;
 }
 
-int th_rt_cpus_free(int team) {
+/* The CPUs this process may run on that other processes' runnable tasks leave free (>= 1; 4096 when no
+ * other process is runnable). team: the caller's team size, this process's running threads when it has
+ * too many to scan. */
+static int cpus_free(int team) {
   static _Atomic int64_t next_ns;
   static _Atomic int last = 0, last_others;
   struct timespec ts;
@@ -922,7 +925,7 @@ int th_rt_threads_enter(void) {
   int want = th_get_num_threads(), had = omp_get_max_threads();
   /* a count set by th_set_num_threads is used as given */
   if (want > 1 && atomic_load(&g_num_threads) == 0 && adaptive_threads()) {
-    int free = th_rt_cpus_free(want);
+    int free = cpus_free(want);
     if (free < want) want = free;
   }
   if (want == had) return 0;

@@ -37,14 +37,10 @@ typedef struct th_rt_program_spec {
 th_status th_program_build(const th_rt_program_spec *spec, th_program **out);
 
 /* Sets the calling thread's OpenMP team size to th_get_num_threads() for one call — the default count
- * capped by th_rt_cpus_free() (unless THUNDER_ADAPTIVE_THREADS=0), a count set by th_set_num_threads as
- * it is; returns what th_rt_threads_restore needs to put the caller's back. */
+ * capped by the CPUs other processes leave free (unless THUNDER_ADAPTIVE_THREADS=0), a count set by
+ * th_set_num_threads as it is; returns what th_rt_threads_restore needs to put the caller's back. */
 int th_rt_threads_enter(void);
 void th_rt_threads_restore(int had);
-/* The CPUs this process may run on that other processes' runnable tasks leave free (>= 1; 4096 when no
- * other process is runnable; sampled at most every 10 ms). team: the caller's team size, this process's
- * running threads when it has too many to scan. */
-int th_rt_cpus_free(int team);
 
 /* Like th_tensor_empty (a new contiguous, uninitialized tensor; NULL with an error set), but a
  * tensor of 256 KiB or more takes its memory from a pool of warm blocks, and gives it back when its
