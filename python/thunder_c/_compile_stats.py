@@ -125,9 +125,8 @@ def _describe_value(v, name, out, tensors, depth=0):
         for i, x in enumerate(v):
             _describe_value(x, f"{name}[{i}]", out, tensors, depth + 1)
     elif isinstance(v, dict):
-        keys = [f"tensor at {id(k):#x}" if isinstance(k, torch.Tensor) else _scalar(k)
-                if k is None or isinstance(k, (bool, int, float, str)) else f"{type(k).__name__} at {id(k):#x}"
-                for k in v]
+        keys = [_scalar(k) if k is None or isinstance(k, (bool, int, float, str)) else f"{type(k).__name__} at {id(k):#x}"
+                for k in v]  # other keys (tensors too) by identity, as the key guards them
         out.append((name, "keys", f"dict with keys [{', '.join(keys)}]"))
         for k, kd in zip(v, keys):
             _describe_value(v[k], f"{name}[{kd}]", out, tensors, depth + 1)
