@@ -29,6 +29,7 @@
  * vectorizes. The task functions are compiled twice, for AVX-512 and for the build's baseline AVX2, and
  * picked at run time with __builtin_cpu_supports; $THUNDER_ATTN_ISA=avx2 forces the AVX2 code on an
  * AVX-512 machine (tests of the fallback). */
+#define _DEFAULT_SOURCE /* syscall(2): arch_prctl's tile-data permission request */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,11 +230,12 @@ AT_INLINE void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda
   }
 }
 
-/* S[r][c] (the BQ x BK tile at query rows i0.., keys j0..) scaled and masked. */
-AT_INLINE void scale_mask(const attn_args *a, float *S, int64_t bq, int64_t bk, int64_t i0, int64_t j0, int64_t moff) {
+/* S[r][c] (the bq x bk tile at query rows i0.., keys j0..; rows lds floats apart) scaled and masked. */
+AT_INLINE void scale_mask(const attn_args *a, float *S, int64_t lds, int64_t bq, int64_t bk, int64_t i0, int64_t j0,
+                          int64_t moff) {
   const float scale = a->scale;
   for (int64_t r = 0; r < bq; r++) {
-    float *s = S + r * BK;
+    float *s = S + r * lds;
 #pragma omp simd
     for (int64_t c = 0; c < bk; c++) s[c] *= scale;
     if (a->has_mask) {
@@ -281,7 +283,7 @@ AT_INLINE void fwd_task_body(const attn_args *a, fwd_buf *w, int64_t t, const in
     load_tile(w->Kt, BK, &a->k, ko, a->k.st[n - 2], a->k.st[n - 1], j0, bk, E, true);
     load_tile(w->V, Ev, &a->v, vo, a->v.st[n - 2], a->v.st[n - 1], j0, bk, Ev, false);
     gemm(bq, bk, E, w->Q, E, w->Kt, BK, w->S, BK, false, JC, uk);
-    scale_mask(a, w->S, bq, bk, i0, j0, mo);
+    scale_mask(a, w->S, BK, bq, bk, i0, j0, mo);
     for (int64_t r = 0; r < bq; r++) {
       float *s = w->S + r * BK, mx = w->m[r];
 #pragma omp simd reduction(max : mx)
@@ -356,7 +358,7 @@ AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const in
         load_tile(w->K, E, &a->k, ko, a->k.st[n - 2], a->k.st[n - 1], j0, bk, E, false);
         load_tile(w->Vt, BK, &a->v, vo, a->v.st[n - 2], a->v.st[n - 1], j0, bk, Ev, true);
         gemm(bq, bk, E, w->Q, E, w->Kt, BK, w->S, BK, false, JC, uk);
-        scale_mask(a, w->S, bq, bk, i0, j0, mo);
+        scale_mask(a, w->S, BK, bq, bk, i0, j0, mo);
         for (int64_t r = 0; r < bq; r++) {
           float *s = w->S + r * BK;
           const float l = w->lse[r];
@@ -414,6 +416,335 @@ static void bwd_task_base(const attn_args *a, bwd_buf *w, int64_t t) { bwd_task_
 #define TH_ATTN_AVX512 0
 #define fwd_task_avx512 fwd_task_base
 #define bwd_task_avx512 bwd_task_base
+#endif
+
+/* ---- AMX bfloat16 forward --------------------------------------------------------------------------------
+ * On a CPU with AMX-BF16 (and AVX512_BF16), bf16 q, k and v with head dims E % 32 == 0 and Ev % 16 == 0 (at
+ * most 256) take a forward whose two products run on the tile unit: S = Q K^T and O += P V are TDPBF16PS
+ * (bf16 pairs multiplied exactly, summed in float32). Every tile is 16 rows x 64 bytes: an A operand is 16
+ * rows of 32 bf16, a B operand 16 rows of 16 bf16 pairs (row kp holds elements 2kp and 2kp + 1 of the
+ * reduction dim for 16 columns), an accumulator 16 x 16 float32.
+ *   Packing (once per call, per key/value head): K becomes B tiles of 16 keys x 32 head-dim values
+ *   (tile (kt, ec), row kp, column n: the pair K[16 kt + n][32 ec + 2kp .. + 1]); V becomes B tiles of 32
+ *   keys x 16 value dims (tile (kc, et), row kp, column e: V[32 kc + 2kp][16 et + e] and the next key's).
+ *   Keys are padded with zeros to a multiple of 32.
+ *   Tasks: (batch, query head, block of ABQ = 32 query rows); the block, zero-padded, is copied into a bf16
+ *   buffer. For each block of ABK = 64 keys (causal: up to the diagonal) S is computed in 32 x 32 quarters
+ *   (four accumulators, two Q and two K tiles), scaled and masked in float32 as the AVX-512 path does, and
+ *   the online softmax (float32, the fuser's expf) writes P rounded to bf16 (as PyTorch's CPU flash
+ *   attention rounds it for its bf16 product with V); O (float32, in memory) is rescaled by exp(m - m')
+ *   and accumulated tile by tile. Columns of P past the block's last key are zero, and so are the rows of
+ *   a V chunk past it, so a key outside the causal window contributes nothing whatever its value.
+ * The backward keeps the AVX-512 path. */
+#if TH_ATTN_X86
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define TH_ATTN_AMX 1
+#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define ABQ 32
+#define ABK 256
+#define AMX_EMAX 256
+
+typedef struct {
+  uint32_t *kp, *vp;          /* packed K and V of every key/value head */
+  int64_t spad, kstride, vstride; /* keys padded to 32; u32 per head in kp and vp */
+} amx_pack;
+
+typedef struct {
+  uint16_t *Q, *P;
+  float *S, *O, *m, *l;
+  uint32_t *vt; /* a V chunk whose keys past the block's end are zeroed */
+} amx_buf;
+
+/* The 64-byte tile configuration: palette 1, tiles 0-7 of 16 rows x 64 bytes. A static object, so that the
+ * compiler keeps every byte LDTILECFG reads. */
+static const unsigned char amx_cfg[64] __attribute__((aligned(64))) = {
+  [0] = 1,
+  [16] = 64, [18] = 64, [20] = 64, [22] = 64, [24] = 64, [26] = 64, [28] = 64, [30] = 64,
+  [48] = 16, [49] = 16, [50] = 16, [51] = 16, [52] = 16, [53] = 16, [54] = 16, [55] = 16,
+};
+
+AMX_TARGET static void amx_config(void) { _tile_loadconfig(amx_cfg); }
+
+AMX_TARGET static void amx_release(void) { _tile_release(); }
+
+AT_INLINE uint16_t ld_u16(const opnd *o, int64_t i) { return ((const uint16_t *)o->p)[i]; }
+
+/* Packs key/value head g = (bi, hk) of a into pk (spad keys x E) and pv (spad keys x Ev). */
+AMX_TARGET static void amx_pack_head(const attn_args *a, const amx_pack *pk, int64_t g) {
+  const int64_t n = a->n, E = a->E, Ev = a->Ev, bi = g / a->hk, hk = g % a->hk;
+  const int64_t ko = head_off(a, &a->k, bi, hk), vo = head_off(a, &a->v, bi, hk);
+  const int64_t krs = a->k.st[n - 2], kcs = a->k.st[n - 1], vrs = a->v.st[n - 2], vcs = a->v.st[n - 1];
+  uint32_t *kp = pk->kp + g * pk->kstride, *vp = pk->vp + g * pk->vstride;
+  const int64_t nec = E / 32, net = Ev / 16;
+  for (int64_t kt = 0; kt < pk->spad / 16; kt++)
+    for (int64_t ec = 0; ec < nec; ec++) {
+      uint32_t *t = kp + (kt * nec + ec) * 256;
+      for (int n_ = 0; n_ < 16; n_++) {
+        const int64_t key = kt * 16 + n_;
+        if (key >= a->S) {
+          for (int kq = 0; kq < 16; kq++) t[kq * 16 + n_] = 0;
+          continue;
+        }
+        const int64_t base = ko + key * krs + (ec * 32) * kcs;
+        for (int kq = 0; kq < 16; kq++)
+          t[kq * 16 + n_] =
+            (uint32_t)ld_u16(&a->k, base + 2 * kq * kcs) | (uint32_t)ld_u16(&a->k, base + (2 * kq + 1) * kcs) << 16;
+      }
+    }
+  for (int64_t kc = 0; kc < pk->spad / 32; kc++)
+    for (int64_t et = 0; et < net; et++) {
+      uint32_t *t = vp + (kc * net + et) * 256;
+      for (int kq = 0; kq < 16; kq++) {
+        const int64_t k0 = kc * 32 + 2 * kq, k1 = k0 + 1;
+        uint32_t *row = t + kq * 16;
+        const int64_t b0 = vo + k0 * vrs + et * 16 * vcs, b1 = vo + k1 * vrs + et * 16 * vcs;
+        if (k1 < a->S && vcs == 1) {
+          const uint16_t *r0 = (const uint16_t *)a->v.p + b0, *r1 = (const uint16_t *)a->v.p + b1;
+#pragma omp simd
+          for (int e = 0; e < 16; e++) row[e] = (uint32_t)r0[e] | (uint32_t)r1[e] << 16;
+        } else
+          for (int e = 0; e < 16; e++)
+            row[e] = (k0 < a->S ? (uint32_t)ld_u16(&a->v, b0 + e * vcs) : 0) |
+                     (k1 < a->S ? (uint32_t)ld_u16(&a->v, b1 + e * vcs) << 16 : 0);
+      }
+    }
+}
+
+/* Splits n float32 values x into two bf16 values each, hi = bf16(x) and lo = bf16(x - hi) (round to
+ * nearest even), so that hi + lo carries x to about 2^-16 relative and P V costs two tile products. */
+AMX_TARGET static void amx_split_row(uint16_t *hi, uint16_t *lo, const float *src, int64_t n) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m512 x = _mm512_loadu_ps(src + c);
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+    const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm256_storeu_si256((__m256i *)(hi + c), h);
+    _mm256_storeu_si256((__m256i *)(lo + c), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, hf)));
+  }
+  for (; c < n; c++) {
+    hi[c] = th_sc_f32_to_bf16(src[c]);
+    lo[c] = th_sc_f32_to_bf16(src[c] - th_sc_bf16_to_f32(hi[c]));
+  }
+}
+
+/* The online-softmax step of one row of a score block, in whole vectors: s[c] for keys j0 + c, c < ce (the
+ * keys the row attends to in the block), is scaled and masked, s[ce .. cv) (cv: ce rounded up to 16) is
+ * -inf, and s becomes exp(s - m') with m' the row's new maximum (returned in *mx) and its sum in *sum. */
+AMX_TARGET static void amx_softmax_row(const attn_args *a, float *s, int64_t ce, int64_t i, int64_t j0, int64_t moff,
+                                       float *mx, float *sum) {
+  const int64_t cv = (ce + 15) & ~(int64_t)15;
+  for (int64_t c = ce; c < cv; c++) s[c] = -INFINITY;
+  const __m512 vscale = _mm512_set1_ps(a->scale);
+  __m512 vmx = _mm512_set1_ps(*mx);
+  if (!a->has_mask)
+    for (int64_t c = 0; c < cv; c += 16) {
+      const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + c), vscale);
+      _mm512_storeu_ps(s + c, x);
+      vmx = _mm512_max_ps(vmx, x);
+    }
+  else {
+    for (int64_t c = 0; c < cv; c += 16) _mm512_storeu_ps(s + c, _mm512_mul_ps(_mm512_loadu_ps(s + c), vscale));
+    const int64_t base = moff + i * a->mask.st[a->n - 2] + j0 * a->mask.st[a->n - 1], cs = a->mask.st[a->n - 1];
+    if (a->mask_bool) {
+      const bool *m = (const bool *)a->mask.p + base;
+      for (int64_t c = 0; c < ce; c++)
+        if (!m[c * cs]) s[c] = -INFINITY;
+    } else
+      for (int64_t c = 0; c < ce; c++) s[c] += ld(a->mask.p, a->mask.dt, base + c * cs);
+    for (int64_t c = 0; c < cv; c += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(s + c));
+  }
+  const float m = _mm512_reduce_max_ps(vmx), mu = m == -INFINITY ? 0.0f : m; /* nothing attended yet: P = 0 */
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t c = 0; c < cv; c += 16) {
+    float *x = s + c;
+#pragma omp simd
+    for (int k = 0; k < 16; k++) x[k] = th_m_expf(x[k] - mu);
+    vsum = _mm512_add_ps(vsum, _mm512_loadu_ps(x));
+  }
+  *mx = m;
+  *sum = _mm512_reduce_add_ps(vsum);
+}
+
+/* dst[c * cs] = bf16(src[c] * inv) for c < n: whole vectors through VCVTNEPS2BF16 where they hold no NaN
+ * and no subnormal (where it and th_sc_f32_to_bf16 agree), the rest one by one. */
+AMX_TARGET static void amx_store_row(uint16_t *dst, int64_t cs, const float *src, float inv, int64_t n) {
+  int64_t c = 0;
+  if (cs == 1) {
+    const __m512 vinv = _mm512_set1_ps(inv), tiny = _mm512_set1_ps(0x1p-126f);
+    for (; c + 16 <= n; c += 16) {
+      const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(src + c), vinv), ax = _mm512_abs_ps(x);
+      const __mmask16 odd = _mm512_cmp_ps_mask(ax, ax, _CMP_UNORD_Q) |
+                            (_mm512_cmp_ps_mask(ax, tiny, _CMP_LT_OQ) & _mm512_cmp_ps_mask(ax, _mm512_setzero_ps(), _CMP_NEQ_OQ));
+      if (odd) break;
+      _mm256_storeu_si256((__m256i *)(dst + c), (__m256i)_mm512_cvtneps_pbh(x));
+    }
+  }
+  for (; c < n; c++) dst[c * cs] = th_sc_f32_to_bf16(src[c] * inv);
+}
+
+AMX_TARGET static void amx_fwd_task(const attn_args *a, const amx_pack *pk, amx_buf *w, int64_t t) {
+  const int64_t nqb = (a->L + ABQ - 1) / ABQ, E = a->E, Ev = a->Ev, n = a->n, nec = E / 32, net = Ev / 16;
+  const int64_t qb = t % nqb, bh = t / nqb, h = bh % a->hq, bi = bh / a->hq, hk = h / (a->hq / a->hk);
+  const int64_t i0 = qb * ABQ, bq = a->L - i0 < ABQ ? a->L - i0 : ABQ;
+  const int64_t qo = head_off(a, &a->q, bi, h), mo = a->has_mask ? head_off(a, &a->mask, bi, h) : 0;
+  const int64_t qrs = a->q.st[n - 2], qcs = a->q.st[n - 1];
+  const uint32_t *kp = pk->kp + (bi * a->hk + hk) * pk->kstride, *vp = pk->vp + (bi * a->hk + hk) * pk->vstride;
+  for (int64_t r = 0; r < ABQ; r++) {
+    uint16_t *d = w->Q + r * E;
+    if (r >= bq)
+      memset(d, 0, sizeof(uint16_t) * (size_t)E);
+    else if (qcs == 1)
+      memcpy(d, (const uint16_t *)a->q.p + qo + (i0 + r) * qrs, sizeof(uint16_t) * (size_t)E);
+    else
+      for (int64_t c = 0; c < E; c++) d[c] = ld_u16(&a->q, qo + (i0 + r) * qrs + c * qcs);
+    w->m[r] = -INFINITY;
+    w->l[r] = 0.0f;
+  }
+  memset(w->O, 0, sizeof(float) * (size_t)(ABQ * Ev));
+  memset(w->P, 0, sizeof(uint16_t) * 2 * ABQ * ABK);
+  /* Scores of masked keys are -inf and their exponentials would pass through subnormals (slow on x86):
+   * they are flushed while the block is in flight. P is bf16, which the tile unit reads with subnormals as
+   * zero, so no value that matters changes; the stores at the end run with the caller's MXCSR. */
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040); /* FTZ | DAZ */
+  const int64_t kend = key_end(a, i0, bq);
+  for (int64_t j0 = 0; j0 < kend; j0 += ABK) {
+    const int64_t bk = kend - j0 < ABK ? kend - j0 : ABK, nch = (bk + 31) / 32;
+    /* S = Q K^T, 32 keys (two K tiles) at a time */
+    for (int64_t ch = 0; ch < nch; ch++) {
+      const int64_t kt = (j0 + ch * 32) / 16;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t ec = 0; ec < nec; ec++) {
+        _tile_loadd(4, w->Q + ec * 32, E * 2);
+        _tile_loadd(5, w->Q + 16 * E + ec * 32, E * 2);
+        _tile_loadd(6, kp + (kt * nec + ec) * 256, 64);
+        _tile_loadd(7, kp + ((kt + 1) * nec + ec) * 256, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, w->S + ch * 32, ABK * 4);
+      _tile_stored(1, w->S + ch * 32 + 16, ABK * 4);
+      _tile_stored(2, w->S + 16 * ABK + ch * 32, ABK * 4);
+      _tile_stored(3, w->S + 16 * ABK + ch * 32 + 16, ABK * 4);
+    }
+    /* the online softmax, row by row over the keys each row attends to */
+    bool rescale = false;
+    for (int64_t r = 0; r < bq; r++) {
+      int64_t ce = bk;
+      if (a->causal) {
+        ce = i0 + r - j0 + 1;
+        ce = ce < 0 ? 0 : ce > bk ? bk : ce;
+      }
+      float *s = w->S + r * ABK, mx = w->m[r], sum;
+      const float alpha_from = w->m[r];
+      amx_softmax_row(a, s, ce, i0 + r, j0, mo, &mx, &sum);
+      const float alpha = th_m_expf(alpha_from - (mx == -INFINITY ? 0.0f : mx));
+      uint16_t *p = w->P + r * ABK, *plo = p + ABQ * ABK;
+      const int64_t cv = (ce + 15) & ~(int64_t)15;
+      amx_split_row(p, plo, s, cv);
+      for (int64_t c = cv; c < nch * 32; c++) p[c] = plo[c] = 0;
+      w->l[r] = w->l[r] * alpha + sum;
+      w->m[r] = mx;
+      s[0] = alpha; /* the row's rescale factor, read below (its scores are in P now) */
+      rescale |= alpha != 1.0f;
+    }
+    if (rescale)
+      for (int64_t r = 0; r < bq; r++) {
+        const float alpha = w->S[r * ABK];
+        float *o = w->O + r * Ev;
+#pragma omp simd
+        for (int64_t c = 0; c < Ev; c++) o[c] *= alpha;
+      }
+    /* O += P V: two 16-column tiles of O (four accumulators) at a time, over the block's 32-key chunks */
+    const uint32_t *vb = vp + (j0 / 32) * net * 256, *vlast = vb + (nch - 1) * net * 256;
+    const int64_t valid = bk - (nch - 1) * 32;
+    if (valid < 32) { /* the last chunk's keys past the block's end: zero rows, whatever V holds there */
+      memcpy(w->vt, vlast, sizeof(uint32_t) * 256 * (size_t)net);
+      for (int64_t x = 0; x < 256 * net; x++) {
+        const int kq = (int)(x % 256) / 16;
+        if (2 * kq >= valid)
+          w->vt[x] = 0;
+        else if (2 * kq + 1 >= valid)
+          w->vt[x] &= 0xffffu;
+      }
+      vlast = w->vt;
+    }
+    for (int64_t et = 0; et < net; et += 2) {
+      const bool two = et + 1 < net;
+      float *o0 = w->O + et * 16, *o1 = w->O + 16 * Ev + et * 16;
+      _tile_loadd(0, o0, Ev * 4);
+      _tile_loadd(2, o1, Ev * 4);
+      if (two) {
+        _tile_loadd(1, o0 + 16, Ev * 4);
+        _tile_loadd(3, o1 + 16, Ev * 4);
+      }
+      for (int64_t ch = 0; ch < nch; ch++) {
+        const uint32_t *vc = ch == nch - 1 ? vlast : vb + ch * net * 256;
+        _tile_loadd(6, vc + et * 256, 64);
+        if (two) _tile_loadd(7, vc + (et + 1) * 256, 64);
+        for (int part = 0; part < 2; part++) { /* P's bf16 high parts, then its low parts */
+          const uint16_t *pp = w->P + part * ABQ * ABK + ch * 32;
+          _tile_loadd(4, pp, ABK * 2);
+          _tile_loadd(5, pp + 16 * ABK, ABK * 2);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(2, 5, 6);
+          if (two) {
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(3, 5, 7);
+          }
+        }
+      }
+      _tile_stored(0, o0, Ev * 4);
+      _tile_stored(2, o1, Ev * 4);
+      if (two) {
+        _tile_stored(1, o0 + 16, Ev * 4);
+        _tile_stored(3, o1 + 16, Ev * 4);
+      }
+    }
+  }
+  _mm_setcsr(csr);
+  const int64_t oo = head_off(a, &a->o, bi, h), lo = head_off(a, &a->lse, bi, h);
+  for (int64_t r = 0; r < bq; r++) {
+    const float l = w->l[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float *o = w->O + r * Ev;
+    uint16_t *dst = (uint16_t *)a->o.p + oo + (i0 + r) * a->o.st[n - 2];
+    if (l > 0.0f)
+      amx_store_row(dst, a->o.st[n - 1], o, inv, Ev);
+    else /* a row that attends to nothing: 0, whatever the products of its zero weights gave */
+      for (int64_t c = 0; c < Ev; c++) dst[c * a->o.st[n - 1]] = 0;
+    ((float *)a->lse.p)[lo + (i0 + r) * a->lse.st[n - 2]] = l > 0.0f ? w->m[r] + logf(l) : (l == 0.0f ? -INFINITY : l);
+  }
+}
+
+/* Whether the CPU has AMX-BF16 with AVX512_BF16 and the kernel lets this process use the tile data. */
+static bool amx_available(void) {
+  static int state; /* 0 unknown, 1 yes, -1 no */
+  int s;
+#pragma omp atomic read
+  s = state;
+  if (s) return s > 0;
+  unsigned a, b, c, d, a1, b1, c1, d1;
+  bool ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24)) &&
+            __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5)) && __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+            __builtin_cpu_supports("avx512dq");
+  /* ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA: Linux hands out the tile state on request */
+  if (ok) ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  s = ok ? 1 : -1;
+#pragma omp atomic write
+  state = s;
+  return ok;
+}
+#else
+#define TH_ATTN_AMX 0
 #endif
 
 /* AVX-512 when the CPU has it and $THUNDER_ATTN_ISA does not ask for the baseline ("avx2"). */
@@ -487,6 +818,55 @@ static void bind_lse(opnd *o, const th_tensor *t, int n) {
 
 static void *alloc_floats(int64_t n) { return th_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
 
+#if TH_ATTN_AMX
+/* The AMX forward for bf16 q, k, v of head dims it tiles, unless $THUNDER_ATTN_ISA names "avx512" or "avx2". */
+static bool use_amx(const attn_args *a) {
+  const char *want = getenv("THUNDER_ATTN_ISA");
+  if (want && (!strcmp(want, "avx2") || !strcmp(want, "avx512"))) return false;
+  return a->q.dt == TH_BF16 && a->k.dt == TH_BF16 && a->v.dt == TH_BF16 && a->E % 32 == 0 && a->Ev % 16 == 0 &&
+         a->E <= AMX_EMAX && a->Ev <= AMX_EMAX && a->S > 0 && amx_available();
+}
+
+static th_status amx_forward(const th_bsym *b, const attn_args *a) {
+  amx_pack pk;
+  pk.spad = (a->S + 31) / 32 * 32;
+  pk.kstride = pk.spad * a->E / 2;
+  pk.vstride = pk.spad * a->Ev / 2;
+  const int64_t nkv = a->nbatch * a->hk, ntasks = a->nbatch * a->hq * ((a->L + ABQ - 1) / ABQ);
+  pk.kp = th_malloc(sizeof(uint32_t) * (size_t)(nkv * (pk.kstride + pk.vstride)));
+  if (!pk.kp) return th_error(TH_ERR_NOMEM, "%s: out of memory for the packed keys and values", th_eg_name(b));
+  pk.vp = pk.kp + nkv * pk.kstride;
+  const int nth = ntasks > 1 ? omp_get_max_threads() : 1;
+  bool oom = false;
+#pragma omp parallel num_threads(nth)
+  {
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < nkv; g++) amx_pack_head(a, &pk, g);
+    amx_buf w = {th_malloc(sizeof(uint16_t) * ABQ * (size_t)a->E),
+                 th_malloc(sizeof(uint16_t) * 2 * ABQ * ABK),
+                 alloc_floats(ABQ * ABK),
+                 alloc_floats(ABQ * a->Ev),
+                 alloc_floats(ABQ),
+                 alloc_floats(ABQ),
+                 th_malloc(sizeof(uint32_t) * 256 * (size_t)(a->Ev / 16))};
+    bool ok = w.Q && w.P && w.S && w.O && w.m && w.l && w.vt;
+    if (!ok) {
+#pragma omp atomic write
+      oom = true;
+    }
+    if (ok) amx_config();
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < ntasks; t++)
+      if (ok) amx_fwd_task(a, &pk, &w, t);
+    if (ok) amx_release();
+    th_free(w.Q), th_free(w.P), th_free(w.S), th_free(w.O), th_free(w.m), th_free(w.l), th_free(w.vt);
+  }
+  th_free(pk.kp);
+  if (oom) return th_error(TH_ERR_NOMEM, "%s: out of memory for the attention tiles", th_eg_name(b));
+  return TH_OK;
+}
+#endif
+
 th_status th_eg_sdpa_flash_ref(th_rt_env *env, const th_bsym *b) {
   attn_args a;
   TH_TRY(bind_common(env, b, 0, 3, &a));
@@ -495,6 +875,9 @@ th_status th_eg_sdpa_flash_ref(th_rt_env *env, const th_bsym *b) {
   bind(&a.o, out, a.n);
   bind_lse(&a.lse, lse, a.n);
   if (a.L == 0) return TH_OK;
+#if TH_ATTN_AMX
+  if (use_amx(&a)) return amx_forward(b, &a);
+#endif
   const int64_t ntasks = a.nbatch * a.hq * ((a.L + BQ - 1) / BQ);
   const fwd_fn fn = use_avx512() ? fwd_task_avx512 : fwd_task_base;
   const int nth = ntasks > 1 ? omp_get_max_threads() : 1;
