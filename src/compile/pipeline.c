@@ -1,6 +1,6 @@
 /* pipeline.c — the compile pipeline: a trace in, a program out (thunder/jit.h).
  *
- *   verify -> DCE -> CSE -> execution pass -> fuser -> delete last used -> th_program_build
+ *   verify -> DCE -> CSE -> [fuse attention] -> execution pass -> fuser -> delete last used -> th_program_build
  *
  * Each stage is one function (pipeline.h). th_program_compile_with runs them in order, keeps every
  * trace a stage makes, resolves the kernel of each claimed bsym of the last trace (the executor that
@@ -245,6 +245,7 @@ th_status th_program_compile_with(const th_trace *tr, const th_compile_options *
     cur = stage_push(&l, TH_STAGE_NAME_DCE, t);
   if (st == TH_OK && !(o->skip_stages & TH_COMPILE_SKIP_CSE) && (st = th_compile_stage_cse(cur, &t)) == TH_OK)
     cur = stage_push(&l, TH_STAGE_NAME_CSE, t);
+  if (st == TH_OK && (st = th_fuse_attention(cur, &t)) == TH_OK && t) cur = stage_push(&l, TH_STAGE_NAME_ATTENTION, t);
   if (st == TH_OK && (st = th_compile_stage_execution(cur, execs, nexecs, &t)) == TH_OK)
     cur = stage_push(&l, TH_STAGE_NAME_EXECUTION, t);
   if (st == TH_OK && (st = th_compile_stage_fuser(cur, execs, nexecs, o->dump_dir, &t, &fusions)) == TH_OK && t)
@@ -341,7 +342,14 @@ th_status th_compile_prepare(const th_trace *tr, const th_compile_options *opts,
   th_trace *d = NULL;
   TH_TRY(th_compile_stage_dce(tr, &d));
   th_status st = th_compile_stage_cse(d, cse);
+  th_trace *fused = NULL;
+  if (st == TH_OK && (st = th_fuse_attention(*cse, &fused)) == TH_OK && fused) {
+    th_trace_free(*cse); /* the cleaned trace is the fused one; values live in the session */
+    *cse = fused;
+  }
   if (st != TH_OK) {
+    th_trace_free(*cse);
+    *cse = NULL;
     th_trace_free(d);
     return st;
   }

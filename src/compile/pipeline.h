@@ -17,6 +17,7 @@
 /* The stage names the program records (th_program_stage_trace). */
 #define TH_STAGE_NAME_DCE "dce"
 #define TH_STAGE_NAME_CSE "cse"
+#define TH_STAGE_NAME_ATTENTION "attention" /* only when a chain matched */
 #define TH_STAGE_NAME_EXECUTION "execution"
 #define TH_STAGE_NAME_FUSER "fuser"
 #define TH_STAGE_NAME_DEL "del_last_used"

@@ -44,6 +44,13 @@ th_status th_float8(const th_trace *tr, const struct th_float8_options *opts, th
  * *out: provenance "Common Subexpression Elimination (took N milliseconds)". */
 th_status th_cse(const th_trace *tr, th_trace **out);
 
+/* ---- fuse_attention.c ------------------------------------------------------------------------------
+ * Attention written out by hand (matmul -> [scale] -> [masked_fill -inf] -> softmax -> [dropout 0] ->
+ * matmul, every intermediate used once) recorded again as ltorch.scaled_dot_product_attention, so the
+ * flash-attention prim runs it (the file comment has the exact rules). *out is NULL when nothing matched
+ * or THUNDER_FUSE_ATTENTION=0; else provenance "Fuse Attention (took N milliseconds)". */
+th_status th_fuse_attention(const th_trace *tr, th_trace **out);
+
 /* ---- del_last_used.c -----------------------------------------------------------------------------
  * Delete Last Used (Thunder's del_last_used): old dels are dropped; after each top-level bsym before
  * the return (comments excepted), one `del` (python_del, one TUPLE arg) of the values whose last use

@@ -65,6 +65,9 @@ typedef struct {
   int64_t bshape[TH_MAX_DIMS]; /* the n - 3 batch dims */
   int64_t nbatch, hq, hk, L, S, E, Ev;
   bool causal, has_mask, mask_bool;
+  /* a bool mask that every batch and head shares (one L x S plane): per query row i, keys [0, full[i])
+   * are all attended and none at or after end[i] is; NULL otherwise */
+  const int64_t *mask_full, *mask_end;
   float scale;
   opnd q, k, v, mask;
   /* forward outputs / backward inputs */
@@ -230,6 +233,9 @@ AT_INLINE void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda
   }
 }
 
+/* The first key of row i that the mask may hide (keys before it are all attended). */
+AT_INLINE int64_t mask_from(const attn_args *a, int64_t i) { return a->mask_full ? a->mask_full[i] : 0; }
+
 /* S[r][c] (the bq x bk tile at query rows i0.., keys j0..; rows lds floats apart) scaled and masked. */
 AT_INLINE void scale_mask(const attn_args *a, float *S, int64_t lds, int64_t bq, int64_t bk, int64_t i0, int64_t j0,
                           int64_t moff) {
@@ -243,7 +249,8 @@ AT_INLINE void scale_mask(const attn_args *a, float *S, int64_t lds, int64_t bq,
                     cs = a->mask.st[a->n - 1];
       if (a->mask_bool) {
         const bool *m = (const bool *)a->mask.p + base;
-        for (int64_t c = 0; c < bk; c++)
+        const int64_t c0 = mask_from(a, i0 + r) - j0;
+        for (int64_t c = c0 > 0 ? c0 : 0; c < bk; c++)
           if (!m[c * cs]) s[c] = -INFINITY;
       } else
         for (int64_t c = 0; c < bk; c++) s[c] += ld(a->mask.p, a->mask.dt, base + c * cs);
@@ -255,8 +262,14 @@ AT_INLINE void scale_mask(const attn_args *a, float *S, int64_t lds, int64_t bq,
 
 /* The number of keys a query block [i0, i0 + bq) looks at. */
 AT_INLINE int64_t key_end(const attn_args *a, int64_t i0, int64_t bq) {
-  if (!a->causal) return a->S;
-  return i0 + bq < a->S ? i0 + bq : a->S;
+  int64_t e = a->S;
+  if (a->causal) e = i0 + bq < a->S ? i0 + bq : a->S;
+  if (a->mask_end) { /* a shared bool mask: no key past the block's last attended one */
+    int64_t m = 0;
+    for (int64_t r = i0; r < i0 + bq; r++) m = a->mask_end[r] > m ? a->mask_end[r] : m;
+    e = m < e ? m : e;
+  }
+  return e;
 }
 
 /* ---- forward ------------------------------------------------------------------------------------------ */
@@ -550,7 +563,8 @@ AMX_TARGET static void amx_softmax_row(const attn_args *a, float *s, int64_t ce,
     const int64_t base = moff + i * a->mask.st[a->n - 2] + j0 * a->mask.st[a->n - 1], cs = a->mask.st[a->n - 1];
     if (a->mask_bool) {
       const bool *m = (const bool *)a->mask.p + base;
-      for (int64_t c = 0; c < ce; c++)
+      const int64_t c0 = mask_from(a, i) - j0;
+      for (int64_t c = c0 > 0 ? c0 : 0; c < ce; c++)
         if (!m[c * cs]) s[c] = -INFINITY;
     } else
       for (int64_t c = 0; c < ce; c++) s[c] += ld(a->mask.p, a->mask.dt, base + c * cs);
@@ -818,6 +832,35 @@ static void bind_lse(opnd *o, const th_tensor *t, int n) {
 
 static void *alloc_floats(int64_t n) { return th_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
 
+/* For a bool mask shared by every batch and head, the per-row ranges of a->mask_full / mask_end, in
+ * *buf (2 L values, freed by the caller); nothing when the mask is another kind. */
+static th_status mask_ranges(const th_bsym *b, attn_args *a, int64_t **buf) {
+  *buf = NULL;
+  if (!a->has_mask || !a->mask_bool) return TH_OK;
+  for (int d = 0; d < a->n - 2; d++)
+    if (a->mask.st[d]) return TH_OK;
+  int64_t *r = th_malloc(sizeof(int64_t) * 2 * (size_t)(a->L > 0 ? a->L : 1));
+  if (!r) return th_error(TH_ERR_NOMEM, "%s: out of memory for the mask's row ranges", th_eg_name(b));
+  const bool *m = (const bool *)a->mask.p;
+  const int64_t rs = a->mask.st[a->n - 2], cs = a->mask.st[a->n - 1];
+  for (int64_t i = 0; i < a->L; i++) {
+    const bool *row = m + i * rs;
+    int64_t full = 0, end = 0;
+    while (full < a->S && row[full * cs]) full++;
+    for (int64_t c = a->S; c > full; c--)
+      if (row[(c - 1) * cs]) {
+        end = c;
+        break;
+      }
+    r[i] = full;
+    r[a->L + i] = end > full ? end : full;
+  }
+  a->mask_full = r;
+  a->mask_end = r + a->L;
+  *buf = r;
+  return TH_OK;
+}
+
 #if TH_ATTN_AMX
 /* The AMX forward for bf16 q, k, v of head dims it tiles, unless $THUNDER_ATTN_ISA names "avx512" or "avx2". */
 static bool use_amx(const attn_args *a) {
@@ -875,8 +918,14 @@ th_status th_eg_sdpa_flash_ref(th_rt_env *env, const th_bsym *b) {
   bind(&a.o, out, a.n);
   bind_lse(&a.lse, lse, a.n);
   if (a.L == 0) return TH_OK;
+  int64_t *ranges;
+  TH_TRY(mask_ranges(b, &a, &ranges));
 #if TH_ATTN_AMX
-  if (use_amx(&a)) return amx_forward(b, &a);
+  if (use_amx(&a)) {
+    th_status ast = amx_forward(b, &a);
+    th_free(ranges);
+    return ast;
+  }
 #endif
   const int64_t ntasks = a.nbatch * a.hq * ((a.L + BQ - 1) / BQ);
   const fwd_fn fn = use_avx512() ? fwd_task_avx512 : fwd_task_base;
@@ -896,6 +945,7 @@ th_status th_eg_sdpa_flash_ref(th_rt_env *env, const th_bsym *b) {
       if (ok) fn(&a, &w, t);
     th_free(w.Q), th_free(w.Kt), th_free(w.V), th_free(w.S), th_free(w.O), th_free(w.m), th_free(w.l);
   }
+  th_free(ranges);
   if (oom) return th_error(TH_ERR_NOMEM, "%s: out of memory for the attention tiles", th_eg_name(b));
   return TH_OK;
 }
@@ -916,6 +966,8 @@ th_status th_eg_sdpa_flash_backward_ref(th_rt_env *env, const th_bsym *b) {
   bind(&a.dk, dk, a.n);
   bind(&a.dv, dv, a.n);
   /* the outputs are contiguous: strides of their own (bind zeroes size-1 dims' strides, harmless) */
+  int64_t *ranges;
+  TH_TRY(mask_ranges(b, &a, &ranges));
   const int64_t ntasks = a.nbatch * a.hk;
   const bwd_fn fn = use_avx512() ? bwd_task_avx512 : bwd_task_base;
   const int nth = ntasks > 1 ? omp_get_max_threads() : 1;
@@ -939,6 +991,7 @@ th_status th_eg_sdpa_flash_backward_ref(th_rt_env *env, const th_bsym *b) {
     float *all[] = {w.Q, w.dO, w.Kt, w.K, w.Vt, w.S, w.P_t, w.dS, w.dS_t, w.dQ, w.dK, w.dV, w.D, w.lse};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) th_free(all[i]);
   }
+  th_free(ranges);
   if (oom) return th_error(TH_ERR_NOMEM, "%s: out of memory for the attention tiles", th_eg_name(b));
   return TH_OK;
 }
