@@ -448,7 +448,7 @@ static void bwd_task_base(const attn_args *a, bwd_buf *w, int64_t t) { bwd_task_
  *   attention rounds it for its bf16 product with V); O (float32, in memory) is rescaled by exp(m - m')
  *   and accumulated tile by tile. Columns of P past the block's last key are zero, and so are the rows of
  *   a V chunk past it, so a key outside the causal window contributes nothing whatever its value.
- * The backward keeps the AVX-512 path. */
+ * The backward (below) runs on the tile unit too when Ev % 32 == 0 as well. */
 #if TH_ATTN_X86
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -485,45 +485,68 @@ AMX_TARGET static void amx_release(void) { _tile_release(); }
 
 AT_INLINE uint16_t ld_u16(const opnd *o, int64_t i) { return ((const uint16_t *)o->p)[i]; }
 
-/* Packs key/value head g = (bi, hk) of a into pk (spad keys x E) and pv (spad keys x Ev). */
-AMX_TARGET static void amx_pack_head(const attn_args *a, const amx_pack *pk, int64_t g) {
-  const int64_t n = a->n, E = a->E, Ev = a->Ev, bi = g / a->hk, hk = g % a->hk;
-  const int64_t ko = head_off(a, &a->k, bi, hk), vo = head_off(a, &a->v, bi, hk);
-  const int64_t krs = a->k.st[n - 2], kcs = a->k.st[n - 1], vrs = a->v.st[n - 2], vcs = a->v.st[n - 1];
-  uint32_t *kp = pk->kp + g * pk->kstride, *vp = pk->vp + g * pk->vstride;
-  const int64_t nec = E / 32, net = Ev / 16;
-  for (int64_t kt = 0; kt < pk->spad / 16; kt++)
+/* B tiles whose reduction dim is x's inner dim (S = Q K^T: K; dP = dO V^T: V): x is nrows x D bf16 at
+ * o + off (row stride rs, column stride cs); tile (rt, ec) of 16 rows x 32 columns, at dst + (rt (D / 32)
+ * + ec) 256, holds in its row kq and column n the pair x[16 rt + n][32 ec + 2 kq .. + 1]. Rows from
+ * nrows up to npad (a multiple of 32) are zero. */
+AMX_TARGET static void pack_b_inner(uint32_t *dst, const opnd *o, int64_t off, int64_t rs, int64_t cs,
+                                    int64_t nrows, int64_t npad, int64_t D) {
+  const int64_t nec = D / 32;
+  for (int64_t rt = 0; rt < npad / 16; rt++)
     for (int64_t ec = 0; ec < nec; ec++) {
-      uint32_t *t = kp + (kt * nec + ec) * 256;
+      uint32_t *t = dst + (rt * nec + ec) * 256;
       for (int n_ = 0; n_ < 16; n_++) {
-        const int64_t key = kt * 16 + n_;
-        if (key >= a->S) {
+        const int64_t row = rt * 16 + n_;
+        if (row >= nrows) {
           for (int kq = 0; kq < 16; kq++) t[kq * 16 + n_] = 0;
           continue;
         }
-        const int64_t base = ko + key * krs + (ec * 32) * kcs;
-        for (int kq = 0; kq < 16; kq++)
-          t[kq * 16 + n_] =
-            (uint32_t)ld_u16(&a->k, base + 2 * kq * kcs) | (uint32_t)ld_u16(&a->k, base + (2 * kq + 1) * kcs) << 16;
+        const int64_t base = off + row * rs + (ec * 32) * cs;
+        if (cs == 1) {
+          const uint32_t *src = (const uint32_t *)(const void *)((const uint16_t *)o->p + base);
+          uint32_t tmp[16];
+          memcpy(tmp, src, sizeof tmp); /* the row's 16 pairs, whatever its alignment */
+          for (int kq = 0; kq < 16; kq++) t[kq * 16 + n_] = tmp[kq];
+        } else
+          for (int kq = 0; kq < 16; kq++)
+            t[kq * 16 + n_] = (uint32_t)ld_u16(o, base + 2 * kq * cs) | (uint32_t)ld_u16(o, base + (2 * kq + 1) * cs) << 16;
       }
     }
-  for (int64_t kc = 0; kc < pk->spad / 32; kc++)
+}
+
+/* B tiles whose reduction dim is x's rows (O += P V: V; dV += P^T dO: dO; dQ += dS K: K; dK += dS^T Q:
+ * Q): tile (rc, et) of 32 rows x 16 columns, at dst + (rc (D / 16) + et) 256, holds in its row kq and
+ * column e the pair x[32 rc + 2 kq][16 et + e], x[32 rc + 2 kq + 1][16 et + e]. Rows from nrows up to
+ * npad (a multiple of 32) are zero. */
+AMX_TARGET static void pack_b_rows(uint32_t *dst, const opnd *o, int64_t off, int64_t rs, int64_t cs, int64_t nrows,
+                                   int64_t npad, int64_t D) {
+  const int64_t net = D / 16;
+  for (int64_t rc = 0; rc < npad / 32; rc++)
     for (int64_t et = 0; et < net; et++) {
-      uint32_t *t = vp + (kc * net + et) * 256;
+      uint32_t *t = dst + (rc * net + et) * 256;
       for (int kq = 0; kq < 16; kq++) {
-        const int64_t k0 = kc * 32 + 2 * kq, k1 = k0 + 1;
+        const int64_t k0 = rc * 32 + 2 * kq, k1 = k0 + 1;
         uint32_t *row = t + kq * 16;
-        const int64_t b0 = vo + k0 * vrs + et * 16 * vcs, b1 = vo + k1 * vrs + et * 16 * vcs;
-        if (k1 < a->S && vcs == 1) {
-          const uint16_t *r0 = (const uint16_t *)a->v.p + b0, *r1 = (const uint16_t *)a->v.p + b1;
+        const int64_t b0 = off + k0 * rs + et * 16 * cs, b1 = off + k1 * rs + et * 16 * cs;
+        if (k1 < nrows && cs == 1) {
+          const uint16_t *r0 = (const uint16_t *)o->p + b0, *r1 = (const uint16_t *)o->p + b1;
 #pragma omp simd
           for (int e = 0; e < 16; e++) row[e] = (uint32_t)r0[e] | (uint32_t)r1[e] << 16;
         } else
           for (int e = 0; e < 16; e++)
-            row[e] = (k0 < a->S ? (uint32_t)ld_u16(&a->v, b0 + e * vcs) : 0) |
-                     (k1 < a->S ? (uint32_t)ld_u16(&a->v, b1 + e * vcs) << 16 : 0);
+            row[e] = (k0 < nrows ? (uint32_t)ld_u16(o, b0 + e * cs) : 0) |
+                     (k1 < nrows ? (uint32_t)ld_u16(o, b1 + e * cs) << 16 : 0);
       }
     }
+}
+
+/* Packs key/value head g = (bi, hk) of a: K as S = Q K^T's B tiles, V as O += P V's. */
+AMX_TARGET static void amx_pack_head(const attn_args *a, const amx_pack *pk, int64_t g) {
+  const int64_t n = a->n, bi = g / a->hk, hk = g % a->hk;
+  pack_b_inner(pk->kp + g * pk->kstride, &a->k, head_off(a, &a->k, bi, hk), a->k.st[n - 2], a->k.st[n - 1], a->S,
+               pk->spad, a->E);
+  pack_b_rows(pk->vp + g * pk->vstride, &a->v, head_off(a, &a->v, bi, hk), a->v.st[n - 2], a->v.st[n - 1], a->S,
+              pk->spad, a->Ev);
 }
 
 /* Splits n float32 values x into two bf16 values each, hi = bf16(x) and lo = bf16(x - hi) (round to
@@ -738,6 +761,176 @@ AMX_TARGET static void amx_fwd_task(const attn_args *a, const amx_pack *pk, amx_
   }
 }
 
+/* ---- AMX bfloat16 backward ------------------------------------------------------------------------------
+ * The recomputation of the AVX-512 backward with every product on the tile unit, for bf16 q, k, v, o and
+ * dO with E and Ev multiples of 32. One task per (batch, key/value head) packs K (as S's B tiles and as
+ * dQ's), V (as dP's) and holds float32 dK and dV for the head; for each query head of its group and each
+ * block of 32 query rows it packs Q and dO (as dK's and dV's B tiles) and walks the 32-key chunks up to
+ * the block's last attended key: S = Q K^T (the forward's tile products in the forward's order, so the
+ * same bits), P = exp(S scale - logsumexp), dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale,
+ * dQ += dS K, dK += dS^T Q. P, P^T, dS and dS^T enter the products as bf16 high and low parts. */
+typedef struct {
+  uint32_t *kp, *kr, *vi;   /* K as S's B tiles, K as dQ's, V as dP's */
+  uint32_t *qr, *gr, *oi;   /* the query block's Q as dK's B tiles, dO as dV's, O as dO O^T's */
+  uint16_t *Q, *G;          /* the query block's Q and dO rows (A operands) */
+  uint16_t *Pt, *dS, *dSt;  /* bf16 high parts, then low parts (2 x 32 x 32 each) */
+  float *S, *dP, *dQ, *dK, *dV, *D, *lse;
+} amx_bbuf;
+
+/* C (+)= A B over the tile pairs of one 32-row block: C is 32 x (16 nct) float32 at c (row stride ldc
+ * floats), A two bf16 parts of 32 x 32 (64-byte rows, low part 32 x 32 after the high), B nct tiles of
+ * 16 key pairs x 16 columns at b (tile et at b + et 256). */
+AMX_TARGET static void amx_acc_split(float *c, int64_t ldc, const uint16_t *A, const uint32_t *b, int64_t nct) {
+  for (int64_t et = 0; et < nct; et += 2) {
+    const bool two = et + 1 < nct;
+    float *c0 = c + et * 16, *c1 = c + 16 * ldc + et * 16;
+    _tile_loadd(0, c0, ldc * 4);
+    _tile_loadd(2, c1, ldc * 4);
+    _tile_loadd(6, b + et * 256, 64);
+    if (two) {
+      _tile_loadd(1, c0 + 16, ldc * 4);
+      _tile_loadd(3, c1 + 16, ldc * 4);
+      _tile_loadd(7, b + (et + 1) * 256, 64);
+    }
+    for (int part = 0; part < 2; part++) {
+      const uint16_t *ap = A + part * 32 * 32;
+      _tile_loadd(4, ap, 64);
+      _tile_loadd(5, ap + 16 * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+      if (two) {
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    _tile_stored(0, c0, ldc * 4);
+    _tile_stored(2, c1, ldc * 4);
+    if (two) {
+      _tile_stored(1, c0 + 16, ldc * 4);
+      _tile_stored(3, c1 + 16, ldc * 4);
+    }
+  }
+}
+
+/* out (32 x 32 float32, row stride 32) = A B: A 32 rows of bf16 at a (row stride lda elements) over
+ * nec chunks of 32, B tile pairs (kt, kt + 1) of a pack_b_inner layout with nec chunks. */
+AMX_TARGET static void amx_scores(float *out, const uint16_t *a, int64_t lda, const uint32_t *b, int64_t kt,
+                                  int64_t nec) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t ec = 0; ec < nec; ec++) {
+    _tile_loadd(4, a + ec * 32, lda * 2);
+    _tile_loadd(5, a + 16 * lda + ec * 32, lda * 2);
+    _tile_loadd(6, b + (kt * nec + ec) * 256, 64);
+    _tile_loadd(7, b + ((kt + 1) * nec + ec) * 256, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, 128);
+  _tile_stored(1, out + 16, 128);
+  _tile_stored(2, out + 16 * 32, 128);
+  _tile_stored(3, out + 16 * 32 + 16, 128);
+}
+
+/* hi/lo bf16 parts of a 32 x 32 float32 block x (row stride 32), transposed when `trans`. */
+AMX_TARGET static void amx_split_block(uint16_t *dst, const float *x, bool trans) {
+  float t[32 * 32];
+  const float *src = x;
+  if (trans) {
+    for (int r = 0; r < 32; r++)
+      for (int c = 0; c < 32; c++) t[c * 32 + r] = x[r * 32 + c];
+    src = t;
+  }
+  for (int c = 0; c < 32 * 32; c += 16) {
+    const __m512 v = _mm512_loadu_ps(src + c);
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm256_storeu_si256((__m256i *)(dst + c), h);
+    _mm256_storeu_si256((__m256i *)(dst + 32 * 32 + c), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf)));
+  }
+}
+
+AMX_TARGET static void amx_bwd_task(const attn_args *a, amx_bbuf *w, int64_t t, int64_t spad) {
+  const int64_t E = a->E, Ev = a->Ev, n = a->n, S = a->S, grp = a->hq / a->hk, nec = E / 32, necv = Ev / 32;
+  const int64_t hk = t % a->hk, bi = t / a->hk;
+  const int64_t ko = head_off(a, &a->k, bi, hk), vo = head_off(a, &a->v, bi, hk);
+  pack_b_inner(w->kp, &a->k, ko, a->k.st[n - 2], a->k.st[n - 1], S, spad, E);
+  pack_b_rows(w->kr, &a->k, ko, a->k.st[n - 2], a->k.st[n - 1], S, spad, E);
+  pack_b_inner(w->vi, &a->v, vo, a->v.st[n - 2], a->v.st[n - 1], S, spad, Ev);
+  memset(w->dK, 0, sizeof(float) * (size_t)(spad * E));
+  memset(w->dV, 0, sizeof(float) * (size_t)(spad * Ev));
+  const opnd qbuf = {(const char *)w->Q, TH_BF16, {0}}, gbuf = {(const char *)w->G, TH_BF16, {0}};
+  for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
+    const int64_t qo = head_off(a, &a->q, bi, h), go = head_off(a, &a->g, bi, h), oo = head_off(a, &a->o, bi, h);
+    const int64_t lo = head_off(a, &a->lse, bi, h), mo = a->has_mask ? head_off(a, &a->mask, bi, h) : 0;
+    for (int64_t i0 = 0; i0 < a->L; i0 += 32) {
+      const int64_t bq = a->L - i0 < 32 ? a->L - i0 : 32;
+      for (int64_t r = 0; r < 32; r++) {
+        uint16_t *qd = w->Q + r * E, *gd = w->G + r * Ev;
+        if (r >= bq) {
+          memset(qd, 0, sizeof(uint16_t) * (size_t)E);
+          memset(gd, 0, sizeof(uint16_t) * (size_t)Ev);
+          w->D[r] = 0.0f;
+          w->lse[r] = INFINITY;
+          continue;
+        }
+        for (int64_t c = 0; c < E; c++) qd[c] = ld_u16(&a->q, qo + (i0 + r) * a->q.st[n - 2] + c * a->q.st[n - 1]);
+        for (int64_t c = 0; c < Ev; c++) gd[c] = ld_u16(&a->g, go + (i0 + r) * a->g.st[n - 2] + c * a->g.st[n - 1]);
+        const float l = ((const float *)a->lse.p)[lo + (i0 + r) * a->lse.st[n - 2]];
+        w->lse[r] = l == -INFINITY ? INFINITY : l; /* a row that attends to nothing: P = 0 */
+      }
+      /* D = rowsum(dO * O), as the diagonal of dO O^T: the tile unit's sums, so that where O is V's row
+       * (one attended key) D and dP agree to the bit and dS is 0 */
+      pack_b_inner(w->oi, &a->o, oo + i0 * a->o.st[n - 2], a->o.st[n - 2], a->o.st[n - 1], bq, 32, Ev);
+      amx_scores(w->dP, w->G, Ev, w->oi, 0, necv);
+      for (int64_t r = 0; r < 32; r++) w->D[r] = r < bq ? w->dP[r * 32 + r] : 0.0f;
+      pack_b_rows(w->qr, &qbuf, 0, E, 1, 32, 32, E);
+      pack_b_rows(w->gr, &gbuf, 0, Ev, 1, 32, 32, Ev);
+      memset(w->dQ, 0, sizeof(float) * (size_t)(32 * E));
+      const int64_t kend = key_end(a, i0, bq);
+      for (int64_t j0 = 0; j0 < kend; j0 += 32) {
+        const int64_t bk = kend - j0 < 32 ? kend - j0 : 32;
+        amx_scores(w->S, w->Q, E, w->kp, j0 / 16, nec);
+        amx_scores(w->dP, w->G, Ev, w->vi, j0 / 16, necv);
+        scale_mask(a, w->S, 32, bq, bk, i0, j0, mo);
+        for (int64_t r = 0; r < 32; r++) {
+          float *s = w->S + r * 32, *dp = w->dP + r * 32;
+          const float l = w->lse[r], d = w->D[r], scale = a->scale;
+          const int64_t ce = r < bq ? bk : 0;
+#pragma omp simd
+          for (int64_t c = 0; c < 32; c++) {
+            const float p = th_m_expf(s[c] - l);
+            s[c] = p;
+            dp[c] = p * (dp[c] - d) * scale; /* dS */
+          }
+          for (int64_t c = ce; c < 32; c++) s[c] = dp[c] = 0.0f; /* keys past the block's end, padding rows */
+        }
+        amx_split_block(w->Pt, w->S, true);
+        amx_split_block(w->dS, w->dP, false);
+        amx_split_block(w->dSt, w->dP, true);
+        amx_acc_split(w->dV + j0 * Ev, Ev, w->Pt, w->gr, Ev / 16);
+        amx_acc_split(w->dQ, E, w->dS, w->kr + (j0 / 32) * (E / 16) * 256, E / 16);
+        amx_acc_split(w->dK + j0 * E, E, w->dSt, w->qr, E / 16);
+      }
+      const int64_t dqo = head_off(a, &a->dq, bi, h);
+      for (int64_t r = 0; r < bq; r++)
+        for (int64_t c = 0; c < E; c++)
+          st((char *)a->dq.p, a->dq.dt, dqo + (i0 + r) * a->dq.st[n - 2] + c * a->dq.st[n - 1], w->dQ[r * E + c]);
+    }
+  }
+  const int64_t dko = head_off(a, &a->dk, bi, hk), dvo = head_off(a, &a->dv, bi, hk);
+  for (int64_t r = 0; r < S; r++) {
+    for (int64_t c = 0; c < E; c++)
+      st((char *)a->dk.p, a->dk.dt, dko + r * a->dk.st[n - 2] + c * a->dk.st[n - 1], w->dK[r * E + c]);
+    for (int64_t c = 0; c < Ev; c++)
+      st((char *)a->dv.p, a->dv.dt, dvo + r * a->dv.st[n - 2] + c * a->dv.st[n - 1], w->dV[r * Ev + c]);
+  }
+}
+
 /* Whether the CPU has AMX-BF16 with AVX512_BF16 and the kernel lets this process use the tile data. */
 static bool amx_available(void) {
   static int state; /* 0 unknown, 1 yes, -1 no */
@@ -910,6 +1103,57 @@ static th_status amx_forward(const th_bsym *b, const attn_args *a) {
 }
 #endif
 
+#if TH_ATTN_AMX
+static th_status amx_backward(const th_bsym *b, const attn_args *a) {
+  const int64_t ntasks = a->nbatch * a->hk, spad = (a->S + 31) / 32 * 32, E = a->E, Ev = a->Ev;
+  const int nth = ntasks > 1 ? omp_get_max_threads() : 1;
+  bool oom = false;
+#pragma omp parallel num_threads(nth)
+  {
+    amx_bbuf w = {th_malloc(sizeof(uint32_t) * (size_t)(spad * E / 2)),
+                  th_malloc(sizeof(uint32_t) * (size_t)(spad * E / 2)),
+                  th_malloc(sizeof(uint32_t) * (size_t)(spad * Ev / 2)),
+                  th_malloc(sizeof(uint32_t) * (size_t)(16 * E)),
+                  th_malloc(sizeof(uint32_t) * (size_t)(16 * Ev)),
+                  th_malloc(sizeof(uint32_t) * (size_t)(16 * Ev)),
+                  th_malloc(sizeof(uint16_t) * (size_t)(32 * E)),
+                  th_malloc(sizeof(uint16_t) * (size_t)(32 * Ev)),
+                  th_malloc(sizeof(uint16_t) * 2 * 32 * 32),
+                  th_malloc(sizeof(uint16_t) * 2 * 32 * 32),
+                  th_malloc(sizeof(uint16_t) * 2 * 32 * 32),
+                  alloc_floats(32 * 32),
+                  alloc_floats(32 * 32),
+                  alloc_floats(32 * E),
+                  alloc_floats(spad * E),
+                  alloc_floats(spad * Ev),
+                  alloc_floats(32),
+                  alloc_floats(32)};
+    void *all[] = {w.kp, w.kr, w.vi, w.qr, w.gr, w.oi, w.Q, w.G, w.Pt, w.dS, w.dSt, w.S, w.dP, w.dQ, w.dK, w.dV, w.D, w.lse};
+    bool ok = true;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ok = ok && all[i];
+    if (!ok) {
+#pragma omp atomic write
+      oom = true;
+    }
+    const unsigned csr = _mm_getcsr();
+    if (ok) {
+      amx_config();
+      _mm_setcsr(csr | 0x8040); /* FTZ | DAZ: P of masked keys; every product is bf16's anyway */
+    }
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < ntasks; t++)
+      if (ok) amx_bwd_task(a, &w, t, spad);
+    if (ok) {
+      _mm_setcsr(csr);
+      amx_release();
+    }
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) th_free(all[i]);
+  }
+  if (oom) return th_error(TH_ERR_NOMEM, "%s: out of memory for the attention tiles", th_eg_name(b));
+  return TH_OK;
+}
+#endif
+
 th_status th_eg_sdpa_flash_ref(th_rt_env *env, const th_bsym *b) {
   attn_args a;
   TH_TRY(bind_common(env, b, 0, 3, &a));
@@ -969,6 +1213,13 @@ th_status th_eg_sdpa_flash_backward_ref(th_rt_env *env, const th_bsym *b) {
   int64_t *ranges;
   TH_TRY(mask_ranges(b, &a, &ranges));
   const int64_t ntasks = a.nbatch * a.hk;
+#if TH_ATTN_AMX
+  if (use_amx(&a) && a.Ev % 32 == 0 && a.g.dt == TH_BF16 && a.o.dt == TH_BF16) {
+    th_status ast = amx_backward(b, &a);
+    th_free(ranges);
+    return ast;
+  }
+#endif
   const bwd_fn fn = use_avx512() ? bwd_task_avx512 : bwd_task_base;
   const int nth = ntasks > 1 ? omp_get_max_threads() : 1;
   const int64_t E = a.E, Ev = a.Ev;
