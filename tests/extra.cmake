@@ -29,7 +29,8 @@ if(THUNDER_SANITIZE AND THUNDER_BUILD_PYTHON)
       ${CMAKE_CURRENT_SOURCE_DIR}/python/test_jit_frontend.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_seeds.py
       ${CMAKE_CURRENT_SOURCE_DIR}/python/test_functionalization.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_autocast_jit.py
       ${CMAKE_CURRENT_SOURCE_DIR}/python/test_extend.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_random_stream.py
-      ${CMAKE_CURRENT_SOURCE_DIR}/python/test_compile_stats.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_fuser_int_constants.py)
+      ${CMAKE_CURRENT_SOURCE_DIR}/python/test_compile_stats.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_fuser_int_constants.py
+      ${CMAKE_CURRENT_SOURCE_DIR}/python/test_flash_attention.py ${CMAKE_CURRENT_SOURCE_DIR}/python/test_fuse_attention.py)
   set_tests_properties(python_frontend_asan PROPERTIES LABELS asan TIMEOUT 1200
     ENVIRONMENT "THUNDER_BUILD_DIR=${PROJECT_BINARY_DIR};THUNDER_SOURCE_DIR=${PROJECT_SOURCE_DIR};LD_PRELOAD=${TH_LIBASAN}:${TH_LIBUBSAN};ASAN_OPTIONS=detect_leaks=0;UBSAN_OPTIONS=print_stacktrace=1")
 endif()

@@ -83,7 +83,9 @@ th_status th_program_compile(const th_trace *tr, const th_compile_options *opts,
  * cleaned trace before compiling it (the grad transform splits it into forward and backward, each then
  * compiled with skip_stages = TH_COMPILE_SKIP_DCE | TH_COMPILE_SKIP_CSE): verifies tr as
  * th_program_compile does (opts may be NULL: its device override is read), then *dce is its Dead Code
- * Elimination trace and *cse that trace's Common Subexpression Elimination, both owned by the caller
+ * Elimination trace and *cse that trace's Common Subexpression Elimination (or, where attention written
+ * out by hand was found in it, the Fuse Attention trace made from that; see th_program_compile's
+ * pipeline in docs/design.md), both owned by the caller
  * (th_trace_free); tr is unchanged. Errors: tr, dce or cse NULL (TH_ERR_VALUE), those of
  * th_program_compile's verification, TH_ERR_NOMEM; *dce and *cse are NULL on error. */
 th_status th_compile_prepare(const th_trace *tr, const th_compile_options *opts, th_trace **dce, th_trace **cse);

@@ -200,8 +200,8 @@ def jit(fn, executors=None, cache="constant values", float8=None, dump_fusions=N
 
 def last_traces(jfn):
     """The traces of the last call's compilation, in pipeline order: the initial trace, then one per
-    pass (Dead Code Elimination, Common Subexpression Elimination, Delete Last Used — the execution
-    trace); under autograd the grad transform's forward comes before the execution trace (the forward
+    pass (Dead Code Elimination, Common Subexpression Elimination, Fuse Attention when the function
+    writes attention out by hand (under autograd in place of the CSE trace), Delete Last Used — the execution trace); under autograd the grad transform's forward comes before the execution trace (the forward
     program's; see last_backward_traces). str(trace) prints it with subsymbols."""
     return _C.last_traces(jfn)
 

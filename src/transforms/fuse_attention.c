@@ -140,10 +140,14 @@ static bool match_chain(const graph *g, int i, attn_chain *c) {
     if (tensor_arg(&b->args[0]) != cur || !m || m->dtype != TH_BOOL || !number_arg(&b->args[2], &x) ||
         !(isinf(x) && x < 0) || m->ndim > cur->ndim)
       return false;
+    th_value *filled = out_value(b);
+    if (!filled || filled->ndim != cur->ndim) return false; /* a mask that widens the scores: not sdpa's */
+    for (int d = 0; d < cur->ndim; d++)
+      if (filled->shape[d] != cur->shape[d]) return false;
     c->mask = j;
     c->m = m;
-    cur = out_value(b);
-    if (!cur || (j = next_of(g, j)) < 0) return false;
+    cur = filled;
+    if ((j = next_of(g, j)) < 0) return false;
     b = bs->items[j];
   }
   int64_t dim;

@@ -169,6 +169,16 @@ def test_chains_that_cannot_fuse_stay_as_written():
         assert FLASH not in traces_text(jf)
         for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
             torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
+    # a mask that widens the scores' batch dims: the chain's result has them, sdpa's would not
+    def widened(q, k, v, m):
+        return F.softmax((q @ k.transpose(-2, -1)).masked_fill(m, -math.inf), dim=-1) @ v
+
+    m = torch.zeros(2, 1, 24, 24, dtype=torch.bool)
+    m[1, :, :, 5:] = True
+    jf = thunder_c.jit(widened)
+    got = jf(q, k, v, m)
+    assert got.shape == (2, 2, 24, 16) and FLASH not in traces_text(jf)
+    torch.testing.assert_close(got, widened(q, k, v, m), atol=2e-5, rtol=1e-5)
     # dropout with p > 0 (even with training=False, where it is the identity) is not matched
     jf = thunder_c.jit(dropout_p)
     torch.testing.assert_close(jf(q, k, v), dropout_p(q, k, v), atol=2e-5, rtol=1e-5)

@@ -597,8 +597,8 @@ static PyObject *m_set_module_hook(PyObject *self, PyObject *fn) {
 static PyMethodDef jit_functions[] = {
   {"last_traces", m_last_traces, METH_O,
    "last_traces(jfn) -> list of Trace: the traces of the last call's compilation, in pipeline order "
-   "(initial, [float8,] Dead Code Elimination, Common Subexpression Elimination, [under autograd: the grad "
-   "transform's forward,] Transform for execution, [fusion,] Delete Last Used)."},
+   "(initial, [float8,] Dead Code Elimination, Common Subexpression Elimination, [Fuse Attention: after it, or "
+   "under autograd in its place,] [under autograd: the grad transform's forward,] Transform for execution, [fusion,] Delete Last Used)."},
   {"last_backward_traces", m_last_backward_traces, METH_O,
    "last_backward_traces(jfn) -> list of Trace: the backward of the last call's compilation under autograd "
    "(Grad transform pass, Transform for execution, [fusion,] Delete Last Used); [] when it ran forward only."},
