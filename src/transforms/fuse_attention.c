@@ -12,7 +12,7 @@
  * [masked_fill(., bool mask, -inf)] -> softmax(., last dim) -> [dropout(., 0.0)] -> matmul. Where every
  * intermediate has this chain as its only user (nothing else reads the scores or probabilities, and none
  * is returned), q, k^T and v are f32 or bf16 of one dtype with the same batch dims (rank 2 to 5), the
- * chain is recorded again as
+ * chain, when it has at least FUSE_MIN_KEYS keys, is recorded again as
  *
  *   y = ltorch.scaled_dot_product_attention(q, k, v, logical_not(mask), 0.0, False, scale=scale)
  *
@@ -32,6 +32,11 @@
 #include <string.h>
 
 #include "transforms/transforms.h"
+
+/* Fewer keys than this and the chain stays: a head's scores are then at most 64 KiB, which the unfused
+ * GEMMs and the fused softmax region run through in cache at least as fast as the flash kernel's tiles
+ * (bench/README.md, bench_peers' train_step at T = 64). */
+#define FUSE_MIN_KEYS 128
 
 /* ---- use counts --------------------------------------------------------------------------------------- */
 
@@ -113,6 +118,7 @@ static bool match_chain(const graph *g, int i, attn_chain *c) {
   if (q->dtype != kt->dtype || (q->dtype != TH_F32 && q->dtype != TH_BF16)) return false;
   if (q->ndim < 2 || q->ndim > 5 || !same_batch(q, kt) || q->shape[q->ndim - 1] != kt->shape[kt->ndim - 2])
     return false;
+  if (kt->shape[kt->ndim - 1] < FUSE_MIN_KEYS) return false;
   memset(c, 0, sizeof *c);
   c->mm1 = i;
   c->scale = c->mask = c->dropout = -1;
