@@ -622,6 +622,72 @@ AMX_TARGET static void amx_store_row(uint16_t *dst, int64_t cs, const float *src
   for (; c < n; c++) dst[c * cs] = th_sc_f32_to_bf16(src[c] * inv);
 }
 
+/* C (+)= sum over nch 32-key chunks of A_ch B_ch, for one 32-row block: C is 32 x (16 nct) float32 at c
+ * (row stride ldc floats), kept in tiles across the chunks; A_ch is 32 rows of 32 bf16 at A + 32 ch (row
+ * stride lda elements) as two parts, the high one there and the low one alo elements further; B_ch is
+ * nct tiles of 16 key pairs x 16 columns at b + ch bstride (tile et at + 256 et), the last chunk's at
+ * blast. */
+AMX_TARGET static void amx_acc_split(float *c, int64_t ldc, const uint16_t *A, int64_t lda, int64_t alo,
+                                     const uint32_t *b, int64_t bstride, const uint32_t *blast, int64_t nch,
+                                     int64_t nct) {
+  for (int64_t et = 0; et < nct; et += 2) {
+    const bool two = et + 1 < nct;
+    float *c0 = c + et * 16, *c1 = c + 16 * ldc + et * 16;
+    _tile_loadd(0, c0, ldc * 4);
+    _tile_loadd(2, c1, ldc * 4);
+    if (two) {
+      _tile_loadd(1, c0 + 16, ldc * 4);
+      _tile_loadd(3, c1 + 16, ldc * 4);
+    }
+    for (int64_t ch = 0; ch < nch; ch++) {
+      const uint32_t *bc = ch == nch - 1 ? blast : b + ch * bstride;
+      _tile_loadd(6, bc + et * 256, 64);
+      if (two) _tile_loadd(7, bc + (et + 1) * 256, 64);
+      for (int part = 0; part < 2; part++) { /* the high parts, then the low parts */
+        const uint16_t *ap = A + part * alo + ch * 32;
+        _tile_loadd(4, ap, lda * 2);
+        _tile_loadd(5, ap + 16 * lda, lda * 2);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(2, 5, 6);
+        if (two) {
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+      }
+    }
+    _tile_stored(0, c0, ldc * 4);
+    _tile_stored(2, c1, ldc * 4);
+    if (two) {
+      _tile_stored(1, c0 + 16, ldc * 4);
+      _tile_stored(3, c1 + 16, ldc * 4);
+    }
+  }
+}
+
+/* out (32 x 32 float32, row stride ldo floats) = A B: A 32 rows of bf16 at a (row stride lda elements)
+ * over nec chunks of 32, B the tile pair (kt, kt + 1) of a pack_b_inner layout with nec chunks. */
+AMX_TARGET static void amx_scores(float *out, int64_t ldo, const uint16_t *a, int64_t lda, const uint32_t *b,
+                                  int64_t kt, int64_t nec) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t ec = 0; ec < nec; ec++) {
+    _tile_loadd(4, a + ec * 32, lda * 2);
+    _tile_loadd(5, a + 16 * lda + ec * 32, lda * 2);
+    _tile_loadd(6, b + (kt * nec + ec) * 256, 64);
+    _tile_loadd(7, b + ((kt + 1) * nec + ec) * 256, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, ldo * 4);
+  _tile_stored(1, out + 16, ldo * 4);
+  _tile_stored(2, out + 16 * ldo, ldo * 4);
+  _tile_stored(3, out + 16 * ldo + 16, ldo * 4);
+}
+
 AMX_TARGET static void amx_fwd_task(const attn_args *a, const amx_pack *pk, amx_buf *w, int64_t t) {
   const int64_t nqb = (a->L + ABQ - 1) / ABQ, E = a->E, Ev = a->Ev, n = a->n, nec = E / 32, net = Ev / 16;
   const int64_t qb = t % nqb, bh = t / nqb, h = bh % a->hq, bi = bh / a->hq, hk = h / (a->hq / a->hk);
@@ -651,27 +717,7 @@ AMX_TARGET static void amx_fwd_task(const attn_args *a, const amx_pack *pk, amx_
   for (int64_t j0 = 0; j0 < kend; j0 += ABK) {
     const int64_t bk = kend - j0 < ABK ? kend - j0 : ABK, nch = (bk + 31) / 32;
     /* S = Q K^T, 32 keys (two K tiles) at a time */
-    for (int64_t ch = 0; ch < nch; ch++) {
-      const int64_t kt = (j0 + ch * 32) / 16;
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      for (int64_t ec = 0; ec < nec; ec++) {
-        _tile_loadd(4, w->Q + ec * 32, E * 2);
-        _tile_loadd(5, w->Q + 16 * E + ec * 32, E * 2);
-        _tile_loadd(6, kp + (kt * nec + ec) * 256, 64);
-        _tile_loadd(7, kp + ((kt + 1) * nec + ec) * 256, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      _tile_stored(0, w->S + ch * 32, ABK * 4);
-      _tile_stored(1, w->S + ch * 32 + 16, ABK * 4);
-      _tile_stored(2, w->S + 16 * ABK + ch * 32, ABK * 4);
-      _tile_stored(3, w->S + 16 * ABK + ch * 32 + 16, ABK * 4);
-    }
+    for (int64_t ch = 0; ch < nch; ch++) amx_scores(w->S + ch * 32, ABK, w->Q, E, kp, (j0 + ch * 32) / 16, nec);
     /* the online softmax, row by row over the keys each row attends to */
     bool rescale = false;
     for (int64_t r = 0; r < bq; r++) {
@@ -714,38 +760,7 @@ AMX_TARGET static void amx_fwd_task(const attn_args *a, const amx_pack *pk, amx_
       }
       vlast = w->vt;
     }
-    for (int64_t et = 0; et < net; et += 2) {
-      const bool two = et + 1 < net;
-      float *o0 = w->O + et * 16, *o1 = w->O + 16 * Ev + et * 16;
-      _tile_loadd(0, o0, Ev * 4);
-      _tile_loadd(2, o1, Ev * 4);
-      if (two) {
-        _tile_loadd(1, o0 + 16, Ev * 4);
-        _tile_loadd(3, o1 + 16, Ev * 4);
-      }
-      for (int64_t ch = 0; ch < nch; ch++) {
-        const uint32_t *vc = ch == nch - 1 ? vlast : vb + ch * net * 256;
-        _tile_loadd(6, vc + et * 256, 64);
-        if (two) _tile_loadd(7, vc + (et + 1) * 256, 64);
-        for (int part = 0; part < 2; part++) { /* P's bf16 high parts, then its low parts */
-          const uint16_t *pp = w->P + part * ABQ * ABK + ch * 32;
-          _tile_loadd(4, pp, ABK * 2);
-          _tile_loadd(5, pp + 16 * ABK, ABK * 2);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(2, 5, 6);
-          if (two) {
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(3, 5, 7);
-          }
-        }
-      }
-      _tile_stored(0, o0, Ev * 4);
-      _tile_stored(2, o1, Ev * 4);
-      if (two) {
-        _tile_stored(1, o0 + 16, Ev * 4);
-        _tile_stored(3, o1 + 16, Ev * 4);
-      }
-    }
+    amx_acc_split(w->O, Ev, w->P, ABK, ABQ * ABK, vb, net * 256, vlast, nch, net);
   }
   _mm_setcsr(csr);
   const int64_t oo = head_off(a, &a->o, bi, h), lo = head_off(a, &a->lse, bi, h);
@@ -776,65 +791,6 @@ typedef struct {
   uint16_t *Pt, *dS, *dSt;  /* bf16 high parts, then low parts (2 x 32 x 32 each) */
   float *S, *dP, *dQ, *dK, *dV, *D, *lse;
 } amx_bbuf;
-
-/* C (+)= A B over the tile pairs of one 32-row block: C is 32 x (16 nct) float32 at c (row stride ldc
- * floats), A two bf16 parts of 32 x 32 (64-byte rows, low part 32 x 32 after the high), B nct tiles of
- * 16 key pairs x 16 columns at b (tile et at b + et 256). */
-AMX_TARGET static void amx_acc_split(float *c, int64_t ldc, const uint16_t *A, const uint32_t *b, int64_t nct) {
-  for (int64_t et = 0; et < nct; et += 2) {
-    const bool two = et + 1 < nct;
-    float *c0 = c + et * 16, *c1 = c + 16 * ldc + et * 16;
-    _tile_loadd(0, c0, ldc * 4);
-    _tile_loadd(2, c1, ldc * 4);
-    _tile_loadd(6, b + et * 256, 64);
-    if (two) {
-      _tile_loadd(1, c0 + 16, ldc * 4);
-      _tile_loadd(3, c1 + 16, ldc * 4);
-      _tile_loadd(7, b + (et + 1) * 256, 64);
-    }
-    for (int part = 0; part < 2; part++) {
-      const uint16_t *ap = A + part * 32 * 32;
-      _tile_loadd(4, ap, 64);
-      _tile_loadd(5, ap + 16 * 32, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(2, 5, 6);
-      if (two) {
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-    }
-    _tile_stored(0, c0, ldc * 4);
-    _tile_stored(2, c1, ldc * 4);
-    if (two) {
-      _tile_stored(1, c0 + 16, ldc * 4);
-      _tile_stored(3, c1 + 16, ldc * 4);
-    }
-  }
-}
-
-/* out (32 x 32 float32, row stride 32) = A B: A 32 rows of bf16 at a (row stride lda elements) over
- * nec chunks of 32, B tile pairs (kt, kt + 1) of a pack_b_inner layout with nec chunks. */
-AMX_TARGET static void amx_scores(float *out, const uint16_t *a, int64_t lda, const uint32_t *b, int64_t kt,
-                                  int64_t nec) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  for (int64_t ec = 0; ec < nec; ec++) {
-    _tile_loadd(4, a + ec * 32, lda * 2);
-    _tile_loadd(5, a + 16 * lda + ec * 32, lda * 2);
-    _tile_loadd(6, b + (kt * nec + ec) * 256, 64);
-    _tile_loadd(7, b + ((kt + 1) * nec + ec) * 256, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  _tile_stored(0, out, 128);
-  _tile_stored(1, out + 16, 128);
-  _tile_stored(2, out + 16 * 32, 128);
-  _tile_stored(3, out + 16 * 32 + 16, 128);
-}
 
 /* hi/lo bf16 parts of a 32 x 32 float32 block x (row stride 32), transposed when `trans`. */
 AMX_TARGET static void amx_split_block(uint16_t *dst, const float *x, bool trans) {
@@ -886,7 +842,7 @@ AMX_TARGET static void amx_bwd_task(const attn_args *a, amx_bbuf *w, int64_t t, 
       /* D = rowsum(dO * O), as the diagonal of dO O^T: the tile unit's sums, so that where O is V's row
        * (one attended key) D and dP agree to the bit and dS is 0 */
       pack_b_inner(w->oi, &a->o, oo + i0 * a->o.st[n - 2], a->o.st[n - 2], a->o.st[n - 1], bq, 32, Ev);
-      amx_scores(w->dP, w->G, Ev, w->oi, 0, necv);
+      amx_scores(w->dP, 32, w->G, Ev, w->oi, 0, necv);
       for (int64_t r = 0; r < 32; r++) w->D[r] = r < bq ? w->dP[r * 32 + r] : 0.0f;
       pack_b_rows(w->qr, &qbuf, 0, E, 1, 32, 32, E);
       pack_b_rows(w->gr, &gbuf, 0, Ev, 1, 32, 32, Ev);
@@ -894,8 +850,8 @@ AMX_TARGET static void amx_bwd_task(const attn_args *a, amx_bbuf *w, int64_t t, 
       const int64_t kend = key_end(a, i0, bq);
       for (int64_t j0 = 0; j0 < kend; j0 += 32) {
         const int64_t bk = kend - j0 < 32 ? kend - j0 : 32;
-        amx_scores(w->S, w->Q, E, w->kp, j0 / 16, nec);
-        amx_scores(w->dP, w->G, Ev, w->vi, j0 / 16, necv);
+        amx_scores(w->S, 32, w->Q, E, w->kp, j0 / 16, nec);
+        amx_scores(w->dP, 32, w->G, Ev, w->vi, j0 / 16, necv);
         scale_mask(a, w->S, 32, bq, bk, i0, j0, mo);
         for (int64_t r = 0; r < 32; r++) {
           float *s = w->S + r * 32, *dp = w->dP + r * 32;
@@ -912,9 +868,10 @@ AMX_TARGET static void amx_bwd_task(const attn_args *a, amx_bbuf *w, int64_t t, 
         amx_split_block(w->Pt, w->S, true);
         amx_split_block(w->dS, w->dP, false);
         amx_split_block(w->dSt, w->dP, true);
-        amx_acc_split(w->dV + j0 * Ev, Ev, w->Pt, w->gr, Ev / 16);
-        amx_acc_split(w->dQ, E, w->dS, w->kr + (j0 / 32) * (E / 16) * 256, E / 16);
-        amx_acc_split(w->dK + j0 * E, E, w->dSt, w->qr, E / 16);
+        amx_acc_split(w->dV + j0 * Ev, Ev, w->Pt, 32, 32 * 32, w->gr, 0, w->gr, 1, Ev / 16);
+        const uint32_t *kc = w->kr + (j0 / 32) * (E / 16) * 256; /* K's chunk as dQ's B tiles */
+        amx_acc_split(w->dQ, E, w->dS, 32, 32 * 32, kc, 0, kc, 1, E / 16);
+        amx_acc_split(w->dK + j0 * E, E, w->dSt, 32, 32 * 32, w->qr, 0, w->qr, 1, E / 16);
       }
       const int64_t dqo = head_off(a, &a->dq, bi, h);
       for (int64_t r = 0; r < bq; r++)
