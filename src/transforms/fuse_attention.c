@@ -11,17 +11,23 @@
  * is, at the torch level, the chain ltorch.matmul -> [mul | div | true_divide by a number] ->
  * [masked_fill(., bool mask, -inf)] -> softmax(., last dim) -> [dropout(., 0.0)] -> matmul. Where every
  * intermediate has this chain as its only user (nothing else reads the scores or probabilities, and none
- * is returned), q, k^T and v are f32 or bf16 of one dtype with the same batch dims (rank 2 to 5), the
- * chain, when it has at least FUSE_MIN_KEYS keys, is recorded again as
+ * is returned), q, k^T and v are f32 or bf16 of one dtype with the same batch dims (rank 2 to 5), no op
+ * between the two matmuls writes memory (an in-place op's prims.copy_ into q, say: the fused call reads
+ * its operands at the second matmul), and there are at least FUSE_MIN_KEYS keys, the chain is recorded
+ * again, at the second matmul, as
  *
  *   y = ltorch.scaled_dot_product_attention(q, k, v, logical_not(mask), 0.0, False, scale=scale)
  *
  * which records the fused flash-attention prim (ops/torch/attention.c), so the L x S scores are never
  * materialized, forward or backward. k is the transpose's input when k^T is ltorch.transpose of the last
- * two dims (else k^T transposed back, a view). Eager's softmax of a row whose every key is masked is NaN
- * where sdpa gives 0, so with a mask the result is where(any(not mask, -1), y, nan): the same values
- * as the chain for every row. The scores are no longer rounded to the inputs' dtype between the ops (bf16:
- * each of the chain's ops rounds), so the result is closer to the float32 computation than the chain's.
+ * two dims (else k^T transposed back, a view); an operand that an earlier chain produced is read as what
+ * that chain became. Eager's softmax of a row whose every key is masked is NaN where sdpa gives 0, so
+ * with a mask the result is where(any(not mask, -1), y, nan); a NaN or infinite score gives a NaN row in
+ * both. What differs: a row with no mask whose every score is -inf (from infinite inputs) is 0 here and NaN
+ * in the chain, and under autograd a fully masked row's NaN does not reach v's gradient (the where's
+ * gradient is 0 there; eager's P^T dO spreads it into every row of dV). The scores are no longer rounded
+ * to the inputs' dtype between the ops (bf16: each of the chain's ops rounds), so the result is closer to
+ * the float32 computation than the chain's.
  *
  * THUNDER_FUSE_ATTENTION=0 in the environment leaves every chain as it is (tests of the unfused result).
  * *out is NULL when no chain matched (the trace is kept). Provenance "Fuse Attention (took N
@@ -181,6 +187,12 @@ static bool match_chain(const graph *g, int i, attn_chain *c) {
     return false;
   c->mm2 = j;
   c->v = v;
+  /* q, k, v and the mask are read at the last matmul: nothing in between may write to memory (an
+   * in-place op's prims.copy_ into q, say) */
+  for (int t = i + 1; t < j; t++) {
+    if (t != c->scale && t != c->mask && t != c->softmax && t != c->dropout && th_bsym_has_effect(bs->items[t]))
+      return false;
+  }
   return true;
 }
 
@@ -200,7 +212,7 @@ static th_value *map_value(th_value *v, void *p) {
 
 /* k from k^T: the transpose's input when k^T is ltorch.transpose of the last two dims, else a new
  * transpose of k^T. */
-static th_status key_of(th_trace *nt, const graph *g, th_value *kt, th_arg *k) {
+static th_status key_of(th_trace *nt, const graph *g, th_value *kt, void *m, th_arg *k) {
   const int n = kt->ndim;
   int pi = kt->id < g->nids ? g->producer[kt->id] : -1;
   if (pi >= 0) {
@@ -211,23 +223,26 @@ static th_status key_of(th_trace *nt, const graph *g, th_value *kt, th_arg *k) {
       d1 = d1 < 0 ? d1 + n : d1;
       th_value *src = tensor_arg(&t->args[0]);
       if (src && ((d0 == n - 2 && d1 == n - 1) || (d0 == n - 1 && d1 == n - 2))) {
-        *k = th_arg_value(src);
+        *k = th_arg_value(map_value(src, m));
         return TH_OK;
       }
     }
   }
-  th_arg targs[3] = {th_arg_value(kt), th_arg_int(-2), th_arg_int(-1)};
+  th_arg targs[3] = {th_arg_value(map_value(kt, m)), th_arg_int(-2), th_arg_int(-1)};
   return th_call(nt, TH_OP_ltorch_transpose, 3, targs, k);
 }
 
-static th_status record_chain(th_trace *nt, const graph *g, const attn_chain *c, th_value **y) {
+/* Records the chain's sdpa into nt; its operands are read through m (an earlier chain's output may be
+ * one of them). */
+static th_status record_chain(th_trace *nt, const graph *g, const attn_chain *c, void *m, th_value **y) {
   th_arg k, mask = th_arg_none(), out;
-  TH_TRY(key_of(nt, g, c->kt, &k));
+  TH_TRY(key_of(nt, g, c->kt, m, &k));
   if (c->m) {
-    th_arg ma = th_arg_value(c->m);
+    th_arg ma = th_arg_value(map_value(c->m, m));
     TH_TRY(th_call(nt, TH_OP_ltorch_logical_not, 1, &ma, &mask));
   }
-  th_arg args[6] = {th_arg_value(c->q), k, th_arg_value(c->v), mask, th_arg_float(0.0), th_arg_bool(false)};
+  th_arg args[6] = {th_arg_value(map_value(c->q, m)), k, th_arg_value(map_value(c->v, m)), mask, th_arg_float(0.0),
+                    th_arg_bool(false)};
   const char *kwn[1] = {"scale"};
   th_arg kw[1] = {c->has_scale ? th_arg_float(c->scale_value) : th_arg_float(1.0)};
   TH_TRY(th_call_kw(nt, th_symbol_get(TH_OP_ltorch_scaled_dot_product_attention), 6, args, 1, kwn, kw, &out));
@@ -312,7 +327,7 @@ th_status th_fuse_attention(const th_trace *tr, th_trace **out) {
     if (role[i] == 1) continue;
     if (role[i] == 2) {
       th_value *y = NULL;
-      st = record_chain(nt, &g, &chains[chain_at[i]], &y);
+      st = record_chain(nt, &g, &chains[chain_at[i]], &m, &y);
       if (st == TH_OK) {
         m.from[m.n] = out_value(tr->bsyms.items[i]);
         m.to[m.n++] = y;

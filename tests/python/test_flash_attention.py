@@ -306,3 +306,33 @@ def test_amx_nan_and_fully_masked_rows_match_the_avx512_forward(monkeypatch):
     assert torch.equal(torch.isnan(out[:, :, rows]), torch.isnan(want[:, :, rows]))
     assert torch.isnan(out[0, 1, :, 3]).sum() == 69 and torch.isfinite(out[0, 0]).all()
     torch.testing.assert_close(out[:, :, rows].float(), want[:, :, rows].float(), atol=2e-2, rtol=2e-2, equal_nan=True)
+
+
+@pytest.mark.parametrize("S", [128, 136, 200])
+def test_negative_scale_matches_eager(S):
+    """A negative scale flips the order of the scores: the padding past a row's keys stays -inf."""
+    q, k, v = rnd(1, 2, 16, 32, seed=1), rnd(1, 2, S, 32, seed=2), rnd(1, 2, S, 32, seed=3)
+    for dtype, tol in ((torch.float32, 2e-5), (torch.bfloat16, 2e-2)):
+        ins = [t.to(dtype) for t in (q, k, v)]
+        fn = sdpa(scale=-0.3, is_causal=(S == 128))
+        out, grads, jf = run(fn, ins)
+        assert FLASH in trace_text(jf)
+        # eager's own causal kernel gives NaN for a negative scale; the same mask given explicitly does not
+        tril = torch.ones(16, S, dtype=torch.bool).tril()
+        ref = (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=tril, scale=-0.3)) if S == 128 else fn
+        want, wgrads = run_eager(ref, ins)
+        close(out.float(), want.float(), tol, tol, f"S={S} {dtype} output")
+        for n, g, w in zip("qkv", grads, wgrads):
+            assert torch.isfinite(g.float()).all(), (S, dtype, n)
+            close(g.float(), w.float(), 4 * tol * max(1.0, w.abs().max().item()), 4 * tol, f"S={S} {dtype} grad {n}")
+
+
+def test_nan_in_a_query_row_gives_a_nan_row():
+    q, k, v = rnd(1, 1, 8, 32, seed=1), rnd(1, 1, 70, 32, seed=2), rnd(1, 1, 70, 32, seed=3)
+    q[0, 0, 3, 5] = float("nan")
+    for dtype in (torch.float32, torch.bfloat16):
+        ins = [t.to(dtype) for t in (q, k, v)]
+        out = thunder_c.jit(sdpa())(*ins)
+        want = sdpa()(*ins)
+        assert torch.isnan(out[0, 0, 3]).all() and torch.isnan(want[0, 0, 3]).all(), dtype
+        assert torch.isfinite(out[0, 0, :3].float()).all() and torch.isfinite(out[0, 0, 4:].float()).all()

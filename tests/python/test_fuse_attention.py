@@ -185,3 +185,53 @@ def test_chains_that_cannot_fuse_stay_as_written():
     jf = thunder_c.jit(dropout_p)
     torch.testing.assert_close(jf(q, k, v), dropout_p(q, k, v), atol=2e-5, rtol=1e-5)
     assert FLASH not in traces_text(jf)
+
+
+def test_a_chain_feeding_another_chain():
+    """The first attention's output is the second's q (and k): the second call reads the fused value."""
+    q, k, v = rnd(1, 2, 16, 32, seed=1), rnd(1, 2, 128, 32, seed=2), rnd(1, 2, 128, 32, seed=3)
+
+    def attn(q, k, v):
+        return F.softmax((q @ k.transpose(-2, -1)) * 0.25, dim=-1) @ v
+
+    def two(q, k, v):
+        y = attn(q, k, v)
+        return attn(y, k, v), attn(q, torch.cat([y] * 8, dim=2), v)
+
+    jf = thunder_c.jit(two)
+    got, want = jf(q, k, v), two(q, k, v)
+    assert traces_text(jf).count(FLASH + "(") >= 3
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
+
+
+def test_in_place_writes_inside_the_chain_keep_it_unfused():
+    q, k, v = rnd(1, 1, 4, 16, seed=1), rnd(1, 1, 128, 16, seed=2), rnd(1, 1, 128, 16, seed=3)
+    m = rnd(4, 128, seed=4) > 0.5
+
+    def f(q, k, v):
+        s = q @ k.transpose(-2, -1)
+        q.mul_(0)  # q changes after the scores were computed
+        return F.softmax(s * 0.25, dim=-1) @ v
+
+    def g(q, k, v, m):
+        s = (q @ k.transpose(-2, -1) * 0.25).masked_fill(m, float("-inf"))
+        m.logical_not_()  # the mask changes after masked_fill read it
+        return F.softmax(s, dim=-1) @ v
+
+    torch.testing.assert_close(thunder_c.jit(f)(q.clone(), k, v), f(q.clone(), k, v), atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(thunder_c.jit(g)(q, k, v, m.clone()), g(q, k, v, m.clone()), atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nan_and_infinite_scores_give_nan_rows_as_eager(dtype):
+    q, k, v = rnd(1, 1, 4, 32, seed=1), rnd(1, 1, 130, 32, seed=2), rnd(1, 1, 130, 32, seed=3)
+    q[0, 0, 1, 0] = float("nan")
+    q[0, 0, 2, 0] = float("inf")
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    fn = manual(masked=False)
+    jf = thunder_c.jit(fn)
+    got, want = jf(q, k, v, None), fn(q, k, v, None)
+    assert FLASH in traces_text(jf)
+    assert torch.isnan(want[0, 0, 1:3]).all() and torch.isnan(got[0, 0, 1:3]).all()
+    torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2, equal_nan=True)

@@ -321,11 +321,12 @@ AT_INLINE void fwd_task_body(const attn_args *a, fwd_buf *w, int64_t t, const in
   }
   const int64_t oo = head_off(a, &a->o, bi, h), lo = head_off(a, &a->lse, bi, h);
   for (int64_t r = 0; r < bq; r++) {
-    const float l = w->l[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+    /* l == 0: the row attends to nothing (0); a NaN l (a NaN or infinite score) gives NaN, as softmax */
+    const float l = w->l[r], inv = l != 0.0f ? 1.0f / l : 0.0f;
     const float *o = w->O + r * Ev;
     char *dst = (char *)a->o.p;
     const int64_t base = oo + (i0 + r) * a->o.st[n - 2];
-    for (int64_t c = 0; c < Ev; c++) st(dst, a->o.dt, base + c * a->o.st[n - 1], l > 0.0f ? o[c] * inv : 0.0f);
+    for (int64_t c = 0; c < Ev; c++) st(dst, a->o.dt, base + c * a->o.st[n - 1], l != 0.0f ? o[c] * inv : 0.0f);
     ((float *)a->lse.p)[lo + (i0 + r) * a->lse.st[n - 2]] = l > 0.0f ? w->m[r] + logf(l) : (l == 0.0f ? -INFINITY : l);
   }
 }
@@ -572,17 +573,16 @@ AMX_TARGET static void amx_split_row(uint16_t *hi, uint16_t *lo, const float *sr
 AMX_TARGET static void amx_softmax_row(const attn_args *a, float *s, int64_t ce, int64_t i, int64_t j0, int64_t moff,
                                        float *mx, float *sum) {
   const int64_t cv = (ce + 15) & ~(int64_t)15;
-  for (int64_t c = ce; c < cv; c++) s[c] = -INFINITY;
-  const __m512 vscale = _mm512_set1_ps(a->scale);
+  const __m512 vscale = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
   __m512 vmx = _mm512_set1_ps(*mx);
-  if (!a->has_mask)
-    for (int64_t c = 0; c < cv; c += 16) {
-      const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + c), vscale);
-      _mm512_storeu_ps(s + c, x);
-      vmx = _mm512_max_ps(vmx, x);
-    }
-  else {
-    for (int64_t c = 0; c < cv; c += 16) _mm512_storeu_ps(s + c, _mm512_mul_ps(_mm512_loadu_ps(s + c), vscale));
+  for (int64_t c = 0; c < cv; c += 16) {
+    __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + c), vscale);
+    if (c + 16 > ce) /* lanes past the row's keys: -inf after the scale, whatever its sign */
+      x = _mm512_mask_mov_ps(ninf, (__mmask16)((1u << (ce - c)) - 1u), x);
+    _mm512_storeu_ps(s + c, x);
+    if (!a->has_mask) vmx = _mm512_max_ps(vmx, x);
+  }
+  if (a->has_mask) {
     const int64_t base = moff + i * a->mask.st[a->n - 2] + j0 * a->mask.st[a->n - 1], cs = a->mask.st[a->n - 1];
     if (a->mask_bool) {
       const bool *m = (const bool *)a->mask.p + base;
@@ -765,10 +765,10 @@ AMX_TARGET static void amx_fwd_task(const attn_args *a, const amx_pack *pk, amx_
   _mm_setcsr(csr);
   const int64_t oo = head_off(a, &a->o, bi, h), lo = head_off(a, &a->lse, bi, h);
   for (int64_t r = 0; r < bq; r++) {
-    const float l = w->l[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float l = w->l[r], inv = l != 0.0f ? 1.0f / l : 0.0f; /* a NaN l gives NaN, as softmax */
     const float *o = w->O + r * Ev;
     uint16_t *dst = (uint16_t *)a->o.p + oo + (i0 + r) * a->o.st[n - 2];
-    if (l > 0.0f)
+    if (l != 0.0f)
       amx_store_row(dst, a->o.st[n - 1], o, inv, Ev);
     else /* a row that attends to nothing: 0, whatever the products of its zero weights gave */
       for (int64_t c = 0; c < Ev; c++) dst[c * a->o.st[n - 1]] = 0;
