@@ -342,6 +342,14 @@ AT_INLINE void transpose_tile(const float *src, int64_t lds, float *dst, int64_t
     for (int64_t c = 0; c < nc; c++) dst[c * ldd + r] = src[r * lds + c];
 }
 
+/* o[off + (r0 + r) rows + c cols] = src[r * nc + c] for r < nr, c < nc, rounded to o's dtype. */
+static void store_rows(const attn_args *a, const opnd *o, int64_t off, int64_t r0, int64_t nr, int64_t nc,
+                       const float *src) {
+  const int64_t rs = o->st[a->n - 2], cs = o->st[a->n - 1];
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nc; c++) st((char *)o->p, o->dt, off + (r0 + r) * rs + c * cs, src[r * nc + c]);
+}
+
 AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const int JC, ukernel_fn uk) {
   const int64_t E = a->E, Ev = a->Ev, n = a->n, S = a->S, grp = a->hq / a->hk;
   const int64_t hk = t % a->hk, bi = t / a->hk;
@@ -394,19 +402,11 @@ AT_INLINE void bwd_task_body(const attn_args *a, bwd_buf *w, int64_t t, const in
         transpose_tile(w->dS, BK, w->dS_t, BQ, bq, bk);
         gemm(bk, E, bq, w->dS_t, BQ, w->Q, E, w->dK + j0 * E, E, true, JC, uk);
       }
-      const int64_t dqo = head_off(a, &a->dq, bi, h);
-      for (int64_t r = 0; r < bq; r++)
-        for (int64_t c = 0; c < E; c++)
-          st((char *)a->dq.p, a->dq.dt, dqo + (i0 + r) * a->dq.st[n - 2] + c * a->dq.st[n - 1], w->dQ[r * E + c]);
+      store_rows(a, &a->dq, head_off(a, &a->dq, bi, h), i0, bq, E, w->dQ);
     }
   }
-  const int64_t dko = head_off(a, &a->dk, bi, hk), dvo = head_off(a, &a->dv, bi, hk);
-  for (int64_t r = 0; r < S; r++) {
-    for (int64_t c = 0; c < E; c++)
-      st((char *)a->dk.p, a->dk.dt, dko + r * a->dk.st[n - 2] + c * a->dk.st[n - 1], w->dK[r * E + c]);
-    for (int64_t c = 0; c < Ev; c++)
-      st((char *)a->dv.p, a->dv.dt, dvo + r * a->dv.st[n - 2] + c * a->dv.st[n - 1], w->dV[r * Ev + c]);
-  }
+  store_rows(a, &a->dk, head_off(a, &a->dk, bi, hk), 0, S, E, w->dK);
+  store_rows(a, &a->dv, head_off(a, &a->dv, bi, hk), 0, S, Ev, w->dV);
 }
 
 /* ---- ISA instantiations ------------------------------------------------------------------------------- */
@@ -873,19 +873,11 @@ AMX_TARGET static void amx_bwd_task(const attn_args *a, amx_bbuf *w, int64_t t, 
         amx_acc_split(w->dQ, E, w->dS, 32, 32 * 32, kc, 0, kc, 1, E / 16);
         amx_acc_split(w->dK + j0 * E, E, w->dSt, 32, 32 * 32, w->qr, 0, w->qr, 1, E / 16);
       }
-      const int64_t dqo = head_off(a, &a->dq, bi, h);
-      for (int64_t r = 0; r < bq; r++)
-        for (int64_t c = 0; c < E; c++)
-          st((char *)a->dq.p, a->dq.dt, dqo + (i0 + r) * a->dq.st[n - 2] + c * a->dq.st[n - 1], w->dQ[r * E + c]);
+      store_rows(a, &a->dq, head_off(a, &a->dq, bi, h), i0, bq, E, w->dQ);
     }
   }
-  const int64_t dko = head_off(a, &a->dk, bi, hk), dvo = head_off(a, &a->dv, bi, hk);
-  for (int64_t r = 0; r < S; r++) {
-    for (int64_t c = 0; c < E; c++)
-      st((char *)a->dk.p, a->dk.dt, dko + r * a->dk.st[n - 2] + c * a->dk.st[n - 1], w->dK[r * E + c]);
-    for (int64_t c = 0; c < Ev; c++)
-      st((char *)a->dv.p, a->dv.dt, dvo + r * a->dv.st[n - 2] + c * a->dv.st[n - 1], w->dV[r * Ev + c]);
-  }
+  store_rows(a, &a->dk, head_off(a, &a->dk, bi, hk), 0, S, E, w->dK);
+  store_rows(a, &a->dv, head_off(a, &a->dv, bi, hk), 0, S, Ev, w->dV);
 }
 
 /* Whether the CPU has AMX-BF16 with AVX512_BF16 and the kernel lets this process use the tile data. */
