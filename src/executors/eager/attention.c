@@ -550,20 +550,16 @@ AMX_TARGET static void amx_pack_head(const attn_args *a, const amx_pack *pk, int
               pk->spad, a->Ev);
 }
 
-/* Splits n float32 values x into two bf16 values each, hi = bf16(x) and lo = bf16(x - hi) (round to
- * nearest even), so that hi + lo carries x to about 2^-16 relative and P V costs two tile products. */
+/* Splits n float32 values x (n a multiple of 16) into two bf16 values each, hi = bf16(x) and
+ * lo = bf16(x - hi) (round to nearest even), so that hi + lo carries x to about 2^-16 relative and a
+ * product with it costs two tile products. */
 AMX_TARGET static void amx_split_row(uint16_t *hi, uint16_t *lo, const float *src, int64_t n) {
-  int64_t c = 0;
-  for (; c + 16 <= n; c += 16) {
+  for (int64_t c = 0; c < n; c += 16) {
     const __m512 x = _mm512_loadu_ps(src + c);
     const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
     const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     _mm256_storeu_si256((__m256i *)(hi + c), h);
     _mm256_storeu_si256((__m256i *)(lo + c), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, hf)));
-  }
-  for (; c < n; c++) {
-    hi[c] = th_sc_f32_to_bf16(src[c]);
-    lo[c] = th_sc_f32_to_bf16(src[c] - th_sc_bf16_to_f32(hi[c]));
   }
 }
 
@@ -801,13 +797,7 @@ AMX_TARGET static void amx_split_block(uint16_t *dst, const float *x, bool trans
       for (int c = 0; c < 32; c++) t[c * 32 + r] = x[r * 32 + c];
     src = t;
   }
-  for (int c = 0; c < 32 * 32; c += 16) {
-    const __m512 v = _mm512_loadu_ps(src + c);
-    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
-    const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    _mm256_storeu_si256((__m256i *)(dst + c), h);
-    _mm256_storeu_si256((__m256i *)(dst + 32 * 32 + c), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf)));
-  }
+  amx_split_row(dst, dst + 32 * 32, src, 32 * 32);
 }
 
 AMX_TARGET static void amx_bwd_task(const attn_args *a, amx_bbuf *w, int64_t t, int64_t spad) {
