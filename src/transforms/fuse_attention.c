@@ -61,8 +61,7 @@ static void count_use(th_value *v, void *p) {
 typedef struct {
   int mm1, scale, mask, softmax, dropout, mm2; /* bsym indices; -1 where the chain has none */
   th_value *q, *kt, *v, *m;
-  double scale_value; /* NAN: sdpa's default, 1 / sqrt(E) is not implied: the chain had no scale */
-  bool has_scale;
+  double scale_by; /* the chain's scale; 1 when it has none (sdpa's default 1 / sqrt(E) does not apply) */
 } attn_chain;
 
 static th_value *tensor_arg(const th_arg *a) {
@@ -128,6 +127,7 @@ static bool match_chain(const graph *g, int i, attn_chain *c) {
   memset(c, 0, sizeof *c);
   c->mm1 = i;
   c->scale = c->mask = c->dropout = -1;
+  c->scale_by = 1.0;
   c->q = q;
   c->kt = kt;
   int j = next_of(g, i);
@@ -141,8 +141,7 @@ static bool match_chain(const graph *g, int i, attn_chain *c) {
     if (ti < 0 || !number_arg(&b->args[1 - ti], &x) || !isfinite(x) || x == 0.0) return false;
     if (is_op(b, TH_OP_ltorch_div) && b->args[2].kind != TH_ARG_NONE) return false; /* rounding_mode */
     c->scale = j;
-    c->has_scale = true;
-    c->scale_value = mul ? x : 1.0 / x;
+    c->scale_by = mul ? x : 1.0 / x;
     cur = out_value(b);
     if (!cur || (j = next_of(g, j)) < 0) return false;
     b = bs->items[j];
@@ -244,7 +243,7 @@ static th_status record_chain(th_trace *nt, const graph *g, const attn_chain *c,
   th_arg args[6] = {th_arg_value(map_value(c->q, m)), k, th_arg_value(map_value(c->v, m)), mask, th_arg_float(0.0),
                     th_arg_bool(false)};
   const char *kwn[1] = {"scale"};
-  th_arg kw[1] = {c->has_scale ? th_arg_float(c->scale_value) : th_arg_float(1.0)};
+  th_arg kw[1] = {th_arg_float(c->scale_by)};
   TH_TRY(th_call_kw(nt, th_symbol_get(TH_OP_ltorch_scaled_dot_product_attention), 6, args, 1, kwn, kw, &out));
   if (c->m) { /* rows with no key left: NaN, as the chain's softmax gives them */
     th_arg any_args[3] = {mask, th_arg_int(-1), th_arg_bool(true)}, keep;
@@ -282,23 +281,20 @@ th_status th_fuse_attention(const th_trace *tr, th_trace **out) {
   g.producer = producer;
   g.consumer = consumer;
   for (uint32_t i = 0; i < g.nids; i++) producer[i] = consumer[i] = -1;
+  /* uses: every read (arguments, keyword arguments, inside TUPLE/LIST ones, the return); consumer: the
+   * last bsym reading the value as a direct argument, its only user where uses == 1 (a value read only
+   * inside a sequence or by the return has no consumer, so a chain through it stops) */
+  use_ctx uc = {uses, g.nids};
   for (int i = 0; i < nb; i++) {
     const th_bsym *b = tr->bsyms.items[i];
-    use_ctx uc = {uses, g.nids};
     th_bsym_foreach_value(b, TH_BSYM_INPUTS, count_use, &uc);
-    th_value *o = out_value(b);
-    if (o && o->id < g.nids && producer[o->id] < 0) producer[o->id] = i;
-  }
-  /* the only user of each value (valid where uses == 1): the last bsym reading it */
-  for (int i = 0; i < nb; i++) {
-    const th_bsym *b = tr->bsyms.items[i];
     for (int a = 0; a < b->nargs; a++) {
       th_value *v = tensor_arg(&b->args[a]);
       if (v && v->id < g.nids) consumer[v->id] = i;
     }
+    th_value *o = out_value(b);
+    if (o && o->id < g.nids && producer[o->id] < 0) producer[o->id] = i;
   }
-  /* a value read inside a TUPLE/LIST argument or the return counts as a use but not as a consumer: a
-   * chain value used there has uses >= 1 with consumer != the next op, so the match stops */
   int nchains = 0;
   for (int i = 0; i < nb; i++) {
     if (role[i]) continue;
