@@ -541,6 +541,21 @@ AMX_TARGET static void pack_b_rows(uint32_t *dst, const opnd *o, int64_t off, in
     }
 }
 
+/* dst (npad rows of nc bf16) = rows r0 .. r0 + nr of the bf16 operand o at off (row stride rs, column
+ * stride cs); rows from nr on are zero. */
+static void load_rows_bf16(uint16_t *dst, const opnd *o, int64_t off, int64_t rs, int64_t cs, int64_t r0, int64_t nr,
+                           int64_t npad, int64_t nc) {
+  for (int64_t r = 0; r < npad; r++) {
+    uint16_t *d = dst + r * nc;
+    if (r >= nr)
+      memset(d, 0, sizeof(uint16_t) * (size_t)nc);
+    else if (cs == 1)
+      memcpy(d, (const uint16_t *)o->p + off + (r0 + r) * rs, sizeof(uint16_t) * (size_t)nc);
+    else
+      for (int64_t c = 0; c < nc; c++) d[c] = ld_u16(o, off + (r0 + r) * rs + c * cs);
+  }
+}
+
 /* Packs key/value head g = (bi, hk) of a: K as S = Q K^T's B tiles, V as O += P V's. */
 AMX_TARGET static void amx_pack_head(const attn_args *a, const amx_pack *pk, int64_t g) {
   const int64_t n = a->n, bi = g / a->hk, hk = g % a->hk;
@@ -691,14 +706,8 @@ AMX_TARGET static void amx_fwd_task(const attn_args *a, const amx_pack *pk, amx_
   const int64_t qo = head_off(a, &a->q, bi, h), mo = a->has_mask ? head_off(a, &a->mask, bi, h) : 0;
   const int64_t qrs = a->q.st[n - 2], qcs = a->q.st[n - 1];
   const uint32_t *kp = pk->kp + (bi * a->hk + hk) * pk->kstride, *vp = pk->vp + (bi * a->hk + hk) * pk->vstride;
+  load_rows_bf16(w->Q, &a->q, qo, qrs, qcs, i0, bq, ABQ, E);
   for (int64_t r = 0; r < ABQ; r++) {
-    uint16_t *d = w->Q + r * E;
-    if (r >= bq)
-      memset(d, 0, sizeof(uint16_t) * (size_t)E);
-    else if (qcs == 1)
-      memcpy(d, (const uint16_t *)a->q.p + qo + (i0 + r) * qrs, sizeof(uint16_t) * (size_t)E);
-    else
-      for (int64_t c = 0; c < E; c++) d[c] = ld_u16(&a->q, qo + (i0 + r) * qrs + c * qcs);
     w->m[r] = -INFINITY;
     w->l[r] = 0.0f;
   }
@@ -815,19 +824,11 @@ AMX_TARGET static void amx_bwd_task(const attn_args *a, amx_bbuf *w, int64_t t, 
     const int64_t lo = head_off(a, &a->lse, bi, h), mo = a->has_mask ? head_off(a, &a->mask, bi, h) : 0;
     for (int64_t i0 = 0; i0 < a->L; i0 += 32) {
       const int64_t bq = a->L - i0 < 32 ? a->L - i0 : 32;
+      load_rows_bf16(w->Q, &a->q, qo, a->q.st[n - 2], a->q.st[n - 1], i0, bq, 32, E);
+      load_rows_bf16(w->G, &a->g, go, a->g.st[n - 2], a->g.st[n - 1], i0, bq, 32, Ev);
       for (int64_t r = 0; r < 32; r++) {
-        uint16_t *qd = w->Q + r * E, *gd = w->G + r * Ev;
-        if (r >= bq) {
-          memset(qd, 0, sizeof(uint16_t) * (size_t)E);
-          memset(gd, 0, sizeof(uint16_t) * (size_t)Ev);
-          w->D[r] = 0.0f;
-          w->lse[r] = INFINITY;
-          continue;
-        }
-        for (int64_t c = 0; c < E; c++) qd[c] = ld_u16(&a->q, qo + (i0 + r) * a->q.st[n - 2] + c * a->q.st[n - 1]);
-        for (int64_t c = 0; c < Ev; c++) gd[c] = ld_u16(&a->g, go + (i0 + r) * a->g.st[n - 2] + c * a->g.st[n - 1]);
-        const float l = ((const float *)a->lse.p)[lo + (i0 + r) * a->lse.st[n - 2]];
-        w->lse[r] = l == -INFINITY ? INFINITY : l; /* a row that attends to nothing: P = 0 */
+        const float l = r < bq ? ((const float *)a->lse.p)[lo + (i0 + r) * a->lse.st[n - 2]] : -INFINITY;
+        w->lse[r] = l == -INFINITY ? INFINITY : l; /* a row that attends to nothing (or padding): P = 0 */
       }
       /* D = rowsum(dO * O), as the diagonal of dO O^T: the tile unit's sums, so that where O is V's row
        * (one attended key) D and dP agree to the bit and dS is 0 */
